@@ -1,0 +1,91 @@
+"""FastAPI dependencies: the database, the model factory and the authenticated caller."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+from pymongo.asynchronous.database import AsyncDatabase
+
+from api.errors import ApiError
+from api.store.keys import find_key
+from core.settings import Settings
+from nodes.models import ModelFactory
+
+
+def get_db(request: Request) -> AsyncDatabase:
+    return request.app.state.db
+
+
+def get_factory(request: Request) -> ModelFactory:
+    return request.app.state.factory
+
+
+def get_settings_dep(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+Db = Annotated[AsyncDatabase, Depends(get_db)]
+Factory = Annotated[ModelFactory, Depends(get_factory)]
+AppSettings = Annotated[Settings, Depends(get_settings_dep)]
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: the key's id, user, workspace and scopes."""
+
+    key_id: str
+    user: str
+    workspace: str
+    scopes: frozenset[str]
+
+    @property
+    def readonly(self) -> bool:
+        return "readonly" in self.scopes
+
+    def allows(self, scope: str) -> bool:
+        """True when the key carries `scope` (an `admin` key carries every scope)."""
+        return scope in self.scopes or "admin" in self.scopes
+
+
+def presented_key(request: Request) -> str | None:
+    """The key from `Authorization: Bearer <key>` or `x-api-key`."""
+    auth = request.headers.get("authorization", "")
+    scheme, _, token = auth.partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
+    return request.headers.get("x-api-key") or None
+
+
+async def get_principal(request: Request, db: Db) -> Principal:
+    """Authenticate the request's key or raise 401."""
+    plaintext = presented_key(request)
+    record = await find_key(db, plaintext=plaintext) if plaintext else None
+    if record is None:
+        raise ApiError(401, "Unauthorized", code="invalid_api_key")
+    return Principal(record["_id"], record["user"], record["workspace"], frozenset(record.get("scopes", [])))
+
+
+CurrentPrincipal = Annotated[Principal, Depends(get_principal)]
+
+
+def require_scope(scope: str, *, write: bool = False, denied_status: int = 403):
+    """A dependency admitting keys that carry `scope` (and, for writes, are not `readonly`).
+
+    Args:
+        scope: the capability the route needs.
+        write: the route creates, runs or deletes something, which a `readonly` key may not do.
+        denied_status: status for a key without the scope (the duel seed answers 401, others 403).
+    """
+
+    async def check(principal: CurrentPrincipal) -> Principal:
+        if write and principal.readonly and "admin" not in principal.scopes:
+            raise ApiError(403, "This key is read-only", code="read_only_key")
+        if not (principal.allows(scope) or (not write and principal.readonly)):
+            if denied_status == 401:
+                raise ApiError(401, "Unauthorized", code="scope_denied")
+            raise ApiError(403, f"This key lacks the '{scope}' scope", code="scope_denied")
+        return principal
+
+    return check

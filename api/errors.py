@@ -1,0 +1,107 @@
+"""Errors the HTTP layer sends, in the wire shape each API family's clients expect.
+
+OpenAI-compatible routes answer `{"error": {"message", "type", "code"}}`; Parley's own and the
+seed-compatible routes answer `{"error": "<message>", "code": ...}`. The shape is chosen here by
+path, once, so routes only raise `ApiError`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pymongo.errors import ConnectionFailure
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger("parley.api")
+
+OPENAI_STYLE_PREFIXES = ("/v1/chat/", "/v1/routers", "/v1/models")
+UNPROCESSABLE_PREFIXES = ("/v1/workflows",)
+
+_OPENAI_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "insufficient_quota",
+    403: "permission_error",
+    404: "not_found_error",
+    409: "conflict_error",
+    413: "invalid_request_error",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+    502: "upstream_error",
+    503: "service_unavailable",
+}
+
+
+class ApiError(Exception):
+    """An error with its HTTP status, human message and optional machine code."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        code: str | None = None,
+        type: str | None = None,
+        headers: dict[str, str] | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status, self.message, self.code = status, message, code
+        self.type = type or _OPENAI_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
+        self.headers, self.extra = headers or {}, extra or {}
+
+
+def error_body(path: str, err: ApiError) -> dict[str, Any]:
+    """Render `err` in the shape of the API family `path` belongs to."""
+    if path.startswith(OPENAI_STYLE_PREFIXES):
+        return {"error": {"message": err.message, "type": err.type, "code": err.code, **err.extra}}
+    body: dict[str, Any] = {"error": err.message}
+    if err.code:
+        body["code"] = err.code
+    body.update(err.extra)
+    return body
+
+
+def error_response(request: Request, err: ApiError) -> JSONResponse:
+    return JSONResponse(error_body(request.url.path, err), status_code=err.status, headers=err.headers)
+
+
+def describe_validation(errors: list[dict[str, Any]]) -> str:
+    """Turn pydantic errors into one sentence naming each bad field."""
+    parts = []
+    for e in errors:
+        loc = ".".join(str(p) for p in e.get("loc", ()) if p not in ("body", "query", "path"))
+        parts.append(f"{loc or 'body'}: {e.get('msg', 'invalid')}")
+    return "Invalid request: " + "; ".join(parts)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Register the handlers that turn every failure into a clear JSON body."""
+
+    @app.exception_handler(ApiError)
+    async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
+        return error_response(request, exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        status = 422 if request.url.path.startswith(UNPROCESSABLE_PREFIXES) else 400
+        details = [{"loc": list(e.get("loc", ())), "msg": e.get("msg"), "type": e.get("type")} for e in exc.errors()]
+        err = ApiError(status, describe_validation(exc.errors()), code="invalid_request", extra={"details": details})
+        return error_response(request, err)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        message = exc.detail if isinstance(exc.detail, str) else "HTTP error"
+        if exc.status_code == 404 and message == "Not Found":
+            message = f"No route for {request.method} {request.url.path}"
+        return error_response(request, ApiError(exc.status_code, message, headers=dict(exc.headers or {})))
+
+    @app.exception_handler(ConnectionFailure)
+    async def _db_down(request: Request, exc: ConnectionFailure) -> JSONResponse:
+        log.error("database unreachable: %s", exc)
+        err = ApiError(503, "Database unavailable: " + str(exc).split(",")[0], code="database_unavailable")
+        return error_response(request, err)

@@ -1,0 +1,70 @@
+"""The FastAPI application: `create_app()` wires settings, storage, the model factory and the routes."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from api import store
+from api.errors import install_error_handlers
+from api.routes import ROUTERS
+from core.embedded import EmbeddedServices
+from core.settings import Settings, get_settings
+from nodes.models import ModelFactory
+
+log = logging.getLogger("parley.api")
+
+API_VERSION = "0.1.0"
+
+
+def create_app(settings: Settings | None = None, *, services: EmbeddedServices | None = None) -> FastAPI:
+    """Build the Parley service.
+
+    Args:
+        settings: deployment settings; read from the environment when omitted.
+        services: embedded servers already started by the caller (`parley serve` does this so it can
+            show progress). When omitted, the app starts whatever the settings need on start-up and
+            stops it on shutdown.
+    """
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        owned = services is None
+        running = services or await asyncio.to_thread(EmbeddedServices.start, settings, log.info)
+        client, db = store.connect(running.mongodb_uri(settings), settings.mongodb_db)
+        try:
+            await store.ensure_indexes(db)
+            app.state.settings = settings
+            app.state.services = running
+            app.state.mongo_client = client
+            app.state.db = db
+            app.state.factory = ModelFactory(settings, local_base_url=running.local_model_url)
+            app.state.background = set()
+            for hook in app.state.startup_hooks:
+                await hook(app)
+            yield
+        finally:
+            pending = list(app.state.background)
+            if pending:
+                # Debates outlive their clients; give the ones still running a chance to be stored whole.
+                await asyncio.wait(pending, timeout=30)
+            await client.close()
+            if owned:
+                running.stop()
+
+    app = FastAPI(
+        title="Parley",
+        version=API_VERSION,
+        description="Multi-agent LLM debates: duels, panels and round tables, as LangGraph graphs.",
+        lifespan=lifespan,
+    )
+    app.state.startup_hooks = []
+    install_error_handlers(app)
+    for router in ROUTERS:
+        app.include_router(router)
+    return app

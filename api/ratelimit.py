@@ -1,0 +1,47 @@
+"""Rate limits whose counters live in MongoDB, so several Parley processes share them.
+
+Uses the `limits` library's moving-window strategy (the fixed-window one relies on racing upserts,
+which the embedded server may answer with `null`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from dataclasses import dataclass
+
+from limits import parse
+from limits.storage import MongoDBStorage
+from limits.strategies import MovingWindowRateLimiter
+
+
+@dataclass(frozen=True)
+class RateDecision:
+    """Whether a hit was allowed and, if not, how many seconds until it would be."""
+
+    allowed: bool
+    retry_after: int = 0
+
+
+class RateLimiter:
+    """Moving-window limits keyed by any identifiers (route, user, IP, key)."""
+
+    def __init__(self, uri: str, db_name: str) -> None:
+        self._storage = MongoDBStorage(
+            uri,
+            database_name=db_name,
+            counter_collection_name="ratelimit_counters",
+            window_collection_name="ratelimit_windows",
+        )
+        self._limiter = MovingWindowRateLimiter(self._storage)
+
+    async def hit(self, limit: str, *identifiers: str) -> RateDecision:
+        """Count one hit against `limit` (e.g. `"8/minute"`) for `identifiers`."""
+        item = parse(limit)
+        # limits' MongoDB storage is pymongo's synchronous client; keep it off the event loop.
+        allowed = await asyncio.to_thread(self._limiter.hit, item, *identifiers)
+        if allowed:
+            return RateDecision(True)
+        stats = await asyncio.to_thread(self._limiter.get_window_stats, item, *identifiers)
+        return RateDecision(False, max(1, math.ceil(stats.reset_time - time.time())))

@@ -1,0 +1,41 @@
+"""Storage: every read and write Parley makes, through pymongo, one module per resource.
+
+`connect()` returns the database handle the rest of the package passes around; `ensure_indexes()`
+runs at start-up. Nothing outside `api/` imports this package.
+"""
+
+from __future__ import annotations
+
+from pymongo import AsyncMongoClient
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import PyMongoError
+
+Database = AsyncDatabase
+
+
+def connect(uri: str, db_name: str) -> tuple[AsyncMongoClient, AsyncDatabase]:
+    """Open a client for `uri` (lazy: nothing is sent until the first command)."""
+    client: AsyncMongoClient = AsyncMongoClient(uri, serverSelectionTimeoutMS=3000, tz_aware=True)
+    return client, client[db_name]
+
+
+async def ping(db: AsyncDatabase) -> bool:
+    """True when the database answers a ping."""
+    try:
+        await db.command("ping")
+        return True
+    except PyMongoError:
+        return False
+
+
+# Each resource module contributes its indexes here; they are created idempotently at start-up.
+INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
+    ("api_keys", [("hash", 1)], {"unique": True}),
+    ("api_keys", [("workspace", 1), ("user", 1)], {}),
+]
+
+
+async def ensure_indexes(db: AsyncDatabase) -> None:
+    """Create every declared index (a no-op for those that exist)."""
+    for collection, keys, options in INDEXES:
+        await db[collection].create_index(keys, **options)

@@ -1,0 +1,79 @@
+"""Workspaces: a USD credit balance (panel debates) and a token allowance (round tables).
+
+Every change is one atomic conditional update, so concurrent requests can never take a balance
+below zero.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from pymongo import ReturnDocument
+from pymongo.asynchronous.database import AsyncDatabase
+
+
+async def get_workspace(db: AsyncDatabase, workspace: str) -> dict:
+    """Return the workspace record (an empty one when it was never credited)."""
+    return await db.workspaces.find_one({"_id": workspace}) or {
+        "_id": workspace, "creditUsd": 0.0, "allowanceTokens": None,
+    }
+
+
+async def add_credit(db: AsyncDatabase, workspace: str, usd: float) -> float:
+    """Add `usd` to the credit balance; return the new balance."""
+    if usd <= 0:
+        raise ValueError("credit to add must be positive")
+    doc = await db.workspaces.find_one_and_update(
+        {"_id": workspace},
+        {"$inc": {"creditUsd": usd}, "$set": {"updatedAt": datetime.now(UTC)}},
+        upsert=True,
+        return_document=ReturnDocument.AFTER,
+    )
+    return float(doc["creditUsd"])
+
+
+async def reserve_credit(db: AsyncDatabase, workspace: str, usd: float) -> bool:
+    """Take `usd` from the balance if it covers it; False (and nothing taken) otherwise."""
+    result = await db.workspaces.update_one(
+        {"_id": workspace, "creditUsd": {"$gte": usd}}, {"$inc": {"creditUsd": -usd}}
+    )
+    return result.modified_count == 1
+
+
+async def settle_credit(db: AsyncDatabase, workspace: str, *, reserved: float, actual: float) -> None:
+    """Return the unused part of a reservation; `actual` above `reserved` is charged only as far as the balance allows."""
+    refund = reserved - actual
+    if refund >= 0:
+        await db.workspaces.update_one({"_id": workspace}, {"$inc": {"creditUsd": refund}})
+        return
+    extra = -refund
+    charged = await db.workspaces.update_one(
+        {"_id": workspace, "creditUsd": {"$gte": extra}}, {"$inc": {"creditUsd": -extra}}
+    )
+    if charged.modified_count == 0:
+        await db.workspaces.update_one({"_id": workspace}, {"$set": {"creditUsd": 0.0}})
+
+
+async def set_allowance(db: AsyncDatabase, workspace: str, tokens: int) -> int:
+    """Set the token allowance of a workspace."""
+    if tokens < 0:
+        raise ValueError("allowance must be zero or more tokens")
+    await db.workspaces.update_one(
+        {"_id": workspace},
+        {"$set": {"allowanceTokens": tokens, "updatedAt": datetime.now(UTC)}, "$setOnInsert": {"creditUsd": 0.0}},
+        upsert=True,
+    )
+    return tokens
+
+
+async def consume_allowance(db: AsyncDatabase, workspace: str, tokens: int) -> int | None:
+    """Take `tokens` from the allowance, never below zero; return what remains (None when unlimited)."""
+    ws = await get_workspace(db, workspace)
+    if ws.get("allowanceTokens") is None:
+        return None
+    take = await db.workspaces.update_one(
+        {"_id": workspace, "allowanceTokens": {"$gte": tokens}}, {"$inc": {"allowanceTokens": -tokens}}
+    )
+    if take.modified_count == 0:
+        await db.workspaces.update_one({"_id": workspace}, {"$set": {"allowanceTokens": 0}})
+    return int((await get_workspace(db, workspace))["allowanceTokens"])

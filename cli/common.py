@@ -1,0 +1,53 @@
+"""Helpers the CLI commands share: a console, and a database handle that works with or without MONGODB_URI."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import typer
+from pymongo.asynchronous.database import AsyncDatabase
+from rich.console import Console
+
+from api import store
+from core.embedded import EmbeddedServerError, database_server, running_database
+from core.settings import get_settings
+
+T = TypeVar("T")
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def fail(message: str, code: int = 1) -> typer.Exit:
+    """Print `message` in red on stderr and return the Exit to raise."""
+    err_console.print(f"[bold red]error:[/] {message}")
+    return typer.Exit(code)
+
+
+def with_db(fn: Callable[[AsyncDatabase], Awaitable[T]]) -> T:
+    """Run `fn(db)` against MONGODB_URI, the running embedded database, or a briefly started one."""
+    settings = get_settings()
+    server = None
+    uri = settings.mongodb_uri or running_database(settings.parley_home)
+    if not uri:
+        try:
+            server = database_server(settings.parley_home).start(timeout=60)
+        except EmbeddedServerError as exc:
+            raise fail(str(exc)) from exc
+        uri = server.url
+
+    async def run() -> T:
+        client, db = store.connect(uri, settings.mongodb_db)
+        try:
+            await store.ensure_indexes(db)
+            return await fn(db)
+        finally:
+            await client.close()
+
+    try:
+        return asyncio.run(run())
+    finally:
+        if server is not None:
+            server.stop()

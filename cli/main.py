@@ -1,0 +1,205 @@
+"""`parley`: serve the API, run the embedded model, manage keys and workspaces, and run debates."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import threading
+
+import typer
+import uvicorn
+from langchain_core.messages import HumanMessage
+from rich.table import Table
+
+from api.store import keys as key_store
+from api.store import workspaces as ws_store
+from cli.common import console, fail, with_db
+from core.embedded import EmbeddedServerError, EmbeddedServices, model_server
+from core.settings import get_settings
+from nodes.models import ModelError, ModelFactory, UsageLedger
+
+app = typer.Typer(help="Parley: multi-agent LLM debates.", no_args_is_help=True, add_completion=False)
+model_app = typer.Typer(help="The model layer and the embedded model.", no_args_is_help=True)
+keys_app = typer.Typer(help="API keys.", no_args_is_help=True)
+workspaces_app = typer.Typer(help="Workspace credit and allowance.", no_args_is_help=True)
+app.add_typer(model_app, name="model")
+app.add_typer(keys_app, name="keys")
+app.add_typer(workspaces_app, name="workspaces")
+
+
+def _first_local_key(services: EmbeddedServices) -> str | None:
+    """On an empty embedded database, create an all-scopes key so a new user can call the API at once."""
+    if not services.database:
+        return None
+
+    async def create(db) -> str | None:
+        if await db.api_keys.count_documents({}, limit=1):
+            return None
+        _, plaintext = await key_store.create_key(
+            db, user="local", workspace="default", scopes=list(key_store.SCOPES[:-2]) + ["admin"]
+        )
+        return plaintext
+
+    from api import store
+
+    async def run() -> str | None:
+        client, db = store.connect(services.database.url, get_settings().mongodb_db)
+        try:
+            await store.ensure_indexes(db)
+            return await create(db)
+        finally:
+            await client.close()
+
+    return asyncio.run(run())
+
+
+@app.command()
+def serve(
+    host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
+    port: int = typer.Option(8000, help="Port to listen on."),
+) -> None:
+    """Serve the Parley API, starting the embedded model and database when none is configured."""
+    settings = get_settings()
+    try:
+        services = EmbeddedServices.start(settings, report=lambda msg: console.print(f"[cyan]•[/] {msg}"))
+    except EmbeddedServerError as exc:
+        raise fail(str(exc)) from exc
+    from api.main import create_app
+
+    try:
+        key = _first_local_key(services)
+        url = f"http://{host}:{port}"
+        console.print(f"\n[bold green]Parley[/] on {url}  (docs: {url}/docs, model: {settings.default_model})")
+        if key:
+            console.print(f"A first key for this local install (all scopes), shown once:\n  [bold]{key}[/]")
+        shown = key or "$PARLEY_KEY"
+        console.print("Try it:")
+        console.print(f"  curl {url}/healthz")
+        console.print(
+            f"  curl -N {url}/api/debate -H 'Authorization: Bearer {shown}' -H 'Content-Type: application/json' "
+            "-d '{\"topic\": \"Should remote work be the default?\", \"userProfile\": {\"name\": \"Ada\"}}'\n",
+            soft_wrap=True,
+        )
+        uvicorn.run(create_app(settings, services=services), host=host, port=port, log_level="info")
+    finally:
+        services.stop()
+
+
+@model_app.command("serve")
+def model_serve(port: int = typer.Option(0, help="Port; 0 picks a free one.")) -> None:
+    """Run the embedded model server alone (OpenAI-compatible, on 127.0.0.1) until Ctrl-C."""
+    settings = get_settings()
+    try:
+        server = model_server(settings.parley_home, port or settings.parley_model_port).start(timeout=120)
+    except EmbeddedServerError as exc:
+        raise fail(str(exc)) from exc
+    console.print(f"Embedded model at [bold]{server.url}[/] (model `smollm2`); log: {server.log_path}. Ctrl-C stops it.")
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        while not stop.is_set() and server.running:
+            stop.wait(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+
+
+@model_app.command("chat")
+def model_chat(
+    prompt: str = typer.Argument(..., help="What to ask."),
+    model: str = typer.Option(None, help="Model id (`provider:model`); the default model when omitted."),
+    max_tokens: int = typer.Option(200, help="Output cap."),
+    temperature: float = typer.Option(0.7, help="Sampling temperature."),
+) -> None:
+    """Stream one completion through the model layer (starting the embedded model if it is needed)."""
+    settings = get_settings()
+    model_id = model or settings.default_model
+    server = None
+    if model_id.startswith("local:"):
+        try:
+            server = model_server(settings.parley_home, settings.parley_model_port).start(timeout=120)
+        except EmbeddedServerError as exc:
+            raise fail(str(exc)) from exc
+    factory = ModelFactory(settings, local_base_url=server.url if server else None)
+    ledger = UsageLedger()
+
+    async def run() -> None:
+        chat = factory.chat(model_id, temperature=temperature, max_tokens=max_tokens, ledger=ledger)
+        async for chunk in chat.astream([HumanMessage(prompt)]):
+            console.print(chunk.content, end="", highlight=False, markup=False)
+        console.print()
+
+    try:
+        asyncio.run(run())
+    except ModelError as exc:
+        raise fail(str(exc)) from exc
+    finally:
+        if server is not None:
+            server.stop()
+    rec = ledger.records[-1] if ledger.records else None
+    if rec:
+        console.print(
+            f"[dim]{model_id}: {rec.input_tokens} in, {rec.output_tokens} out, ${rec.cost:.6f}"
+            f"{'' if rec.priced else ' (no price known)'}[/]"
+        )
+
+
+@keys_app.command("create")
+def keys_create(
+    user: str = typer.Option(..., help="User the key acts as."),
+    workspace: str = typer.Option(..., help="Workspace the key belongs to."),
+    scopes: str = typer.Option(..., help="Comma list: " + ", ".join(key_store.SCOPES)),
+) -> None:
+    """Create an API key; the plaintext is printed once, as the last line."""
+    wanted = [s.strip() for s in scopes.split(",") if s.strip()]
+
+    async def create(db):
+        return await key_store.create_key(db, user=user, workspace=workspace, scopes=wanted)
+
+    try:
+        record, plaintext = with_db(create)
+    except ValueError as exc:
+        raise fail(str(exc), code=2) from exc
+    console.print(f"Created {record['_id']} for {user} in {workspace} with scopes {', '.join(record['scopes'])}.")
+    print(plaintext)
+
+
+@workspaces_app.command("credit")
+def workspaces_credit(
+    workspace: str = typer.Argument(..., help="Workspace id."),
+    add: float = typer.Option(..., "--add", help="USD to add to the credit balance."),
+) -> None:
+    """Add USD credit to a workspace (panel debates reserve and settle against it)."""
+    try:
+        balance = with_db(lambda db: ws_store.add_credit(db, workspace, add))
+    except ValueError as exc:
+        raise fail(str(exc), code=2) from exc
+    console.print(f"{workspace}: credit balance ${balance:.6f}")
+
+
+@workspaces_app.command("allowance")
+def workspaces_allowance(
+    workspace: str = typer.Argument(..., help="Workspace id."),
+    set_: int = typer.Option(..., "--set", help="Token allowance (round tables consume it)."),
+) -> None:
+    """Set a workspace's token allowance."""
+    try:
+        tokens = with_db(lambda db: ws_store.set_allowance(db, workspace, set_))
+    except ValueError as exc:
+        raise fail(str(exc), code=2) from exc
+    console.print(f"{workspace}: allowance {tokens} tokens")
+
+
+@workspaces_app.command("show")
+def workspaces_show(workspace: str = typer.Argument(..., help="Workspace id.")) -> None:
+    """Show a workspace's credit and allowance."""
+    ws = with_db(lambda db: ws_store.get_workspace(db, workspace))
+    table = Table("workspace", "credit (USD)", "allowance (tokens)")
+    allowance = ws.get("allowanceTokens")
+    table.add_row(workspace, f"{ws.get('creditUsd', 0.0):.6f}", "unlimited" if allowance is None else str(allowance))
+    console.print(table)
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,1 @@
+"""Deployment configuration and the embedded servers Parley starts when nothing is configured."""

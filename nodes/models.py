@@ -1,0 +1,480 @@
+"""Model layer: provider table, model families, prices, usage accounting and the one chat-model factory.
+
+Every model call in Parley goes through `ModelFactory.chat` or `ModelFactory.structured`, which
+build `langchain_openai.ChatOpenAI` clients for an OpenAI-compatible endpoint. Provider quirks
+(token-limit parameter, structured-output method, context window) live in `BUILTIN_PROVIDERS`
+and nowhere else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from langchain_core.callbacks import AsyncCallbackHandler
+from langchain_core.messages import BaseMessage, trim_messages
+from langchain_core.output_parsers import PydanticOutputParser
+from langchain_core.outputs import ChatGeneration, LLMResult
+from langchain_core.runnables import Runnable, RunnableLambda
+from langchain_openai import ChatOpenAI
+from pydantic import BaseModel, Field
+
+from core.settings import Settings, get_settings
+
+SchemaT = TypeVar("SchemaT", bound=BaseModel)
+
+DEFAULT_PROVIDER = "openai"
+
+
+class Provider(BaseModel):
+    """How to reach one provider and which OpenAI-API dialect it speaks."""
+
+    base_url: str | None = Field(None, description="Endpoint; None means OPENAI_BASE_URL (or OpenAI's).")
+    api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the key.")
+    token_param: Literal["max_completion_tokens", "max_tokens"] = Field(
+        "max_completion_tokens",
+        description="Which field carries the output cap: OpenAI's current one, or the legacy `max_tokens` that "
+        "servers such as llama-cpp-python and older vLLM honour instead.",
+    )
+    structured_method: Literal["json_schema", "json_object_schema", "function_calling"] = Field(
+        "json_schema",
+        description="`json_schema` (OpenAI structured outputs), `json_object_schema` "
+        "(`{type: json_object, schema}`, llama-cpp-python's grammar mode) or `function_calling`.",
+    )
+    stream_usage: bool = Field(True, description="Whether the server honours `stream_options.include_usage`.")
+    context_window: int | None = Field(None, description="Tokens the model accepts; prompts are trimmed to fit.")
+    max_output_tokens: int | None = Field(None, description="Hard cap on output tokens, whatever a node asks.")
+    max_temperature: float | None = Field(None, description="Temperatures above this are lowered to it.")
+
+
+# The embedded model is tiny: a hard output cap, a cool temperature ceiling and a context guard keep
+# it from rambling or overflowing llama.cpp's 2048-token window.
+BUILTIN_PROVIDERS: dict[str, Provider] = {
+    "openai": Provider(),
+    "local": Provider(
+        api_key_env="PARLEY_LOCAL_API_KEY",
+        token_param="max_tokens",
+        structured_method="json_object_schema",
+        context_window=2048,
+        max_output_tokens=384,
+        max_temperature=1.0,
+    ),
+}
+
+
+# --- model families -------------------------------------------------------------------------
+
+# Words that name a size, tier or release channel of a model rather than its lineage.
+_VARIANT_WORDS = {
+    "mini", "nano", "pro", "flash", "lite", "turbo", "preview", "latest", "exp", "experimental",
+    "instruct", "chat", "it", "hf", "sonnet", "opus", "haiku", "maverick", "scout", "large",
+    "medium", "small", "tiny", "plus", "max", "coder", "vision", "online", "fast", "thinking",
+    "base", "free", "beta", "nitro", "fp8", "gguf", "awq", "q4", "q8",
+}
+_DATE = re.compile(r"[-@_]?(\d{4}-\d{2}-\d{2}|\d{4}_\d{2}_\d{2})|-\d{2}-\d{2}$")
+_NOISE_TOKEN = re.compile(
+    r"^(\d{4,8}"  # date stamps and version tags: 0125, 1106, 20240620
+    r"|v\d+(\.\d+)*"  # v1, v2.5
+    r"|\d+(\.\d+)?[bm]"  # parameter counts: 8b, 1.5b, 135m
+    r"|a\d+(\.\d+)?b"  # active parameters: a22b
+    r"|\d+x\d+(\.\d+)?b"  # mixture sizes: 8x7b
+    r"|e\d+b"  # effective sizes: e4b
+    r"|\d+k"  # context sizes: 4k, 128k
+    r")$"
+)
+
+
+def split_model_id(model_id: str) -> tuple[str | None, str]:
+    """Split `provider:model` into its parts; a bare name has no provider."""
+    head, sep, tail = model_id.partition(":")
+    if sep and re.fullmatch(r"[a-z][a-z0-9_.-]*", head) and tail:
+        return head, tail
+    return None, model_id
+
+
+def model_family(model_id: str) -> str:
+    """Return the family of a model: equal for variants of one lineage, different across lineages.
+
+    Variant suffixes (size tiers such as -mini/-pro/-flash, release channels such as -preview,
+    date stamps, version tags, parameter counts, `:free`-style routing tags and vendor paths) are
+    stripped, and dots become dashes so `claude-3.5` and `claude-3-5` agree.
+
+    >>> model_family("openai:gpt-5-mini") == model_family("openai:gpt-5")
+    True
+    >>> model_family("anthropic:claude-sonnet-4-5-20250929")
+    'claude-4-5'
+    """
+    _, name = split_model_id(model_id.strip())
+    name = name.lower().split("@", 1)[0]  # Vertex-style "@20240620" stamps
+    name = name.split(":", 1)[0]  # routing tags like ":free" or Bedrock's ":0"
+    name = name.rsplit("/", 1)[-1]  # gateway vendor paths: "meta-llama/llama-4-scout"
+    name = re.sub(r"^[a-z]+\.(?=[a-z])", "", name)  # Bedrock vendor prefixes: "anthropic.claude-…"
+    name = _DATE.sub("", name)
+    name = re.sub(r"(?<=\d)\.(?=\d)", "-", name)
+    tokens = [t for t in re.split(r"[-_\s]+", name) if t]
+    kept = [t for t in tokens if t not in _VARIANT_WORDS and not _NOISE_TOKEN.match(t)]
+    return "-".join(kept or tokens) or name
+
+
+# --- prices and usage -----------------------------------------------------------------------
+
+# USD per one million (input, output) tokens, keyed by model name without provider.
+BUILTIN_PRICES: dict[str, tuple[float, float]] = {
+    "gpt-5": (1.25, 10.00),
+    "gpt-5-mini": (0.25, 2.00),
+    "gpt-5-nano": (0.05, 0.40),
+    "gpt-4.1": (2.00, 8.00),
+    "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4.1-nano": (0.10, 0.40),
+    "gpt-4o": (2.50, 10.00),
+    "gpt-4o-mini": (0.15, 0.60),
+    "o3": (2.00, 8.00),
+    "o4-mini": (1.10, 4.40),
+    "claude-opus-4-5": (5.00, 25.00),
+    "claude-sonnet-4-5": (3.00, 15.00),
+    "claude-haiku-4-5": (1.00, 5.00),
+    "claude-3-5-haiku": (0.80, 4.00),
+    "gemini-2.5-pro": (1.25, 10.00),
+    "gemini-2.5-flash": (0.30, 2.50),
+    "gemini-2.5-flash-lite": (0.10, 0.40),
+    "gemini-2.0-flash": (0.10, 0.40),
+    "llama-4-maverick": (0.27, 0.85),
+    "llama-4-scout": (0.18, 0.59),
+    "mistral-large-latest": (2.00, 6.00),
+    "mistral-small-latest": (0.20, 0.60),
+    "deepseek-chat": (0.27, 1.10),
+    "deepseek-reasoner": (0.55, 2.19),
+    "qwen3-235b-a22b": (0.20, 0.60),
+    "smollm2": (0.0, 0.0),
+}
+
+
+@dataclass(frozen=True)
+class Price:
+    """USD per one million input and output tokens; `known` is False for models missing from the table."""
+
+    input: float
+    output: float
+    known: bool
+
+    def cost(self, input_tokens: int, output_tokens: int) -> float:
+        return (input_tokens * self.input + output_tokens * self.output) / 1_000_000
+
+
+def lookup_price(model_id: str, prices: dict[str, tuple[float, float]]) -> Price:
+    """Find a model's price by exact name, then by the longest table entry it starts with."""
+    _, name = split_model_id(model_id)
+    name = name.lower()
+    if name in prices:
+        return Price(*prices[name], known=True)
+    prefixes = [key for key in prices if name.startswith(key)]
+    if prefixes:
+        return Price(*prices[max(prefixes, key=len)], known=True)
+    return Price(0.0, 0.0, known=False)
+
+
+@dataclass
+class UsageRecord:
+    """Tokens and cost of one model call."""
+
+    model: str
+    input_tokens: int
+    output_tokens: int
+    cost: float
+    priced: bool
+    label: str | None = None
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+@dataclass
+class UsageLedger:
+    """Collects the usage of every model call of one run; nodes never touch it directly."""
+
+    records: list[UsageRecord] = field(default_factory=list)
+
+    def add(self, record: UsageRecord) -> None:
+        self.records.append(record)
+
+    @property
+    def total_tokens(self) -> int:
+        return sum(r.total_tokens for r in self.records)
+
+    @property
+    def input_tokens(self) -> int:
+        return sum(r.input_tokens for r in self.records)
+
+    @property
+    def total_cost(self) -> float:
+        return sum(r.cost for r in self.records)
+
+    def by_model(self) -> dict[str, dict[str, float]]:
+        """Sum tokens and cost per model id."""
+        out: dict[str, dict[str, float]] = {}
+        for r in self.records:
+            row = out.setdefault(r.model, {"input_tokens": 0, "output_tokens": 0, "cost": 0.0, "calls": 0})
+            row["input_tokens"] += r.input_tokens
+            row["output_tokens"] += r.output_tokens
+            row["cost"] += r.cost
+            row["calls"] += 1
+        return out
+
+    def by_label(self) -> dict[str, int]:
+        """Sum total tokens per label (an agent, a node, a round: whatever the caller tagged)."""
+        out: dict[str, int] = {}
+        for r in self.records:
+            if r.label is not None:
+                out[r.label] = out.get(r.label, 0) + r.total_tokens
+        return out
+
+
+def usage_from_message(message: Any) -> tuple[int, int]:
+    """Read (input, output) tokens from a LangChain message's usage metadata."""
+    meta = getattr(message, "usage_metadata", None) or {}
+    return int(meta.get("input_tokens", 0) or 0), int(meta.get("output_tokens", 0) or 0)
+
+
+class _UsageCallback(AsyncCallbackHandler):
+    """Turn each finished call's token usage (streamed calls included) into a ledger record."""
+
+    def __init__(self, ledger: UsageLedger, model_id: str, price: Price, label: str | None) -> None:
+        self.ledger, self.model_id, self.price, self.label = ledger, model_id, price, label
+
+    async def on_llm_end(self, response: LLMResult, **kwargs: Any) -> None:
+        input_tokens = output_tokens = 0
+        for generations in response.generations:
+            for generation in generations:
+                if isinstance(generation, ChatGeneration):
+                    i, o = usage_from_message(generation.message)
+                    input_tokens += i
+                    output_tokens += o
+        if not (input_tokens or output_tokens) and response.llm_output:
+            token_usage = response.llm_output.get("token_usage") or {}
+            input_tokens = int(token_usage.get("prompt_tokens", 0) or 0)
+            output_tokens = int(token_usage.get("completion_tokens", 0) or 0)
+        self.ledger.add(
+            UsageRecord(
+                model=self.model_id,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                cost=self.price.cost(input_tokens, output_tokens),
+                priced=self.price.known,
+                label=self.label,
+            )
+        )
+
+
+# --- context-size guard ---------------------------------------------------------------------
+
+
+def approx_tokens(messages: Sequence[BaseMessage]) -> int:
+    """Estimate prompt tokens: ~4 ASCII characters a token, one token per other character (CJK)."""
+    total = 0
+    for message in messages:
+        text = message.content if isinstance(message.content, str) else json.dumps(message.content)
+        ascii_chars = sum(1 for ch in text if ord(ch) < 128)
+        total += 4 + ascii_chars // 4 + (len(text) - ascii_chars)
+    return total
+
+
+def context_guard(window: int, reserve: int) -> Runnable:
+    """Trim a prompt to `window - reserve` tokens, keeping the system message and the latest turns."""
+    return trim_messages(
+        max_tokens=max(64, window - reserve),
+        token_counter=approx_tokens,
+        strategy="last",
+        include_system=True,
+        allow_partial=True,
+    )
+
+
+# --- the factory ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A model id resolved against the provider table."""
+
+    model_id: str
+    provider_name: str
+    provider: Provider
+    model_name: str
+    base_url: str | None
+    api_key: str
+
+
+class ModelError(RuntimeError):
+    """A model id cannot be resolved or a provider is misconfigured."""
+
+
+def load_json_overrides(path: Path) -> dict[str, Any]:
+    """Read an optional JSON config file under PARLEY_HOME; a broken file is an error, not silence."""
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ModelError(f"{path} is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ModelError(f"{path} must hold a JSON object")
+    return data
+
+
+class ModelFactory:
+    """Build every chat model Parley uses, from the provider table and deployment settings.
+
+    Args:
+        settings: deployment settings (endpoint, key, default model, PARLEY_HOME).
+        providers: provider table; defaults to the built-in one merged with `PARLEY_HOME/providers.json`.
+        prices: price table; defaults to the built-in one merged with `PARLEY_HOME/prices.json`.
+        local_base_url: where the embedded model server listens, when it runs.
+    """
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        providers: dict[str, Provider] | None = None,
+        prices: dict[str, tuple[float, float]] | None = None,
+        local_base_url: str | None = None,
+    ) -> None:
+        self.settings = settings or get_settings()
+        if providers is None:
+            providers = dict(BUILTIN_PROVIDERS)
+            for name, raw in load_json_overrides(self.settings.providers_file).items():
+                base = providers.get(name, Provider()).model_dump()
+                providers[name] = Provider.model_validate({**base, **raw})
+        self.providers = providers
+        if prices is None:
+            prices = dict(BUILTIN_PRICES)
+            for name, pair in load_json_overrides(self.settings.prices_file).items():
+                prices[name.lower()] = (float(pair[0]), float(pair[1]))
+        self.prices = prices
+        self.local_base_url = local_base_url or os.environ.get("PARLEY_LOCAL_BASE_URL")
+
+    @property
+    def default_model(self) -> str:
+        return self.settings.default_model
+
+    def resolve(self, model_id: str | None = None) -> ResolvedModel:
+        """Resolve `provider:model` (or a bare name, or None for the default) to an endpoint and quirks."""
+        model_id = model_id or self.default_model
+        provider_name, model_name = split_model_id(model_id)
+        provider_name = provider_name or DEFAULT_PROVIDER
+        provider = self.providers.get(provider_name) or self.providers.get(DEFAULT_PROVIDER) or Provider()
+        if provider_name == "local":
+            base_url = provider.base_url or self.local_base_url
+            if not base_url:
+                raise ModelError(
+                    f"{model_id} needs the embedded model server, which is not running; "
+                    "start Parley with `parley serve` or set OPENAI_BASE_URL/OPENAI_API_KEY"
+                )
+            api_key = os.environ.get(provider.api_key_env, "sk-local")
+        else:
+            base_url = provider.base_url or self.settings.openai_base_url
+            key_from_env = os.environ.get(provider.api_key_env)
+            if provider.api_key_env == "OPENAI_API_KEY":
+                key_from_env = key_from_env or self.settings.openai_api_key
+            # Self-hosted endpoints (vLLM, llama.cpp) take any key; the SDK insists on one.
+            api_key = key_from_env or ("sk-none" if base_url else "")
+            if not api_key:
+                raise ModelError(f"{model_id}: no API key (set {provider.api_key_env}) and no OPENAI_BASE_URL")
+        return ResolvedModel(model_id, provider_name, provider, model_name, base_url, api_key)
+
+    def price(self, model_id: str) -> Price:
+        return lookup_price(model_id, self.prices)
+
+    def chat(
+        self,
+        model_id: str | None = None,
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        timeout: float | None = None,
+        ledger: UsageLedger | None = None,
+        label: str | None = None,
+    ) -> Runnable:
+        """Return a chat model (behind the context guard) for `model_id`.
+
+        The result accepts a list of messages and supports `ainvoke` and `astream`; token usage of
+        every call, streamed ones included, lands in `ledger` when one is given.
+        """
+        return self._build(model_id, temperature, max_tokens, timeout, ledger, label)[0]
+
+    def structured(
+        self,
+        schema: type[SchemaT],
+        model_id: str | None = None,
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        timeout: float | None = None,
+        ledger: UsageLedger | None = None,
+        label: str | None = None,
+    ) -> Runnable:
+        """Return a runnable that answers with an instance of `schema`, using the provider's structured-output method."""
+        guarded, resolved, client = self._build(model_id, temperature, max_tokens, timeout, ledger, label)
+        method = resolved.provider.structured_method
+        if method == "json_object_schema":
+            fmt = {"type": "json_object", "schema": schema.model_json_schema()}
+            answer = client.bind(response_format=fmt) | PydanticOutputParser(pydantic_object=schema)
+        else:
+            answer = client.with_structured_output(schema, method=method)
+        return self._guard(resolved, max_tokens) | answer
+
+    def _build(
+        self,
+        model_id: str | None,
+        temperature: float | None,
+        max_tokens: int | None,
+        timeout: float | None,
+        ledger: UsageLedger | None,
+        label: str | None,
+    ) -> tuple[Runnable, ResolvedModel, ChatOpenAI]:
+        resolved = self.resolve(model_id)
+        quirks = resolved.provider
+        if quirks.max_output_tokens is not None:
+            max_tokens = min(max_tokens or quirks.max_output_tokens, quirks.max_output_tokens)
+        if temperature is not None and quirks.max_temperature is not None:
+            temperature = min(temperature, quirks.max_temperature)
+        kwargs: dict[str, Any] = {
+            "model": resolved.model_name,
+            "api_key": resolved.api_key,
+            "timeout": timeout or self.settings.parley_request_timeout,
+            "max_retries": 0,  # retries are node policies (RetryPolicy), never hidden in the client
+            "stream_usage": quirks.stream_usage,
+        }
+        if resolved.base_url:
+            kwargs["base_url"] = resolved.base_url
+        if temperature is not None:
+            kwargs["temperature"] = temperature
+        if max_tokens is not None:
+            if quirks.token_param == "max_tokens":
+                # langchain-openai renames its own max_tokens field; extra_body sends the legacy name as is.
+                kwargs["extra_body"] = {"max_tokens": max_tokens}
+            else:
+                kwargs["max_completion_tokens"] = max_tokens
+        if ledger is not None:
+            kwargs["callbacks"] = [_UsageCallback(ledger, resolved.model_id, self.price(resolved.model_id), label)]
+        client = ChatOpenAI(**kwargs)
+        return self._guard(resolved, max_tokens) | client, resolved, client
+
+    @staticmethod
+    def _guard(resolved: ResolvedModel, max_tokens: int | None) -> Runnable:
+        window = resolved.provider.context_window
+        if window is None:
+            return RunnableLambda(lambda messages: messages, name="no_guard")
+        return context_guard(window, reserve=(max_tokens or 256) + 32)
+
+
+def monotonic_ms() -> float:
+    """Milliseconds from a monotonic clock, for latency figures."""
+    return time.monotonic() * 1000

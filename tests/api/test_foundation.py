@@ -1,0 +1,178 @@
+"""The service's foundation over real HTTP: health, auth, errors and storage behaviour."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+from fastapi import APIRouter, Depends
+
+from api.deps import Principal, require_scope
+from api.main import create_app
+from api.store import keys as key_store
+from api.store import workspaces as ws_store
+from tests.support.servers import ServerThread
+
+
+def test_healthz_reports_model_and_database(http, llm):
+    resp = http.get("/healthz")
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert body["status"] == "ok"
+    assert body["model"]["ok"] and body["model"]["endpoint"] == llm.base_url.rstrip("/")
+    assert body["database"] == {"ok": True, "embedded": False}
+    assert body["versions"]["parley"] == "0.1.0"
+
+
+def test_healthz_degraded_when_model_unreachable(monkeypatch, parley_env):
+    from core.embedded import free_port
+
+    parley_env.openai_base_url = f"http://127.0.0.1:{free_port()}/v1"
+    with ServerThread(create_app(parley_env)) as server:
+        resp = httpx.get(server.url + "/healthz", timeout=30)
+    assert resp.status_code == 503
+    body = resp.json()
+    assert body["status"] == "degraded" and body["model"]["ok"] is False and "unreachable" in body["model"]["error"]
+    assert body["database"]["ok"] is True
+
+
+def test_healthz_503_when_database_is_lost(parley_env, tmp_path):
+    from core.embedded import database_server
+
+    own_db = database_server(tmp_path / "own-db").start(timeout=60)
+    parley_env.mongodb_uri = own_db.url
+    try:
+        with ServerThread(create_app(parley_env)) as server:
+            assert httpx.get(server.url + "/healthz", timeout=30).status_code == 200
+            own_db.stop()
+            resp = httpx.get(server.url + "/healthz", timeout=30)
+            assert resp.status_code == 503 and resp.json()["database"]["ok"] is False
+    finally:
+        own_db.stop()
+
+
+def test_key_lookup_with_database_down_is_503(parley_env, tmp_path):
+    from core.embedded import database_server
+
+    own_db = database_server(tmp_path / "own-db").start(timeout=60)
+    parley_env.mongodb_uri = own_db.url
+    app = create_app(parley_env)
+    probe = APIRouter()
+
+    @probe.get("/_probe")
+    async def _probe(principal: Principal = Depends(require_scope("debate"))):
+        return {"ok": True}
+
+    app.include_router(probe)
+    try:
+        with ServerThread(app) as server:
+            own_db.stop()
+            resp = httpx.get(server.url + "/_probe", headers={"x-api-key": "pk_x"}, timeout=30)
+            assert resp.status_code == 503
+            assert resp.json()["code"] == "database_unavailable"
+    finally:
+        own_db.stop()
+
+
+def test_openapi_docs_are_served(http):
+    assert http.get("/docs").status_code == 200
+    assert http.get("/openapi.json").json()["info"]["title"] == "Parley"
+
+
+def test_unknown_route_is_json_404(http):
+    resp = http.get("/nope")
+    assert resp.status_code == 404
+    assert resp.json() == {"error": "No route for GET /nope"}
+
+
+@pytest.fixture
+def probe_app(parley_env):
+    """Parley plus one probe route per auth style, to test the auth dependency through real HTTP."""
+    app = create_app(parley_env)
+    probe = APIRouter()
+
+    @probe.get("/_read")
+    async def read(p: Principal = Depends(require_scope("conversations"))):
+        return {"user": p.user, "workspace": p.workspace, "scopes": sorted(p.scopes)}
+
+    @probe.post("/_write")
+    async def write(p: Principal = Depends(require_scope("conversations", write=True))):
+        return {"ok": True}
+
+    @probe.get("/v1/chat/_probe")
+    async def chat(p: Principal = Depends(require_scope("chat"))):
+        return {"ok": True}
+
+    app.include_router(probe)
+    with ServerThread(app) as server:
+        yield server
+
+
+def test_bearer_and_x_api_key_both_authenticate(probe_app, make_key):
+    key = make_key(["conversations"], user="bob", workspace="acme")
+    for headers in ({"Authorization": f"Bearer {key}"}, {"x-api-key": key}):
+        resp = httpx.get(probe_app.url + "/_read", headers=headers)
+        assert resp.status_code == 200, resp.text
+        assert resp.json() == {"user": "bob", "workspace": "acme", "scopes": ["conversations"]}
+
+
+@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer pk_wrong"}, {"x-api-key": ""},
+                                     {"Authorization": "Basic abc"}])
+def test_missing_or_wrong_key_is_401(probe_app, headers):
+    resp = httpx.get(probe_app.url + "/_read", headers=headers)
+    assert resp.status_code == 401
+    assert resp.json() == {"error": "Unauthorized", "code": "invalid_api_key"}
+
+
+def test_openai_routes_answer_errors_in_openai_shape(probe_app):
+    resp = httpx.get(probe_app.url + "/v1/chat/_probe")
+    assert resp.status_code == 401
+    assert resp.json() == {"error": {"message": "Unauthorized", "type": "authentication_error",
+                                     "code": "invalid_api_key"}}
+
+
+def test_scope_denied_and_read_only(probe_app, make_key):
+    other = make_key(["debate"])
+    resp = httpx.get(probe_app.url + "/_read", headers={"x-api-key": other})
+    assert resp.status_code == 403 and resp.json()["code"] == "scope_denied"
+    readonly = make_key(["readonly", "conversations"])
+    assert httpx.get(probe_app.url + "/_read", headers={"x-api-key": readonly}).status_code == 200
+    resp = httpx.post(probe_app.url + "/_write", headers={"x-api-key": readonly})
+    assert resp.status_code == 403
+    assert resp.json() == {"error": "This key is read-only", "code": "read_only_key"}
+    admin = make_key(["admin"])
+    assert httpx.post(probe_app.url + "/_write", headers={"x-api-key": admin}).status_code == 200
+
+
+async def test_keys_are_stored_hashed(db):
+    record, plaintext = await key_store.create_key(db, user="u", workspace="w", scopes=["debate", "chat"])
+    stored = await db.api_keys.find_one({"_id": record["_id"]})
+    assert plaintext.startswith("pk_") and len(plaintext) > 40
+    assert plaintext not in str(stored)
+    assert stored["hash"] == key_store.hash_key(plaintext)
+    assert (await key_store.find_key(db, plaintext=plaintext))["user"] == "u"
+    assert await key_store.find_key(db, plaintext=plaintext + "x") is None
+
+
+async def test_unknown_scope_is_refused(db):
+    with pytest.raises(ValueError, match="unknown scope"):
+        await key_store.create_key(db, user="u", workspace="w", scopes=["debate", "root"])
+    assert await db.api_keys.count_documents({}) == 0
+
+
+async def test_credit_reservations_never_overdraw_under_concurrency(db):
+    await ws_store.add_credit(db, "ws", 1.0)
+    results = await asyncio.gather(*[ws_store.reserve_credit(db, "ws", 0.3) for _ in range(10)])
+    assert results.count(True) == 3
+    ws = await ws_store.get_workspace(db, "ws")
+    assert ws["creditUsd"] == pytest.approx(0.1)
+    await ws_store.settle_credit(db, "ws", reserved=0.3, actual=0.05)
+    assert (await ws_store.get_workspace(db, "ws"))["creditUsd"] == pytest.approx(0.35)
+
+
+async def test_allowance_is_consumed_atomically_and_never_negative(db):
+    await ws_store.set_allowance(db, "ws", 100)
+    await asyncio.gather(*[ws_store.consume_allowance(db, "ws", 30) for _ in range(5)])
+    assert (await ws_store.get_workspace(db, "ws"))["allowanceTokens"] == 0
+    assert await ws_store.consume_allowance(db, "unlimited", 10) is None

@@ -1,0 +1,121 @@
+"""Shared fixtures: the embedded database, the scripted model server and a running Parley.
+
+One embedded MongoDB-protocol server (secantusd-py) runs for the whole session; each test gets its
+own database in it. Model calls go to the scripted OpenAI-compatible server on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from pymongo import AsyncMongoClient, MongoClient
+
+from api import store
+from api.main import create_app
+from api.store.keys import create_key
+from core.embedded import database_server
+from core.settings import get_settings
+from nodes.context import default_factory
+from tests.support.scripted_llm import ScriptedLLM
+from tests.support.servers import ServerThread, run_sync
+
+MODEL_ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL", "MONGODB_URI", "MONGODB_DB", "PARLEY_HOME",
+             "PARLEY_DEBATE_MODELS", "PARLEY_ARBITRATOR_MODEL", "PARLEY_LOCAL_BASE_URL")
+
+
+@pytest.fixture(scope="session")
+def mongo_uri(tmp_path_factory) -> Iterator[str]:
+    """A MongoDB URI for the session: PARLEY_TEST_MONGODB_URI if set, else a fresh embedded server."""
+    if os.environ.get("PARLEY_TEST_MONGODB_URI"):
+        yield os.environ["PARLEY_TEST_MONGODB_URI"]
+        return
+    server = database_server(tmp_path_factory.mktemp("embedded-db")).start(timeout=90)
+    yield server.url
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def scripted_session() -> Iterator[ScriptedLLM]:
+    with ScriptedLLM() as server:
+        yield server
+
+
+@pytest.fixture
+def llm(scripted_session) -> Iterator[ScriptedLLM]:
+    """The scripted model server, with no rules and no recorded requests."""
+    scripted_session.reset()
+    yield scripted_session
+    scripted_session.reset()
+
+
+@pytest.fixture
+def parley_env(monkeypatch, tmp_path, mongo_uri, llm):
+    """Environment pointing Parley at the scripted model and a fresh database; returns the Settings."""
+    for name in MODEL_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("MONGODB_URI", mongo_uri)
+    monkeypatch.setenv("MONGODB_DB", "t_" + uuid.uuid4().hex[:12])
+    monkeypatch.setenv("PARLEY_HOME", str(tmp_path / "home"))
+    get_settings.cache_clear()
+    default_factory.cache_clear()
+    settings = get_settings()
+    yield settings
+    MongoClient(mongo_uri).drop_database(settings.mongodb_db)
+    get_settings.cache_clear()
+    default_factory.cache_clear()
+
+
+@pytest.fixture
+async def db(parley_env):
+    """An async handle on this test's database (indexes created)."""
+    client = AsyncMongoClient(parley_env.mongodb_uri, tz_aware=True)
+    database = client[parley_env.mongodb_db]
+    await store.ensure_indexes(database)
+    yield database
+    await client.close()
+
+
+@pytest.fixture
+def sync_db(parley_env):
+    """A plain pymongo handle on this test's database, for assertions in sync tests."""
+    client = MongoClient(parley_env.mongodb_uri, tz_aware=True)
+    yield client[parley_env.mongodb_db]
+    client.close()
+
+
+@pytest.fixture
+def parley(parley_env) -> Iterator[ServerThread]:
+    """Parley itself, served over real HTTP on 127.0.0.1."""
+    with ServerThread(create_app(parley_env)) as server:
+        yield server
+
+
+@pytest.fixture
+def http(parley) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=parley.url, timeout=60) as client:
+        yield client
+
+
+@pytest.fixture
+def make_key(parley_env):
+    """Create an API key in this test's database: `make_key(scopes, user=..., workspace=...)` → plaintext."""
+
+    def make(scopes=("admin",), *, user: str = "alice", workspace: str = "ws1") -> str:
+        async def create() -> str:
+            client = AsyncMongoClient(parley_env.mongodb_uri)
+            try:
+                database = client[parley_env.mongodb_db]
+                await store.ensure_indexes(database)
+                return (await create_key(database, user=user, workspace=workspace, scopes=list(scopes)))[1]
+            finally:
+                await client.close()
+
+        return run_sync(create)
+
+    return make

@@ -1,0 +1,152 @@
+"""The model layer: resolution against the provider table, quirks on the wire, usage and cost."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from langchain_core.messages import HumanMessage, SystemMessage
+from pydantic import BaseModel, Field
+
+from core.settings import Settings
+from nodes.context import RunContext
+from nodes.models import (
+    BUILTIN_PROVIDERS,
+    ModelError,
+    ModelFactory,
+    Provider,
+    UsageLedger,
+    approx_tokens,
+    context_guard,
+    lookup_price,
+)
+
+
+class Verdict(BaseModel):
+    winner: str = Field(description="user, opponent or tie")
+    reason: str = Field(description="Why")
+
+
+def test_default_model_follows_the_environment(monkeypatch):
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    assert Settings(_env_file=None).default_model == "local:smollm2"
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-x")
+    assert Settings(_env_file=None).default_model == "openai:gpt-4o-mini"
+    monkeypatch.setenv("OPENAI_MODEL", "anthropic:claude-sonnet-4-5")
+    assert Settings(_env_file=None).default_model == "anthropic:claude-sonnet-4-5"
+
+
+def test_debate_models_from_a_comma_list(monkeypatch):
+    monkeypatch.setenv("PARLEY_DEBATE_MODELS", "openai:gpt-5, google:gemini-2.5-pro,anthropic:claude-opus-4-5")
+    assert Settings(_env_file=None).parley_debate_models == [
+        "openai:gpt-5", "google:gemini-2.5-pro", "anthropic:claude-opus-4-5"]
+
+
+def test_resolution_uses_the_table_then_the_default_endpoint(parley_env, llm):
+    factory = ModelFactory(parley_env, local_base_url="http://127.0.0.1:9/v1")
+    anthropic = factory.resolve("anthropic:claude-sonnet-4-5")
+    assert (anthropic.provider_name, anthropic.model_name, anthropic.base_url) == (
+        "anthropic", "claude-sonnet-4-5", llm.base_url)
+    assert anthropic.provider == BUILTIN_PROVIDERS["openai"]
+    local = factory.resolve("local:smollm2")
+    assert local.base_url == "http://127.0.0.1:9/v1" and local.provider.structured_method == "json_object_schema"
+    bare = factory.resolve("Qwen/Qwen2.5-7B-Instruct")
+    assert bare.model_name == "Qwen/Qwen2.5-7B-Instruct" and bare.provider_name == "openai"
+
+
+def test_local_model_without_server_is_a_clear_error(parley_env):
+    with pytest.raises(ModelError, match="embedded model server"):
+        ModelFactory(parley_env).resolve("local:smollm2")
+
+
+def test_providers_file_overrides_the_table(parley_env):
+    parley_env.parley_home.mkdir(parents=True, exist_ok=True)
+    parley_env.providers_file.write_text(json.dumps(
+        {"vllm": {"base_url": "http://127.0.0.1:8001/v1", "token_param": "max_tokens"},
+         "openai": {"structured_method": "function_calling"}}))
+    parley_env.prices_file.write_text(json.dumps({"my-model": [1.0, 2.0]}))
+    factory = ModelFactory(parley_env)
+    assert factory.resolve("vllm:any").base_url == "http://127.0.0.1:8001/v1"
+    assert factory.resolve("vllm:any").provider.token_param == "max_tokens"
+    assert factory.resolve("openai:gpt-5").provider.structured_method == "function_calling"
+    assert factory.price("vllm:my-model").cost(1_000_000, 1_000_000) == pytest.approx(3.0)
+
+
+def test_broken_providers_file_is_an_error(parley_env):
+    parley_env.parley_home.mkdir(parents=True, exist_ok=True)
+    parley_env.providers_file.write_text("{not json")
+    with pytest.raises(ModelError, match="not valid JSON"):
+        ModelFactory(parley_env)
+
+
+def test_prices_exact_prefix_and_unknown():
+    prices = {"gpt-4o": (2.5, 10.0), "gpt-4o-mini": (0.15, 0.6)}
+    assert lookup_price("openai:gpt-4o-mini-2024-07-18", prices).input == 0.15
+    assert lookup_price("openai:gpt-4o", prices).known
+    unknown = lookup_price("acme:mystery", prices)
+    assert (unknown.known, unknown.cost(1000, 1000)) == (False, 0.0)
+
+
+async def test_streamed_call_records_usage_and_cost(parley_env, llm):
+    llm.script(model="gpt-4o-mini", reply="Streaming works across several small chunks of text.")
+    ledger = UsageLedger()
+    chat = ModelFactory(parley_env).chat("openai:gpt-4o-mini", max_tokens=50, ledger=ledger, label="speaker")
+    chunks = [c.content async for c in chat.astream([HumanMessage("hi there")])]
+    assert len([c for c in chunks if c]) > 1
+    assert "".join(chunks) == "Streaming works across several small chunks of text."
+    body = llm.requests[-1]
+    assert body["stream_options"] == {"include_usage": True}
+    assert body["max_completion_tokens"] == 50
+    [record] = ledger.records
+    assert record.input_tokens > 0 and record.output_tokens > 0 and record.label == "speaker"
+    assert record.cost == pytest.approx((record.input_tokens * 0.15 + record.output_tokens * 0.6) / 1e6)
+    assert ledger.by_model()["openai:gpt-4o-mini"]["calls"] == 1
+
+
+async def test_token_param_quirks_reach_the_wire(parley_env, llm):
+    providers = {
+        "openai": Provider(),
+        "legacy": Provider(token_param="max_tokens", stream_usage=False),
+        "llamacpp": Provider(token_param="max_tokens", max_output_tokens=32, max_temperature=0.5),
+    }
+    factory = ModelFactory(parley_env, providers=providers)
+    await factory.chat("legacy:m", max_tokens=40).ainvoke([HumanMessage("x")])
+    assert llm.requests[-1]["max_tokens"] == 40 and "max_completion_tokens" not in llm.requests[-1]
+    await factory.chat("llamacpp:m", max_tokens=400, temperature=1.5).ainvoke([HumanMessage("x")])
+    sent = llm.requests[-1]
+    assert sent["max_tokens"] == 32 and sent["temperature"] == 0.5 and "max_completion_tokens" not in sent
+
+
+@pytest.mark.parametrize("method", ["json_schema", "json_object_schema", "function_calling"])
+async def test_structured_output_by_each_method(parley_env, llm, method):
+    factory = ModelFactory(parley_env, providers={"openai": Provider(structured_method=method)})
+    llm.script(json={"winner": "tie", "reason": "Both sides argued well."})
+    ledger = UsageLedger()
+    verdict = await factory.structured(Verdict, "openai:gpt-5", ledger=ledger).ainvoke([HumanMessage("judge")])
+    assert verdict == Verdict(winner="tie", reason="Both sides argued well.")
+    sent = llm.requests[-1]
+    if method == "json_schema":
+        assert sent["response_format"]["type"] == "json_schema"
+    elif method == "json_object_schema":
+        assert sent["response_format"]["type"] == "json_object" and "schema" in sent["response_format"]
+    else:
+        assert sent["tools"][0]["function"]["name"] == "Verdict"
+    assert ledger.records and ledger.records[0].model == "openai:gpt-5"
+
+
+async def test_run_context_bills_its_own_ledger(parley_env, llm):
+    ctx = RunContext(models=ModelFactory(parley_env), model="openai:gpt-5-mini")
+    await ctx.chat(label="a").ainvoke([HumanMessage("one")])
+    await ctx.chat("anthropic:claude-haiku-4-5", label="b").ainvoke([HumanMessage("two")])
+    assert [r.model for r in ctx.ledger.records] == ["openai:gpt-5-mini", "anthropic:claude-haiku-4-5"]
+    assert set(ctx.ledger.by_label()) == {"a", "b"}
+    assert llm.requests[1]["model"] == "claude-haiku-4-5"
+
+
+def test_context_guard_keeps_system_and_latest_turns():
+    messages = [SystemMessage("rules")] + [HumanMessage(f"turn {i} " + "word " * 200) for i in range(20)]
+    trimmed = context_guard(window=2048, reserve=300).invoke(messages)
+    assert trimmed[0].content == "rules" and trimmed[-1].content.startswith("turn 19")
+    assert approx_tokens(trimmed) <= 2048 - 300
+    assert approx_tokens([HumanMessage("远程工作")]) > approx_tokens([HumanMessage("abcd")])
