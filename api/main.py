@@ -11,6 +11,7 @@ from fastapi import FastAPI
 
 from api import store
 from api.errors import install_error_handlers
+from api.ratelimit import RateLimiter
 from api.routes import ROUTERS
 from core.embedded import EmbeddedServices
 from core.settings import Settings, get_settings
@@ -44,6 +45,7 @@ def create_app(settings: Settings | None = None, *, services: EmbeddedServices |
             app.state.mongo_client = client
             app.state.db = db
             app.state.factory = ModelFactory(settings, local_base_url=running.local_model_url)
+            app.state.ratelimiter = RateLimiter(running.mongodb_uri(settings), settings.mongodb_db)
             app.state.background = set()
             for hook in app.state.startup_hooks:
                 await hook(app)
@@ -54,6 +56,8 @@ def create_app(settings: Settings | None = None, *, services: EmbeddedServices |
                 # Debates outlive their clients; give the ones still running a chance to be stored whole.
                 await asyncio.wait(pending, timeout=30)
             await client.close()
+            if getattr(app.state, "ratelimiter", None):
+                app.state.ratelimiter.close()
             if owned:
                 running.stop()
 

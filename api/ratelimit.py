@@ -28,20 +28,34 @@ class RateLimiter:
     """Moving-window limits keyed by any identifiers (route, user, IP, key)."""
 
     def __init__(self, uri: str, db_name: str) -> None:
-        self._storage = MongoDBStorage(
-            uri,
-            database_name=db_name,
-            counter_collection_name="ratelimit_counters",
-            window_collection_name="ratelimit_windows",
-        )
-        self._limiter = MovingWindowRateLimiter(self._storage)
+        self._uri, self._db_name = uri, db_name
+        self._storage: MongoDBStorage | None = None
+        self._limiter: MovingWindowRateLimiter | None = None
+
+    def _ensure(self) -> MovingWindowRateLimiter:
+        # Built on first use: limits' storage connects (and creates its indexes) even from __del__,
+        # so one that was never used must never exist.
+        if self._limiter is None:
+            self._storage = MongoDBStorage(
+                self._uri,
+                database_name=self._db_name,
+                counter_collection_name="ratelimit_counters",
+                window_collection_name="ratelimit_windows",
+            )
+            self._limiter = MovingWindowRateLimiter(self._storage)
+        return self._limiter
 
     async def hit(self, limit: str, *identifiers: str) -> RateDecision:
         """Count one hit against `limit` (e.g. `"8/minute"`) for `identifiers`."""
         item = parse(limit)
         # limits' MongoDB storage is pymongo's synchronous client; keep it off the event loop.
-        allowed = await asyncio.to_thread(self._limiter.hit, item, *identifiers)
+        limiter = await asyncio.to_thread(self._ensure)
+        allowed = await asyncio.to_thread(limiter.hit, item, *identifiers)
         if allowed:
             return RateDecision(True)
-        stats = await asyncio.to_thread(self._limiter.get_window_stats, item, *identifiers)
+        stats = await asyncio.to_thread(limiter.get_window_stats, item, *identifiers)
         return RateDecision(False, max(1, math.ceil(stats.reset_time - time.time())))
+
+    def close(self) -> None:
+        if self._storage is not None:
+            self._storage.storage.close()

@@ -32,6 +32,8 @@ async def ping(db: AsyncDatabase) -> bool:
 INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
     ("api_keys", [("hash", 1)], {"unique": True}),
     ("api_keys", [("workspace", 1), ("user", 1)], {}),
+    ("usage", [("workspace", 1), ("createdAt", -1)], {}),
+    ("usage", [("requestId", 1)], {}),
 ]
 
 

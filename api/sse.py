@@ -1,0 +1,39 @@
+"""Server-Sent Events responses: numbered events, keep-alive comments, and the seed's headers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+KEEPALIVE_SECONDS = 15
+SSE_HEADERS = {"Cache-Control": "no-cache", "Connection": "keep-alive", "X-Accel-Buffering": "no"}
+
+
+@dataclass(frozen=True)
+class Event:
+    """One event of a run: its name, JSON payload and sequence number (the SSE `id:`)."""
+
+    event: str
+    data: dict[str, Any]
+    seq: int | None = None
+
+    def to_sse(self) -> ServerSentEvent:
+        return ServerSentEvent(
+            data=json.dumps(self.data, ensure_ascii=False, separators=(",", ":")),
+            event=self.event,
+            id=None if self.seq is None else str(self.seq),
+        )
+
+
+def sse_response(events: AsyncIterator[Event], *, keepalive: int = KEEPALIVE_SECONDS) -> EventSourceResponse:
+    """Stream `events` as `text/event-stream`, with a `: ping` comment every `keepalive` seconds of silence."""
+
+    async def render() -> AsyncIterator[ServerSentEvent]:
+        async for event in events:
+            yield event.to_sse()
+
+    return EventSourceResponse(render(), ping=keepalive, headers=SSE_HEADERS)

@@ -1,0 +1,35 @@
+"""Usage records: one row per model per request, the basis of billing and reporting."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from pymongo.asynchronous.database import AsyncDatabase
+
+from nodes.models import UsageLedger
+
+
+async def record_usage(
+    db: AsyncDatabase, *, workspace: str, user: str, request_id: str, mode: str, ledger: UsageLedger
+) -> list[dict]:
+    """Store the ledger of one request as per-model usage rows; return them."""
+    now = datetime.now(UTC)
+    rows = [
+        {
+            "workspace": workspace,
+            "user": user,
+            "requestId": request_id,
+            "mode": mode,
+            "model": model,
+            "inputTokens": int(sums["input_tokens"]),
+            "outputTokens": int(sums["output_tokens"]),
+            "calls": int(sums["calls"]),
+            "costUsd": float(sums["cost"]),
+            "priced": all(r.priced for r in ledger.records if r.model == model),
+            "createdAt": now,
+        }
+        for model, sums in ledger.by_model().items()
+    ]
+    if rows:
+        await db.usage.insert_many([dict(row) for row in rows])
+    return rows

@@ -1,0 +1,631 @@
+"""A scripted, OpenAI-compatible chat model server for tests and benchmarks.
+
+Parley talks to models over the OpenAI wire protocol, so the tests run a real
+HTTP server that speaks it, instead of mocking the client. The server answers
+``POST /v1/chat/completions`` (plain and SSE streaming, text, JSON-schema
+structured output and forced tool calls), ``GET /v1/models`` and ``GET /health``.
+What it answers is decided by :class:`Rule` objects; with no matching rule it
+produces a deterministic reply derived from the model name and the prompt.
+
+In-process use::
+
+    with ScriptedLLM() as llm:
+        llm.script(model="judge", reply="Pro wins.", times=1)
+        client = openai.OpenAI(base_url=llm.base_url, api_key="x")
+
+As a subprocess (prints ``READY http://127.0.0.1:P/v1`` once listening)::
+
+    python -m tests.support.scripted_llm --port 0 --latency 0.05 --token-delay 0.01
+
+Control endpoints, so a subprocess can be scripted too: ``POST /_script`` (a rule
+object or a list of them), ``POST /_reset``, ``GET /_requests``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import itertools
+import json
+import logging
+import math
+import re
+import signal
+import socket
+import threading
+import time
+import zlib
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+__all__ = ["Rule", "ScriptedLLM", "ScriptState", "create_app", "default_reply", "sample_from_schema"]
+
+_HANG_SECONDS = 600.0
+_DROP_MESSAGE = "ASGI callable returned without completing response."
+
+
+@dataclass
+class Rule:
+    """One scripted behaviour; the first rule that matches a request decides the answer.
+
+    ``reply``/``replies`` give the text, ``json`` the payload for structured
+    requests (and the text, serialised, for plain ones), ``status`` turns the
+    answer into an OpenAI-shaped HTTP error. ``latency``/``token_delay`` override
+    the server defaults. A rule with ``times`` is removed after that many uses.
+    """
+
+    model: str | None = None
+    match: str | None = None
+    reply: str | None = None
+    replies: list[str] | None = None
+    json: dict[str, Any] | None = None
+    status: int | None = None
+    latency: float | None = None
+    token_delay: float | None = None
+    hang: bool = False
+    drop_after: int | None = None
+    times: int | None = None
+    uses: int = field(default=0, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Rule:
+        # Unknown keys are rejected because a typo would otherwise silently match everything.
+        unknown = set(data) - {f.name for f in fields(cls)}
+        if unknown:
+            raise ValueError(f"unknown rule fields: {sorted(unknown)}")
+        return cls(**data)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def matches(self, model: str, transcript: str) -> bool:
+        return (self.model is None or self.model == model) and (self.match is None or self.match in transcript)
+
+
+class ScriptState:
+    """Rules, recorded requests and server-wide defaults.
+
+    Shared between the server's event loop thread and the test thread, hence the lock.
+    """
+
+    def __init__(self, latency: float = 0.0, token_delay: float = 0.0, default_reply_chars: int = 150):
+        self.latency = latency
+        self.token_delay = token_delay
+        self.default_reply_chars = default_reply_chars
+        self._rules: list[Rule] = []
+        self._requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self.closing = threading.Event()
+
+    def add(self, rule: Rule) -> Rule:
+        with self._lock:
+            self._rules.append(rule)
+        return rule
+
+    def reset(self) -> None:
+        with self._lock:
+            self._rules.clear()
+            self._requests.clear()
+
+    @property
+    def rules(self) -> list[Rule]:
+        with self._lock:
+            return list(self._rules)
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self._requests)
+
+    def record(self, body: dict[str, Any]) -> None:
+        with self._lock:
+            self._requests.append(body)
+
+    def take(self, model: str, transcript: str) -> tuple[Rule | None, str | None]:
+        """Find the first matching rule, count the use, and pick its reply text."""
+        with self._lock:
+            for rule in self._rules:
+                if not rule.matches(model, transcript):
+                    continue
+                rule.uses += 1
+                if rule.times is not None and rule.uses >= rule.times:
+                    self._rules.remove(rule)
+                if rule.replies:
+                    return rule, rule.replies[(rule.uses - 1) % len(rule.replies)]
+                return rule, rule.reply
+            return None, None
+
+
+# --------------------------------------------------------------------------- text
+
+
+_FILLER = (
+    "This reply comes from the scripted test model.",
+    "It is deterministic, so every run sees the same words.",
+    "The content is plain text without any markup.",
+    "No real language model produced this sentence.",
+    "Each model and prompt gives a different opening.",
+)
+
+
+def default_reply(model: str, prompt: str, chars: int = 150) -> str:
+    """Deterministic plain-English reply that differs per model and prompt."""
+    words = re.findall(r"[A-Za-z0-9][\w'-]*", prompt)[:8]
+    text = f"{model} answer: {' '.join(words) if words else 'an empty prompt'}."
+    # Start the filler at a prompt-dependent sentence so long transcripts do not look identical.
+    start = zlib.crc32(f"{model}\n{prompt}".encode()) % len(_FILLER)
+    for sentence in itertools.islice(itertools.cycle(_FILLER), start, None):
+        if len(text) + 1 + len(sentence) > chars:
+            break
+        text += " " + sentence
+    return text
+
+
+def split_chunks(text: str) -> list[str]:
+    """Roughly one word per chunk, whitespace kept so that ``"".join(chunks) == text``."""
+    return re.findall(r"^\s+|\S+\s*", text)
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # multi-part messages: only the text parts matter here
+        return " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+# --------------------------------------------------------------------------- JSON schema
+
+
+def _resolve_ref(ref: str, root: dict[str, Any]) -> dict[str, Any]:
+    target: Any = root
+    for part in ref.removeprefix("#").strip("/").split("/"):
+        target = target[part.replace("~1", "/").replace("~0", "~")]
+    return target
+
+
+def sample_from_schema(schema: dict[str, Any], root: dict[str, Any] | None = None, name: str = "value",
+                       index: int = 0, depth: int = 0) -> Any:
+    """Build a small instance that validates against ``schema`` (the subset Pydantic emits).
+
+    Objects get every property, arrays ``minItems`` (at least one) items, and
+    ``anyOf``/``oneOf`` the first non-null option; ``name`` words the sample strings.
+    """
+    root = root if root is not None else schema
+    # Past a few levels only the required minimum is built, so recursive models terminate.
+    deep = depth > 4
+    if "$ref" in schema:
+        return sample_from_schema(_resolve_ref(schema["$ref"], root), root, name, index, depth + 1)
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            options = [o for o in schema[key] if o.get("type") != "null"]
+            if not options or (deep and len(options) < len(schema[key])):
+                return None
+            return sample_from_schema(options[0], root, name, index, depth + 1)
+    if "allOf" in schema:
+        merged: dict[str, Any] = {k: v for k, v in schema.items() if k != "allOf"}
+        for part in schema["allOf"]:
+            part = _resolve_ref(part["$ref"], root) if "$ref" in part else part
+            properties = {**merged.get("properties", {}), **part.get("properties", {})}
+            merged.update(part)
+            merged["properties"] = properties
+        return sample_from_schema(merged, root, name, index, depth + 1)
+
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind is None:
+        kind = "object" if "properties" in schema else "array" if "items" in schema else "string"
+
+    if kind == "object":
+        props = schema.get("properties", {})
+        required = set(schema.get("required", ()))
+        return {key: sample_from_schema(sub, root, key, 0, depth + 1)
+                for key, sub in props.items() if not deep or key in required}
+    if kind == "array":
+        count = schema.get("minItems", 0 if deep else 1)
+        count = min(count, schema.get("maxItems", count))
+        items = schema.get("items", {})
+        prefix = schema.get("prefixItems", [])
+        return [sample_from_schema(prefix[i] if i < len(prefix) else items, root, name, i, depth + 1)
+                for i in range(max(count, len(prefix)))]
+    if kind == "string":
+        return _sample_string(schema, name, index)
+    if kind == "integer":
+        return _sample_integer(schema, index)
+    if kind == "number":
+        return _sample_number(schema, index)
+    if kind == "boolean":
+        return True
+    return None
+
+
+_FORMATS = {
+    "date-time": "2024-01-01T12:00:00Z", "date": "2024-01-01", "time": "12:00:00",
+    "email": "debater@example.com", "uri": "https://example.com/source", "url": "https://example.com/source",
+    "uuid": "00000000-0000-4000-8000-000000000000",
+}
+
+
+def _sample_string(schema: dict[str, Any], name: str, index: int) -> str:
+    if schema.get("format") in _FORMATS:
+        return _FORMATS[schema["format"]]
+    words = name.replace("_", " ").replace("-", " ").strip() or "value"
+    text = f"The {words} is a scripted example." if index == 0 else f"The {words} is scripted example {index + 1}."
+    while len(text) < schema.get("minLength", 0):
+        text += " More detail follows."
+    if "maxLength" in schema:
+        text = text[: max(schema["maxLength"], schema.get("minLength", 0))]
+    return text
+
+
+def _sample_integer(schema: dict[str, Any], index: int) -> int:
+    low = math.ceil(schema["minimum"]) if "minimum" in schema else None
+    if "exclusiveMinimum" in schema:
+        low = math.floor(schema["exclusiveMinimum"]) + 1
+    high = math.floor(schema["maximum"]) if "maximum" in schema else None
+    if "exclusiveMaximum" in schema:
+        high = math.ceil(schema["exclusiveMaximum"]) - 1
+    value = (low if low is not None else 1) + index
+    return min(value, high) if high is not None else value
+
+
+def _sample_number(schema: dict[str, Any], index: int) -> float:
+    low = schema.get("exclusiveMinimum", schema.get("minimum"))
+    high = schema.get("exclusiveMaximum", schema.get("maximum"))
+    if low is not None and high is not None:
+        return low + (high - low) / (2 + index)  # strictly inside, so exclusive bounds hold too
+    if low is not None:
+        return float(low + 1 + index)
+    if high is not None:
+        return float(high - 1 - index)
+    return 1.0 + index
+
+
+# --------------------------------------------------------------------------- answers
+
+
+@dataclass
+class _Answer:
+    chunks: list[str]
+    tool: str | None = None  # function name when the answer is a tool call
+    finish: str = "stop"
+
+
+def _forced_tool(body: dict[str, Any], rule: Rule | None) -> dict[str, Any] | None:
+    tools = [t.get("function", t) for t in body.get("tools") or []]
+    if not tools:
+        return None
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict):
+        wanted = (choice.get("function") or {}).get("name") or choice.get("name")
+        return next((t for t in tools if t.get("name") == wanted), tools[0])
+    # A rule carrying `json` with tools on offer means "call the tool", even if the client says auto.
+    if choice in ("required", "any") or (choice != "none" and rule is not None and rule.json is not None):
+        return tools[0]
+    return None
+
+
+def _response_schema(body: dict[str, Any]) -> tuple[bool, dict[str, Any] | None]:
+    fmt = body.get("response_format") or {}
+    if fmt.get("type") == "json_schema":
+        return True, (fmt.get("json_schema") or {}).get("schema")
+    if fmt.get("type") == "json_object":
+        return True, fmt.get("schema")
+    return False, None
+
+
+def build_answer(body: dict[str, Any], rule: Rule | None, reply: str | None, state: ScriptState) -> _Answer:
+    model = str(body.get("model") or "scripted")
+    users = [m for m in body.get("messages") or [] if m.get("role") == "user"]
+    fallback = default_reply(model, _content_text(users[-1].get("content")) if users else "", state.default_reply_chars)
+    scripted_json = rule.json if rule is not None else None
+
+    tool = _forced_tool(body, rule)
+    if tool is not None:
+        args = scripted_json if scripted_json is not None else sample_from_schema(tool.get("parameters") or {})
+        return _Answer(split_chunks(json.dumps(args)), tool=tool.get("name", "tool"), finish="tool_calls")
+
+    structured, schema = _response_schema(body)
+    if structured:
+        if scripted_json is not None:
+            payload = scripted_json
+        elif schema is not None:
+            payload = sample_from_schema(schema)
+        else:
+            payload = {"answer": reply if reply is not None else fallback}
+        # Structured answers are never truncated: a cut-off JSON document helps no test.
+        return _Answer(split_chunks(json.dumps(payload)))
+
+    text = reply if reply is not None else json.dumps(scripted_json) if scripted_json is not None else fallback
+    chunks = split_chunks(text)
+    limit = body.get("max_completion_tokens") or body.get("max_tokens")
+    if isinstance(limit, int) and 0 < limit < len(chunks):
+        return _Answer(chunks[:limit], finish="length")
+    return _Answer(chunks)
+
+
+_ERRORS = {
+    400: ("invalid_request_error", "invalid_request"), 401: ("invalid_request_error", "invalid_api_key"),
+    403: ("invalid_request_error", "permission_denied"), 404: ("invalid_request_error", "model_not_found"),
+    429: ("requests", "rate_limit_exceeded"), 500: ("server_error", "internal_error"),
+    503: ("server_error", "service_unavailable"),
+}
+
+
+def error_response(status: int, message: str | None = None) -> JSONResponse:
+    kind, code = _ERRORS.get(status, ("server_error" if status >= 500 else "invalid_request_error", str(status)))
+    body = {"error": {"message": message or f"Scripted error {status}.", "type": kind, "code": code, "param": None}}
+    return JSONResponse(body, status_code=status, headers={"Retry-After": "1"} if status == 429 else None)
+
+
+# --------------------------------------------------------------------------- HTTP
+
+
+_ids = itertools.count(1)
+
+
+class _EventStream:
+    """Raw ASGI SSE response: unlike StreamingResponse it can drop the connection mid-body."""
+
+    def __init__(self, events: list[tuple[dict[str, Any], bool]], token_delay: float, drop_after: int | None):
+        self.events, self.token_delay, self.drop_after = events, token_delay, drop_after
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        headers = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        sent = 0
+        for event, is_content in self.events:
+            if is_content and self.drop_after is not None and sent >= self.drop_after:
+                return  # uvicorn closes the socket without the final chunk, like a crashed upstream
+            if is_content and sent and self.token_delay:
+                await asyncio.sleep(self.token_delay)
+            await send({"type": "http.response.body", "body": b"data: " + json.dumps(event).encode() + b"\n\n",
+                        "more_body": True})
+            sent += is_content
+        await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False})
+
+
+def _usage(body: dict[str, Any], answer: _Answer) -> dict[str, int]:
+    prompt = "".join(_content_text(m.get("content")) for m in body.get("messages") or [])
+    prompt_tokens = max(1, len(prompt) // 4)
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": len(answer.chunks),
+            "total_tokens": prompt_tokens + len(answer.chunks)}
+
+
+def _stream_events(body: dict[str, Any], answer: _Answer, cid: str) -> list[tuple[dict[str, Any], bool]]:
+    include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+    base = {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()), "model": body.get("model")}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        event = {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+        return {**event, "usage": None} if include_usage else event
+
+    events: list[tuple[dict[str, Any], bool]] = []
+    if answer.tool is not None:
+        call = {"index": 0, "id": f"call_{cid}", "type": "function",
+                "function": {"name": answer.tool, "arguments": ""}}
+        events.append((chunk({"role": "assistant", "content": None, "tool_calls": [call]}), False))
+        events += [(chunk({"tool_calls": [{"index": 0, "function": {"arguments": p}}]}), True) for p in answer.chunks]
+    else:
+        pieces = answer.chunks or [""]
+        events.append((chunk({"role": "assistant", "content": pieces[0]}), bool(answer.chunks)))
+        events += [(chunk({"content": p}), True) for p in pieces[1:]]
+    events.append((chunk({}, answer.finish), False))
+    if include_usage:
+        events.append(({**base, "choices": [], "usage": _usage(body, answer)}, False))
+    return events
+
+
+async def chat_completions(request: Request) -> Any:
+    state: ScriptState = request.app.state.script
+    try:
+        body = await request.json()
+    except ValueError:
+        return error_response(400, "Request body is not valid JSON.")
+    if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+        return error_response(400, "Request must be a JSON object with a 'messages' list.")
+    state.record(body)
+    model = str(body.get("model") or "scripted")
+    transcript = "\n".join(_content_text(m.get("content")) for m in body["messages"] if isinstance(m, dict))
+    rule, reply = state.take(model, transcript)
+    latency = rule.latency if rule is not None and rule.latency is not None else state.latency
+    token_delay = rule.token_delay if rule is not None and rule.token_delay is not None else state.token_delay
+
+    if rule is not None and rule.hang:
+        # Polling a thread-safe flag lets stop() end the hang at once instead of cancelling mid-request.
+        deadline = time.monotonic() + _HANG_SECONDS
+        while not state.closing.is_set() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        return error_response(503, "Scripted hang ended.")
+    if latency:
+        await asyncio.sleep(latency)
+    if rule is not None and rule.status:
+        return error_response(rule.status, reply)
+
+    answer = build_answer(body, rule, reply, state)
+    cid = f"chatcmpl-scripted-{next(_ids)}"
+    if body.get("stream"):
+        return _EventStream(_stream_events(body, answer, cid), token_delay, rule.drop_after if rule else None)
+
+    # Without streaming the client still waits for the whole generation, as with a real model.
+    if token_delay and len(answer.chunks) > 1:
+        await asyncio.sleep(token_delay * (len(answer.chunks) - 1))
+    text = "".join(answer.chunks)
+    message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
+    if answer.tool is not None:
+        message["content"] = None
+        message["tool_calls"] = [{"id": f"call_{cid}", "type": "function",
+                                  "function": {"name": answer.tool, "arguments": text}}]
+    return JSONResponse({
+        "id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": answer.finish}],
+        "usage": _usage(body, answer),
+    })
+
+
+async def list_models(request: Request) -> JSONResponse:
+    state: ScriptState = request.app.state.script
+    names = ["scripted"] + sorted({r.model for r in state.rules if r.model})
+    data = [{"id": n, "object": "model", "created": 0, "owned_by": "parley-tests"} for n in names]
+    return JSONResponse({"object": "list", "data": data})
+
+
+async def health(request: Request) -> JSONResponse:
+    return JSONResponse({"status": "ok"})
+
+
+async def add_rules(request: Request) -> JSONResponse:
+    state: ScriptState = request.app.state.script
+    try:
+        payload = await request.json()
+        rules = [Rule.from_dict(item) for item in (payload if isinstance(payload, list) else [payload])]
+    except (TypeError, ValueError) as exc:
+        return error_response(400, str(exc))
+    for rule in rules:
+        state.add(rule)
+    return JSONResponse({"rules": [r.to_dict() for r in state.rules]})
+
+
+async def reset(request: Request) -> JSONResponse:
+    request.app.state.script.reset()
+    return JSONResponse({"status": "ok"})
+
+
+async def recorded_requests(request: Request) -> JSONResponse:
+    return JSONResponse(request.app.state.script.requests)
+
+
+def create_app(state: ScriptState) -> Starlette:
+    app = Starlette(routes=[
+        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        Route("/v1/models", list_models, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
+        Route("/_script", add_rules, methods=["POST"]),
+        Route("/_reset", reset, methods=["POST"]),
+        Route("/_requests", recorded_requests, methods=["GET"]),
+    ])
+    app.state.script = state
+    return app
+
+
+class _QuietDrops(logging.Filter):
+    """Deliberate `drop_after` disconnects are not server errors worth printing."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != _DROP_MESSAGE
+
+
+logging.getLogger("uvicorn.error").addFilter(_QuietDrops())
+
+
+class ScriptedLLM:
+    """The scripted server on a background thread; use as a context manager.
+
+    ``base_url`` is ready for ``openai.OpenAI(base_url=...)`` / ``ChatOpenAI(base_url=...)``.
+    """
+
+    def __init__(self, *, host: str = "127.0.0.1", port: int = 0, latency: float = 0.0,
+                 token_delay: float = 0.0, default_reply_chars: int = 150):
+        self.host, self.port = host, port
+        self.state = ScriptState(latency, token_delay, default_reply_chars)
+        self.app = create_app(self.state)
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.url}/v1"
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        return self.state.requests
+
+    def script(self, rule: Rule | dict[str, Any] | None = None, **fields_: Any) -> Rule:
+        """Add a rule, given as a Rule, a dict, or keyword fields: ``llm.script(match="x", reply="y")``."""
+        if rule is None:
+            rule = Rule(**fields_)
+        elif isinstance(rule, dict):
+            rule = Rule.from_dict({**rule, **fields_})
+        elif fields_:
+            rule = dataclasses.replace(rule, **fields_)
+        return self.state.add(rule)
+
+    def reset(self) -> None:
+        self.state.reset()
+
+    def start(self) -> ScriptedLLM:
+        self.state.closing.clear()
+        # Binding here, not in uvicorn, makes the chosen port known before the thread starts.
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.host, self.port))
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
+                                        name=f"scripted-llm-{self.port}", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("scripted LLM server failed to start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        if self._server is None or self._thread is None:
+            return
+        self.state.closing.set()
+        self._server.should_exit = True
+        self._thread.join(2.0)
+        if self._thread.is_alive():
+            # Streams still open (a `hang` rule, slow token delays): stop waiting for them.
+            self._server.force_exit = True
+            self._thread.join(5.0)
+        self._server = self._thread = None
+
+    def __enter__(self) -> ScriptedLLM:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Scripted OpenAI-compatible model server.")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
+    parser.add_argument("--token-delay", type=float, default=0.0, help="seconds between streamed chunks")
+    parser.add_argument("--default-reply-chars", type=int, default=150)
+    args = parser.parse_args(argv)
+
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    llm = ScriptedLLM(host=args.host, port=args.port, latency=args.latency, token_delay=args.token_delay,
+                      default_reply_chars=args.default_reply_chars).start()
+    print(f"READY {llm.base_url}", flush=True)
+    while not stop.wait(0.5):
+        pass
+    llm.stop()
+
+
+if __name__ == "__main__":
+    main()
