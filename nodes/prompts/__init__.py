@@ -1,0 +1,1 @@
+"""Prompt templates: module-level constants with named `{placeholders}`, one module per mode."""
