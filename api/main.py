@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from api import store
 from api.errors import install_error_handlers
 from api.ratelimit import RateLimiter
-from api.routes import ROUTERS
+from api.routes import ROUTERS, STARTUP_HOOKS
 from core.embedded import EmbeddedServices
 from core.settings import Settings, get_settings
 from nodes.models import ModelFactory
@@ -67,7 +67,7 @@ def create_app(settings: Settings | None = None, *, services: EmbeddedServices |
         description="Multi-agent LLM debates: duels, panels and round tables, as LangGraph graphs.",
         lifespan=lifespan,
     )
-    app.state.startup_hooks = []
+    app.state.startup_hooks = list(STARTUP_HOOKS)
     install_error_handlers(app)
     for router in ROUTERS:
         app.include_router(router)

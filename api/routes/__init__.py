@@ -1,5 +1,12 @@
 """HTTP routes, one module per resource; each validates, calls one function and maps errors."""
 
+from collections.abc import Awaitable, Callable
+
+from fastapi import FastAPI
+
 from api.routes import health
 
 ROUTERS = [health.router]
+
+# Run by the lifespan once the database is connected, in order.
+STARTUP_HOOKS: list[Callable[[FastAPI], Awaitable[None]]] = []
