@@ -9,6 +9,7 @@ import threading
 import typer
 import uvicorn
 from langchain_core.messages import HumanMessage
+from openai import OpenAIError
 from rich.table import Table
 
 from api.store import keys as key_store
@@ -36,7 +37,7 @@ def _first_local_key(services: EmbeddedServices) -> str | None:
         if await db.api_keys.count_documents({}, limit=1):
             return None
         _, plaintext = await key_store.create_key(
-            db, user="local", workspace="default", scopes=list(key_store.SCOPES[:-2]) + ["admin"]
+            db, user="local", workspace="default", scopes=["admin", "chat", "conversations", "debate", "workflows"]
         )
         return plaintext
 
@@ -134,6 +135,9 @@ def model_chat(
         asyncio.run(run())
     except ModelError as exc:
         raise fail(str(exc)) from exc
+    except OpenAIError as exc:
+        endpoint = factory.resolve(model_id).base_url or "OpenAI"
+        raise fail(f"the model call to {model_id} at {endpoint} failed: {exc}") from exc
     finally:
         if server is not None:
             server.stop()
@@ -141,7 +145,7 @@ def model_chat(
     if rec:
         console.print(
             f"[dim]{model_id}: {rec.input_tokens} in, {rec.output_tokens} out, ${rec.cost:.6f}"
-            f"{'' if rec.priced else ' (no price known)'}[/]"
+            f"{'' if rec.priced else ' (no price known)'}{' (estimated)' if rec.estimated else ''}[/]"
         )
 
 
