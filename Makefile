@@ -26,7 +26,7 @@ $(WHEELS)/.built:
 	@mkdir -p $(WHEELS)
 	@CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PYTHON) -m pip wheel -v --no-deps --no-cache-dir -w $(WHEELS) \
 		llama-cpp-python==$(LLAMA_VERSION) 2>&1 \
-		| grep --line-buffered -E '^\s*\[ *[0-9]+/[0-9]+\]|^\s*\[ *[0-9]+%\]|Successfully|ERROR|error:' \
+		| awk '/^ *\[ *[0-9]+\/[0-9]+\]/ {print "    llama.cpp build step " $$1; fflush()} /Successfully|ERROR|error:/ {print; fflush()}' \
 		; test $${PIPESTATUS[0]} -eq 0
 	@touch $@
 
