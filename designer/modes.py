@@ -129,8 +129,6 @@ def duel_node(node: DuelNode, defaults: Mapping[str, Any]) -> NodeFn:
     async def stage_duel(state: dict[str, Any], runtime: Any) -> dict[str, Any]:
         """Stage a duel on the rendered topic; write its transcript, verdict and the winner's argument."""
         nonlocal built
-        built = built or build()
-        graph, schema = built
         profile: Any = node.config.user_profile or DEFAULT_USER_PROFILE
         if node.inputs.user_profile:
             profile = render(node.inputs.user_profile, state, defaults, raw=True)
@@ -144,6 +142,8 @@ def duel_node(node: DuelNode, defaults: Mapping[str, Any]) -> NodeFn:
             if isinstance(rounds, bool) or not isinstance(rounds, int):
                 raise NodeInputError(f"inputs.rounds must give an integer, not {rounds!r}")
             payload["rounds"] = rounds
+        built = built or build()
+        graph, schema = built
         final = await run_nested(node.id, graph, payload, mode_context(schema, context_of(runtime), node.config.options))
         result = {key: final.get(key) for key in ("opponent_profile", "messages", "synthesis")}
         result["winner_argument"] = winner_argument(final)
@@ -185,8 +185,6 @@ def roundtable_node(node: RoundtableNode, defaults: Mapping[str, Any]) -> NodeFn
     async def hold_round_table(state: dict[str, Any], runtime: Any) -> dict[str, Any]:
         """Put the rendered question to a round table and write its synthesis and transcript."""
         nonlocal built
-        built = built or build()
-        graph, schema = built
         ctx = context_of(runtime)
         payload = {
             "question": render(node.inputs.question, state, defaults),
@@ -194,6 +192,8 @@ def roundtable_node(node: RoundtableNode, defaults: Mapping[str, Any]) -> NodeFn
             "agents": table_agents(node, ctx),
             "history": None,
         }
+        built = built or build()
+        graph, schema = built
         final = await run_nested(node.id, graph, payload, mode_context(schema, ctx, node.config.options))
         return {node.output_key: {key: final.get(key) for key in ("synthesis", "total_rounds", "rounds", "transcript")}}
 

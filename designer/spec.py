@@ -319,7 +319,10 @@ class WorkflowSpec(_Strict):
     version: Literal[1] = Field(SPEC_VERSION, description="Version of the workflow format.")
     name: str = Field(..., min_length=1, description="Shown in lists; also the compiled graph's name.")
     description: str = Field("", description="What the workflow does.")
-    state: dict[StateKeyName, StateKey] = Field(default_factory=dict, description="The declared state keys.")
+    state: dict[StateKeyName, StateKey] = Field(
+        default_factory=dict, description="The declared state keys.",
+        json_schema_extra={"additionalProperties": False},  # names outside the pattern are errors, not extras
+    )
     nodes: list[Node] = Field(..., min_length=1)
     edges: list[Edge] = Field(default_factory=list)
     entry: str = Field(..., description="The node that runs first.")
