@@ -8,15 +8,18 @@ and nowhere else.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+import httpx
 from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.messages import BaseMessage, trim_messages
 from langchain_core.output_parsers import PydanticOutputParser
@@ -359,6 +362,9 @@ class ModelFactory:
                 prices[name.lower()] = (float(pair[0]), float(pair[1]))
         self.prices = prices
         self.local_base_url = local_base_url or os.environ.get("PARLEY_LOCAL_BASE_URL")
+        self._http_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[float, httpx.AsyncClient]] = (
+            weakref.WeakKeyDictionary()
+        )
 
     @property
     def default_model(self) -> str:
@@ -462,10 +468,27 @@ class ModelFactory:
                 kwargs["extra_body"] = {"max_tokens": max_tokens}
             else:
                 kwargs["max_completion_tokens"] = max_tokens
+        if (http_client := self._loop_http_client(kwargs["timeout"])) is not None:
+            kwargs["http_async_client"] = http_client
         if ledger is not None:
             kwargs["callbacks"] = [_UsageCallback(ledger, resolved.model_id, self.price(resolved.model_id), label)]
         client = ChatOpenAI(**kwargs)
         return self._guard(resolved, max_tokens) | client, resolved, client
+
+    def _loop_http_client(self, timeout: float) -> httpx.AsyncClient | None:
+        """A pooled HTTP client for the running event loop (None outside one).
+
+        langchain-openai otherwise shares one client per process, whose connections belong to the loop
+        that opened them: a second `asyncio.run` (or a second server's loop) would get "Event loop is closed".
+        """
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+        clients = self._http_clients.setdefault(loop, {})
+        if timeout not in clients:
+            clients[timeout] = httpx.AsyncClient(timeout=timeout)
+        return clients[timeout]
 
     @staticmethod
     def _guard(resolved: ResolvedModel, max_tokens: int | None) -> Runnable:
