@@ -17,6 +17,12 @@ from pymongo.asynchronous.database import AsyncDatabase
 _ENCODED = ("spec", "input", "output")
 
 
+def _now() -> datetime:
+    # MongoDB keeps milliseconds; dropping the rest here makes a returned record equal to a re-read one.
+    now = datetime.now(UTC)
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)
+
+
 def _encode(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
@@ -29,7 +35,7 @@ def _decode(doc: dict | None) -> dict | None:
 
 async def insert_workflow(db: AsyncDatabase, *, workspace: str, user: str, spec: dict[str, Any]) -> dict:
     """Store a checked workflow document; return the stored record."""
-    now = datetime.now(UTC)
+    now = _now()
     doc = {
         "_id": "wf_" + uuid.uuid4().hex[:16],
         "workspace": workspace,
@@ -77,7 +83,7 @@ async def insert_run(
         "usage": None,
         "error": None,
         "failedNode": None,
-        "createdAt": datetime.now(UTC),
+        "createdAt": _now(),
         "finishedAt": None,
     }
     await db.workflow_runs.insert_one(doc)
@@ -92,7 +98,7 @@ async def finish_run(
     await db.workflow_runs.update_one(
         {"_id": run_id},
         {"$set": {"status": status, "output": None if output is None else _encode(output), "usage": usage,
-                  "error": error, "failedNode": failed_node, "finishedAt": datetime.now(UTC)}},
+                  "error": error, "failedNode": failed_node, "finishedAt": _now()}},
     )
     return _decode(await db.workflow_runs.find_one({"_id": run_id}))
 
