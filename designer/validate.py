@@ -188,6 +188,11 @@ def type_matches(declared: str, value: Any) -> bool:
     return isinstance(value, _JSON_TYPES[declared])
 
 
+def _a(word: str) -> str:
+    """The article for `word` as it is read aloud ("an llm", "an object", "a string")."""
+    return "an" if word[:1] in "aeiou" or word == "llm" else "a"
+
+
 def suggest(name: str, choices: Iterable[str]) -> str:
     close = difflib.get_close_matches(name, list(choices), n=1)
     return f" (did you mean '{close[0]}'?)" if close else ""
@@ -258,7 +263,7 @@ class _Checker:
         key = node.output_key
         if key is None:
             if node.needs_output:
-                self.add(node.id, path, f"a {node.type} node needs an output_key (a declared state key)")
+                self.add(node.id, path, f"{_a(node.type)} {node.type} node needs an output_key (a declared state key)")
             return
         if key not in self.spec.state:
             self.state_key(node.id, path, key)
@@ -267,7 +272,7 @@ class _Checker:
         writes = node.output_type()
         compatible = (declared.reducer == "append" or "any" in (declared.type, writes) or declared.type == writes)
         if not compatible:
-            self.add(node.id, path, f"a {node.type} node writes a{'n' if writes[0] in 'aeiou' else ''} {writes}, "
+            self.add(node.id, path, f"{_a(node.type)} {node.type} node writes {_a(writes)} {writes}, "
                                     f"but state key '{key}' is declared {declared.type}")
 
     def node(self, i: int, node) -> None:
