@@ -307,3 +307,11 @@ def test_validation_does_not_change_the_document():
     snapshot = copy.deepcopy(doc)
     validate_workflow(doc)
     assert doc == snapshot
+
+
+def test_a_condition_whose_every_route_stays_in_the_loop_has_no_exit():
+    doc = loop_doc([{"from": "write", "to": "check"}, {"from": "check", "to": "gate"}])
+    doc["nodes"].append({"id": "gate", "type": "condition", "config": {
+        "key": "review", "cases": [{"op": "contains", "value": "ok", "goto": "check"}], "default": "write"}})
+    issue = only_issue(doc)
+    assert issue.path == "nodes[0]" and "the loop through 'write' → 'check' → 'gate' has no exit" in issue.message
