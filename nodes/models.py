@@ -8,10 +8,12 @@ and nowhere else.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +25,7 @@ from langchain_core.output_parsers import PydanticOutputParser
 from langchain_core.outputs import ChatGeneration, LLMResult
 from langchain_core.runnables import Runnable, RunnableLambda
 from langchain_openai import ChatOpenAI
+from openai import DefaultAsyncHttpxClient
 from pydantic import BaseModel, Field
 
 from core.settings import Settings, get_settings
@@ -385,6 +388,9 @@ class ModelFactory:
                 prices[name.lower()] = (float(pair[0]), float(pair[1]))
         self.prices = prices
         self.local_base_url = local_base_url or os.environ.get("PARLEY_LOCAL_BASE_URL")
+        self._http_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[float, DefaultAsyncHttpxClient]] = (
+            weakref.WeakKeyDictionary()
+        )
 
     @property
     def default_model(self) -> str:
@@ -491,10 +497,27 @@ class ModelFactory:
                 kwargs["max_completion_tokens"] = max_tokens
         if extra_body:
             kwargs["extra_body"] = extra_body
+        if (http_client := self._loop_http_client(kwargs["timeout"])) is not None:
+            kwargs["http_async_client"] = http_client
         if ledger is not None:
             kwargs["callbacks"] = [_UsageCallback(ledger, resolved.model_id, self.price(resolved.model_id), label)]
         client = ChatOpenAI(**kwargs)
         return self._guard(resolved, max_tokens) | client, resolved, client
+
+    def _loop_http_client(self, timeout: float) -> DefaultAsyncHttpxClient | None:
+        """A pooled HTTP client for the running event loop (None outside one).
+
+        langchain-openai otherwise shares one client per process, whose connections belong to the loop
+        that opened them: a second `asyncio.run` (or a second server's loop) would get "Event loop is closed".
+        """
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+        clients = self._http_clients.setdefault(loop, {})
+        if timeout not in clients:
+            clients[timeout] = DefaultAsyncHttpxClient(timeout=timeout)
+        return clients[timeout]
 
     @staticmethod
     def _guard(resolved: ResolvedModel, max_tokens: int | None) -> Runnable:

@@ -34,6 +34,8 @@ INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
     ("api_keys", [("workspace", 1), ("user", 1)], {}),
     ("usage", [("workspace", 1), ("createdAt", -1)], {}),
     ("usage", [("requestId", 1)], {}),
+    ("workflows", [("workspace", 1), ("createdAt", -1)], {}),
+    ("workflow_runs", [("workspace", 1), ("workflowId", 1), ("createdAt", -1)], {}),
 ]
 
 

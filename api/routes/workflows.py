@@ -1,0 +1,94 @@
+"""`/v1/workflows`: the designer's JSON workflows, stored per workspace and run whole or streamed."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, Request, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from api.deps import Db, Principal, require_scope
+from api.services import workflows as service
+from api.sse import sse_response
+from designer import workflow_json_schema
+
+router = APIRouter(prefix="/v1/workflows", tags=["workflows"])
+
+Reader = Annotated[Principal, Depends(require_scope("workflows"))]
+Writer = Annotated[Principal, Depends(require_scope("workflows", write=True))]
+
+
+class RunRequest(BaseModel):
+    """Input for a run of a stored workflow."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input: dict[str, Any] | None = Field(None, description="Values of declared state keys; omitted: the sampleInput.")
+
+
+class InlineRunRequest(RunRequest):
+    """A workflow given in the request, and its input."""
+
+    workflow: dict[str, Any] = Field(..., description="A workflow document (see GET /v1/workflows/schema).")
+
+
+@router.get("/schema", summary="JSON Schema of a workflow document")
+async def workflow_schema() -> dict[str, Any]:
+    return workflow_json_schema()
+
+
+@router.post("", status_code=201, summary="Store a workflow (checked first)")
+async def create_workflow(document: Annotated[dict[str, Any], Body()], principal: Writer, db: Db) -> dict[str, Any]:
+    return await service.create_workflow(db, principal, document)
+
+
+@router.get("", summary="The workspace's workflows")
+async def list_workflows(principal: Reader, db: Db) -> dict[str, Any]:
+    return await service.list_workflows(db, principal)
+
+
+@router.post("/runs", summary="Run an inline workflow and return its final state")
+async def run_inline(body: InlineRunRequest, principal: Writer, request: Request) -> dict[str, Any]:
+    run = await service.start_run(request.app, principal, document=body.workflow, input=body.input)
+    return await service.run_to_end(request.app, run)
+
+
+@router.post("/runs/stream", summary="Run an inline workflow, streamed as Server-Sent Events")
+async def stream_inline(body: InlineRunRequest, principal: Writer, request: Request):
+    run = await service.start_run(request.app, principal, document=body.workflow, input=body.input)
+    return sse_response(service.run_events(request.app, run))
+
+
+@router.get("/runs/{run_id}", summary="One run of any workflow of the workspace")
+async def get_run(run_id: str, principal: Reader, db: Db) -> dict[str, Any]:
+    return await service.get_run(db, principal, run_id)
+
+
+@router.get("/{workflow_id}", summary="One workflow")
+async def get_workflow(workflow_id: str, principal: Reader, db: Db) -> dict[str, Any]:
+    return service.public_workflow(await service.get_workflow(db, principal, workflow_id))
+
+
+@router.delete("/{workflow_id}", status_code=204, summary="Delete a workflow (its runs stay)")
+async def delete_workflow(workflow_id: str, principal: Writer, db: Db) -> Response:
+    await service.delete_workflow(db, principal, workflow_id)
+    return Response(status_code=204)
+
+
+@router.post("/{workflow_id}/runs", summary="Run a stored workflow and return its final state and usage")
+async def run_workflow(workflow_id: str, principal: Writer, request: Request,
+                       body: RunRequest | None = None) -> dict[str, Any]:
+    run = await service.start_run(request.app, principal, workflow_id=workflow_id, input=body.input if body else None)
+    return await service.run_to_end(request.app, run)
+
+
+@router.post("/{workflow_id}/runs/stream", summary="Run a stored workflow, streamed as Server-Sent Events")
+async def stream_workflow_run(workflow_id: str, principal: Writer, request: Request,
+                              body: RunRequest | None = None):
+    run = await service.start_run(request.app, principal, workflow_id=workflow_id, input=body.input if body else None)
+    return sse_response(service.run_events(request.app, run))
+
+
+@router.get("/{workflow_id}/runs", summary="Runs of a stored workflow, newest first")
+async def list_runs(workflow_id: str, principal: Reader, db: Db) -> dict[str, Any]:
+    return await service.list_runs(db, principal, workflow_id)

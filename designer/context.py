@@ -1,0 +1,29 @@
+"""The run context of a workflow: `RunContext`'s models and ledger, plus what only the designer needs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from nodes.context import RunContext
+from nodes.models import UsageLedger
+
+
+@dataclass(kw_only=True)
+class WorkflowContext(RunContext):
+    """Knobs of one workflow run.
+
+    `workspace_agents` seats a round-table node whose config says `"agents": "workspace"`: the HTTP
+    service fills it with the caller's workspace agents; a Python caller may pass its own list (each
+    `{id, name, role, persona, model?, isDevilsAdvocate, memories, documents}`). `node_usage` collects
+    each node's model usage as the run goes (nodes never touch it: the compiler's wrapper does).
+    """
+
+    workspace_agents: list[dict[str, Any]] | None = None
+    node_usage: dict[str, UsageLedger] = field(default_factory=dict)
+
+
+def context_of(runtime: Any) -> RunContext:
+    """The run's context, or a default one when the caller passed none."""
+    context = getattr(runtime, "context", None)
+    return context if isinstance(context, RunContext) else WorkflowContext()

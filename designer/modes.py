@@ -1,0 +1,200 @@
+"""The workflow node types backed by Parley's modes: `debate`, `panel`, `duel` and `roundtable`.
+
+Thin adapters: each renders its inputs from workflow state, runs the mode's own graph (imported on
+first use, so the designer works without a mode it does not run) as a nested graph, re-emits that
+graph's stream events under the workflow node's id, and writes the result to the node's output key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, TypedDict
+
+from langgraph.config import get_stream_writer
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+
+from designer.context import context_of
+from designer.nodes import NodeFn
+from designer.spec import DebateNode, DuelNode, PanelNode, RoundtableNode
+from designer.templates import render
+from nodes.context import RunContext
+
+DEFAULT_USER_PROFILE = {"name": "Advocate"}
+_SHARED_CONTEXT_FIELDS = tuple(f.name for f in dataclasses.fields(RunContext))
+
+
+class NodeInputError(ValueError):
+    """A mode node got an input it cannot use (a profile that is not an object, no workspace agents …)."""
+
+
+def tag_event(node_id: str, event: Any) -> dict[str, Any]:
+    """A nested graph's custom stream event, as the workflow's own: token chunks stay `chunk`, the rest
+    become `progress` with the original event name as `kind`."""
+    if not isinstance(event, Mapping):
+        return {"event": "progress", "node": node_id, "kind": "custom", "data": event}
+    rest = {k: v for k, v in event.items() if k not in ("event", "node")}
+    if event.get("event") == "chunk":
+        return {"event": "chunk", "node": node_id, **rest}
+    return {"event": "progress", "node": node_id, "kind": str(event.get("event") or "custom"), "data": rest}
+
+
+async def run_nested(node_id: str, graph: CompiledStateGraph, payload: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Run a mode's compiled graph inside a workflow node; return its final state."""
+    write = get_stream_writer()
+    final: dict[str, Any] = {}
+    async for mode, chunk in graph.astream(payload, context=context, stream_mode=["custom", "values"]):
+        if mode == "values":
+            final = chunk
+        else:
+            write(tag_event(node_id, chunk))
+    return final
+
+
+def mode_context(schema: Any, ctx: RunContext, options: Mapping[str, Any]) -> Any:
+    """The context a mode graph expects: its own context class, sharing this node's models and ledger."""
+    if not (isinstance(schema, type) and dataclasses.is_dataclass(schema)):
+        if options:
+            raise NodeInputError(f"this mode takes no options (got {', '.join(sorted(options))})")
+        return ctx
+    names = [f.name for f in dataclasses.fields(schema) if f.init]
+    unknown = sorted(set(options) - set(names))
+    if unknown:
+        raise NodeInputError(f"unknown option(s) {', '.join(unknown)}; this mode takes: {', '.join(names)}")
+    shared = {name: getattr(ctx, name) for name in _SHARED_CONTEXT_FIELDS if name in names}
+    return schema(**shared, **options)
+
+
+class _PanelState(TypedDict, total=False):
+    input: str
+    answer: str
+
+
+def debate_node(node: DebateNode | PanelNode, defaults: Mapping[str, Any]) -> NodeFn:
+    """Build the node for a `debate` spec (arbitrated answer) or a `panel` spec (labelled raw answers)."""
+    graph: CompiledStateGraph | None = None
+
+    def build() -> CompiledStateGraph:
+        from graphs.panel import debate_node as panel_debate_node
+
+        config = node.config
+        step = panel_debate_node(
+            models=config.models,
+            arbitrators=getattr(config, "arbitrators", None),
+            panel_size=config.panel_size,
+            system_prompt=config.system_prompt,
+            arbitrator_prompt=getattr(config, "arbitrator_prompt", None),
+            input_key="input",
+            output_key="answer",
+            mode=node.type,
+        )
+        # One-node graph, so the panel's stream events arrive tagged with this workflow node's id.
+        builder = StateGraph(_PanelState, context_schema=RunContext)
+        builder.add_node(node.type, step)
+        builder.add_edge(START, node.type)
+        builder.add_edge(node.type, END)
+        return builder.compile(name=f"{node.id}/{node.type}")
+
+    async def ask_panel(state: dict[str, Any], runtime: Any) -> dict[str, Any]:
+        """Put the rendered input to a panel of distinct-family models and write its answer."""
+        nonlocal graph
+        graph = graph or build()
+        question = render(node.inputs.input, state, defaults)
+        final = await run_nested(node.id, graph, {"input": question}, context_of(runtime))
+        return {node.output_key: final.get("answer", "")}
+
+    return ask_panel
+
+
+def winner_argument(final: Mapping[str, Any]) -> str:
+    """The winning side's turns of a duel as one text; every turn when it is a tie."""
+    synthesis = final.get("synthesis") or {}
+    winner = synthesis.get("winner") if isinstance(synthesis, Mapping) else None
+    messages = [m for m in final.get("messages") or [] if isinstance(m, Mapping)]
+    picked = [m for m in messages if winner and winner in (m.get("role"), m.get("name"))] or messages
+    return "\n\n".join(f"{m.get('name') or m.get('role')}: {m.get('content', '')}" for m in picked)
+
+
+def duel_node(node: DuelNode, defaults: Mapping[str, Any]) -> NodeFn:
+    """Build the node for a `duel` spec."""
+    built: tuple[CompiledStateGraph, Any] | None = None
+
+    def build() -> tuple[CompiledStateGraph, Any]:
+        from graphs.duel import build_duel_graph
+
+        builder = build_duel_graph()
+        return builder.compile(name=f"{node.id}/duel"), builder.context_schema
+
+    async def stage_duel(state: dict[str, Any], runtime: Any) -> dict[str, Any]:
+        """Stage a duel on the rendered topic; write its transcript, verdict and the winner's argument."""
+        nonlocal built
+        profile: Any = node.config.user_profile or DEFAULT_USER_PROFILE
+        if node.inputs.user_profile:
+            profile = render(node.inputs.user_profile, state, defaults, raw=True)
+            if isinstance(profile, str):
+                profile = {"name": profile}
+            if not isinstance(profile, Mapping):
+                raise NodeInputError(f"inputs.user_profile must give an object or a name, not {type(profile).__name__}")
+        payload: dict[str, Any] = {"topic": render(node.inputs.topic, state, defaults), "user_profile": dict(profile)}
+        rounds = render(node.inputs.rounds, state, defaults, raw=True) if node.inputs.rounds else node.config.rounds
+        if rounds is not None:
+            if isinstance(rounds, bool) or not isinstance(rounds, int):
+                raise NodeInputError(f"inputs.rounds must give an integer, not {rounds!r}")
+            payload["rounds"] = rounds
+        built = built or build()
+        graph, schema = built
+        final = await run_nested(node.id, graph, payload, mode_context(schema, context_of(runtime), node.config.options))
+        result = {key: final.get(key) for key in ("opponent_profile", "messages", "synthesis")}
+        result["winner_argument"] = winner_argument(final)
+        return {node.output_key: result}
+
+    return stage_duel
+
+
+def table_agents(node: RoundtableNode, ctx: RunContext) -> list[dict[str, Any]]:
+    """The agents a round-table node seats: its inline list, or the workspace's from the run context."""
+    if node.config.agents == "workspace":
+        agents = getattr(ctx, "workspace_agents", None)
+        if agents is None:
+            raise NodeInputError(
+                "agents 'workspace' are only known to HTTP runs (the service passes the caller's workspace "
+                "agents); list the agents inline, or pass WorkflowContext(workspace_agents=[...]) from Python"
+            )
+        if not agents:
+            raise NodeInputError("the workspace has no agents; create some with POST /v1/agents first")
+        return [dict(agent) for agent in agents]
+    seated = []
+    for i, agent in enumerate(node.config.agents):
+        data = agent.model_dump(exclude_none=True)
+        data.setdefault("id", f"{node.id}-{i + 1}")
+        seated.append(data)
+    return seated
+
+
+def roundtable_node(node: RoundtableNode, defaults: Mapping[str, Any]) -> NodeFn:
+    """Build the node for a `roundtable` spec."""
+    built: tuple[CompiledStateGraph, Any] | None = None
+
+    def build() -> tuple[CompiledStateGraph, Any]:
+        from graphs.roundtable import build_round_table_graph
+
+        builder = build_round_table_graph()
+        return builder.compile(name=f"{node.id}/roundtable"), builder.context_schema
+
+    async def hold_round_table(state: dict[str, Any], runtime: Any) -> dict[str, Any]:
+        """Put the rendered question to a round table and write its synthesis and transcript."""
+        nonlocal built
+        ctx = context_of(runtime)
+        payload = {
+            "question": render(node.inputs.question, state, defaults),
+            "topic": render(node.inputs.topic, state, defaults) if node.inputs.topic else None,
+            "agents": table_agents(node, ctx),
+            "history": None,
+        }
+        built = built or build()
+        graph, schema = built
+        final = await run_nested(node.id, graph, payload, mode_context(schema, ctx, node.config.options))
+        return {node.output_key: {key: final.get(key) for key in ("synthesis", "total_rounds", "rounds", "transcript")}}
+
+    return hold_round_table

@@ -1,0 +1,208 @@
+"""Run a workflow and describe what happens as events; shared by the HTTP service and the CLI.
+
+`stream_workflow` yields `node_start`, `chunk`, `progress`, `node_end` and finally `done` as plain dicts
+(`{"event": name, ...}`); a failure raises `WorkflowRunError` naming the node that failed.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import Any
+
+from langgraph.errors import GraphRecursionError
+from langgraph.graph.state import CompiledStateGraph
+
+from designer.compile import compile_workflow
+from designer.context import WorkflowContext
+from designer.spec import WorkflowSpec
+from designer.validate import Issue, suggest, type_matches
+from nodes.models import UsageLedger, UsageRecord
+
+
+class WorkflowInputError(ValueError):
+    """Input values that do not fit the workflow's declared state."""
+
+    def __init__(self, issues: list[Issue]) -> None:
+        self.issues = issues
+        super().__init__("Invalid input: " + "; ".join(str(i) for i in issues))
+
+
+class WorkflowRunError(RuntimeError):
+    """A run that failed; `node` is the node that raised, when known."""
+
+    def __init__(self, message: str, *, node: str | None = None) -> None:
+        super().__init__(f"At node '{node}': {message}" if node else message)
+        self.node = node
+        self.reason = message
+
+
+# --- input ----------------------------------------------------------------------------------
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    return {float: "number", str: "string", dict: "object", list: "array"}.get(type(value), type(value).__name__)
+
+
+def prepare_input(spec: WorkflowSpec, values: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Check input values against the declared state and return the initial state (defaults filled in).
+
+    Raises:
+        WorkflowInputError: an undeclared key, a value of the wrong type, or a missing required key.
+    """
+    values = dict(values or {})
+    issues = []
+    for key, value in values.items():
+        declared = spec.state.get(key)
+        if declared is None:
+            issues.append(Issue(None, f"input.{key}", f"unknown state key '{key}'{suggest(key, spec.state)}; "
+                                                      f"declared: {', '.join(spec.state) or 'none'}"))
+        elif not type_matches(declared.type, value):
+            issues.append(Issue(None, f"input.{key}", f"expected {declared.type}, got {_json_type(value)}"))
+    for key, declared in spec.state.items():
+        if declared.required and key not in values:
+            issues.append(Issue(None, f"input.{key}", f"missing required input '{key}'"))
+    if issues:
+        raise WorkflowInputError(issues)
+    return {**copy.deepcopy(spec.defaults), **values}
+
+
+_TRUE, _FALSE = {"true", "yes", "1", "on"}, {"false", "no", "0", "off"}
+
+
+def parse_assignments(spec: WorkflowSpec, pairs: Iterable[str]) -> dict[str, Any]:
+    """Turn command-line `key=value` pairs into typed input values, by each key's declared type.
+
+    Raises:
+        WorkflowInputError: a pair without `=`, or a value that is not of its key's type.
+    """
+    values: dict[str, Any] = {}
+    issues = []
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            issues.append(Issue(None, f"input.{key or pair}", f"'{pair}' is not key=value"))
+            continue
+        kind = spec.state[key].type if key in spec.state else "any"
+        try:
+            values[key] = _coerce(kind, text)
+        except ValueError:
+            issues.append(Issue(None, f"input.{key}", f"'{text}' is not {'an' if kind[0] in 'aeiou' else 'a'} {kind}"))
+    if issues:
+        raise WorkflowInputError(issues)
+    return values
+
+
+def _coerce(kind: str, text: str) -> Any:
+    if kind == "string":
+        return text
+    if kind == "integer":
+        return int(text)
+    if kind == "number":
+        number = float(text)
+        return int(number) if number.is_integer() and "." not in text else number
+    if kind == "boolean":
+        if text.lower() in _TRUE | _FALSE:
+            return text.lower() in _TRUE
+        raise ValueError(text)
+    if kind in ("object", "array"):
+        value = json.loads(text)
+        if not isinstance(value, dict if kind == "object" else list):
+            raise ValueError(text)
+        return value
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+# --- usage ----------------------------------------------------------------------------------
+
+
+def usage_summary(records: list[UsageRecord]) -> dict[str, Any]:
+    """Tokens, cost and calls of a list of usage records, with a row per model."""
+    ledger = UsageLedger(list(records))
+    models = [
+        {"model": model, "inputTokens": int(row["input_tokens"]), "outputTokens": int(row["output_tokens"]),
+         "costUsd": round(float(row["cost"]), 8), "calls": int(row["calls"])}
+        for model, row in ledger.by_model().items()
+    ]
+    return {
+        "inputTokens": ledger.input_tokens,
+        "outputTokens": ledger.total_tokens - ledger.input_tokens,
+        "totalTokens": ledger.total_tokens,
+        "costUsd": round(ledger.total_cost, 8),
+        "calls": len(ledger.records),
+        "models": models,
+    }
+
+
+def run_usage(ctx: WorkflowContext) -> dict[str, Any]:
+    """The whole run's usage, with each node's under `nodes`."""
+    return {**usage_summary(ctx.ledger.records),
+            "nodes": {node: usage_summary(ledger.records) for node, ledger in ctx.node_usage.items()}}
+
+
+# --- running --------------------------------------------------------------------------------
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, GraphRecursionError):
+        return "the run took too many steps; a loop in the workflow may never exit"
+    return str(exc) or exc.__class__.__name__
+
+
+async def stream_workflow(
+    spec: WorkflowSpec,
+    initial: Mapping[str, Any],
+    *,
+    context: WorkflowContext,
+    graph: CompiledStateGraph | None = None,
+) -> AsyncIterator[dict[str, Any]]:
+    """Run a workflow, yielding its events in order.
+
+    Events: `node_start {node, type, attempt}`, `chunk {node, content}` (tokens, also from nested mode
+    graphs), `progress {node, kind, data}` (other events of nested mode graphs), `node_end {node, keys,
+    output, usage}` (the state keys the node wrote, their values, the node's usage this time) and last
+    `done {state, usage}`.
+
+    Args:
+        spec: a checked workflow.
+        initial: the initial state (see `prepare_input`).
+        context: the run context; its ledger and `node_usage` fill up as the run goes.
+        graph: the compiled workflow, when the caller already has it.
+
+    Raises:
+        WorkflowRunError: a node failed (its id is `.node`), or the run never finished.
+    """
+    graph = graph or compile_workflow(spec)
+    final: dict[str, Any] = dict(initial)
+    billed: dict[str, int] = {}
+    try:
+        async for mode, chunk in graph.astream(dict(initial), context=context,
+                                               stream_mode=["custom", "updates", "values"]):
+            if mode == "custom":
+                if isinstance(chunk, Mapping) and "event" in chunk:
+                    yield dict(chunk)
+            elif mode == "values":
+                final = chunk
+            else:
+                for node_id, update in chunk.items():
+                    if node_id.startswith("__"):
+                        continue
+                    records = context.node_usage.get(node_id, UsageLedger()).records
+                    fresh, billed[node_id] = records[billed.get(node_id, 0):], len(records)
+                    output = dict(update or {})
+                    yield {"event": "node_end", "node": node_id, "keys": sorted(output), "output": output,
+                           "usage": usage_summary(fresh)}
+    except Exception as exc:
+        raise WorkflowRunError(_describe(exc), node=getattr(exc, "workflow_node", None)) from exc
+    yield {"event": "done", "state": dict(final), "usage": run_usage(context)}

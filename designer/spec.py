@@ -1,0 +1,375 @@
+"""The workflow format (version 1): a pydantic `WorkflowSpec` and its JSON Schema for editors.
+
+A workflow declares its state keys, its nodes (each with a type, a config, input templates over state
+keys and the key it writes) and the edges between them. `designer.compile_workflow` turns one into a
+LangGraph graph; this module only says what a well-formed document looks like.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+SPEC_VERSION = 1
+END = "__end__"
+NODE_ID_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]*$"
+STATE_KEY_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+StateType = Literal["string", "number", "integer", "boolean", "object", "array", "any"]
+Op = Literal["eq", "ne", "gt", "gte", "lt", "lte", "in", "not_in", "contains", "not_contains", "matches",
+             "truthy", "falsy"]
+UNARY_OPS = ("truthy", "falsy")
+NodeId = Annotated[str, StringConstraints(pattern=NODE_ID_PATTERN), Field(description="A node id.")]
+StateKeyName = Annotated[str, StringConstraints(pattern=STATE_KEY_PATTERN)]
+StatePath = Annotated[str, Field(description="A state key, or a dotted path into one: `outcome.synthesis.winner`.")]
+Template = Annotated[str, Field(description="Text with `{key}` or `{key.field}` placeholders over state keys.")]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+# --- state ----------------------------------------------------------------------------------
+
+
+class StateKey(_Strict):
+    """One declared state key."""
+
+    type: StateType = Field("any", description="JSON type of the value; `any` accepts everything.")
+    default: Any = Field(None, description="Value the key holds until a node writes it (omit for none).")
+    required: bool = Field(False, description="A run must pass this key in its input.")
+    reducer: Literal["replace", "append"] = Field(
+        "replace",
+        description="`replace`: a write replaces the value. `append` (arrays): each write adds one item, so "
+        "loops and parallel branches can collect into one list.",
+    )
+    description: str | None = Field(None, description="What the key holds.")
+
+    @property
+    def has_default(self) -> bool:
+        return "default" in self.model_fields_set
+
+
+# --- routing --------------------------------------------------------------------------------
+
+
+class Predicate(_Strict):
+    """A test on one state value."""
+
+    key: StatePath
+    op: Op = Field("eq", description="How to compare the value with `value`; `matches` is a regex search.")
+    value: Any = Field(None, description="What to compare with (a list for `in`/`not_in`; unused by truthy/falsy).")
+
+
+class Case(_Strict):
+    """One branch of a condition node: taken when the node's key passes `op` against `value`."""
+
+    op: Op = "eq"
+    value: Any = None
+    goto: str = Field(..., description=f"The node to run next, or `{END}` to finish.")
+
+
+class Edge(_Strict):
+    """`from` → `to`. With `when`, the edge is taken only if the test passes (first passing edge of a node
+    wins; that node's plain edges become the fallback, and with none the run finishes)."""
+
+    source: str = Field(..., alias="from", description="The node the edge leaves.")
+    target: str = Field(..., alias="to", description=f"The node it enters, or `{END}`.")
+    when: Predicate | None = Field(None, description="Take this edge only when the test passes.")
+
+
+# --- node types -----------------------------------------------------------------------------
+
+
+class _Node(_Strict):
+    id: NodeId
+    description: str | None = Field(None, description="What the node is for.")
+    output_key: str | None = Field(None, description="The declared state key the node writes.")
+    retries: int = Field(0, ge=0, le=5, description="Extra attempts after a transient model failure.")
+
+    # The JSON type of what the node writes, for checking against the declared type of its output key.
+    writes: ClassVar[str] = "any"
+    # Whether a node of this type must name an output key.
+    needs_output: ClassVar[bool] = True
+
+    def output_type(self) -> str:
+        return self.writes
+
+    def models(self) -> list[str]:
+        """The model ids the node's config names (to start the embedded model when one is local)."""
+        config = getattr(self, "config", None)
+        found = [getattr(config, "model", None)] + list(getattr(config, "models", None) or [])
+        found += list(getattr(config, "arbitrators", None) or [])
+        agents = getattr(config, "agents", None)
+        if isinstance(agents, list):
+            found += [agent.model for agent in agents]
+        return [m for m in found if m]
+
+
+class LlmConfig(_Strict):
+    model: str | None = Field(None, description="`provider:model`; the run's default model when omitted.")
+    temperature: float | None = Field(None, ge=0, le=2, description="Sampling temperature.")
+    max_tokens: int | None = Field(None, gt=0, description="Output cap.")
+    output_schema: dict[str, Any] | None = Field(
+        None,
+        description="A JSON Schema object (`properties` of string, number, integer, boolean, enum, array and "
+        "nested object types); the answer is then that object instead of streamed text.",
+    )
+
+
+class LlmInputs(_Strict):
+    prompt: Template = Field(..., description="The user message.")
+    system: Template | None = Field(None, description="An optional system message.")
+
+
+class LlmNode(_Node):
+    """Ask one model; streams its tokens, or answers an object when `config.output_schema` is set."""
+
+    type: Literal["llm"]
+    config: LlmConfig = Field(default_factory=LlmConfig)
+    inputs: LlmInputs
+
+    def output_type(self) -> str:
+        return "object" if self.config.output_schema else "string"
+
+
+class PickConfig(_Strict):
+    op: Literal["pick"]
+    key: StatePath = Field(..., description="The value to copy.")
+
+
+class JoinConfig(_Strict):
+    op: Literal["join"]
+    keys: list[StatePath] = Field(..., min_length=1, description="Values to join; lists are joined item by item.")
+    field: str | None = Field(None, description="For lists of objects: join this field of each item.")
+    separator: str = Field("\n\n", description="Put between the joined items.")
+
+
+class FormatConfig(_Strict):
+    op: Literal["format"]
+
+
+class TransformInputs(_Strict):
+    template: Template | None = Field(None, description="For `format`: the text to fill.")
+
+
+class TransformNode(_Node):
+    """Pick a value, join values into text, or fill a template; no model is called."""
+
+    type: Literal["transform"]
+    config: Annotated[PickConfig | JoinConfig | FormatConfig, Field(discriminator="op")]
+    inputs: TransformInputs = Field(default_factory=TransformInputs)
+
+    def output_type(self) -> str:
+        return "any" if self.config.op == "pick" else "string"
+
+
+class ConditionConfig(_Strict):
+    key: StatePath = Field(..., description="The state value to route on.")
+    cases: list[Case] = Field(..., min_length=1, description="Tried in order; the first that passes is taken.")
+    default: str = Field(END, description=f"The node to run when no case passes (`{END}` finishes).")
+
+
+class NoInputs(_Strict):
+    pass
+
+
+class ConditionNode(_Node):
+    """Route on a state value; writes the chosen node id to `output_key` when one is given."""
+
+    type: Literal["condition"]
+    config: ConditionConfig
+    inputs: NoInputs = Field(default_factory=NoInputs)
+
+    writes: ClassVar[str] = "string"
+    needs_output: ClassVar[bool] = False
+
+
+class DebateConfig(_Strict):
+    models: list[str] | None = Field(
+        None, description="Panelist candidates (`provider:model`); the `router/debate` preset's when omitted."
+    )
+    arbitrators: list[str] | None = Field(None, description="Arbitrator candidates, in order of preference.")
+    panel_size: int = Field(3, ge=2, le=6, description="Panelists of distinct families.")
+    system_prompt: str | None = Field(None, description="Sent to every panelist.")
+    arbitrator_prompt: str | None = Field(None, description="Instructions for the arbitrator.")
+
+
+class PanelInputs(_Strict):
+    input: Template = Field("{input}", description="What the panel is asked.")
+
+
+class DebateNode(_Node):
+    """Send the input to a panel of distinct-family models; an arbitrator writes the best answer."""
+
+    type: Literal["debate"]
+    config: DebateConfig = Field(default_factory=DebateConfig)
+    inputs: PanelInputs = Field(default_factory=PanelInputs)
+
+    writes: ClassVar[str] = "string"
+
+
+class PanelConfig(_Strict):
+    models: list[str] | None = Field(None, description="Panelist candidates; the preset's when omitted.")
+    panel_size: int = Field(3, ge=2, le=6, description="Panelists of distinct families.")
+    system_prompt: str | None = Field(None, description="Sent to every panelist.")
+
+
+class PanelNode(_Node):
+    """Send the input to a panel of distinct-family models and write their answers, each labelled."""
+
+    type: Literal["panel"]
+    config: PanelConfig = Field(default_factory=PanelConfig)
+    inputs: PanelInputs = Field(default_factory=PanelInputs)
+
+    writes: ClassVar[str] = "string"
+
+
+class DuelConfig(_Strict):
+    rounds: int | None = Field(None, ge=1, le=10, description="Exchanges; the duel's default when omitted.")
+    user_profile: dict[str, Any] | None = Field(
+        None, description="The persona arguing your side (`name`, `bio`, …) when `inputs.user_profile` is not set."
+    )
+    model: str | None = Field(None, description="Model for every call of the duel.")
+    options: dict[str, Any] = Field(default_factory=dict, description="Fields of the duel's run context.")
+
+
+class DuelInputs(_Strict):
+    topic: Template = Field("{topic}", description="What the duel is about.")
+    user_profile: Template | None = Field(None, description="A placeholder for an object key, e.g. `{profile}`.")
+    rounds: Template | None = Field(None, description="A placeholder for an integer key, e.g. `{rounds}`.")
+
+
+class DuelNode(_Node):
+    """Stage a duel; writes `{opponent_profile, messages, synthesis, winner_argument}`."""
+
+    type: Literal["duel"]
+    config: DuelConfig = Field(default_factory=DuelConfig)
+    inputs: DuelInputs = Field(default_factory=DuelInputs)
+
+    writes: ClassVar[str] = "object"
+
+
+class AgentSpec(_Strict):
+    """A persona seated at a round table."""
+
+    id: str | None = Field(None, description="Stable id; derived from the position when omitted.")
+    name: str = Field(..., min_length=1)
+    role: str = ""
+    persona: str = ""
+    model: str | None = None
+    isDevilsAdvocate: bool = False
+    memories: list[Any] = Field(default_factory=list)
+    documents: list[Any] = Field(default_factory=list)
+
+
+class RoundtableConfig(_Strict):
+    agents: list[AgentSpec] | Literal["workspace"] = Field(
+        ...,
+        description="The table, inline; or `workspace`: the caller's workspace agents (HTTP runs only; "
+        "a Python caller passes them as `WorkflowContext(workspace_agents=...)`).",
+    )
+    model: str | None = Field(None, description="Model for agents that name none, and for the synthesis.")
+    options: dict[str, Any] = Field(default_factory=dict, description="Fields of the round table's run context.")
+
+
+class RoundtableInputs(_Strict):
+    question: Template = Field("{question}", description="The question put to the table.")
+    topic: Template | None = Field(None, description="The decision at stake, when it differs from the question.")
+
+
+class RoundtableNode(_Node):
+    """Put a question to a round table; writes `{synthesis, total_rounds, rounds, transcript}`."""
+
+    type: Literal["roundtable"]
+    config: RoundtableConfig
+    inputs: RoundtableInputs = Field(default_factory=RoundtableInputs)
+
+    writes: ClassVar[str] = "object"
+
+
+NODE_TYPES: dict[str, type[_Node]] = {
+    "llm": LlmNode,
+    "transform": TransformNode,
+    "condition": ConditionNode,
+    "debate": DebateNode,
+    "panel": PanelNode,
+    "duel": DuelNode,
+    "roundtable": RoundtableNode,
+}
+MODE_NODE_TYPES = ("debate", "panel", "duel", "roundtable")
+
+Node = Annotated[
+    LlmNode | TransformNode | ConditionNode | DebateNode | PanelNode | DuelNode | RoundtableNode,
+    Field(discriminator="type"),
+]
+
+
+# --- the workflow ---------------------------------------------------------------------------
+
+
+class WorkflowSpec(_Strict):
+    """A workflow: declared state, nodes, edges, where it starts and where it finishes."""
+
+    schema_ref: str | None = Field(None, alias="$schema", description="Where editors find this schema.")
+    version: Literal[1] = Field(SPEC_VERSION, description="Version of the workflow format.")
+    name: str = Field(..., min_length=1, description="Shown in lists; also the compiled graph's name.")
+    description: str = Field("", description="What the workflow does.")
+    state: dict[StateKeyName, StateKey] = Field(
+        default_factory=dict, description="The declared state keys.",
+        json_schema_extra={"additionalProperties": False},  # names outside the pattern are errors, not extras
+    )
+    nodes: list[Node] = Field(..., min_length=1)
+    edges: list[Edge] = Field(default_factory=list)
+    entry: str = Field(..., description="The node that runs first.")
+    finish: list[str] = Field(default_factory=list, description="Nodes after which the run finishes.")
+    sample_input: dict[str, Any] | None = Field(
+        None, alias="sampleInput", description="An input the workflow runs with as-is (examples, editors)."
+    )
+
+    def node(self, node_id: str) -> _Node | None:
+        return next((n for n in self.nodes if n.id == node_id), None)
+
+    @property
+    def defaults(self) -> dict[str, Any]:
+        return {k: v.default for k, v in self.state.items() if v.has_default}
+
+    def models(self) -> list[str]:
+        """Every model id the nodes name."""
+        return [m for node in self.nodes for m in node.models()]
+
+    def dump(self) -> dict[str, Any]:
+        """The spec as JSON-ready data, with its wire names (`from`, `sampleInput`)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def workflow_json_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of a workflow document."""
+    schema = WorkflowSpec.model_json_schema(by_alias=True)
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": f"Parley workflow (version {SPEC_VERSION})",
+        **{k: v for k, v in schema.items() if k != "title"},
+    }
+
+
+# --- bundled examples -----------------------------------------------------------------------
+
+
+def example_files() -> dict[str, Path]:
+    """The bundled example workflows, by name (file name without `.json`)."""
+    folder = resources.files("designer") / "examples"
+    return {Path(p.name).stem: Path(str(p)) for p in sorted(folder.iterdir(), key=lambda p: p.name)
+            if p.name.endswith(".json")}
+
+
+def load_example(name: str) -> dict[str, Any]:
+    """Read a bundled example workflow as a dict."""
+    files = example_files()
+    if name not in files:
+        raise KeyError(f"no example '{name}'; there are: {', '.join(files)}")
+    return json.loads(files[name].read_text())
