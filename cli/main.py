@@ -83,9 +83,16 @@ def serve(
             "-d '{\"topic\": \"Should remote work be the default?\", \"userProfile\": {\"name\": \"Ada\"}}'\n",
             soft_wrap=True,
         )
+        # uvicorn re-raises SIGTERM after its graceful shutdown; turn it into an exception so the
+        # embedded servers below are stopped rather than orphaned.
+        signal.signal(signal.SIGTERM, _raise_system_exit)
         uvicorn.run(create_app(settings, services=services), host=host, port=port, log_level="info")
     finally:
         services.stop()
+
+
+def _raise_system_exit(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 @model_app.command("serve")
