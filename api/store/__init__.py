@@ -34,6 +34,7 @@ INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
     ("api_keys", [("workspace", 1), ("user", 1)], {}),
     ("usage", [("workspace", 1), ("createdAt", -1)], {}),
     ("usage", [("requestId", 1)], {}),
+    ("routers", [("workspace", 1), ("id", 1)], {"unique": True}),
 ]
 
 
