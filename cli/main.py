@@ -15,6 +15,8 @@ from rich.table import Table
 from api.store import keys as key_store
 from api.store import workspaces as ws_store
 from cli import workflow as workflow_cli
+
+from cli import panel as panel_cli
 from cli.common import console, fail, with_db
 from core.embedded import EmbeddedServerError, EmbeddedServices, model_server
 from core.settings import get_settings
@@ -28,6 +30,8 @@ app.add_typer(model_app, name="model")
 app.add_typer(keys_app, name="keys")
 app.add_typer(workspaces_app, name="workspaces")
 app.add_typer(workflow_cli.app, name="workflow")
+
+panel_cli.register(app)
 
 
 def _first_local_key(services: EmbeddedServices) -> str | None:

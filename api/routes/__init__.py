@@ -4,9 +4,9 @@ from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI
 
-from api.routes import health, workflows
+from api.routes import chat, health, routers, workflows
 
-ROUTERS = [health.router, workflows.router]
+ROUTERS = [health.router, chat.router, routers.router, workflows.router]
 
 # Run by the lifespan once the database is connected, in order.
 STARTUP_HOOKS: list[Callable[[FastAPI], Awaitable[None]]] = []

@@ -36,6 +36,8 @@ INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
     ("usage", [("requestId", 1)], {}),
     ("workflows", [("workspace", 1), ("createdAt", -1)], {}),
     ("workflow_runs", [("workspace", 1), ("workflowId", 1), ("createdAt", -1)], {}),
+
+    ("routers", [("workspace", 1), ("id", 1)], {"unique": True}),
 ]
 
 

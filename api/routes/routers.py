@@ -1,0 +1,42 @@
+"""`/v1/routers`: a workspace's routers (fallback lists with debate settings) and the built-in `debate` preset."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends
+
+from api.deps import AppSettings, Db, Principal, require_scope
+from api.services import routers as router_service
+from api.services.routers import RouterCreate, RouterUpdate
+
+router = APIRouter(tags=["routers"])
+
+Reader = Annotated[Principal, Depends(require_scope("admin"))]
+Writer = Annotated[Principal, Depends(require_scope("admin", write=True))]
+
+
+@router.post("/v1/routers", status_code=201, summary="Create a router")
+async def create_router(body: RouterCreate, db: Db, caller: Writer):
+    return await router_service.create_router(db, workspace=caller.workspace, body=body)
+
+
+@router.get("/v1/routers", summary="List the workspace's routers, the debate preset first")
+async def list_routers(db: Db, settings: AppSettings, caller: Reader):
+    return await router_service.list_routers(db, settings, workspace=caller.workspace)
+
+
+@router.get("/v1/routers/{router_id}", summary="Show a router")
+async def get_router(router_id: str, db: Db, settings: AppSettings, caller: Reader):
+    found = await router_service.load_router(db, settings, workspace=caller.workspace, router_id=router_id)
+    return router_service.public_router(found)
+
+
+@router.patch("/v1/routers/{router_id}", summary="Change a router (debate on/off, models, panel size, prompts)")
+async def update_router(router_id: str, body: RouterUpdate, db: Db, caller: Writer):
+    return await router_service.update_router(db, workspace=caller.workspace, router_id=router_id, body=body)
+
+
+@router.delete("/v1/routers/{router_id}", summary="Delete a router")
+async def delete_router(router_id: str, db: Db, caller: Writer):
+    return await router_service.delete_router(db, workspace=caller.workspace, router_id=router_id)

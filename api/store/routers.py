@@ -1,0 +1,56 @@
+"""Routers: a workspace's named fallback lists of models, with their debate settings."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from pymongo import ReturnDocument
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import DuplicateKeyError
+
+
+def _public(doc: dict[str, Any] | None) -> dict[str, Any] | None:
+    if doc is None:
+        return None
+    doc = dict(doc)
+    doc.pop("_id", None)
+    return doc
+
+
+async def insert_router(db: AsyncDatabase, *, workspace: str, router: dict[str, Any]) -> dict[str, Any] | None:
+    """Store a new router (`router["id"]` unique in the workspace); None when that id is taken."""
+    now = datetime.now(UTC)
+    now = now.replace(microsecond=now.microsecond // 1000 * 1000)  # what BSON keeps, so reads agree with this
+    doc = {**router, "workspace": workspace, "createdAt": now, "updatedAt": now}
+    try:
+        await db.routers.insert_one(doc)
+    except DuplicateKeyError:
+        return None
+    return _public(doc)
+
+
+async def get_router(db: AsyncDatabase, *, workspace: str, router_id: str) -> dict[str, Any] | None:
+    return _public(await db.routers.find_one({"workspace": workspace, "id": router_id}))
+
+
+async def list_routers(db: AsyncDatabase, *, workspace: str) -> list[dict[str, Any]]:
+    cursor = db.routers.find({"workspace": workspace}).sort("id", 1)
+    return [_public(doc) async for doc in cursor]
+
+
+async def update_router(
+    db: AsyncDatabase, *, workspace: str, router_id: str, changes: dict[str, Any]
+) -> dict[str, Any] | None:
+    """Apply `changes` to a router; None when it does not exist."""
+    doc = await db.routers.find_one_and_update(
+        {"workspace": workspace, "id": router_id},
+        {"$set": {**changes, "updatedAt": datetime.now(UTC)}},
+        return_document=ReturnDocument.AFTER,
+    )
+    return _public(doc)
+
+
+async def delete_router(db: AsyncDatabase, *, workspace: str, router_id: str) -> bool:
+    result = await db.routers.delete_one({"workspace": workspace, "id": router_id})
+    return result.deleted_count == 1

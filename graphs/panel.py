@@ -1,0 +1,190 @@
+"""Panel mode as a LangGraph graph: one request to models of distinct families at once, then an arbitrator's
+synthesis (`mode="debate"`), the raw labelled answers (`mode="panel"`), or one model with fallbacks (`mode="single"`).
+
+    choose_panelists -> panelist x N (Send) -> tally -> arbitrate | assemble_panel
+    answer (mode "single")
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, Literal, Required, TypedDict
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from langgraph.types import RetryPolicy, Send
+
+from nodes.context import RunContext
+from nodes.failures import is_transient
+from nodes.models import monotonic_ms
+from nodes.panel import (
+    DEFAULT_MIN_SUCCESSES,
+    DEFAULT_PANEL_SIZE,
+    AllModelsFailedError,
+    PanelContext,
+    PanelError,
+    PanelistTask,
+    TooFewFamiliesError,
+    TooFewPanelistsError,
+    answer_with_fallback,
+    arbitrate,
+    assemble_panel,
+    choose_panelists,
+    panel_context,
+    panelist,
+    panelist_failed,
+    tally,
+)
+
+__all__ = [
+    "AllModelsFailedError", "PanelContext", "PanelError", "PanelInput", "PanelOutput", "PanelState",
+    "TooFewFamiliesError", "TooFewPanelistsError", "build_panel_graph", "debate_node", "graph",
+]
+
+Mode = Literal["debate", "panel", "single"]
+
+
+class PanelInput(TypedDict, total=False):
+    """What a caller passes in. Only `messages` is required."""
+
+    messages: Required[list[dict[str, Any]]]  # OpenAI-style {role, content}
+    models: list[str]  # the fallback list (`provider:model`); the debate preset's when empty
+    panel_size: int  # 2-7, default 3
+    arbitrators: list[str]  # candidates in order; the deployment's arbitrator when empty
+    mode: Mode  # default "debate"
+    system_prompt: str | None  # sent to every panelist, and shown to the arbitrator as the caller's instructions
+    arbitrator_prompt: str | None  # replaces the arbitrator's built-in instructions
+    temperature: float | None
+    max_tokens: int | None
+    min_successes: int  # answers needed to go on, default 2
+
+
+class PanelOutput(TypedDict, total=False):
+    """What a run returns."""
+
+    answer: str  # the arbitrated answer, the assembled panel, or the single model's answer
+    panelists: list[dict[str, Any]]  # {model, tokens, cost, latencyMs, success, error?} in panel order
+    arbitrator: str | None  # the arbitrator that answered (debate mode)
+    model_used: str | None  # the model that answered (single mode)
+    attempts: list[dict[str, Any]]  # candidates that failed first: {model, role, error, detail, partial}
+
+
+class PanelState(PanelInput, PanelOutput, total=False):
+    """The whole state: inputs, outputs and the working keys between them."""
+
+    chosen: list[str]
+    panelist_results: Annotated[list[dict[str, Any]], operator.add]  # one per branch, in finishing order
+    answers: list[dict[str, str]]  # successful answers in panel order: {model, answer}
+
+
+# Rate limits and server errors get one more try; a timeout has already spent the panelist's budget.
+PANELIST_RETRY = RetryPolicy(max_attempts=2, initial_interval=0.5, max_interval=4.0, retry_on=is_transient)
+
+
+def route_request(state: PanelState) -> Literal["choose_panelists", "answer"]:
+    mode = state.get("mode", "debate")
+    if mode not in ("debate", "panel", "single"):
+        raise ValueError(f"mode must be 'debate', 'panel' or 'single', not {mode!r}")
+    return "answer" if mode == "single" else "choose_panelists"
+
+
+def ask_panelists(state: PanelState) -> list[Send]:
+    """Send the request to every chosen panelist at once."""
+    sent = monotonic_ms()
+    return [
+        Send("panelist", PanelistTask(
+            index=i, model=model, messages=state["messages"], system_prompt=state.get("system_prompt"),
+            temperature=state.get("temperature"), max_tokens=state.get("max_tokens"), sent_ms=sent,
+        ))
+        for i, model in enumerate(state["chosen"])
+    ]
+
+
+def after_tally(state: PanelState) -> Literal["arbitrate", "assemble_panel"]:
+    return "assemble_panel" if state.get("mode") == "panel" else "arbitrate"
+
+
+def build_panel_graph(*, panelist_retry: RetryPolicy | None = PANELIST_RETRY) -> StateGraph:
+    """Return the (uncompiled) panel graph.
+
+    Args:
+        panelist_retry: retry policy of each panelist branch; the per-call time limit is the run
+            context's `panelist_timeout`.
+
+    Example:
+        ```python
+        graph = build_panel_graph().compile()
+        out = await graph.ainvoke(
+            {"messages": [{"role": "user", "content": "Explain the CAP theorem"}],
+             "models": ["openai:gpt-5", "anthropic:claude-sonnet-4-5", "google:gemini-2.5-pro"],
+             "arbitrators": ["anthropic:claude-opus-4-5"]},
+            context=PanelContext(panelist_timeout=60),
+        )
+        out["answer"], out["panelists"]
+        ```
+    """
+    builder = StateGraph(PanelState, context_schema=PanelContext, input_schema=PanelInput, output_schema=PanelOutput)
+    builder.add_node("choose_panelists", choose_panelists)
+    builder.add_node("panelist", panelist, retry_policy=panelist_retry, error_handler=panelist_failed(then="tally"))
+    builder.add_node("tally", tally)
+    builder.add_node("arbitrate", arbitrate)
+    builder.add_node("assemble_panel", assemble_panel)
+    builder.add_node("answer", answer_with_fallback)
+
+    builder.add_conditional_edges(START, route_request, ["choose_panelists", "answer"])
+    builder.add_conditional_edges("choose_panelists", ask_panelists, ["panelist"])
+    builder.add_edge("panelist", "tally")
+    builder.add_conditional_edges("tally", after_tally, ["arbitrate", "assemble_panel"])
+    builder.add_edge("arbitrate", END)
+    builder.add_edge("assemble_panel", END)
+    builder.add_edge("answer", END)
+    return builder
+
+
+graph = build_panel_graph().compile(name="panel")
+
+
+def debate_node(
+    *,
+    models: list[str] | None = None,
+    arbitrators: list[str] | None = None,
+    panel_size: int = DEFAULT_PANEL_SIZE,
+    system_prompt: str | None = None,
+    arbitrator_prompt: str | None = None,
+    input_key: str = "input",
+    output_key: str = "verdict",
+    mode: str = "debate",
+):
+    """Build a node that puts `state[input_key]` to a panel and writes the answer to `state[output_key]`.
+
+    Models default to `PARLEY_DEBATE_MODELS` and the arbitrator to `PARLEY_ARBITRATOR_MODEL`, read when
+    the node runs. Usage lands in the calling graph's ledger; the panel's stream events (arbitrator
+    tokens as `{"event": "chunk"}`, `{"event": "panelist"}` progress) reach a caller that streams with
+    `subgraphs=True`.
+    """
+    if mode not in ("debate", "panel"):
+        raise ValueError(f"mode must be 'debate' or 'panel', not {mode!r}")
+
+    async def debate(state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]:
+        """Put the question to the panel and store its answer."""
+        ctx = panel_context(runtime)
+        settings = ctx.factory.settings
+        question = state.get(input_key)
+        if question is None or not str(question).strip():
+            raise ValueError(f"the {mode} node needs a question in state key {input_key!r}")
+        result = await graph.ainvoke(
+            {
+                "messages": [{"role": "user", "content": str(question)}],
+                "models": models or settings.parley_debate_models,
+                "arbitrators": arbitrators or [settings.arbitrator_model],
+                "panel_size": panel_size,
+                "mode": mode,
+                "system_prompt": system_prompt,
+                "arbitrator_prompt": arbitrator_prompt,
+                "min_successes": min(DEFAULT_MIN_SUCCESSES, panel_size),
+            },
+            context=ctx,
+        )
+        return {output_key: result["answer"]}
+
+    return debate

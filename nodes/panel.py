@@ -1,0 +1,405 @@
+"""Panel mode's nodes: choose panelists of distinct families, ask them in parallel, then arbitrate or assemble.
+
+The nodes read the panel's state keys (`messages`, `models`, `panel_size`, `arbitrators`, ...) and the
+per-run `PanelContext`; `graphs/panel.py` wires them, and any other graph may reuse them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, NotRequired, TypedDict
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, convert_to_messages
+from langgraph.config import get_stream_writer
+from langgraph.errors import NodeError
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+
+from nodes.context import RunContext
+from nodes.failures import classify_failure, describe_failure
+from nodes.models import DEFAULT_PROVIDER, model_family, monotonic_ms, split_model_id, usage_from_message
+from nodes.prompts import panel as prompts
+
+MIN_PANEL_SIZE, MAX_PANEL_SIZE = 2, 7
+DEFAULT_PANEL_SIZE = 3
+DEFAULT_MIN_SUCCESSES = 2
+
+# The raw panel's wire format (seed contract): each answer under its model's name, separated by rules.
+PANEL_BLOCK = "**{model}**\n\n{answer}"
+PANEL_SEPARATOR = "\n\n---\n\n"
+
+ANSWER_LETTERS = "ABCDEFG"  # one per panelist, up to MAX_PANEL_SIZE
+
+
+@dataclass(kw_only=True)
+class PanelContext(RunContext):
+    """Per-run knobs of a panel: how long one panelist or arbitrator call may take.
+
+    `None` means the deployment's `PARLEY_REQUEST_TIMEOUT`. The limit applies to each model call
+    (and each retry of it) on its own, so one slow panelist never holds up another's budget.
+    """
+
+    panelist_timeout: float | None = None
+    arbitrator_timeout: float | None = None
+
+
+def panel_context(runtime: Runtime | None) -> PanelContext:
+    """The run's PanelContext; a plain RunContext (a designer workflow's) is widened, keeping its models and ledger."""
+    ctx = getattr(runtime, "context", None)
+    if isinstance(ctx, PanelContext):
+        return ctx
+    if isinstance(ctx, RunContext):
+        return PanelContext(models=ctx.models, model=ctx.model, ledger=ctx.ledger)
+    return PanelContext()
+
+
+# --- errors ---------------------------------------------------------------------------------
+
+
+class PanelError(Exception):
+    """A panel run cannot produce an answer."""
+
+
+class TooFewFamiliesError(PanelError, ValueError):
+    """The fallback list has fewer distinct model families than the panel needs (a bad request, not an outage)."""
+
+    def __init__(self, models: Sequence[str], needed: int) -> None:
+        self.models, self.needed = list(models), needed
+        self.families = {m: model_family(m) for m in self.models}
+        distinct = len(set(self.families.values()))
+        listed = ", ".join(f"{m} (family {f})" for m, f in self.families.items()) or "no models"
+        super().__init__(
+            f"A panel of {needed} needs {needed} models of distinct families, but the fallback list has "
+            f"{distinct} distinct famil{'y' if distinct == 1 else 'ies'}: {listed}"
+        )
+
+
+class TooFewPanelistsError(PanelError):
+    """Fewer panelists answered than the run requires; `panelists` says how each one fared."""
+
+    def __init__(self, panelists: Sequence[dict[str, Any]], needed: int) -> None:
+        self.panelists, self.needed = list(panelists), needed
+        answered = sum(1 for p in self.panelists if p["success"])
+        fates = "; ".join(
+            f"{p['model']}: answered" if p["success"] else f"{p['model']}: {p['error']} ({p.get('detail', '')})"
+            for p in self.panelists
+        )
+        super().__init__(
+            f"Only {answered} of {len(self.panelists)} panelists answered ({needed} needed). {fates}"
+        )
+
+
+class AllModelsFailedError(PanelError):
+    """Every candidate for one role (the arbitrator, or a router's fallback list) failed; `attempts` says why."""
+
+    def __init__(self, role: str, attempts: Sequence[dict[str, Any]]) -> None:
+        self.role, self.attempts = role, list(attempts)
+        fates = "; ".join(f"{a['model']}: {a['error']} ({a['detail']})" for a in self.attempts)
+        who = "arbitrator candidate" if role == "arbitrator" else "model in the fallback list"
+        super().__init__(f"Every {who} failed. {fates or 'No candidates were given.'}")
+
+
+class EmptyAnswerError(RuntimeError):
+    """A model answered with no text at all."""
+
+
+# --- message helpers ------------------------------------------------------------------------
+
+
+def content_text(content: Any) -> str:
+    """The text of an OpenAI-style content (a string, or a list of parts of which the text ones count)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
+    return "" if content is None else str(content)
+
+
+def to_messages(messages: Sequence[dict[str, Any]], system_prompt: str | None = None) -> list[BaseMessage]:
+    """Turn OpenAI-style `{role, content}` dicts into LangChain messages, `system_prompt` first."""
+    converted = convert_to_messages([dict(m) for m in messages])
+    return ([SystemMessage(system_prompt)] if system_prompt else []) + converted
+
+
+def caller_instructions(messages: Sequence[dict[str, Any]], system_prompt: str | None) -> str:
+    """Everything the caller told the models to do: the configured system prompt and any system messages."""
+    parts = [system_prompt] if system_prompt else []
+    parts += [content_text(m.get("content")) for m in messages if m.get("role") in ("system", "developer")]
+    return "\n\n".join(p.strip() for p in parts if p and p.strip())
+
+
+def redact_names(text: str, models: Sequence[str]) -> str:
+    """Replace the panel's model ids and names in `text`, so an answer that names its author stays anonymous."""
+    names: set[str] = set()
+    for model in models:
+        _, name = split_model_id(model)
+        names |= {model, name, name.rsplit("/", 1)[-1]}
+    for name in sorted((n for n in names if len(n) >= 3), key=len, reverse=True):
+        text = re.sub(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", prompts.REDACTED_NAME, text, flags=re.IGNORECASE)
+    return text
+
+
+def arbitration_messages(
+    messages: Sequence[dict[str, Any]],
+    answers: Sequence[dict[str, str]],
+    *,
+    system_prompt: str | None = None,
+    arbitrator_prompt: str | None = None,
+) -> list[BaseMessage]:
+    """The arbitrator's prompt: its instructions, the caller's, the conversation and the answers as Answer A, B, C."""
+    instructions = (
+        arbitrator_prompt.strip() + prompts.CUSTOM_ARBITRATOR_SUFFIX if arbitrator_prompt else prompts.ARBITRATOR_SYSTEM
+    )
+    caller = caller_instructions(messages, system_prompt)
+    if caller:
+        instructions += "\n\n" + prompts.CALLER_INSTRUCTIONS.format(system_prompt=caller)
+    conversation = "\n\n".join(
+        prompts.CONVERSATION_TURN.format(role=m.get("role", "user"), content=content_text(m.get("content")))
+        for m in messages
+        if m.get("role") not in ("system", "developer")
+    )
+    models = [a["model"] for a in answers]
+    blocks = "\n\n".join(
+        prompts.ANSWER_BLOCK.format(letter=ANSWER_LETTERS[i], answer=redact_names(a["answer"], models))
+        for i, a in enumerate(answers)
+    )
+    return [SystemMessage(instructions), HumanMessage(prompts.ARBITRATION_REQUEST.format(
+        conversation=conversation, answers=blocks))]
+
+
+# --- choosing the panel ---------------------------------------------------------------------
+
+
+def pick_panelists(models: Sequence[str], size: int = DEFAULT_PANEL_SIZE) -> list[str]:
+    """Pick `size` models of distinct families from a fallback list, keeping the list's order.
+
+    A first pass also insists on distinct providers (different vendors tend to differ more than two
+    families of one vendor); a second pass fills the remaining seats with any unseen family.
+
+    Raises:
+        ValueError: `size` is outside 2-7.
+        TooFewFamiliesError: the list has fewer than `size` distinct families.
+
+    >>> pick_panelists(["openai:gpt-5", "openai:o3", "anthropic:claude-sonnet-4-5", "google:gemini-2.5-pro"])
+    ['openai:gpt-5', 'anthropic:claude-sonnet-4-5', 'google:gemini-2.5-pro']
+    """
+    if not MIN_PANEL_SIZE <= size <= MAX_PANEL_SIZE:
+        raise ValueError(f"panel size must be between {MIN_PANEL_SIZE} and {MAX_PANEL_SIZE}, not {size}")
+    candidates = list(dict.fromkeys(m.strip() for m in models if m and m.strip()))
+    picked: list[str] = []
+    families: set[str] = set()
+    providers: set[str] = set()
+    for distinct_providers in (True, False):
+        for model in candidates:
+            provider = split_model_id(model)[0] or DEFAULT_PROVIDER
+            if len(picked) == size or model in picked or model_family(model) in families:
+                continue
+            if distinct_providers and provider in providers:
+                continue
+            picked.append(model)
+            families.add(model_family(model))
+            providers.add(provider)
+    if len(picked) < size:
+        raise TooFewFamiliesError(candidates, size)
+    return sorted(picked, key=candidates.index)
+
+
+async def choose_panelists(state: dict[str, Any], runtime: Runtime[PanelContext]) -> dict[str, Any]:
+    """Choose the panel: N models of distinct families from the fallback list (the debate preset's by default)."""
+    ctx = panel_context(runtime)
+    size = state.get("panel_size") or DEFAULT_PANEL_SIZE
+    needed = state.get("min_successes", DEFAULT_MIN_SUCCESSES)
+    if needed > size:
+        raise ValueError(f"min_successes ({needed}) cannot exceed the panel size ({size})")
+    chosen = pick_panelists(state.get("models") or ctx.factory.settings.parley_debate_models, size)
+    get_stream_writer()({"event": "panelists", "models": chosen})
+    return {"chosen": chosen}
+
+
+# --- the panelists --------------------------------------------------------------------------
+
+
+class PanelistTask(TypedDict):
+    """What one panelist branch receives through `Send`."""
+
+    index: int
+    model: str
+    messages: list[dict[str, Any]]
+    system_prompt: NotRequired[str | None]
+    temperature: NotRequired[float | None]
+    max_tokens: NotRequired[int | None]
+    sent_ms: float  # when the fan-out happened, so latency includes retries
+
+
+def public_panelist(result: dict[str, Any]) -> dict[str, Any]:
+    """A panelist's result in the contract's shape: model, tokens, cost, latencyMs, success, error?"""
+    out = {key: result[key] for key in ("model", "tokens", "cost", "latencyMs", "success")}
+    if not result["success"]:
+        out["error"] = result["error"]
+    return out
+
+
+async def panelist(task: PanelistTask, runtime: Runtime[PanelContext]) -> dict[str, Any]:
+    """Ask one panelist and record its answer, tokens, cost and latency.
+
+    Failures propagate, so the node's retry policy can act; the graph's error handler for this node
+    (`panelist_failed`) then records the failure instead of letting it sink the parallel step.
+    """
+    ctx = panel_context(runtime)
+    model = task["model"]
+    chat = ctx.chat(
+        model,
+        temperature=task.get("temperature"),
+        max_tokens=task.get("max_tokens"),
+        timeout=ctx.panelist_timeout,
+        label=f"panelist:{model}",
+    )
+    reply = await chat.ainvoke(to_messages(task["messages"], task.get("system_prompt")))
+    answer = content_text(reply.content).strip()
+    if not answer:
+        raise EmptyAnswerError(f"{model} answered with no text")
+    input_tokens, output_tokens = usage_from_message(reply)
+    result = {
+        "index": task["index"],
+        "model": model,
+        "success": True,
+        "answer": answer,
+        "tokens": input_tokens + output_tokens,
+        "cost": ctx.factory.price(model).cost(input_tokens, output_tokens),
+        "latencyMs": round(monotonic_ms() - task["sent_ms"]),
+    }
+    get_stream_writer()({"event": "panelist", "index": task["index"], **public_panelist(result)})
+    return {"panelist_results": [result]}
+
+
+def panelist_failed(*, then: str):
+    """Build the error handler of the panelist node: it records the failure and carries on to `then`.
+
+    LangGraph drops a whole parallel step when one branch raises; routing the exhausted failure here
+    keeps the siblings' answers. The explicit `goto` matters: a handler's writes do not fire the failed
+    node's outgoing edge, so without it a panel where every branch failed would just stop.
+    """
+
+    async def record_failure(task: PanelistTask, error: NodeError) -> Command:
+        """Record why a panelist failed and go on with the others' answers."""
+        result = {
+            "index": task["index"],
+            "model": task["model"],
+            "success": False,
+            "answer": None,
+            "tokens": 0,
+            "cost": 0.0,
+            "latencyMs": round(monotonic_ms() - task["sent_ms"]),
+            "error": classify_failure(error.error),
+            "detail": describe_failure(error.error),
+        }
+        get_stream_writer()({"event": "panelist", "index": task["index"], "detail": result["detail"],
+                             **public_panelist(result)})
+        return Command(goto=then, update={"panelist_results": [result]})
+
+    return record_failure
+
+
+async def tally(state: dict[str, Any]) -> dict[str, Any]:
+    """Put the panelists' results in panel order and insist on enough answers."""
+    results = sorted(state.get("panelist_results") or [], key=lambda r: r["index"])
+    needed = state.get("min_successes", DEFAULT_MIN_SUCCESSES)
+    answered = [r for r in results if r["success"]]
+    if len(answered) < max(needed, 1):
+        raise TooFewPanelistsError(results, needed)
+    return {
+        "panelists": [public_panelist(r) for r in results],
+        "answers": [{"model": r["model"], "answer": r["answer"]} for r in answered],
+    }
+
+
+# --- answering ------------------------------------------------------------------------------
+
+
+async def stream_first_answer(
+    ctx: RunContext,
+    candidates: Sequence[str],
+    messages: list[BaseMessage],
+    *,
+    role: str,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
+    timeout: float | None = None,
+) -> tuple[str, str, list[dict[str, Any]]]:
+    """Stream an answer from the first candidate that gives one; each failure hands over to the next.
+
+    Tokens go out as `{"event": "chunk"}`; `{"event": "answering"}` announces each candidate and
+    `{"event": "fallback"}` each failure (with `partial: true` when some of its tokens already went out,
+    which a streaming caller cannot take back).
+
+    Returns:
+        The answer, the model that gave it, and the failed attempts before it.
+
+    Raises:
+        AllModelsFailedError: every candidate failed.
+    """
+    writer = get_stream_writer()
+    failures: list[dict[str, Any]] = []
+    for model in dict.fromkeys(candidates):
+        writer({"event": "answering", "role": role, "model": model})
+        parts: list[str] = []
+        try:
+            chat = ctx.chat(model, temperature=temperature, max_tokens=max_tokens, timeout=timeout,
+                            label=f"{role}:{model}")
+            async for chunk in chat.astream(messages):
+                text = content_text(chunk.content)
+                if text:
+                    parts.append(text)
+                    writer({"event": "chunk", "content": text})
+            if not "".join(parts).strip():
+                raise EmptyAnswerError(f"{model} answered with no text")
+        # Any failure of one candidate is the next one's cue; the cause is kept and reported if all fail.
+        except Exception as exc:  # noqa: BLE001
+            failure = {"model": model, "role": role, "error": classify_failure(exc),
+                       "detail": describe_failure(exc), "partial": bool(parts)}
+            failures.append(failure)
+            writer({"event": "fallback", **failure})
+            continue
+        return "".join(parts), model, failures
+    raise AllModelsFailedError(role, failures)
+
+
+async def arbitrate(state: dict[str, Any], runtime: Runtime[PanelContext]) -> dict[str, Any]:
+    """Have the first arbitrator candidate that answers synthesize the best answer from the anonymised panel."""
+    ctx = panel_context(runtime)
+    candidates = state.get("arbitrators") or [ctx.factory.settings.arbitrator_model]
+    prompt = arbitration_messages(
+        state["messages"],
+        state["answers"],
+        system_prompt=state.get("system_prompt"),
+        arbitrator_prompt=state.get("arbitrator_prompt"),
+    )
+    answer, model, failures = await stream_first_answer(
+        ctx, candidates, prompt, role="arbitrator", temperature=state.get("temperature"),
+        max_tokens=state.get("max_tokens"), timeout=ctx.arbitrator_timeout,
+    )
+    return {"answer": answer, "arbitrator": model, "attempts": failures}
+
+
+async def assemble_panel(state: dict[str, Any]) -> dict[str, Any]:
+    """Label each answer with its model and join them in panel order, streaming one block at a time."""
+    writer = get_stream_writer()
+    blocks = []
+    for i, item in enumerate(state["answers"]):
+        block = PANEL_BLOCK.format(model=item["model"], answer=item["answer"])
+        writer({"event": "chunk", "content": (PANEL_SEPARATOR if i else "") + block})
+        blocks.append(block)
+    return {"answer": PANEL_SEPARATOR.join(blocks), "arbitrator": None}
+
+
+async def answer_with_fallback(state: dict[str, Any], runtime: Runtime[PanelContext]) -> dict[str, Any]:
+    """Answer with the first model of the fallback list that succeeds (no panel)."""
+    ctx = panel_context(runtime)
+    models = state.get("models") or [ctx.model_id()]
+    answer, model, failures = await stream_first_answer(
+        ctx, models, to_messages(state["messages"], state.get("system_prompt")), role="model",
+        temperature=state.get("temperature"), max_tokens=state.get("max_tokens"), timeout=ctx.panelist_timeout,
+    )
+    return {"answer": answer, "model_used": model, "attempts": failures}

@@ -1,0 +1,499 @@
+"""Panel mode over HTTP, driven by the official openai SDK against Parley backed by the scripted model server."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import openai
+import pytest
+
+from api.main import create_app
+from nodes.models import BUILTIN_PRICES, Price
+from tests.support.servers import ServerThread
+
+PANEL = ["openai:gpt-5", "anthropic:claude-sonnet-4-5", "google:gemini-2.5-pro"]
+ARBITRATOR = "anthropic:claude-opus-4-5"
+QUESTION = [{"role": "user", "content": "Explain the CAP theorem"}]
+
+
+@pytest.fixture
+def server(parley_env):
+    parley_env.parley_debate_models = list(PANEL)
+    parley_env.parley_arbitrator_model = ARBITRATOR
+    with ServerThread(create_app(parley_env)) as running:
+        yield running
+
+
+@pytest.fixture
+def key(server, make_key, sync_db):
+    sync_db.workspaces.insert_one({"_id": "ws1", "creditUsd": 10.0})
+    return make_key(["chat", "admin"])
+
+
+@pytest.fixture
+def client(server, key):
+    with openai.OpenAI(base_url=server.url + "/v1", api_key=key, max_retries=0, timeout=30) as sdk:
+        yield sdk
+
+
+@pytest.fixture
+def api(server, key):
+    with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key}"}, timeout=30) as http:
+        yield http
+
+
+def meta(response) -> dict:
+    return response.model_extra["_meta"]
+
+
+def script_panel(llm, **replies: str) -> None:
+    for model, reply in replies.items():
+        llm.script(model=model, reply=reply)
+
+
+def balance(sync_db, workspace: str = "ws1") -> float:
+    return sync_db.workspaces.find_one({"_id": workspace})["creditUsd"]
+
+
+# --- debate ---------------------------------------------------------------------------------
+
+
+def test_debate_preset_answers_with_the_arbitrator(client, llm, sync_db):
+    script_panel(llm, **{"gpt-5": "Pick two.", "claude-sonnet-4-5": "Trade-offs.", "gemini-2.5-pro": "Partitions."})
+    llm.script(model="claude-opus-4-5", reply="The synthesis.")
+    resp = client.chat.completions.create(model="router/debate", messages=QUESTION)
+    assert resp.object == "chat.completion" and resp.id.startswith("chatcmpl-")
+    assert resp.model == ARBITRATOR
+    assert resp.choices[0].message.content == "The synthesis."
+    assert resp.choices[0].message.role == "assistant"
+    m = meta(resp)
+    assert m["modelUsed"] == ARBITRATOR and m["routerMode"] == "debate"
+    assert [p["model"] for p in m["debate"]["panelists"]] == PANEL
+    assert all(p["success"] and p["tokens"] > 0 and p["cost"] > 0 and "error" not in p
+               for p in m["debate"]["panelists"])
+    assert set(m["debate"]["panelists"][0]) == {"model", "tokens", "cost", "latencyMs", "success"}
+    assert m["debate"]["arbitrator"] == ARBITRATOR
+    assert m["tokensUsed"] == m["debate"]["totalTokens"] == resp.usage.total_tokens
+    assert m["cost"] == pytest.approx(m["debate"]["totalCost"])
+    assert m["cost"] > sum(p["cost"] for p in m["debate"]["panelists"])  # the arbitrator costs too
+    assert resp.usage.prompt_tokens + resp.usage.completion_tokens == resp.usage.total_tokens
+    # The arbitrator saw the answers anonymised, never the models' names.
+    arbitration = next(r for r in llm.requests if r["model"] == "claude-opus-4-5")
+    prompt = json.dumps(arbitration["messages"])
+    assert "Answer A" in prompt and "Answer C" in prompt and "Pick two." in prompt
+    assert not any(name in prompt for name in ("gpt-5", "claude-sonnet", "gemini"))
+    rows = list(sync_db.usage.find({"requestId": resp.id}))
+    assert {r["model"] for r in rows} == set(PANEL) | {ARBITRATOR}
+    assert all(r["mode"] == "debate" and r["workspace"] == "ws1" and r["user"] == "alice" for r in rows)
+    assert sum(r["costUsd"] for r in rows) == pytest.approx(m["cost"])
+
+
+def test_debate_streams_arbitrator_tokens_as_chunks(client, llm):
+    llm.script(model="claude-opus-4-5", reply="Consistency, availability, partition tolerance: pick two.")
+    stream = client.chat.completions.create(model="router/debate", messages=QUESTION, stream=True)
+    chunks = list(stream)
+    assert all(c.object == "chat.completion.chunk" and c.model == ARBITRATOR for c in chunks)
+    assert len(chunks) > 3  # token by token, not one blob
+    text = "".join(c.choices[0].delta.content or "" for c in chunks)
+    assert text == "Consistency, availability, partition tolerance: pick two."
+    assert chunks[0].choices[0].delta.role == "assistant"
+    last = chunks[-1]
+    assert last.choices[0].finish_reason == "stop" and last.usage.total_tokens > 0
+    m = last.model_extra["_meta"]
+    assert m["routerMode"] == "debate" and len(m["debate"]["panelists"]) == 3
+    assert m["tokensUsed"] == last.usage.total_tokens
+
+
+def test_stream_reports_panelist_progress_as_sse_comments(api, llm):
+    llm.script(model="gemini-2.5-pro", status=401)
+    with api.stream("POST", "/v1/chat/completions",
+                    json={"model": "router/debate", "messages": QUESTION, "stream": True}) as resp:
+        assert resp.status_code == 200 and resp.headers["content-type"].startswith("text/event-stream")
+        lines = [line for line in resp.iter_lines() if line]
+    comments = [line for line in lines if line.startswith(":")]
+    assert any("panelist openai:gpt-5 answered" in c for c in comments)
+    assert any("panelist google:gemini-2.5-pro failed: auth" in c for c in comments)
+    data = [line for line in lines if line.startswith("data:")]
+    assert data[-1] == "data: [DONE]"
+    # Progress comes before the first token of the answer.
+    first_token = lines.index(next(line for line in lines if line.startswith("data:")))
+    assert lines.index(next(c for c in comments if "answered" in c)) < first_token
+
+
+def test_one_failing_panelist_still_answers(client, llm):
+    llm.script(model="claude-sonnet-4-5", status=401)
+    resp = client.chat.completions.create(model="router/debate", messages=QUESTION)
+    panelists = meta(resp)["debate"]["panelists"]
+    assert [p["success"] for p in panelists] == [True, False, True]
+    assert panelists[1] == {"model": "anthropic:claude-sonnet-4-5", "tokens": 0, "cost": 0.0,
+                            "latencyMs": panelists[1]["latencyMs"], "success": False, "error": "auth"}
+    arbitration = next(r for r in llm.requests if r["model"] == "claude-opus-4-5")
+    assert "Answer B" in json.dumps(arbitration["messages"]) and "Answer C" not in json.dumps(arbitration["messages"])
+
+
+def test_two_failing_panelists_is_502_naming_each(client, llm, sync_db):
+    llm.script(model="claude-sonnet-4-5", status=401)
+    llm.script(model="gemini-2.5-pro", status=404)
+    with pytest.raises(openai.APIStatusError) as caught:
+        client.chat.completions.create(model="router/debate", messages=QUESTION)
+    err = caught.value
+    assert err.status_code == 502
+    assert err.body["code"] == "too_few_panelists" and err.body["type"] == "upstream_error"
+    message = err.body["message"]
+    assert "openai:gpt-5: answered" in message
+    assert "anthropic:claude-sonnet-4-5: auth" in message and "google:gemini-2.5-pro: other (HTTP 404" in message
+    assert not any(r["model"] == "claude-opus-4-5" for r in llm.requests)  # no arbitration was paid for
+    # Only the panelist that answered is charged; the rest of the reservation went back.
+    used = sum(r["costUsd"] for r in sync_db.usage.find())
+    assert used > 0 and balance(sync_db) == pytest.approx(10.0 - used)
+
+
+def test_streamed_debate_failure_arrives_as_an_error_event(client, llm):
+    llm.script(model="claude-sonnet-4-5", status=401)
+    llm.script(model="gemini-2.5-pro", status=401)
+    stream = client.chat.completions.create(model="router/debate", messages=QUESTION, stream=True)
+    with pytest.raises(openai.APIError, match="Only 1 of 3 panelists answered"):
+        list(stream)
+
+
+def test_arbitrator_falls_back_to_the_next_candidate(client, api, llm):
+    api.post("/v1/routers", json={"id": "strict", "models": PANEL, "arbitrator": "openai:gpt-4o",
+                                  "debate": True}).raise_for_status()
+    llm.script(model="gpt-4o", status=503)
+    llm.script(model="claude-opus-4-5", reply="Second opinion wins.")
+    resp = client.chat.completions.create(model="router/strict", messages=QUESTION)
+    assert resp.model == ARBITRATOR and resp.choices[0].message.content == "Second opinion wins."
+    assert meta(resp)["debate"]["arbitrator"] == ARBITRATOR
+
+
+def test_every_arbitrator_failing_is_502(client, llm):
+    llm.script(model="claude-opus-4-5", status=500)
+    with pytest.raises(openai.APIStatusError) as caught:
+        client.chat.completions.create(model="router/debate", messages=QUESTION)
+    assert caught.value.status_code == 502 and caught.value.body["code"] == "arbitrator_failed"
+    assert "anthropic:claude-opus-4-5: server" in caught.value.body["message"]
+
+
+def test_panelist_timeouts_are_classified(parley_env, llm, make_key, sync_db):
+    parley_env.parley_debate_models = list(PANEL)
+    parley_env.parley_arbitrator_model = ARBITRATOR
+    parley_env.parley_request_timeout = 0.5
+    sync_db.workspaces.insert_one({"_id": "ws1", "creditUsd": 10.0})
+    llm.script(model="gemini-2.5-pro", hang=True)
+    with ServerThread(create_app(parley_env)) as running:
+        sdk = openai.OpenAI(base_url=running.url + "/v1", api_key=make_key(["chat"]), max_retries=0)
+        resp = sdk.chat.completions.create(model="router/debate", messages=QUESTION)
+    gemini = meta(resp)["debate"]["panelists"][2]
+    assert gemini["success"] is False and gemini["error"] == "timeout"
+
+
+# --- panel ----------------------------------------------------------------------------------
+
+
+def test_panel_returns_every_answer_labelled(client, llm):
+    script_panel(llm, **{"gpt-5": "The CAP theorem states...", "claude-sonnet-4-5": "CAP stands for...",
+                         "gemini-2.5-pro": "In distributed systems..."})
+    before = int(time.time() * 1000)
+    resp = client.chat.completions.create(model="router/debate", messages=QUESTION, extra_body={"panel": True})
+    assert resp.model == "panel" and resp.id.startswith("panel-") and int(resp.id[6:]) >= before
+    assert resp.choices[0].message.content == (
+        "**openai:gpt-5**\n\nThe CAP theorem states...\n\n---\n\n"
+        "**anthropic:claude-sonnet-4-5**\n\nCAP stands for...\n\n---\n\n"
+        "**google:gemini-2.5-pro**\n\nIn distributed systems..."
+    )
+    m = meta(resp)
+    assert m["modelUsed"] == "panel" and m["routerMode"] == "panel" and "debate" not in m
+    assert [p["model"] for p in m["panel"]["models"]] == PANEL
+    assert m["panel"]["totalTokens"] == m["tokensUsed"] == sum(p["tokens"] for p in m["panel"]["models"])
+    assert not any(r["model"] == "claude-opus-4-5" for r in llm.requests)
+
+
+def test_panel_leaves_failed_panelists_out_of_the_content(client, llm):
+    script_panel(llm, **{"gpt-5": "First.", "gemini-2.5-pro": "Third."})
+    llm.script(model="claude-sonnet-4-5", status=429)
+    resp = client.chat.completions.create(model="router/debate", messages=QUESTION, extra_body={"panel": True})
+    assert resp.choices[0].message.content == "**openai:gpt-5**\n\nFirst.\n\n---\n\n**google:gemini-2.5-pro**\n\nThird."
+    claude = meta(resp)["panel"]["models"][1]
+    assert claude["success"] is False and claude["error"] == "rate_limit"
+    assert sum(1 for r in llm.requests if r["model"] == "claude-sonnet-4-5") == 2  # retried once, then given up
+
+
+def test_panel_streams_each_block_in_order(client, llm):
+    script_panel(llm, **{"gpt-5": "A.", "claude-sonnet-4-5": "B.", "gemini-2.5-pro": "C."})
+    chunks = list(client.chat.completions.create(model="router/debate", messages=QUESTION, stream=True,
+                                                 extra_body={"panel": True}))
+    contents = [c.choices[0].delta.content for c in chunks if c.choices[0].delta.content]
+    assert contents == ["**openai:gpt-5**\n\nA.", "\n\n---\n\n**anthropic:claude-sonnet-4-5**\n\nB.",
+                        "\n\n---\n\n**google:gemini-2.5-pro**\n\nC."]
+    assert all(c.model == "panel" and c.id.startswith("panel-") for c in chunks)
+    assert chunks[-1].model_extra["_meta"]["routerMode"] == "panel"
+
+
+# --- routers --------------------------------------------------------------------------------
+
+
+def test_router_crud(api):
+    created = api.post("/v1/routers", json={"id": "support", "models": PANEL, "arbitratorPrompt": "Be brief."})
+    assert created.status_code == 201, created.text
+    body = created.json()
+    assert body["id"] == "support" and body["object"] == "router" and body["models"] == PANEL
+    assert body["debate"] is False and body["panelSize"] == 3 and body["arbitratorPrompt"] == "Be brief."
+    assert api.post("/v1/routers", json={"id": "support", "models": PANEL}).status_code == 409
+    listed = api.get("/v1/routers").json()
+    assert [r["id"] for r in listed["data"]] == ["debate", "support"] and listed["data"][0]["preset"] is True
+    assert api.get("/v1/routers/debate").json()["models"] == PANEL
+    patched = api.patch("/v1/routers/support", json={"debate": True, "systemPrompt": "Answer in French."})
+    assert patched.status_code == 200 and patched.json()["debate"] is True
+    assert api.get("/v1/routers/support").json()["systemPrompt"] == "Answer in French."
+    assert api.delete("/v1/routers/support").json() == {"id": "support", "object": "router.deleted", "deleted": True}
+    missing = api.get("/v1/routers/support")
+    assert missing.status_code == 404
+    assert missing.json()["error"]["code"] == "router_not_found"
+    assert missing.json()["error"]["type"] == "not_found_error"
+
+
+def test_router_writes_are_validated(api):
+    cases = [
+        {"id": "x", "models": []},
+        {"id": "bad id!", "models": PANEL},
+        {"id": "x", "models": PANEL, "panelSize": 9},
+        {"id": "x", "models": PANEL, "debateMode": True},
+    ]
+    for body in cases:
+        resp = api.post("/v1/routers", json=body)
+        assert resp.status_code == 400, body
+        assert resp.json()["error"]["type"] == "invalid_request_error"
+    assert api.patch("/v1/routers/debate", json={"debate": False}).status_code == 409
+    assert api.delete("/v1/routers/debate").status_code == 409
+    assert api.post("/v1/routers", json={"id": "debate", "models": PANEL}).status_code == 409
+    assert api.patch("/v1/routers/nope", json={"debate": True}).status_code == 404
+    assert [r["id"] for r in api.get("/v1/routers").json()["data"]] == ["debate"]  # nothing stored by the failures
+
+
+def test_enabling_debate_needs_three_distinct_families(api):
+    same_family = ["openai:gpt-5", "openai:gpt-5-mini", "anthropic:claude-sonnet-4-5"]
+    resp = api.post("/v1/routers", json={"id": "thin", "models": same_family, "debate": True})
+    assert resp.status_code == 400 and resp.json()["error"]["code"] == "too_few_families"
+    assert "openai:gpt-5-mini (family gpt-5)" in resp.json()["error"]["message"]
+    assert api.post("/v1/routers", json={"id": "thin", "models": same_family}).status_code == 201
+    assert api.patch("/v1/routers/thin", json={"debate": True}).status_code == 400
+    api.post("/v1/routers", json={"id": "wide", "models": PANEL, "debate": True}).raise_for_status()
+    shrink = api.patch("/v1/routers/wide", json={"models": PANEL[:2]})
+    assert shrink.status_code == 400 and api.get("/v1/routers/wide").json()["models"] == PANEL
+
+
+def test_routers_need_the_admin_scope(server, make_key):
+    chat_only = make_key(["chat"])
+    resp = httpx.get(server.url + "/v1/routers", headers={"Authorization": f"Bearer {chat_only}"})
+    assert resp.status_code == 403 and resp.json()["error"]["code"] == "scope_denied"
+    assert httpx.get(server.url + "/v1/routers").status_code == 401
+
+
+def test_debate_router_obeys_debate_false(client, api, llm):
+    api.post("/v1/routers", json={"id": "dr", "models": PANEL, "debate": True}).raise_for_status()
+    llm.script(model="gpt-5", reply="Just me.")
+    resp = client.chat.completions.create(model="router/dr", messages=QUESTION, extra_body={"debate": False})
+    assert resp.model == "openai:gpt-5" and resp.choices[0].message.content == "Just me."
+    assert meta(resp)["routerMode"] == "fallback" and "debate" not in meta(resp)
+    assert [r["model"] for r in llm.requests] == ["gpt-5"]
+
+
+def test_debate_true_turns_debate_on_for_a_plain_router(client, api, llm):
+    api.post("/v1/routers", json={"id": "plain", "models": PANEL}).raise_for_status()
+    plain = client.chat.completions.create(model="router/plain", messages=QUESTION)
+    assert meta(plain)["routerMode"] == "fallback" and len(llm.requests) == 1
+    debated = client.chat.completions.create(model="router/plain", messages=QUESTION, extra_body={"debate": True})
+    assert meta(debated)["routerMode"] == "debate" and debated.model == ARBITRATOR
+
+
+def test_plain_router_falls_back_down_the_list(client, api, llm):
+    api.post("/v1/routers", json={"id": "chain", "models": PANEL, "systemPrompt": "Be terse."}).raise_for_status()
+    llm.script(model="gpt-5", status=500)
+    llm.script(model="claude-sonnet-4-5", status=401)
+    llm.script(model="gemini-2.5-pro", reply="Third time lucky.")
+    resp = client.chat.completions.create(model="router/chain", messages=QUESTION)
+    assert resp.model == "google:gemini-2.5-pro" and resp.choices[0].message.content == "Third time lucky."
+    assert meta(resp)["fallbacks"] == [{"model": "openai:gpt-5", "error": "server"},
+                                       {"model": "anthropic:claude-sonnet-4-5", "error": "auth"}]
+    assert llm.requests[-1]["messages"][0] == {"role": "system", "content": "Be terse."}
+
+
+def test_debate_on_a_router_without_enough_families_is_400(client, api):
+    api.post("/v1/routers", json={"id": "duo", "models": ["openai:gpt-5", "openai:gpt-5-mini"]}).raise_for_status()
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(model="router/duo", messages=QUESTION, extra_body={"debate": True})
+    assert caught.value.body["code"] == "too_few_families"
+    assert "openai:gpt-5 (family gpt-5), openai:gpt-5-mini (family gpt-5)" in caught.value.body["message"]
+
+
+# --- plain models and errors ----------------------------------------------------------------
+
+
+def test_plain_model_goes_straight_to_it(client, llm, sync_db):
+    llm.script(model="gpt-4o", reply="Direct answer.")
+    resp = client.chat.completions.create(model="openai:gpt-4o", messages=QUESTION, max_tokens=50, temperature=0.2)
+    assert resp.model == "openai:gpt-4o" and resp.choices[0].message.content == "Direct answer."
+    assert resp.usage.completion_tokens == 2 and resp.usage.prompt_tokens > 0
+    assert meta(resp)["routerMode"] == "direct" and meta(resp)["cost"] > 0
+    sent = llm.requests[-1]
+    assert sent["model"] == "gpt-4o" and sent["temperature"] == 0.2 and sent["max_completion_tokens"] == 50
+    assert [r["mode"] for r in sync_db.usage.find({"requestId": resp.id})] == ["chat"]
+    chunks = list(client.chat.completions.create(model="openai:gpt-4o", messages=QUESTION, stream=True))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == "Direct answer."
+    assert all(c.model == "openai:gpt-4o" for c in chunks) and chunks[-1].usage.completion_tokens == 2
+
+
+def test_unknown_router_is_404(client):
+    with pytest.raises(openai.NotFoundError) as caught:
+        client.chat.completions.create(model="router/nope", messages=QUESTION)
+    assert caught.value.body["code"] == "router_not_found" and "router/nope" in caught.value.body["message"]
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"model": "router/debate"}, "messages"),
+    ({"model": "router/debate", "messages": []}, "messages"),
+    ({"model": "router/debate", "messages": [{"role": "wizard", "content": "hi"}]}, "role"),
+    ({"model": "router/debate", "messages": QUESTION, "temperature": 5}, "temperature"),
+    ({"model": "router/debate", "messages": QUESTION, "n": 2}, "n"),
+    ({"model": "openai:gpt-5", "messages": QUESTION, "debate": True}, "router"),
+])
+def test_bad_bodies_are_400_in_openai_shape(api, llm, body, field):
+    resp = api.post("/v1/chat/completions", json=body)
+    assert resp.status_code == 400
+    error = resp.json()["error"]
+    assert error["type"] == "invalid_request_error" and field in error["message"]
+    assert llm.requests == []
+
+
+def test_chat_needs_a_key_with_the_chat_scope(server, make_key):
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=server.url + "/v1", api_key="pk_wrong", max_retries=0).chat.completions.create(
+            model="router/debate", messages=QUESTION)
+    other = openai.OpenAI(base_url=server.url + "/v1", api_key=make_key(["debate"]), max_retries=0)
+    with pytest.raises(openai.PermissionDeniedError):
+        other.chat.completions.create(model="router/debate", messages=QUESTION)
+
+
+# --- credits --------------------------------------------------------------------------------
+
+
+def _one_call_estimate(max_tokens: int) -> float:
+    """The priciest model of the preset (arbitrator claude-opus-4-5) at max_tokens output, prompt tokens ignored."""
+    return Price(*BUILTIN_PRICES["claude-opus-4-5"], known=True).cost(0, max_tokens)
+
+
+def test_credit_is_reserved_during_a_debate_and_settled_after(server, key, llm, sync_db):
+    llm.script(model="gpt-5", latency=0.5, reply="Slow.")
+    sdk = openai.OpenAI(base_url=server.url + "/v1", api_key=key, max_retries=0)
+    box = {}
+    worker = threading.Thread(target=lambda: box.update(resp=sdk.chat.completions.create(
+        model="router/debate", messages=QUESTION, max_tokens=1000)))
+    worker.start()
+    deadline = time.monotonic() + 10
+    while not any(r["model"] == "gpt-5" for r in llm.requests) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    during = balance(sync_db)
+    worker.join()
+    # Four calls (3 panelists + arbitrator) at the priciest model's rate, prompt included.
+    assert 10.0 - during == pytest.approx(4 * _one_call_estimate(1000), rel=0.05)
+    assert balance(sync_db) == pytest.approx(10.0 - meta(box["resp"])["cost"])
+
+
+def test_panel_reserves_three_calls(server, key, llm, sync_db):
+    llm.script(model="gpt-5", latency=0.5, reply="Slow.")
+    sdk = openai.OpenAI(base_url=server.url + "/v1", api_key=key, max_retries=0)
+    worker = threading.Thread(target=lambda: sdk.chat.completions.create(
+        model="router/debate", messages=QUESTION, max_tokens=1000, extra_body={"panel": True}))
+    worker.start()
+    deadline = time.monotonic() + 10
+    while not any(r["model"] == "gpt-5" for r in llm.requests) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    during = balance(sync_db)
+    worker.join()
+    sonnet = Price(*BUILTIN_PRICES["claude-sonnet-4-5"], known=True).cost(0, 1000)  # the priciest panelist
+    assert 10.0 - during == pytest.approx(3 * sonnet, rel=0.05)
+
+
+def test_insufficient_credit_is_402_and_calls_no_model(server, make_key, llm, sync_db):
+    sync_db.workspaces.insert_one({"_id": "poor", "creditUsd": 0.01})
+    sdk = openai.OpenAI(base_url=server.url + "/v1", api_key=make_key(["chat"], workspace="poor"), max_retries=0)
+    with pytest.raises(openai.APIStatusError) as caught:
+        sdk.chat.completions.create(model="router/debate", messages=QUESTION, max_tokens=1000)
+    assert caught.value.status_code == 402
+    assert caught.value.body["code"] == "insufficient_credits" and caught.value.body["type"] == "insufficient_quota"
+    assert "parley workspaces credit poor --add" in caught.value.body["message"]
+    assert llm.requests == [] and balance(sync_db, "poor") == 0.01
+
+
+def test_unpriced_models_need_no_credit(server, make_key, llm):
+    sdk = openai.OpenAI(base_url=server.url + "/v1", api_key=make_key(["chat"], workspace="empty"), max_retries=0)
+    resp = sdk.chat.completions.create(model="vllm:my-own-model", messages=QUESTION)
+    assert meta(resp)["cost"] == 0 and resp.usage.total_tokens > 0
+
+
+def test_concurrent_debates_never_overdraw(server, make_key, llm, sync_db):
+    reservation = 4 * _one_call_estimate(1000)
+    sync_db.workspaces.insert_one({"_id": "shared", "creditUsd": 2.5 * reservation})
+    llm.script(model="claude-opus-4-5", latency=1.0, reply="Synthesis.")  # keeps every request in flight together
+    sdk = openai.OpenAI(base_url=server.url + "/v1", api_key=make_key(["chat"], workspace="shared"), max_retries=0)
+
+    def ask():
+        try:
+            return sdk.chat.completions.create(model="router/debate", messages=QUESTION, max_tokens=1000)
+        except openai.APIStatusError as exc:
+            return exc.status_code
+
+    with ThreadPoolExecutor(5) as pool:
+        outcomes = list(pool.map(lambda _: ask(), range(5)))
+    answered = [o for o in outcomes if not isinstance(o, int)]
+    assert len(answered) == 2 and sorted(o for o in outcomes if isinstance(o, int)) == [402, 402, 402]
+    spent = sum(meta(r)["cost"] for r in answered)
+    assert balance(sync_db, "shared") == pytest.approx(2.5 * reservation - spent)
+    assert balance(sync_db, "shared") >= 0
+
+
+def test_an_arbitrator_failing_mid_stream_ends_the_stream_with_an_error(client, api, llm):
+    api.post("/v1/routers", json={"id": "flaky", "models": PANEL, "arbitrator": "openai:gpt-4o",
+                                  "debate": True}).raise_for_status()
+    llm.script(model="gpt-4o", reply="one two three four five", drop_after=2)
+    stream = client.chat.completions.create(model="router/flaky", messages=QUESTION, stream=True)
+    received = []
+    with pytest.raises(openai.APIError, match="failed after part of its answer was streamed") as caught:
+        for chunk in stream:
+            received.append(chunk.choices[0].delta.content)
+    assert received == ["one ", "two "] and caught.value.body["code"] == "answer_interrupted"
+    # Without streaming nothing was sent yet, so the next candidate answers in full.
+    llm.script(model="gpt-4o", reply="one two three four five", drop_after=2)
+    llm.script(model="claude-opus-4-5", reply="Whole answer.")
+    resp = client.chat.completions.create(model="router/flaky", messages=QUESTION)
+    assert resp.choices[0].message.content == "Whole answer." and resp.model == ARBITRATOR
+
+
+def test_a_client_leaving_mid_stream_still_settles_its_credit(server, key, llm, sync_db):
+    llm.script(model="claude-opus-4-5", reply=" ".join(["word"] * 40), token_delay=0.02)
+    with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key}"}, timeout=30) as http:
+        with http.stream("POST", "/v1/chat/completions", json={"model": "router/debate", "messages": QUESTION,
+                                                                "stream": True, "max_tokens": 1000}) as resp:
+            for line in resp.iter_lines():
+                if line.startswith("data:"):
+                    break  # the first token arrived: hang up
+    deadline = time.monotonic() + 10
+    while not sync_db.usage.count_documents({}) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert sync_db.usage.count_documents({}) == 3  # the three panelists; the cut-off arbitrator reported no usage
+    spent = sum(r["costUsd"] for r in sync_db.usage.find())
+    assert balance(sync_db) == pytest.approx(10.0 - spent)
+
+
+def test_messages_without_content_are_400(api, llm):
+    resp = api.post("/v1/chat/completions", json={"model": "router/debate",
+                                                  "messages": [{"role": "user", "content": " "}]})
+    assert resp.status_code == 400 and "needs non-empty content" in resp.json()["error"]["message"]
+    resp = api.post("/v1/chat/completions", json={"model": "router/debate", "messages": QUESTION,
+                                                  "tools": [{"type": "function", "function": {"name": "f"}}]})
+    assert resp.status_code == 400 and "'tools' is not supported" in resp.json()["error"]["message"]
+    assert llm.requests == []

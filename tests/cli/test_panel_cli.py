@@ -1,0 +1,52 @@
+"""`parley ask`: the panel graph run in-process from the command line."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from cli.main import app
+from core.settings import get_settings
+
+PANEL = "openai:gpt-5,anthropic:claude-sonnet-4-5,google:gemini-2.5-pro"
+
+
+@pytest.fixture
+def env(parley_env, monkeypatch):
+    monkeypatch.setenv("PARLEY_DEBATE_MODELS", PANEL)
+    monkeypatch.setenv("PARLEY_ARBITRATOR_MODEL", "openai:gpt-4o")
+    get_settings.cache_clear()
+    yield get_settings()
+    get_settings.cache_clear()
+
+
+def test_ask_prints_the_arbitrated_answer_and_the_panel(env, llm):
+    llm.script(model="gpt-4o", reply="Forty-two.")
+    llm.script(model="gemini-2.5-pro", status=401)
+    result = CliRunner().invoke(app, ["ask", "What is the answer?", "--router", "debate"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert "Forty-two." in result.output
+    for model in PANEL.split(","):
+        assert model in result.output
+    assert "answered" in result.output and "auth" in result.output
+    assert "arbitrator openai:gpt-4o" in result.output
+
+
+def test_ask_panel_prints_every_answer(env, llm):
+    llm.script(model="gpt-5", reply="Yes.")
+    result = CliRunner().invoke(app, ["ask", "Tabs?", "--panel"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert "**openai:gpt-5**\n\nYes.\n\n---\n\n**anthropic:claude-sonnet-4-5**" in result.output
+    assert not any(r["model"] == "gpt-4o" for r in llm.requests)
+
+
+def test_ask_with_models_and_a_stored_router(env, llm, sync_db):
+    result = CliRunner().invoke(app, ["ask", "Q?", "--model", "openai:gpt-5", "--model", "openai:gpt-5-mini"])
+    assert result.exit_code == 1 and "distinct families" in result.output
+    sync_db.routers.insert_one({"workspace": "default", "id": "solo", "models": ["openai:gpt-4o"], "debate": False,
+                                "panel_size": 3})
+    llm.script(model="gpt-4o", reply="Alone.")
+    result = CliRunner().invoke(app, ["ask", "Q?", "--router", "solo"])
+    assert result.exit_code == 0 and "Alone." in result.output
+    missing = CliRunner().invoke(app, ["ask", "Q?", "--router", "nope"])
+    assert missing.exit_code == 2 and "no router 'nope'" in missing.output
