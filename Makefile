@@ -56,8 +56,9 @@ test: $(VENV)/.dev
 cassettes: $(VENV)/.dev
 	PARLEY_RECORD_CASSETTES=1 $(BIN)/python -m pytest tests/nodes/test_models_cassettes.py
 
+# Every benchmark in bench/, one after another (each prints its figures; see bench/README.md).
 bench: $(VENV)/.dev
-	$(BIN)/python bench/model.py
+	@for script in bench/*.py; do echo "==> $$script"; $(BIN)/python $$script || exit 1; done
 
 clean:
 	rm -rf $(VENV) .pytest_cache
