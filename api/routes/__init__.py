@@ -4,9 +4,10 @@ from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI
 
-from api.routes import health
+from api.routes import agents, conversations, health
+from api.services import roundtable
 
-ROUTERS = [health.router]
+ROUTERS = [health.router, agents.router, conversations.router]
 
 # Run by the lifespan once the database is connected, in order.
-STARTUP_HOOKS: list[Callable[[FastAPI], Awaitable[None]]] = []
+STARTUP_HOOKS: list[Callable[[FastAPI], Awaitable[None]]] = [roundtable.on_startup]

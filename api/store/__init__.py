@@ -10,6 +10,8 @@ from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import PyMongoError
 
+from api.store import agents, conversations
+
 Database = AsyncDatabase
 
 
@@ -34,6 +36,8 @@ INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
     ("api_keys", [("workspace", 1), ("user", 1)], {}),
     ("usage", [("workspace", 1), ("createdAt", -1)], {}),
     ("usage", [("requestId", 1)], {}),
+    *agents.INDEXES,
+    *conversations.INDEXES,
 ]
 
 
