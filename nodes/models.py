@@ -8,15 +8,18 @@ and nowhere else.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+import httpx
 from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage, trim_messages
 from langchain_core.output_parsers import PydanticOutputParser
@@ -337,6 +340,27 @@ class ResolvedModel:
     api_key: str
 
 
+# langchain-openai caches one process-wide async HTTP client; its pooled connections belong to the event
+# loop that opened them, so a second loop in the same process (a test server, `asyncio.run` twice) fails
+# with "Event loop is closed". One client per running loop keeps pooling without crossing loops.
+_LOOP_CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple, httpx.AsyncClient]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _loop_http_client(base_url: str | None, timeout: float) -> httpx.AsyncClient | None:
+    """The async HTTP client of the running event loop for `base_url`, or None outside a loop."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+    clients = _LOOP_CLIENTS.setdefault(loop, {})
+    key = (base_url, timeout)
+    if key not in clients or clients[key].is_closed:
+        clients[key] = httpx.AsyncClient(timeout=timeout, follow_redirects=True)
+    return clients[key]
+
+
 class ModelError(RuntimeError):
     """A model id cannot be resolved or a provider is misconfigured."""
 
@@ -480,6 +504,9 @@ class ModelFactory:
         }
         if resolved.base_url:
             kwargs["base_url"] = resolved.base_url
+        http_client = _loop_http_client(resolved.base_url, kwargs["timeout"])
+        if http_client is not None:
+            kwargs["http_async_client"] = http_client
         if temperature is not None:
             kwargs["temperature"] = temperature
         extra_body = dict(quirks.extra_body)
