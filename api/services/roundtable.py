@@ -317,7 +317,7 @@ async def _execute(
         return
 
     try:
-        result = await _store(db, principal, conversation, exchange, run, ctx, final, reserved)
+        result = await _store(db, principal, conversation, exchange, run, ctx, inputs, final, reserved)
         if key:
             await conv_store.complete_idempotency_key(db, **key, result=result)
     except Exception:
@@ -354,9 +354,23 @@ def _render_synthesis(synthesis: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _new_notes(inputs: dict[str, Any], final: dict[str, Any]) -> dict[str, list[str]]:
+    """Each agent's new memory notes, without those it already holds (or repeats)."""
+    notes: dict[str, list[str]] = {}
+    for entry in final.get("memories") or []:
+        agent = next((a for a in inputs["agents"] if a["id"] == entry["agentId"]), {"memories": []})
+        seen = {m.strip().lower() for m in agent["memories"]}
+        kept = notes.setdefault(entry["agentId"], [])
+        for note in entry["notes"]:
+            if note.strip().lower() not in seen:
+                seen.add(note.strip().lower())
+                kept.append(note)
+    return notes
+
+
 async def _store(
     db: AsyncDatabase, principal: Principal, conversation: dict, exchange: int, run: DebateRun,
-    ctx: RoundTableContext, final: dict[str, Any], reserved: int | None,
+    ctx: RoundTableContext, inputs: dict[str, Any], final: dict[str, Any], reserved: int | None,
 ) -> dict[str, Any]:
     synthesis, total_rounds = final["synthesis"], final["total_rounds"]
     transcript = sorted(final.get("transcript") or [], key=lambda m: (m["roundNumber"], m.get("seat", 0)))
@@ -386,8 +400,7 @@ async def _store(
         log.warning("conversation %s was deleted during its debate; transcript dropped", conversation["_id"])
     # Memories belong to the agents, not the conversation: kept even if it was deleted meanwhile.
     await agent_store.add_memories(
-        db, workspace=principal.workspace, conversation_id=conversation["_id"],
-        notes={m["agentId"]: m["notes"] for m in final.get("memories") or []},
+        db, workspace=principal.workspace, conversation_id=conversation["_id"], notes=_new_notes(inputs, final)
     )
     remaining = await _bill(db, principal, conversation, run, ctx.ledger, reserved)
     return {
