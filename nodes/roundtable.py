@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Literal, TypedDict
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
@@ -262,6 +263,7 @@ async def _take_turn(state: TurnInput, ctx: RoundTableContext) -> dict[str, Any]
         "seat": agent.get("seat", 0),
         "model": ctx.model_id(model),
         "usage": _usage_of(ctx, label),
+        "createdAt": datetime.now(UTC).isoformat(),
     }
     write({"event": "message", **message})
     return message

@@ -380,6 +380,7 @@ async def _store(
             "senderType": "devils-advocate" if m["isDevilsAdvocate"] else "agent",
             "agentId": m["agentId"], "agentName": m["agentName"], "agentRole": m["agentRole"],
             "content": m["content"],
+            "createdAt": datetime.fromisoformat(m["createdAt"]) if m.get("createdAt") else datetime.now(UTC),
             "metadata": {
                 "phase": m["phase"], "roundNumber": m["roundNumber"], "isDevilsAdvocate": m["isDevilsAdvocate"],
                 "stance": m["stance"], "confidence": m["confidence"], "keyPoint": m["keyPoint"],

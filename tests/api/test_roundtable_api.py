@@ -212,6 +212,8 @@ def test_debate_is_stored_and_billed(http, key, table, sync_db, llm):
     detail = http.get(f"/v1/conversations/{conversation['id']}", headers=auth(key)).json()["conversation"]
     assert detail["tokensUsed"] == used
     kinds = [m["senderType"] for m in detail["messages"]]
+    stamps = [m["createdAt"] for m in detail["messages"]]
+    assert stamps == sorted(stamps) and len(set(stamps)) > 2  # each turn keeps the time it was spoken
     assert kinds == ["user", "agent", "agent", "devils-advocate", "agent", "agent", "devils-advocate", "synthesizer"]
     first_agent = detail["messages"][1]
     assert first_agent["agentName"] == "Claire" and first_agent["agentRole"] == "Finance"
