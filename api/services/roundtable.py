@@ -373,7 +373,8 @@ async def _store(
     ctx: RoundTableContext, inputs: dict[str, Any], final: dict[str, Any], reserved: int | None,
 ) -> dict[str, Any]:
     synthesis, total_rounds = final["synthesis"], final["total_rounds"]
-    transcript = sorted(final.get("transcript") or [], key=lambda m: (m["roundNumber"], m.get("seat", 0)))
+    # Chronological, as the seed lists messages: a round's turns in the order they finished.
+    transcript = sorted(final.get("transcript") or [], key=lambda m: (m["roundNumber"], m.get("createdAt", "")))
     messages = [
         {
             "exchange": exchange,
