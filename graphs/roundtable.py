@@ -32,7 +32,10 @@ from nodes.roundtable import (
     synthesize,
 )
 
-__all__ = ["RoundTableContext", "RoundTableState", "build_round_table_graph", "graph", "format_history"]
+__all__ = [
+    "RoundTableContext", "RoundTableState", "build_round_table_graph", "estimate_minimum_tokens", "format_history",
+    "graph",
+]
 
 
 # --- state ----------------------------------------------------------------------------------
@@ -71,7 +74,7 @@ class RoundTableState(RoundTableInput, RoundTableOutput, total=False):
 # --- the table's own glue -------------------------------------------------------------------
 
 
-async def open_round(state: RoundTableState, runtime: Runtime) -> dict[str, Any]:
+async def open_round(state: RoundTableState) -> dict[str, Any]:
     """Open the next round and announce who speaks in it."""
     round_number = state.get("round", -1) + 1
     get_stream_writer()({
