@@ -4,9 +4,10 @@ from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI
 
-from api.routes import chat, health, routers, workflows
+from api.routes import agents, chat, conversations, health, routers, workflows
+from api.services import roundtable
 
-ROUTERS = [health.router, chat.router, routers.router, workflows.router]
+ROUTERS = [health.router, chat.router, routers.router, agents.router, conversations.router, workflows.router]
 
 # Run by the lifespan once the database is connected, in order.
-STARTUP_HOOKS: list[Callable[[FastAPI], Awaitable[None]]] = []
+STARTUP_HOOKS: list[Callable[[FastAPI], Awaitable[None]]] = [roundtable.on_startup]

@@ -19,6 +19,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from api.deps import Principal
 from api.errors import ApiError
+from api.services import roundtable
 from api.sse import Event
 from api.store import workflows as store
 from api.store import workspaces as ws_store
@@ -152,11 +153,10 @@ class PreparedRun:
 async def workspace_agents(db, workspace: str) -> list[dict[str, Any]]:
     """The workspace's agents in the round-table graph's input shape, for `"agents": "workspace"` nodes."""
     try:
-        from api.services import roundtable
-    except ImportError as exc:
-        raise ApiError(501, "Round tables are not available in this Parley, so 'agents: workspace' cannot be "
-                            "resolved; list the agents inline", code="mode_unavailable") from exc
-    return await roundtable.seated_agents(db, workspace=workspace)
+        return await roundtable.seated_agents(db, workspace=workspace)
+    except ApiError as exc:
+        # The conversations API answers 500 here (the seed's contract); for a workflow it is bad input.
+        raise ApiError(422, exc.message, code="no_agents") from exc
 
 
 async def start_run(

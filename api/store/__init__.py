@@ -10,6 +10,8 @@ from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import PyMongoError
 
+from api.store import agents, conversations
+
 Database = AsyncDatabase
 
 
@@ -36,8 +38,9 @@ INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
     ("usage", [("requestId", 1)], {}),
     ("workflows", [("workspace", 1), ("createdAt", -1)], {}),
     ("workflow_runs", [("workspace", 1), ("workflowId", 1), ("createdAt", -1)], {}),
-
     ("routers", [("workspace", 1), ("id", 1)], {"unique": True}),
+    *agents.INDEXES,
+    *conversations.INDEXES,
 ]
 
 

@@ -77,3 +77,23 @@ async def consume_allowance(db: AsyncDatabase, workspace: str, tokens: int) -> i
     if take.modified_count == 0:
         await db.workspaces.update_one({"_id": workspace}, {"$set": {"allowanceTokens": 0}})
     return int((await get_workspace(db, workspace))["allowanceTokens"])
+
+
+async def reserve_allowance(db: AsyncDatabase, workspace: str, tokens: int) -> bool | None:
+    """Take `tokens` from the allowance if it covers them: True; False (nothing taken) if not; None when unlimited."""
+    ws = await get_workspace(db, workspace)
+    if ws.get("allowanceTokens") is None:
+        return None
+    taken = await db.workspaces.update_one(
+        {"_id": workspace, "allowanceTokens": {"$gte": tokens}}, {"$inc": {"allowanceTokens": -tokens}}
+    )
+    return taken.modified_count == 1
+
+
+async def settle_allowance(db: AsyncDatabase, workspace: str, *, reserved: int, actual: int) -> int | None:
+    """Return the unused part of a reservation, or charge the excess (never below zero); return what remains."""
+    refund = reserved - actual
+    if refund >= 0:
+        await db.workspaces.update_one({"_id": workspace}, {"$inc": {"allowanceTokens": refund}})
+        return int((await get_workspace(db, workspace))["allowanceTokens"])
+    return await consume_allowance(db, workspace, -refund)

@@ -242,14 +242,12 @@ def test_a_value_missing_at_run_time_is_422(http, auth):
     assert "state key 'topic' has no value" in resp.json()["error"]
 
 
-def test_workspace_agents_need_the_round_table_mode(http, auth):
+def test_workspace_agents_need_agents_in_the_workspace(http, auth):
     document = load_example("roundtable-decision")
     document["nodes"][0]["config"]["agents"] = "workspace"
     resp = http.post("/v1/workflows/runs", headers=auth, json={"workflow": document})
-    # Until the round-table mode is merged, the service says it cannot seat workspace agents.
-    assert resp.status_code in (200, 501), resp.text
-    if resp.status_code == 501:
-        assert resp.json()["code"] == "mode_unavailable"
+    assert resp.status_code == 422, resp.text
+    assert resp.json() == {"error": "No agents found. Please create agents first.", "code": "no_agents"}
 
 
 def test_an_exhausted_allowance_refuses_the_run(http, auth, sync_db):

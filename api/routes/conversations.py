@@ -1,0 +1,95 @@
+"""`/v1/conversations`: round tables, their transcripts, and the message route that runs a debate."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from pydantic import BaseModel, ConfigDict, StringConstraints
+
+from api.deps import Db, Principal, require_scope
+from api.errors import ApiError
+from api.services import roundtable as service
+from api.sse import sse_response
+from api.store import conversations as store
+
+router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
+
+Reader = Annotated[Principal, Depends(require_scope("conversations"))]
+Writer = Annotated[Principal, Depends(require_scope("conversations", write=True))]
+
+
+class ConversationCreate(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    title: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=500)]
+
+
+class MessageCreate(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    content: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=20_000)]
+
+
+@router.post("", status_code=201, summary="Create a conversation (a round table with no question yet)")
+async def create_conversation(body: ConversationCreate, principal: Writer, db: Db) -> dict:
+    doc = await store.create_conversation(db, workspace=principal.workspace, user=principal.user, title=body.title)
+    return {"conversation": store.public_conversation(doc)}
+
+
+@router.get("", summary="List the workspace's conversations, newest first")
+async def list_conversations(
+    principal: Reader,
+    db: Db,
+    limit: Annotated[int | None, Query(ge=1, le=200, description="Page size; unpaginated when omitted.")] = None,
+    cursor: Annotated[str | None, Query(description="`nextCursor` of the previous page.")] = None,
+) -> dict:
+    try:
+        docs, next_cursor = await store.list_conversations(db, workspace=principal.workspace, limit=limit,
+                                                           cursor=cursor)
+    except ValueError as exc:
+        raise ApiError(400, f"cursor: {exc}", code="invalid_request") from exc
+    body: dict = {"conversations": [
+        {**store.public_conversation(d), "_count": {"messages": d["messageCount"]}} for d in docs
+    ]}
+    if limit is not None:
+        body["nextCursor"] = next_cursor
+    return body
+
+
+@router.get("/{conversation_id}", summary="Get a conversation with its messages and debate rounds")
+async def get_conversation(conversation_id: str, principal: Reader, db: Db) -> dict:
+    doc = await store.get_conversation(db, workspace=principal.workspace, conversation_id=conversation_id)
+    if doc is None:
+        raise ApiError(404, "Not found")
+    messages = await store.list_messages(db, conversation_id=conversation_id)
+    rounds = await store.list_rounds(db, conversation_id=conversation_id)
+    return {"conversation": {
+        **store.public_conversation(doc),
+        "messages": [store.public_message(m) for m in messages],
+        "debates": [store.public_round(r) for r in rounds],
+    }}
+
+
+@router.delete("/{conversation_id}", status_code=204, summary="Delete a conversation, its messages and rounds")
+async def delete_conversation(conversation_id: str, principal: Writer, db: Db) -> Response:
+    if not await store.delete_conversation(db, workspace=principal.workspace, conversation_id=conversation_id):
+        raise ApiError(404, "Conversation not found")
+    return Response(status_code=204)
+
+
+@router.post("/{conversation_id}/message", summary="Ask the table a question and run the whole debate")
+async def post_message(
+    conversation_id: str,
+    body: MessageCreate,
+    request: Request,
+    principal: Writer,
+    stream: Annotated[bool, Query(description="Stream the debate as Server-Sent Events.")] = False,
+    idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+):
+    run = await service.submit_message(
+        request.app, principal, conversation_id, body.content, idempotency_key=idempotency_key
+    )
+    if stream or "text/event-stream" in request.headers.get("accept", ""):
+        return sse_response(run.follow())
+    return await run.wait()

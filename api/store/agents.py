@@ -1,0 +1,200 @@
+"""Agents of a workspace, the documents linked to them and the memories they keep between debates."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from pymongo import ReturnDocument
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import DuplicateKeyError
+
+from nodes.prompts import roundtable as prompts
+
+INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
+    ("agents", [("workspace", 1), ("order", 1)], {}),
+    ("agent_documents", [("agentId", 1), ("createdAt", 1)], {}),
+    ("agent_memories", [("agentId", 1), ("createdAt", 1)], {}),
+]
+
+DEVILS_ADVOCATE = {
+    "name": prompts.DEVILS_ADVOCATE_NAME,
+    "role": prompts.DEVILS_ADVOCATE_ROLE,
+    "persona": prompts.DEVILS_ADVOCATE_PERSONA,
+}
+
+
+def iso(moment: datetime | None) -> str | None:
+    """`2026-10-09T10:02:44.318Z`, the seed's timestamp format."""
+    if moment is None:
+        return None
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:20]}"
+
+
+def public_agent(doc: dict) -> dict:
+    return {
+        "id": doc["_id"],
+        "workspaceId": doc["workspace"],
+        "name": doc["name"],
+        "role": doc.get("role", ""),
+        "persona": doc.get("persona", ""),
+        "model": doc.get("model"),
+        "isDevilsAdvocate": bool(doc.get("isDevilsAdvocate")),
+        "createdAt": iso(doc.get("createdAt")),
+        "updatedAt": iso(doc.get("updatedAt")),
+    }
+
+
+async def _next_order(db: AsyncDatabase, workspace: str) -> int:
+    # A counter, not the clock: two agents created in the same millisecond keep their creation order.
+    doc = await db.counters.find_one_and_update(
+        {"_id": f"agents:{workspace}"}, {"$inc": {"n": 1}}, upsert=True, return_document=ReturnDocument.AFTER
+    )
+    return int(doc["n"])
+
+
+async def create_agent(
+    db: AsyncDatabase, *, workspace: str, name: str, role: str, persona: str, model: str | None
+) -> dict:
+    """Store a regular agent at the end of the workspace's creation order."""
+    now = datetime.now(UTC)
+    doc = {
+        "_id": new_id("agt"), "workspace": workspace, "name": name, "role": role, "persona": persona,
+        "model": model, "isDevilsAdvocate": False, "order": await _next_order(db, workspace),
+        "createdAt": now, "updatedAt": now,
+    }
+    await db.agents.insert_one(doc)
+    return doc
+
+
+async def ensure_devils_advocate(db: AsyncDatabase, *, workspace: str) -> dict:
+    """Return the workspace's devil's advocate, creating it on first use (one per workspace, race-free)."""
+    found = await db.agents.find_one({"workspace": workspace, "isDevilsAdvocate": True})
+    if found:
+        return found
+    now = datetime.now(UTC)
+    # A deterministic id makes concurrent first uses collide on the primary key instead of creating two.
+    digest = hashlib.sha256(workspace.encode()).hexdigest()[:20]
+    doc = {
+        "_id": f"agt_da_{digest}", "workspace": workspace, **DEVILS_ADVOCATE, "model": None,
+        "isDevilsAdvocate": True, "order": await _next_order(db, workspace), "createdAt": now, "updatedAt": now,
+    }
+    try:
+        await db.agents.insert_one(doc)
+        return doc
+    except DuplicateKeyError:
+        return await db.agents.find_one({"_id": doc["_id"]}) or doc
+
+
+async def list_agents(db: AsyncDatabase, *, workspace: str) -> list[dict]:
+    """Every agent of the workspace in creation order."""
+    return await db.agents.find({"workspace": workspace}).sort([("order", 1), ("_id", 1)]).to_list(None)
+
+
+async def get_agent(db: AsyncDatabase, *, workspace: str, agent_id: str) -> dict | None:
+    return await db.agents.find_one({"_id": agent_id, "workspace": workspace})
+
+
+async def update_agent(db: AsyncDatabase, *, workspace: str, agent_id: str, changes: dict[str, Any]) -> dict | None:
+    """Apply `changes` (name, role, persona, model) and return the updated agent, or None if unknown."""
+    return await db.agents.find_one_and_update(
+        {"_id": agent_id, "workspace": workspace},
+        {"$set": {**changes, "updatedAt": datetime.now(UTC)}},
+        return_document=ReturnDocument.AFTER,
+    )
+
+
+async def delete_agent(db: AsyncDatabase, *, workspace: str, agent_id: str) -> bool:
+    """Delete an agent with its documents and memories; False when it does not exist."""
+    result = await db.agents.delete_one({"_id": agent_id, "workspace": workspace})
+    if result.deleted_count == 0:
+        return False
+    await db.agent_documents.delete_many({"agentId": agent_id})
+    await db.agent_memories.delete_many({"agentId": agent_id})
+    return True
+
+
+# --- documents ------------------------------------------------------------------------------
+
+
+def public_document(doc: dict, *, with_text: bool = False) -> dict:
+    out = {
+        "id": doc["_id"], "agentId": doc["agentId"], "title": doc["title"], "chars": len(doc["text"]),
+        "createdAt": iso(doc.get("createdAt")),
+    }
+    if with_text:
+        out["text"] = doc["text"]
+    return out
+
+
+async def document_totals(db: AsyncDatabase, *, agent_id: str) -> tuple[int, int]:
+    """How many documents an agent has and their total characters."""
+    docs = await db.agent_documents.find({"agentId": agent_id}, {"chars": 1}).to_list(None)
+    return len(docs), sum(int(d.get("chars", 0)) for d in docs)
+
+
+async def add_document(db: AsyncDatabase, *, workspace: str, agent_id: str, title: str, text: str) -> dict:
+    doc = {
+        "_id": new_id("doc"), "workspace": workspace, "agentId": agent_id, "title": title, "text": text,
+        "chars": len(text), "createdAt": datetime.now(UTC),
+    }
+    await db.agent_documents.insert_one(doc)
+    return doc
+
+
+async def list_documents(db: AsyncDatabase, *, agent_ids: list[str]) -> list[dict]:
+    """Documents of the given agents, oldest first."""
+    return await db.agent_documents.find({"agentId": {"$in": agent_ids}}).sort("createdAt", 1).to_list(None)
+
+
+async def delete_document(db: AsyncDatabase, *, agent_id: str, document_id: str) -> bool:
+    result = await db.agent_documents.delete_one({"_id": document_id, "agentId": agent_id})
+    return result.deleted_count == 1
+
+
+# --- memories -------------------------------------------------------------------------------
+
+
+def public_memory(doc: dict) -> dict:
+    return {
+        "id": doc["_id"], "agentId": doc["agentId"], "content": doc["content"],
+        "conversationId": doc.get("conversationId"), "createdAt": iso(doc.get("createdAt")),
+    }
+
+
+async def add_memories(
+    db: AsyncDatabase, *, workspace: str, conversation_id: str | None, notes: dict[str, list[str]]
+) -> int:
+    """Store each agent's new notes; return how many were stored."""
+    now = datetime.now(UTC)
+    rows = [
+        {"_id": new_id("mem"), "workspace": workspace, "agentId": agent_id, "content": note,
+         "conversationId": conversation_id, "createdAt": now}
+        for agent_id, agent_notes in notes.items()
+        for note in agent_notes
+    ]
+    if rows:
+        await db.agent_memories.insert_many(rows)
+    return len(rows)
+
+
+async def list_memories(db: AsyncDatabase, *, agent_ids: list[str], limit: int | None = None) -> list[dict]:
+    """Memories of the given agents, oldest first (the most recent `limit` per call when given)."""
+    cursor = db.agent_memories.find({"agentId": {"$in": agent_ids}}).sort([("createdAt", -1), ("_id", -1)])
+    if limit:
+        cursor = cursor.limit(limit)
+    return list(reversed(await cursor.to_list(None)))
+
+
+async def delete_memories(db: AsyncDatabase, *, agent_id: str, memory_id: str | None = None) -> int:
+    """Delete one memory, or all of an agent's; return how many went."""
+    query: dict[str, Any] = {"agentId": agent_id}
+    if memory_id is not None:
+        query["_id"] = memory_id
+    return (await db.agent_memories.delete_many(query)).deleted_count

@@ -1,0 +1,256 @@
+"""Conversations (round tables), their messages, their debate-round records and idempotent message runs."""
+
+from __future__ import annotations
+
+import base64
+from datetime import UTC, datetime
+from typing import Any
+
+from pymongo import ReturnDocument
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import DuplicateKeyError
+
+from api.store.agents import iso, new_id
+
+INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
+    ("conversations", [("workspace", 1), ("createdAt", -1), ("_id", -1)], {}),
+    ("conversations", [("deleting", 1)], {}),
+    ("conversation_messages", [("conversationId", 1), ("seq", 1)], {}),
+    ("debate_rounds", [("conversationId", 1), ("exchange", 1), ("roundNumber", 1)], {}),
+    ("idempotency_keys", [("createdAt", 1)], {}),
+]
+
+
+def public_conversation(doc: dict) -> dict:
+    return {
+        "id": doc["_id"],
+        "userId": doc["user"],
+        "workspaceId": doc["workspace"],
+        "title": doc["title"],
+        "createdAt": iso(doc["createdAt"]),
+        "tokensUsed": int(doc.get("tokensUsed", 0)),
+        "shareToken": doc.get("shareToken"),
+        "isPublic": bool(doc.get("isPublic", False)),
+        "goalOverride": doc.get("goalOverride"),
+    }
+
+
+def public_message(doc: dict) -> dict:
+    out = {"id": doc["_id"], "senderType": doc["senderType"], "content": doc["content"]}
+    for key in ("agentId", "agentName", "agentRole"):
+        if doc.get(key) is not None:
+            out[key] = doc[key]
+    if doc.get("metadata") is not None:
+        out["metadata"] = doc["metadata"]
+    out["createdAt"] = iso(doc["createdAt"])
+    return out
+
+
+def public_round(doc: dict) -> dict:
+    return {
+        "id": doc["_id"], "exchange": doc["exchange"], "roundNumber": doc["roundNumber"],
+        "convergenceScore": doc.get("convergenceScore"), "usage": doc.get("usage", {}),
+        "createdAt": iso(doc["createdAt"]),
+    }
+
+
+async def create_conversation(db: AsyncDatabase, *, workspace: str, user: str, title: str) -> dict:
+    doc = {
+        "_id": new_id("conv"), "workspace": workspace, "user": user, "title": title,
+        "createdAt": datetime.now(UTC), "tokensUsed": 0, "shareToken": None, "isPublic": False,
+        "goalOverride": None, "messageSeq": 0, "exchanges": 0,
+    }
+    await db.conversations.insert_one(doc)
+    return doc
+
+
+async def get_conversation(db: AsyncDatabase, *, workspace: str, conversation_id: str) -> dict | None:
+    return await db.conversations.find_one(
+        {"_id": conversation_id, "workspace": workspace, "deleting": {"$ne": True}}
+    )
+
+
+def _encode_cursor(doc: dict) -> str:
+    raw = f"{doc['createdAt'].astimezone(UTC).isoformat()}|{doc['_id']}"
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    """Read a cursor from `list_conversations`; ValueError when it is not one."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        moment, _, conversation_id = raw.partition("|")
+        if not conversation_id:
+            raise ValueError
+        return datetime.fromisoformat(moment), conversation_id
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError("cursor is not one this API returned") from exc
+
+
+async def list_conversations(
+    db: AsyncDatabase, *, workspace: str, limit: int | None = None, cursor: str | None = None
+) -> tuple[list[dict], str | None]:
+    """Conversations newest first, each with `messageCount`; with `limit`, also the next page's cursor."""
+    query: dict[str, Any] = {"workspace": workspace, "deleting": {"$ne": True}}
+    if cursor:
+        moment, last_id = decode_cursor(cursor)
+        query["$or"] = [{"createdAt": {"$lt": moment}}, {"createdAt": moment, "_id": {"$lt": last_id}}]
+    found = db.conversations.find(query).sort([("createdAt", -1), ("_id", -1)])
+    if limit:
+        found = found.limit(limit + 1)
+    docs = await found.to_list(None)
+    next_cursor = None
+    if limit and len(docs) > limit:
+        docs = docs[:limit]
+        next_cursor = _encode_cursor(docs[-1])
+    counts: dict[str, int] = {}
+    if docs:
+        pipeline = [
+            {"$match": {"conversationId": {"$in": [d["_id"] for d in docs]}}},
+            {"$group": {"_id": "$conversationId", "n": {"$sum": 1}}},
+        ]
+        async for row in await db.conversation_messages.aggregate(pipeline):
+            counts[row["_id"]] = int(row["n"])
+    for doc in docs:
+        doc["messageCount"] = counts.get(doc["_id"], 0)
+    return docs, next_cursor
+
+
+async def reserve_seq(db: AsyncDatabase, *, conversation_id: str, count: int) -> int | None:
+    """Reserve `count` message sequence numbers; return the first, or None if the conversation is gone."""
+    doc = await db.conversations.find_one_and_update(
+        {"_id": conversation_id, "deleting": {"$ne": True}},
+        {"$inc": {"messageSeq": count}},
+        return_document=ReturnDocument.AFTER,
+    )
+    return None if doc is None else int(doc["messageSeq"]) - count + 1
+
+
+async def start_exchange(db: AsyncDatabase, *, conversation: dict, content: str) -> tuple[int, dict]:
+    """Store the user's question as a new exchange; return the exchange number and the message."""
+    doc = await db.conversations.find_one_and_update(
+        {"_id": conversation["_id"]}, {"$inc": {"exchanges": 1, "messageSeq": 1}},
+        return_document=ReturnDocument.AFTER,
+    )
+    exchange = int(doc["exchanges"])
+    message = {
+        "_id": new_id("msg"), "conversationId": conversation["_id"], "workspace": conversation["workspace"],
+        "seq": int(doc["messageSeq"]), "exchange": exchange, "senderType": "user", "content": content,
+        "createdAt": datetime.now(UTC),
+    }
+    await db.conversation_messages.insert_one(message)
+    return exchange, message
+
+
+async def add_messages(db: AsyncDatabase, *, conversation: dict, messages: list[dict]) -> bool:
+    """Append messages (without ids or sequence numbers) in order; False if the conversation was deleted."""
+    first = await reserve_seq(db, conversation_id=conversation["_id"], count=len(messages))
+    if first is None:
+        return False
+    now = datetime.now(UTC)
+    rows = [
+        {"_id": new_id("msg"), "conversationId": conversation["_id"], "workspace": conversation["workspace"],
+         "seq": first + i, "createdAt": now, **m}
+        for i, m in enumerate(messages)
+    ]
+    if rows:
+        await db.conversation_messages.insert_many(rows)
+    return True
+
+
+async def list_messages(db: AsyncDatabase, *, conversation_id: str) -> list[dict]:
+    return await db.conversation_messages.find({"conversationId": conversation_id}).sort("seq", 1).to_list(None)
+
+
+async def add_rounds(db: AsyncDatabase, *, conversation_id: str, exchange: int, rounds: list[dict]) -> None:
+    now = datetime.now(UTC)
+    rows = [
+        {"_id": new_id("rnd"), "conversationId": conversation_id, "exchange": exchange,
+         "roundNumber": r["roundNumber"], "convergenceScore": r.get("convergenceScore"),
+         "usage": r.get("usage", {}), "createdAt": now}
+        for r in rounds
+    ]
+    if rows:
+        await db.debate_rounds.insert_many(rows)
+
+
+async def list_rounds(db: AsyncDatabase, *, conversation_id: str) -> list[dict]:
+    return await db.debate_rounds.find({"conversationId": conversation_id}).sort(
+        [("exchange", 1), ("roundNumber", 1)]
+    ).to_list(None)
+
+
+async def add_tokens(db: AsyncDatabase, *, conversation_id: str, tokens: int) -> None:
+    await db.conversations.update_one({"_id": conversation_id}, {"$inc": {"tokensUsed": tokens}})
+
+
+async def delete_conversation(db: AsyncDatabase, *, workspace: str, conversation_id: str) -> bool:
+    """Delete a conversation with its messages and round records; False when it does not exist.
+
+    The row is first marked `deleting` (so it disappears from reads at once), then its children go,
+    then the row: a crash midway leaves a marked row that `finish_deletions` completes at start-up.
+    """
+    marked = await db.conversations.update_one(
+        {"_id": conversation_id, "workspace": workspace, "deleting": {"$ne": True}}, {"$set": {"deleting": True}}
+    )
+    if marked.matched_count == 0:
+        return False
+    await _purge(db, conversation_id)
+    return True
+
+
+async def _purge(db: AsyncDatabase, conversation_id: str) -> None:
+    await db.conversation_messages.delete_many({"conversationId": conversation_id})
+    await db.debate_rounds.delete_many({"conversationId": conversation_id})
+    await db.idempotency_keys.delete_many({"conversationId": conversation_id})
+    await db.conversations.delete_one({"_id": conversation_id})
+
+
+async def finish_deletions(db: AsyncDatabase) -> int:
+    """Complete deletions a stopped process left halfway; return how many."""
+    pending = await db.conversations.find({"deleting": True}, {"_id": 1}).to_list(None)
+    for doc in pending:
+        await _purge(db, doc["_id"])
+    return len(pending)
+
+
+# --- idempotency ----------------------------------------------------------------------------
+
+
+async def claim_idempotency_key(
+    db: AsyncDatabase, *, workspace: str, conversation_id: str, key: str, fingerprint: str
+) -> dict | None:
+    """Claim `key` for a new run; None when claimed now, else the existing record (running or done)."""
+    record = {
+        "_id": f"{workspace}:{conversation_id}:{key}", "conversationId": conversation_id, "status": "running",
+        "fingerprint": fingerprint, "result": None, "createdAt": datetime.now(UTC),
+    }
+    try:
+        await db.idempotency_keys.insert_one(record)
+        return None
+    except DuplicateKeyError:
+        return await db.idempotency_keys.find_one({"_id": record["_id"]})
+
+
+async def get_idempotency_record(db: AsyncDatabase, *, workspace: str, conversation_id: str, key: str) -> dict | None:
+    return await db.idempotency_keys.find_one({"_id": f"{workspace}:{conversation_id}:{key}"})
+
+
+async def complete_idempotency_key(
+    db: AsyncDatabase, *, workspace: str, conversation_id: str, key: str, result: dict
+) -> None:
+    await db.idempotency_keys.update_one(
+        {"_id": f"{workspace}:{conversation_id}:{key}"},
+        {"$set": {"status": "done", "result": result, "completedAt": datetime.now(UTC)}},
+    )
+
+
+async def release_idempotency_key(db: AsyncDatabase, *, workspace: str, conversation_id: str, key: str) -> None:
+    """Forget a key whose run failed, so a retry runs the debate again."""
+    await db.idempotency_keys.delete_one({"_id": f"{workspace}:{conversation_id}:{key}", "status": "running"})
+
+
+async def release_stale_keys(db: AsyncDatabase, *, older_than: datetime) -> int:
+    """Release keys of runs started before `older_than` that never finished (their process stopped)."""
+    result = await db.idempotency_keys.delete_many({"status": "running", "createdAt": {"$lt": older_than}})
+    return result.deleted_count

@@ -1,0 +1,203 @@
+"""The round table: up to five persona agents and a devil's advocate debate over rounds, then a synthesis.
+
+Round 0 gives initial positions; each debate round fans the seats out with `Send` (a round costs its
+slowest agent), each agent seeing only the previous round's positions, so a prompt's size does not
+grow with the round number. Convergence is scored after every debate round; the table stops at the
+threshold or after `max_rounds`, then the synthesis and each agent's memory notes are written
+concurrently.
+
+    from graphs.roundtable import graph, RoundTableContext
+    result = await graph.ainvoke({"question": "...", "agents": [...]}, context=RoundTableContext())
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, TypedDict
+
+from langgraph.config import get_stream_writer
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from langgraph.types import Send
+
+from nodes.convergence import measure_convergence
+from nodes.retry import MODEL_RETRY
+from nodes.roundtable import (
+    RoundTableContext,
+    agent_turn,
+    context_of,
+    devils_advocate_turn,
+    form_memories,
+    seat_agents,
+    synthesize,
+)
+
+__all__ = [
+    "RoundTableContext", "RoundTableState", "build_round_table_graph", "estimate_minimum_tokens", "format_history",
+    "graph",
+]
+
+
+# --- state ----------------------------------------------------------------------------------
+
+
+class RoundTableInput(TypedDict, total=False):
+    """What a caller gives: the question, an optional topic, the agents, and earlier exchanges."""
+
+    question: str
+    topic: str | None
+    agents: list[dict[str, Any]]
+    history: str | None
+
+
+class RoundTableOutput(TypedDict, total=False):
+    """What a caller gets back."""
+
+    synthesis: dict[str, Any]
+    total_rounds: int
+    rounds: list[dict[str, Any]]
+    transcript: list[dict[str, Any]]
+    memories: list[dict[str, Any]]
+
+
+class RoundTableState(RoundTableInput, RoundTableOutput, total=False):
+    """Everything the nodes share while the table sits."""
+
+    seats: list[dict[str, Any]]
+    round: int
+    converged: bool
+    transcript: Annotated[list[dict[str, Any]], operator.add]
+    rounds: Annotated[list[dict[str, Any]], operator.add]
+    memories: Annotated[list[dict[str, Any]], operator.add]
+
+
+# --- the table's own glue -------------------------------------------------------------------
+
+
+async def open_round(state: RoundTableState) -> dict[str, Any]:
+    """Open the next round and announce who speaks in it."""
+    round_number = state.get("round", -1) + 1
+    get_stream_writer()({
+        "event": "round_start",
+        "roundNumber": round_number,
+        "phase": "initial" if round_number == 0 else "debate",
+        "agents": [{"agentId": s["id"], "agentName": s["name"], "isDevilsAdvocate": s["isDevilsAdvocate"]}
+                   for s in state["seats"]],
+    })
+    return {"round": round_number}
+
+
+def dispatch_turns(state: RoundTableState) -> list[Send]:
+    """Send every seat its turn, with the previous round's positions."""
+    round_number = state["round"]
+    previous = [m for m in state.get("transcript") or [] if m["roundNumber"] == round_number - 1]
+    return [
+        Send("devils_advocate_turn" if seat["isDevilsAdvocate"] else "agent_turn", {
+            "agent": seat,
+            "round": round_number,
+            "question": state["question"],
+            "topic": state.get("topic"),
+            "history": state.get("history"),
+            "previous": previous,
+        })
+        for seat in state["seats"]
+    ]
+
+
+def after_round(state: RoundTableState, runtime: Runtime) -> list[Send | str] | str:
+    """Debate another round, or finish: synthesis and memory notes side by side."""
+    ctx = context_of(runtime)
+    if not state.get("converged") and state["round"] < ctx.max_rounds:
+        return "open_round"
+    memory_turns = [
+        Send("form_memories", {"agent": seat, "question": state["question"], "transcript": state["transcript"]})
+        for seat in state["seats"]
+    ]
+    return ["synthesize", *memory_turns]
+
+
+def format_history(exchanges: list[dict[str, Any]], *, max_chars: int = 2400) -> str | None:
+    """Bounded history for a follow-up: each earlier exchange's question and conclusion, newest first,
+    and the last positions of the most recent one.
+
+    Args:
+        exchanges: oldest first, each `{"question", "synthesis", "positions": [{agentName, stance, keyPoint}]}`.
+        max_chars: the budget; older exchanges are dropped first.
+    """
+    if not exchanges:
+        return None
+    latest = exchanges[-1]
+    blocks = []
+    positions = "\n".join(
+        f"  - {p['agentName']} [{p['stance']}]: {p.get('keyPoint') or ''}" for p in latest.get("positions") or []
+    )
+    for number, exchange in reversed(list(enumerate(exchanges, 1))):
+        synthesis = exchange.get("synthesis") or {}
+        block = (
+            f"Q{number}: {exchange['question']}\n"
+            f"  Conclusion: {synthesis.get('summary', '')} Recommended: {synthesis.get('recommendedAction', '')}"
+        )
+        if exchange is latest and positions:
+            block += "\n  Last positions:\n" + positions
+        if sum(len(b) for b in blocks) + len(block) > max_chars:
+            if not blocks:
+                blocks.append(block[:max_chars])
+            break
+        blocks.append(block)
+    return "\n".join(reversed(blocks))
+
+
+def estimate_minimum_tokens(inputs: RoundTableInput, ctx: RoundTableContext | None = None) -> int:
+    """Tokens a minimal debate (initial positions, one debate round, synthesis, memories) needs, roughly.
+
+    Used to refuse a run up front that the caller's allowance could not pay for. Counts ~4 characters a
+    token for what each prompt carries, plus a short answer and its position extraction per turn.
+    """
+    ctx = ctx or RoundTableContext()
+    seats = min(len([a for a in inputs.get("agents") or [] if not a.get("isDevilsAdvocate")]), ctx.max_seats) + 1
+    shared = len(inputs.get("question") or "") + len(inputs.get("topic") or "") + len(inputs.get("history") or "")
+    per_seat = []
+    for agent in (inputs.get("agents") or [])[: seats + 1]:
+        documents = sum(len(d.get("text") or "") for d in agent.get("documents") or [])
+        # Retrieval keeps a few chunks of ~90 words, whatever the documents' size.
+        passages = min(documents, ctx.passages_per_agent * 600)
+        memories = sum(len(m) for m in (agent.get("memories") or [])[-ctx.memories_per_agent :])
+        per_seat.append((len(agent.get("persona") or "") + passages + memories + shared) // 4)
+    prompt = (sum(per_seat) // max(1, len(per_seat))) if per_seat else shared // 4
+    answer, framing, extraction = 150, 250, 120
+    initial_turn = prompt + framing + answer + (answer + extraction)
+    debate_turn = initial_turn + seats * min(ctx.position_chars, answer * 4) // 4
+    synthesis = 300 + seats * 120 + 300
+    memories = seats * (250 + 60)
+    return seats * (initial_turn + debate_turn) + synthesis + memories
+
+
+# --- wiring ---------------------------------------------------------------------------------
+
+
+def build_round_table_graph() -> StateGraph:
+    """Return the (uncompiled) round-table graph; compile it, or nest it in a larger workflow."""
+    builder = StateGraph(
+        RoundTableState, context_schema=RoundTableContext, input_schema=RoundTableInput,
+        output_schema=RoundTableOutput,
+    )
+    builder.add_node("seat_agents", seat_agents)
+    builder.add_node("open_round", open_round)
+    builder.add_node("agent_turn", agent_turn, retry_policy=MODEL_RETRY)
+    builder.add_node("devils_advocate_turn", devils_advocate_turn, retry_policy=MODEL_RETRY)
+    builder.add_node("measure_convergence", measure_convergence)
+    builder.add_node("synthesize", synthesize, retry_policy=MODEL_RETRY)
+    builder.add_node("form_memories", form_memories, retry_policy=MODEL_RETRY)
+
+    builder.add_edge(START, "seat_agents")
+    builder.add_edge("seat_agents", "open_round")
+    builder.add_conditional_edges("open_round", dispatch_turns, ["agent_turn", "devils_advocate_turn"])
+    builder.add_edge("agent_turn", "measure_convergence")
+    builder.add_edge("devils_advocate_turn", "measure_convergence")
+    builder.add_conditional_edges("measure_convergence", after_round, ["open_round", "synthesize", "form_memories"])
+    builder.add_edge("synthesize", END)
+    builder.add_edge("form_memories", END)
+    return builder
+
+
+graph = build_round_table_graph().compile(name="roundtable")

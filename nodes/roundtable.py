@@ -1,0 +1,371 @@
+"""Round-table nodes: seating, an agent's turn, the devil's advocate's turn, the synthesis, memory formation.
+
+Every node reads its knobs from `RoundTableContext` and calls models only through it. Turn nodes are
+fed by `Send` with a `TurnInput`, so one round's agents run concurrently; each streams its tokens as
+`chunk` events and returns one transcript message.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal, TypedDict
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langgraph.config import get_stream_writer
+from langgraph.runtime import Runtime
+from pydantic import BaseModel, Field
+
+from nodes.context import RunContext
+from nodes.convergence import positions_of, strongest_consensus
+from nodes.prompts import roundtable as prompts
+from nodes.retrieval import retrieve
+
+
+@dataclass(kw_only=True)
+class RoundTableContext(RunContext):
+    """Per-run knobs of a round table."""
+
+    max_rounds: int = 3
+    convergence_threshold: float = 0.85
+    max_seats: int = 5
+    passages_per_agent: int = 3
+    memories_per_agent: int = 8
+    memory_notes: int = 3
+    answer_words: int = 180
+    max_tokens: int = 400
+    temperature: float = 0.7
+    position_chars: int = 700
+    synthesis_model: str | None = None
+    devils_advocate_model: str | None = None
+
+
+_DEFAULT_CONTEXT = RoundTableContext()
+
+
+def context_of(runtime: Runtime | None) -> RoundTableContext:
+    """The run's RoundTableContext; a plain RunContext keeps its models and ledger with default knobs."""
+    ctx = getattr(runtime, "context", None)
+    if isinstance(ctx, RoundTableContext):
+        return ctx
+    if isinstance(ctx, RunContext):
+        return RoundTableContext(models=ctx.models, model=ctx.model, ledger=ctx.ledger)
+    return _DEFAULT_CONTEXT
+
+
+# --- structured outputs ---------------------------------------------------------------------
+
+
+class StatedPosition(BaseModel):
+    """The position one contribution takes on the question."""
+
+    stance: Literal["for", "against", "conditional", "neutral"] = Field(
+        description="for: answers yes / supports the proposal; against: answers no / opposes it; conditional: "
+        "supports it only under stated conditions; neutral: takes no side."
+    )
+    confidence: float = Field(ge=0.0, le=1.0, description="How firmly the contribution holds its stance, 0 to 1.")
+    keyPoint: str = Field(description="The contribution's single most important point, in one sentence.")
+
+
+class SynthesisDraft(BaseModel):
+    """The synthesizer's report of a debate."""
+
+    summary: str = Field(description="Two or three sentences: what the table concludes.")
+    debateEvolution: str = Field(description="How positions moved during the debate, naming who shifted and why.")
+    devilsAdvocateMainAttack: str = Field(description="The devil's advocate's strongest objection, in one sentence.")
+    consensus: list[str] = Field(description="Points the table agrees on, one short sentence each.")
+    riskPoints: list[str] = Field(description="What could go wrong, one short phrase each.")
+    recommendedAction: str = Field(description="What to do next, concretely, in one or two sentences.")
+    conditions: list[str] = Field(description="Conditions the recommendation depends on.")
+    confidenceLevel: Literal["low", "medium", "high"] = Field(description="How confident the table is overall.")
+    urgency: Literal["low", "medium", "high"] = Field(description="How soon a decision is needed.")
+
+
+class MemoryNotes(BaseModel):
+    """What one agent keeps from a debate."""
+
+    notes: list[str] = Field(description="Short notes, one sentence each, of what is worth remembering.")
+
+
+# --- state fragments the nodes read -----------------------------------------------------------
+
+
+class TurnInput(TypedDict):
+    """What one agent's turn receives through `Send`."""
+
+    agent: dict[str, Any]
+    round: int
+    question: str
+    topic: str | None
+    history: str | None
+    previous: list[dict[str, Any]]
+
+
+class MemoryInput(TypedDict):
+    """What one agent's memory formation receives through `Send`."""
+
+    agent: dict[str, Any]
+    question: str
+    transcript: list[dict[str, Any]]
+
+
+# --- seating --------------------------------------------------------------------------------
+
+
+def builtin_devils_advocate() -> dict[str, Any]:
+    """The devil's advocate seated when the caller brings none."""
+    return {
+        "id": "devils-advocate",
+        "name": prompts.DEVILS_ADVOCATE_NAME,
+        "role": prompts.DEVILS_ADVOCATE_ROLE,
+        "persona": prompts.DEVILS_ADVOCATE_PERSONA,
+        "isDevilsAdvocate": True,
+        "memories": [],
+        "documents": [],
+    }
+
+
+def choose_seats(agents: list[dict[str, Any]], max_seats: int) -> list[dict[str, Any]]:
+    """The first `max_seats` regular agents in the given order, then one devil's advocate."""
+    regular = [a for a in agents if not a.get("isDevilsAdvocate")][:max_seats]
+    advocate = next((a for a in agents if a.get("isDevilsAdvocate")), None) or builtin_devils_advocate()
+    if not regular:
+        raise ValueError("A round table needs at least one regular agent")
+    return regular + [advocate]
+
+
+async def seat_agents(state: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
+    """Seat the table and give each agent the passages of its documents most relevant to the question."""
+    ctx = context_of(runtime)
+    query = " ".join(filter(None, [state.get("topic"), state["question"]]))
+    seats = []
+    for index, agent in enumerate(choose_seats(state.get("agents") or [], ctx.max_seats)):
+        passages = retrieve(query, agent.get("documents") or [], k=ctx.passages_per_agent)
+        seats.append({
+            "id": str(agent.get("id") or f"agent-{index + 1}"),
+            "name": agent.get("name") or f"Agent {index + 1}",
+            "role": agent.get("role") or "",
+            "persona": agent.get("persona") or "",
+            "model": agent.get("model"),
+            "isDevilsAdvocate": bool(agent.get("isDevilsAdvocate")),
+            "memories": list(agent.get("memories") or [])[-ctx.memories_per_agent :],
+            "passages": [{"title": p.title, "text": p.text} for p in passages],
+            "seat": index,
+        })
+    return {"seats": seats}
+
+
+# --- turns ----------------------------------------------------------------------------------
+
+
+def _system_prompt(agent: dict[str, Any], ctx: RoundTableContext) -> str:
+    memories = ""
+    if agent.get("memories"):
+        memories = prompts.MEMORIES_BLOCK.format(memories="\n".join(f"- {m}" for m in agent["memories"]))
+    passages = ""
+    if agent.get("passages"):
+        passages = prompts.PASSAGES_BLOCK.format(
+            passages="\n\n".join(f"[{p['title']}]\n{p['text']}" for p in agent["passages"])
+        )
+    return prompts.AGENT_SYSTEM.format(
+        name=agent["name"], role=agent["role"] or "a participant", persona=agent.get("persona") or "",
+        words=ctx.answer_words, memories=memories, passages=passages,
+    )
+
+
+def format_positions(messages: list[dict[str, Any]], *, chars: int, me: str | None = None) -> str:
+    """One line per seat: who, which stance, and (cut to `chars`) what they said."""
+    lines = []
+    for m in sorted(messages, key=lambda m: m.get("seat", 0)):
+        who = f"{m['agentName']} ({m['agentRole'] or 'participant'})"
+        if m.get("isDevilsAdvocate"):
+            who += ", devil's advocate"
+        if m["agentId"] == me:
+            who += ", you"
+        text = m["content"] if len(m["content"]) <= chars else m["content"][:chars].rsplit(" ", 1)[0] + " …"
+        lines.append(f"- {who} [{m['stance']}, confidence {m['confidence']:.2f}]: {text}")
+    return "\n".join(lines) or "(nobody has spoken yet)"
+
+
+def describe_consensus(previous: list[dict[str, Any]], round_number: int) -> str:
+    """The strongest emerging consensus of the previous round, in words, for the devil's advocate."""
+    stance, backers = strongest_consensus(positions_of(previous, round_number))
+    if stance is None:
+        return "none has emerged yet"
+    names = {m["agentId"]: m["agentName"] for m in previous}
+    points = "; ".join(f"{names.get(p.agent_id, p.agent_id)}: {p.claim}" for p in backers if p.claim)
+    return f"{len(backers)} agent(s) are {stance}" + (f" ({points})" if points else "")
+
+
+def _turn_messages(state: TurnInput, ctx: RoundTableContext) -> list[BaseMessage]:
+    agent, round_number = state["agent"], state["round"]
+    history = prompts.HISTORY_BLOCK.format(history=state["history"]) if state.get("history") else ""
+    human = prompts.QUESTION_BLOCK.format(
+        topic=state.get("topic") or state["question"], question=state["question"], history=history
+    )
+    positions = format_positions(state.get("previous") or [], chars=ctx.position_chars, me=agent["id"])
+    if agent["isDevilsAdvocate"]:
+        if round_number == 0:
+            human += prompts.DEVILS_ADVOCATE_INITIAL
+        else:
+            human += prompts.DEVILS_ADVOCATE_DEBATE.format(
+                previous_round=round_number - 1, positions=positions, round=round_number,
+                consensus=describe_consensus(state.get("previous") or [], round_number - 1),
+            )
+    elif round_number == 0:
+        human += prompts.INITIAL_INSTRUCTIONS
+    else:
+        human += prompts.DEBATE_INSTRUCTIONS.format(
+            previous_round=round_number - 1, positions=positions, round=round_number
+        )
+    return [SystemMessage(_system_prompt(agent, ctx)), HumanMessage(human)]
+
+
+def _usage_of(ctx: RoundTableContext, label: str) -> dict[str, int]:
+    records = [r for r in ctx.ledger.records if r.label == label]
+    return {"inputTokens": sum(r.input_tokens for r in records), "outputTokens": sum(r.output_tokens for r in records)}
+
+
+async def _take_turn(state: TurnInput, ctx: RoundTableContext) -> dict[str, Any]:
+    """Stream one agent's answer as chunk events, then extract the stance it took."""
+    agent, round_number = state["agent"], state["round"]
+    model = agent.get("model") or (ctx.devils_advocate_model if agent["isDevilsAdvocate"] else None)
+    label = f"roundtable:{round_number}:{agent['id']}:{uuid.uuid4().hex[:8]}"
+    write = get_stream_writer()
+    chat = ctx.chat(model, temperature=ctx.temperature, max_tokens=ctx.max_tokens, label=label)
+    parts: list[str] = []
+    async for chunk in chat.astream(_turn_messages(state, ctx)):
+        text = chunk.content if isinstance(chunk.content, str) else ""
+        if text:
+            parts.append(text)
+            write({"event": "chunk", "agentId": agent["id"], "agentName": agent["name"],
+                   "roundNumber": round_number, "content": text})
+    content = "".join(parts).strip()
+    extract = ctx.structured(StatedPosition, model, temperature=0.0, label=label)
+    position: StatedPosition = await extract.ainvoke([
+        SystemMessage(prompts.POSITION_SYSTEM),
+        HumanMessage(prompts.POSITION_PROMPT.format(
+            question=state["question"], name=agent["name"], role=agent["role"] or "participant", answer=content
+        )),
+    ])
+    message = {
+        "agentId": agent["id"],
+        "agentName": agent["name"],
+        "agentRole": agent["role"],
+        "content": content,
+        "stance": position.stance,
+        "confidence": round(position.confidence, 3),
+        "keyPoint": position.keyPoint,
+        "phase": "initial" if round_number == 0 else "debate",
+        "roundNumber": round_number,
+        "isDevilsAdvocate": agent["isDevilsAdvocate"],
+        "seat": agent.get("seat", 0),
+        "model": ctx.model_id(model),
+        "usage": _usage_of(ctx, label),
+        "createdAt": datetime.now(UTC).isoformat(),
+    }
+    write({"event": "message", **message})
+    return message
+
+
+async def agent_turn(state: TurnInput, runtime: Runtime) -> dict[str, Any]:
+    """Answer the question in character, reading the others' previous positions, and state a stance."""
+    return {"transcript": [await _take_turn(state, context_of(runtime))]}
+
+
+async def devils_advocate_turn(state: TurnInput, runtime: Runtime) -> dict[str, Any]:
+    """Attack the strongest consensus that emerged in the previous round."""
+    return {"transcript": [await _take_turn(state, context_of(runtime))]}
+
+
+# --- synthesis ------------------------------------------------------------------------------
+
+
+def agent_insights(seats: list[dict[str, Any]], transcript: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One insight per seat from its last message; `shifted` when its stance differs from round 0."""
+    insights = []
+    for seat in seats:
+        said = sorted((m for m in transcript if m["agentId"] == seat["id"]), key=lambda m: m["roundNumber"])
+        if not said:
+            continue
+        first, last = said[0], said[-1]
+        insights.append({
+            "name": seat["name"],
+            "role": seat["role"],
+            "keyPoint": last.get("keyPoint") or "",
+            "stance": last["stance"],
+            "shifted": first["stance"] != last["stance"],
+        })
+    return insights
+
+
+def _evolution(seats: list[dict[str, Any]], transcript: list[dict[str, Any]]) -> str:
+    lines = []
+    for seat in seats:
+        said = sorted((m for m in transcript if m["agentId"] == seat["id"]), key=lambda m: m["roundNumber"])
+        path = " → ".join(f"{m['stance']} ({m['confidence']:.2f})" for m in said)
+        lines.append(f"- {seat['name']}: {path}")
+    return "\n".join(lines)
+
+
+async def synthesize(state: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
+    """Write the structured synthesis of the debate."""
+    ctx = context_of(runtime)
+    seats, transcript, rounds_run = state["seats"], state.get("transcript") or [], state["round"]
+    last = [m for m in transcript if m["roundNumber"] == rounds_run]
+    attacks = [m["content"] for m in transcript if m["isDevilsAdvocate"]]
+    history = prompts.HISTORY_BLOCK.format(history=state["history"]) if state.get("history") else ""
+    prompt = prompts.SYNTHESIS_PROMPT.format(
+        topic=state.get("topic") or state["question"], question=state["question"], history=history,
+        rounds=rounds_run, evolution=_evolution(seats, transcript),
+        positions=format_positions(last, chars=ctx.position_chars),
+        attacks="\n".join(f"- round {i}: {a[: ctx.position_chars]}" for i, a in enumerate(attacks)) or "(nothing)",
+    )
+    draft: SynthesisDraft = await ctx.structured(
+        SynthesisDraft, ctx.synthesis_model, temperature=0.2, label="roundtable:synthesis"
+    ).ainvoke([SystemMessage(prompts.SYNTHESIS_SYSTEM), HumanMessage(prompt)])
+    fields = draft.model_dump()
+    synthesis = {
+        "summary": fields["summary"],
+        "debateEvolution": fields["debateEvolution"],
+        "devilsAdvocateMainAttack": fields["devilsAdvocateMainAttack"],
+        "agentInsights": agent_insights(seats, transcript),
+        "consensus": fields["consensus"],
+        "riskPoints": fields["riskPoints"],
+        "recommendedAction": fields["recommendedAction"],
+        "conditions": fields["conditions"],
+        "confidenceLevel": fields["confidenceLevel"],
+        "urgency": fields["urgency"],
+        "roundCount": rounds_run,
+        # The model answered in structured form; its JSON is the closest thing to unparsed text.
+        "raw": draft.model_dump_json(),
+    }
+    get_stream_writer()({"event": "synthesis", "synthesis": synthesis, "totalRounds": rounds_run})
+    return {"synthesis": synthesis, "total_rounds": rounds_run}
+
+
+# --- memories -------------------------------------------------------------------------------
+
+
+async def form_memories(state: MemoryInput, runtime: Runtime) -> dict[str, Any]:
+    """Write a few short notes of what this agent learned in the debate."""
+    ctx = context_of(runtime)
+    agent, transcript = state["agent"], state["transcript"]
+    final_round = max((m["roundNumber"] for m in transcript), default=0)
+    final = [m for m in transcript if m["roundNumber"] == final_round]
+    own = next((m for m in final if m["agentId"] == agent["id"]), None)
+    others = [m for m in final if m["agentId"] != agent["id"]]
+    prompt = prompts.MEMORY_PROMPT.format(
+        question=state["question"],
+        own=f"[{own['stance']}] {own['keyPoint']}" if own else "(none)",
+        others="\n".join(f"- {m['agentName']} [{m['stance']}]: {m['keyPoint']}" for m in others) or "(none)",
+        count=ctx.memory_notes,
+    )
+    system = prompts.MEMORY_SYSTEM.format(name=agent["name"], role=agent["role"] or "participant",
+                                          persona=agent.get("persona") or "")
+    notes: MemoryNotes = await ctx.structured(
+        MemoryNotes, agent.get("model"), temperature=0.2, label=f"roundtable:memory:{agent['id']}"
+    ).ainvoke([SystemMessage(system), HumanMessage(prompt)])
+    kept = [n.strip() for n in notes.notes if n.strip()][: ctx.memory_notes]
+    return {"memories": [{"agentId": agent["id"], "notes": kept}]}
