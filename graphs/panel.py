@@ -15,7 +15,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import RetryPolicy, Send
 
 from nodes.context import RunContext
-from nodes.failures import is_transient
+from nodes.failures import MODEL_RETRY
 from nodes.models import monotonic_ms
 from nodes.panel import (
     DEFAULT_MIN_SUCCESSES,
@@ -78,7 +78,7 @@ class PanelState(PanelInput, PanelOutput, total=False):
 
 
 # Rate limits and server errors get one more try; a timeout has already spent the panelist's budget.
-PANELIST_RETRY = RetryPolicy(max_attempts=2, initial_interval=0.5, max_interval=4.0, retry_on=is_transient)
+PANELIST_RETRY = MODEL_RETRY
 
 
 def route_request(state: PanelState) -> Literal["choose_panelists", "answer"]:

@@ -21,7 +21,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from nodes.convergence import measure_convergence
-from nodes.retry import MODEL_RETRY
+from nodes.failures import MODEL_RETRY
 from nodes.roundtable import (
     RoundTableContext,
     agent_turn,

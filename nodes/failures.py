@@ -6,6 +6,7 @@ from typing import Literal
 
 import openai
 from langgraph.errors import NodeTimeoutError
+from langgraph.types import RetryPolicy
 
 from nodes.models import ModelError
 
@@ -52,3 +53,7 @@ def describe_failure(exc: BaseException) -> str:
 def is_transient(exc: BaseException) -> bool:
     """True for failures worth one more attempt (rate limits, server errors); a timeout already spent its budget."""
     return classify_failure(exc) in ("rate_limit", "server")
+
+
+# The retry policy of every node that calls a model: one more attempt, only for what may pass next time.
+MODEL_RETRY = RetryPolicy(max_attempts=2, initial_interval=0.5, max_interval=4.0, retry_on=is_transient)
