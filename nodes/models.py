@@ -69,7 +69,7 @@ BUILTIN_PROVIDERS: dict[str, Provider] = {
         stream_usage=False,  # llama-cpp-python ignores stream_options; usage is estimated instead
         structured_method="json_object_schema",
         context_window=2048,
-        max_output_tokens=384,
+        max_output_tokens=768,
         max_temperature=1.0,
         # SmolLM2-135M loops on a phrase without a repetition penalty (llama.cpp's own field).
         extra_body={"repeat_penalty": 1.3},

@@ -10,12 +10,12 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal, TypedDict
+from typing import Annotated, Any, Literal, TypedDict
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langgraph.config import get_stream_writer
 from langgraph.runtime import Runtime
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StringConstraints
 
 from nodes.context import RunContext
 from nodes.convergence import positions_of, strongest_consensus
@@ -57,6 +57,12 @@ def context_of(runtime: Runtime | None) -> RoundTableContext:
 # --- structured outputs ---------------------------------------------------------------------
 
 
+# Length bounds are part of each schema: they keep answers short on every provider, and a
+# grammar-constrained server (llama.cpp) enforces them, so a small model cannot run out of tokens mid-JSON.
+Sentence = Annotated[str, StringConstraints(max_length=200)]
+Phrase = Annotated[str, StringConstraints(max_length=120)]
+
+
 class StatedPosition(BaseModel):
     """The position one contribution takes on the question."""
 
@@ -65,19 +71,21 @@ class StatedPosition(BaseModel):
         "supports it only under stated conditions; neutral: takes no side."
     )
     confidence: float = Field(ge=0.0, le=1.0, description="How firmly the contribution holds its stance, 0 to 1.")
-    keyPoint: str = Field(description="The contribution's single most important point, in one sentence.")
+    keyPoint: Sentence = Field(description="The contribution's single most important point, in one sentence.")
 
 
 class SynthesisDraft(BaseModel):
     """The synthesizer's report of a debate."""
 
-    summary: str = Field(description="Two or three sentences: what the table concludes.")
-    debateEvolution: str = Field(description="How positions moved during the debate, naming who shifted and why.")
-    devilsAdvocateMainAttack: str = Field(description="The devil's advocate's strongest objection, in one sentence.")
-    consensus: list[str] = Field(description="Points the table agrees on, one short sentence each.")
-    riskPoints: list[str] = Field(description="What could go wrong, one short phrase each.")
-    recommendedAction: str = Field(description="What to do next, concretely, in one or two sentences.")
-    conditions: list[str] = Field(description="Conditions the recommendation depends on.")
+    summary: Annotated[str, StringConstraints(max_length=400)] = Field(
+        description="Two or three sentences: what the table concludes."
+    )
+    debateEvolution: Sentence = Field(description="How positions moved during the debate, naming who shifted and why.")
+    devilsAdvocateMainAttack: Sentence = Field(description="The devil's advocate's strongest objection, in one sentence.")
+    consensus: list[Phrase] = Field(max_length=4, description="Points the table agrees on, one short sentence each.")
+    riskPoints: list[Phrase] = Field(max_length=4, description="What could go wrong, one short phrase each.")
+    recommendedAction: Sentence = Field(description="What to do next, concretely, in one or two sentences.")
+    conditions: list[Phrase] = Field(max_length=4, description="Conditions the recommendation depends on.")
     confidenceLevel: Literal["low", "medium", "high"] = Field(description="How confident the table is overall.")
     urgency: Literal["low", "medium", "high"] = Field(description="How soon a decision is needed.")
 
@@ -85,7 +93,7 @@ class SynthesisDraft(BaseModel):
 class MemoryNotes(BaseModel):
     """What one agent keeps from a debate."""
 
-    notes: list[str] = Field(description="Short notes, one sentence each, of what is worth remembering.")
+    notes: list[Phrase] = Field(max_length=3, description="Short notes, one sentence each, of what is worth remembering.")
 
 
 # --- state fragments the nodes read -----------------------------------------------------------
