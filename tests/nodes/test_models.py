@@ -16,7 +16,9 @@ from nodes.models import (
     ModelFactory,
     Provider,
     UsageLedger,
+    approx_text_tokens,
     approx_tokens,
+    clip_text,
     context_guard,
     lookup_price,
 )
@@ -150,3 +152,23 @@ def test_context_guard_keeps_system_and_latest_turns():
     assert trimmed[0].content == "rules" and trimmed[-1].content.startswith("turn 19")
     assert approx_tokens(trimmed) <= 2048 - 300
     assert approx_tokens([HumanMessage("远程工作")]) > approx_tokens([HumanMessage("abcd")])
+
+
+def test_prompt_budget_follows_the_providers_window_and_output_cap(parley_env):
+    factory = ModelFactory(parley_env, providers={**BUILTIN_PROVIDERS, "small": Provider(context_window=1000)})
+    local = BUILTIN_PROVIDERS["local"]
+    # The embedded model's output cap applies even when the caller asks for more (or nothing).
+    expected = local.context_window - local.max_output_tokens - 32
+    assert factory.prompt_budget("local:smollm2") == factory.prompt_budget("local:smollm2", 5000) == expected
+    assert factory.prompt_budget("local:smollm2", 100) == local.context_window - 132
+    assert factory.prompt_budget("small:x", 200) == 1000 - 232
+    assert factory.prompt_budget("openai:gpt-5") is None  # no window known: nothing to fit
+
+
+def test_clip_text_cuts_at_a_word_and_marks_the_cut():
+    text = "word " * 400
+    clipped = clip_text(text, 50, " [...]")
+    assert clipped.endswith("word [...]") and approx_text_tokens(clipped) <= 50
+    assert clip_text("short answer", 50) == "short answer"
+    cjk = clip_text("远" * 300, 40)
+    assert approx_text_tokens(cjk) <= 40 and cjk.startswith("远")
