@@ -45,6 +45,43 @@ def test_debate_models_from_a_comma_list(monkeypatch):
         "openai:gpt-5", "google:gemini-2.5-pro", "anthropic:claude-opus-4-5"]
 
 
+HOSTED_PANEL = ["openai:gpt-4o-mini", "anthropic:claude-sonnet-4-5", "google:gemini-2.5-flash"]
+
+
+@pytest.fixture
+def bare_env(monkeypatch):
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL", "PARLEY_DEBATE_MODELS",
+                 "PARLEY_DEBATE_ALLOW_SAME_FAMILY"):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+def test_debate_preset_defaults_to_the_embedded_model_on_a_fresh_install(bare_env):
+    fresh = Settings(_env_file=None)
+    assert fresh.uses_embedded_model and fresh.debate_models == ["local:smollm2"]
+    assert fresh.debate_allow_same_family is True  # one model, one family: the panel is filled by resampling
+    bare_env.setenv("PARLEY_DEBATE_MODELS", "")  # empty is the same as unset
+    assert Settings(_env_file=None).debate_models == ["local:smollm2"]
+
+
+@pytest.mark.parametrize("endpoint", ["OPENAI_API_KEY", "OPENAI_BASE_URL"])
+def test_debate_preset_keeps_three_families_when_an_endpoint_is_configured(bare_env, endpoint):
+    bare_env.setenv(endpoint, "sk-x" if endpoint == "OPENAI_API_KEY" else "http://127.0.0.1:9/v1")
+    configured = Settings(_env_file=None)
+    assert configured.debate_models == HOSTED_PANEL and configured.debate_allow_same_family is False
+
+
+def test_a_configured_debate_list_keeps_the_family_rule_unless_told_otherwise(bare_env):
+    bare_env.setenv("PARLEY_DEBATE_MODELS", "local:smollm2")
+    configured = Settings(_env_file=None)
+    assert configured.debate_models == ["local:smollm2"] and configured.debate_allow_same_family is False
+    bare_env.setenv("PARLEY_DEBATE_ALLOW_SAME_FAMILY", "true")
+    assert Settings(_env_file=None).debate_allow_same_family is True
+    bare_env.delenv("PARLEY_DEBATE_MODELS")
+    bare_env.setenv("PARLEY_DEBATE_ALLOW_SAME_FAMILY", "false")
+    assert Settings(_env_file=None).debate_allow_same_family is False  # an explicit false wins over the default
+
+
 def test_resolution_uses_the_table_then_the_default_endpoint(parley_env, llm):
     factory = ModelFactory(parley_env, local_base_url="http://127.0.0.1:9/v1")
     anthropic = factory.resolve("anthropic:claude-sonnet-4-5")
