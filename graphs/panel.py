@@ -81,7 +81,7 @@ class PanelState(PanelInput, PanelOutput, total=False):
 
     chosen: list[Seat]
     panelist_results: Annotated[list[dict[str, Any]], operator.add]  # one per branch, in finishing order
-    answers: list[dict[str, str]]  # successful answers in panel order: {model, answer}
+    answers: list[dict[str, str]]  # successful answers in panel order: {model (the seat's label), model_id, answer}
 
 
 # Rate limits and server errors get one more try; a timeout has already spent the panelist's budget.

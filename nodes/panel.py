@@ -23,6 +23,7 @@ from nodes.context import RunContext
 from nodes.failures import classify_failure, describe_failure
 from nodes.models import (
     DEFAULT_PROVIDER,
+    approx_text_tokens,
     approx_tokens,
     clip_text,
     model_family,
@@ -169,9 +170,10 @@ def arbitration_messages(
 ) -> list[BaseMessage]:
     """The arbitrator's prompt: its instructions, the caller's, the conversation and the answers as Answer A, B, C.
 
-    With a `prompt_budget` (tokens, from the arbitrator's context window), each answer is cut to an
-    equal share of what the rest of the prompt leaves, so every answer reaches the arbitrator rather
-    than the context guard dropping the first ones whole.
+    With a `prompt_budget` (tokens, from the arbitrator's context window), answers share what the rest
+    of the prompt leaves: short ones keep all of theirs, long ones are cut to an equal share of the
+    remainder, so every answer reaches the arbitrator rather than the context guard dropping the first
+    ones whole.
     """
     instructions = (
         arbitrator_prompt.strip() + prompts.CUSTOM_ARBITRATOR_SUFFIX if arbitrator_prompt else prompts.ARBITRATOR_SYSTEM
@@ -195,10 +197,25 @@ def arbitration_messages(
             conversation=conversation, answers=blocks))]
 
     if prompt_budget is not None and texts:
-        fixed = approx_tokens(prompt([""] * len(texts)))
-        share = max(MIN_ANSWER_TOKENS, (prompt_budget - fixed) // len(texts))
-        texts = [clip_text(text, share, prompts.ANSWER_CUT) for text in texts]
+        room = prompt_budget - approx_tokens(prompt([""] * len(texts)))
+        shares = fair_shares([approx_text_tokens(t) for t in texts], room)
+        texts = [clip_text(t, max(MIN_ANSWER_TOKENS, share), prompts.ANSWER_CUT) for t, share in zip(texts, shares)]
     return prompt(texts)
+
+
+def fair_shares(sizes: Sequence[int], room: int) -> list[int]:
+    """Split `room` among items of `sizes`: the smallest take what they need, the rest split what is left equally.
+
+    >>> fair_shares([100, 900, 900], 1000)
+    [100, 450, 450]
+    """
+    shares = [0] * len(sizes)
+    left = max(0, room)
+    order = sorted(range(len(sizes)), key=lambda i: sizes[i])
+    for taken, i in enumerate(order):
+        shares[i] = min(sizes[i], left // (len(sizes) - taken))
+        left -= shares[i]
+    return shares
 
 
 # --- choosing the panel ---------------------------------------------------------------------

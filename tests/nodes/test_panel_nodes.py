@@ -156,6 +156,11 @@ def test_arbitration_prompt_fits_a_small_window_with_every_answer():
     assert all(f"END-{i}" in unbounded for i in range(3))  # no window, no cut
     short = [{"model": GPT5, "answer": "Yes."}, {"model": SONNET, "answer": "No."}]
     assert arbitration_messages(question, short, prompt_budget=1600) == arbitration_messages(question, short)
+    # A short answer keeps all of its text; the long ones share what it leaves.
+    mixed = [answers[0], {"model": SONNET, "answer": "Short and whole. END-short"}, answers[2]]
+    _, human = arbitration_messages(question, mixed, prompt_budget=1600)
+    assert "### Answer B\nShort and whole. END-short" in human.content and human.content.count(" [...]") == 2
+    assert approx_tokens(arbitration_messages(question, mixed, prompt_budget=1600)) <= 1600
 
 
 def test_resampled_answers_stay_anonymous():
