@@ -43,17 +43,28 @@ def ask(
     arbitrator: str = typer.Option(None, help="Arbitrator model; the router's (then the deployment's) when omitted."),
     panel_size: int = typer.Option(None, min=MIN_PANEL_SIZE, max=MAX_PANEL_SIZE, help="Panelists (2-7)."),
     debate: bool = typer.Option(None, "--debate/--no-debate", help="Debate, or ask one model; default: the router's."),
+    allow_same_family: bool = typer.Option(
+        None, "--allow-same-family/--distinct-families",
+        help="Fill seats the families cannot by sampling the models again; default: the router's.",
+    ),
     system: str = typer.Option(None, help="System prompt for every panelist."),
     workspace: str = typer.Option("default", help="Workspace whose router to use."),
     max_tokens: int = typer.Option(None, help="Output cap of each answer."),
 ) -> None:
-    """Ask a panel of models of distinct families; an arbitrator answers (or, with --panel, all of them do)."""
+    """Ask a panel of models of distinct families; an arbitrator answers (or, with --panel, all of them do).
+
+    With --allow-same-family (the preset's default on the embedded model) a list short of families
+    fills the panel by asking its models again.
+    """
     settings = get_settings()
     config = _load_router(router, workspace)
     models = list(model or config["models"])
     size = panel_size or config.get("panel_size", DEFAULT_PANEL_SIZE)
     arbitrators = [m for m in dict.fromkeys((arbitrator, config.get("arbitrator"), settings.arbitrator_model)) if m]
     debate_on = config.get("debate", False) if debate is None else debate
+    if allow_same_family is None:
+        # The preset resamples for its own (embedded) list only; a stored router's setting goes with the router.
+        allow_same_family = config.get("allow_same_family", False) and not (model and config.get("preset"))
     mode = "panel" if panel else "debate" if debate_on else "single"
 
     server = None
@@ -67,6 +78,7 @@ def ask(
         "messages": [{"role": "user", "content": question}],
         "models": models,
         "panel_size": size,
+        "allow_same_family": allow_same_family,
         "arbitrators": arbitrators,
         "mode": mode,
         "system_prompt": system or config.get("system_prompt"),

@@ -15,6 +15,8 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 EMBEDDED_MODEL_ID = "local:smollm2"
 HOSTED_DEFAULT_MODEL = "gpt-4o-mini"
+# The `router/debate` preset's panel when an endpoint is configured: one model of each of three families.
+HOSTED_DEBATE_MODELS = ("openai:gpt-4o-mini", "anthropic:claude-sonnet-4-5", "google:gemini-2.5-flash")
 
 
 class Settings(BaseSettings):
@@ -28,9 +30,15 @@ class Settings(BaseSettings):
     mongodb_uri: str | None = Field(None, description="MongoDB to store everything in; unset starts the embedded server.")
     mongodb_db: str = Field("parley", description="Database name inside MONGODB_URI.")
     parley_home: Path = Field(Path("~/.parley"), description="Embedded data, server logs and config files.")
-    parley_debate_models: Annotated[list[str], NoDecode] = Field(
-        default_factory=lambda: ["openai:gpt-4o-mini", "anthropic:claude-sonnet-4-5", "google:gemini-2.5-flash"],
-        description="Fallback list of the `router/debate` preset (comma list in the environment).",
+    parley_debate_models: Annotated[list[str] | None, NoDecode] = Field(
+        None,
+        description="Fallback list of the `router/debate` preset (comma list in the environment); "
+        "unset or empty means `debate_models`' default.",
+    )
+    parley_debate_allow_same_family: bool | None = Field(
+        None,
+        description="Whether the preset may fill seats by resampling one family; unset means "
+        "`debate_allow_same_family`'s automatic choice.",
     )
     parley_arbitrator_model: str | None = Field(None, description="Arbitrator of the preset; default model when unset.")
     parley_model_port: int = Field(0, description="Port of the embedded model server; 0 picks a free one.")
@@ -60,6 +68,28 @@ class Settings(BaseSettings):
         if self.openai_model:
             return self.openai_model
         return EMBEDDED_MODEL_ID if self.uses_embedded_model else f"openai:{HOSTED_DEFAULT_MODEL}"
+
+    @property
+    def debate_models(self) -> list[str]:
+        """The `router/debate` preset's models: PARLEY_DEBATE_MODELS when set, else the deployment's default.
+
+        A fresh install has one model, the embedded one, so that is its whole list; with an endpoint
+        configured the default is three hosted models of distinct families.
+        """
+        if self.parley_debate_models:
+            return list(self.parley_debate_models)
+        return [EMBEDDED_MODEL_ID] if self.uses_embedded_model else list(HOSTED_DEBATE_MODELS)
+
+    @property
+    def debate_allow_same_family(self) -> bool:
+        """Whether the preset fills seats by resampling when its models have too few families.
+
+        PARLEY_DEBATE_ALLOW_SAME_FAMILY decides when set; otherwise only the embedded default list
+        (one model, so one family) resamples, and a configured PARLEY_DEBATE_MODELS keeps the family rule.
+        """
+        if self.parley_debate_allow_same_family is not None:
+            return self.parley_debate_allow_same_family
+        return self.uses_embedded_model and not self.parley_debate_models
 
     @property
     def arbitrator_model(self) -> str:

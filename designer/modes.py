@@ -83,6 +83,7 @@ def debate_node(node: DebateNode | PanelNode, defaults: Mapping[str, Any]) -> No
             models=config.models,
             arbitrators=getattr(config, "arbitrators", None),
             panel_size=config.panel_size,
+            allow_same_family=config.allow_same_family,
             system_prompt=config.system_prompt,
             arbitrator_prompt=getattr(config, "arbitrator_prompt", None),
             input_key="input",

@@ -195,6 +195,11 @@ class DebateConfig(_Strict):
     )
     arbitrators: list[str] | None = Field(None, description="Arbitrator candidates, in order of preference.")
     panel_size: int = Field(3, ge=2, le=6, description="Panelists of distinct families.")
+    allow_same_family: bool | None = Field(
+        None,
+        description="Fill seats the models' families cannot by sampling them again (self-consistency); "
+        "when omitted, the preset's choice if `models` is omitted, else off.",
+    )
     system_prompt: str | None = Field(None, description="Sent to every panelist.")
     arbitrator_prompt: str | None = Field(None, description="Instructions for the arbitrator.")
 
@@ -216,6 +221,11 @@ class DebateNode(_Node):
 class PanelConfig(_Strict):
     models: list[str] | None = Field(None, description="Panelist candidates; the preset's when omitted.")
     panel_size: int = Field(3, ge=2, le=6, description="Panelists of distinct families.")
+    allow_same_family: bool | None = Field(
+        None,
+        description="Fill seats the models' families cannot by sampling them again (self-consistency); "
+        "when omitted, the preset's choice if `models` is omitted, else off.",
+    )
     system_prompt: str | None = Field(None, description="Sent to every panelist.")
 
 

@@ -1,5 +1,6 @@
 """Panel mode as a LangGraph graph: one request to models of distinct families at once, then an arbitrator's
 synthesis (`mode="debate"`), the raw labelled answers (`mode="panel"`), or one model with fallbacks (`mode="single"`).
+With `allow_same_family`, a list short of families fills the panel by sampling its models again.
 
     choose_panelists -> panelist x N (Send) -> tally -> arbitrate | assemble_panel
     answer (mode "single")
@@ -24,6 +25,7 @@ from nodes.panel import (
     PanelContext,
     PanelError,
     PanelistTask,
+    Seat,
     TooFewFamiliesError,
     TooFewPanelistsError,
     answer_with_fallback,
@@ -50,6 +52,9 @@ class PanelInput(TypedDict, total=False):
     messages: Required[list[dict[str, Any]]]  # OpenAI-style {role, content}
     models: list[str]  # the fallback list (`provider:model`); the debate preset's when empty
     panel_size: int  # 2-7, default 3
+    # Fill seats the list's families cannot by sampling its models again (unique labels, varied temperatures).
+    # None: the preset's setting when `models` is empty, else off (distinct families or TooFewFamiliesError).
+    allow_same_family: bool | None
     arbitrators: list[str]  # candidates in order; the deployment's arbitrator when empty
     mode: Mode  # default "debate"
     system_prompt: str | None  # sent to every panelist, and shown to the arbitrator as the caller's instructions
@@ -63,7 +68,9 @@ class PanelOutput(TypedDict, total=False):
     """What a run returns."""
 
     answer: str  # the arbitrated answer, the assembled panel, or the single model's answer
-    panelists: list[dict[str, Any]]  # {model, tokens, cost, latencyMs, success, error?} in panel order
+    panelists: list[dict[str, Any]]  # {model, tokens, cost, latencyMs, success, error?} in panel order;
+    # `model` is the seat's label: the model id, with " #2", " #3" on a model's resamples
+    same_family: bool  # two seats share a family (allow_same_family filled the panel)
     arbitrator: str | None  # the arbitrator that answered (debate mode)
     model_used: str | None  # the model that answered (single mode)
     attempts: list[dict[str, Any]]  # candidates that failed first: {model, role, error, detail, partial}
@@ -72,9 +79,9 @@ class PanelOutput(TypedDict, total=False):
 class PanelState(PanelInput, PanelOutput, total=False):
     """The whole state: inputs, outputs and the working keys between them."""
 
-    chosen: list[str]
+    chosen: list[Seat]
     panelist_results: Annotated[list[dict[str, Any]], operator.add]  # one per branch, in finishing order
-    answers: list[dict[str, str]]  # successful answers in panel order: {model, answer}
+    answers: list[dict[str, str]]  # successful answers in panel order: {model (the seat's label), model_id, answer}
 
 
 # Rate limits and server errors get one more try; a timeout has already spent the panelist's budget.
@@ -93,10 +100,11 @@ def ask_panelists(state: PanelState) -> list[Send]:
     sent = monotonic_ms()
     return [
         Send("panelist", PanelistTask(
-            index=i, model=model, messages=state["messages"], system_prompt=state.get("system_prompt"),
-            temperature=state.get("temperature"), max_tokens=state.get("max_tokens"), sent_ms=sent,
+            index=i, model=seat["model"], label=seat["label"], messages=state["messages"],
+            system_prompt=state.get("system_prompt"), temperature=seat["temperature"],
+            max_tokens=state.get("max_tokens"), sent_ms=sent,
         ))
-        for i, model in enumerate(state["chosen"])
+        for i, seat in enumerate(state["chosen"])
     ]
 
 
@@ -154,13 +162,15 @@ def debate_node(
     input_key: str = "input",
     output_key: str = "verdict",
     mode: str = "debate",
+    allow_same_family: bool | None = None,
 ):
     """Build a node that puts `state[input_key]` to a panel and writes the answer to `state[output_key]`.
 
-    Models default to `PARLEY_DEBATE_MODELS` and the arbitrator to `PARLEY_ARBITRATOR_MODEL`, read when
-    the node runs. Usage lands in the calling graph's ledger; the panel's stream events (arbitrator
-    tokens as `{"event": "chunk"}`, `{"event": "panelist"}` progress) reach a caller that streams with
-    `subgraphs=True`.
+    Models default to the `router/debate` preset's (`Settings.debate_models`) and the arbitrator to
+    `PARLEY_ARBITRATOR_MODEL`, read when the node runs. `allow_same_family` None follows the preset when
+    `models` is None (so a fresh install's one embedded model fills the panel), and is off otherwise.
+    Usage lands in the calling graph's ledger; the panel's stream events (arbitrator tokens as
+    `{"event": "chunk"}`, `{"event": "panelist"}` progress) reach a caller that streams with `subgraphs=True`.
     """
     if mode not in ("debate", "panel"):
         raise ValueError(f"mode must be 'debate' or 'panel', not {mode!r}")
@@ -175,7 +185,8 @@ def debate_node(
         result = await graph.ainvoke(
             {
                 "messages": [{"role": "user", "content": str(question)}],
-                "models": models or settings.parley_debate_models,
+                "models": list(models or []),
+                "allow_same_family": allow_same_family,
                 "arbitrators": arbitrators or [settings.arbitrator_model],
                 "panel_size": panel_size,
                 "mode": mode,

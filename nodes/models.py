@@ -304,20 +304,52 @@ class _UsageCallback(AsyncCallbackHandler):
 # --- context-size guard ---------------------------------------------------------------------
 
 
+def approx_text_tokens(text: str) -> int:
+    """Estimate the tokens of a text: ~4 ASCII characters a token, one token per other character (CJK)."""
+    ascii_chars = sum(1 for ch in text if ord(ch) < 128)
+    return ascii_chars // 4 + (len(text) - ascii_chars)
+
+
 def approx_tokens(messages: Sequence[BaseMessage]) -> int:
-    """Estimate prompt tokens: ~4 ASCII characters a token, one token per other character (CJK)."""
+    """Estimate prompt tokens: each message's text (see `approx_text_tokens`) plus 4 for its framing."""
     total = 0
     for message in messages:
         text = message.content if isinstance(message.content, str) else json.dumps(message.content)
-        ascii_chars = sum(1 for ch in text if ord(ch) < 128)
-        total += 4 + ascii_chars // 4 + (len(text) - ascii_chars)
+        total += 4 + approx_text_tokens(text)
     return total
+
+
+def clip_text(text: str, max_tokens: int, marker: str = " [...]") -> str:
+    """Cut `text` to about `max_tokens` (by `approx_text_tokens`), at a word boundary, ending in `marker`."""
+    if approx_text_tokens(text) <= max_tokens:
+        return text
+    budget = max(0, max_tokens - approx_text_tokens(marker)) * 4  # in quarter tokens: an ASCII char costs 1
+    spent, end = 0, 0
+    for end, ch in enumerate(text):
+        spent += 1 if ord(ch) < 128 else 4
+        if spent > budget:
+            break
+    head = text[:end]
+    cut = head.rstrip()
+    if (space := cut.rfind(" ")) > len(cut) // 2:  # keep whole words unless that loses too much
+        cut = cut[:space]
+    return cut.rstrip() + marker
+
+
+def answer_reserve(max_tokens: int | None) -> int:
+    """Tokens of the context window kept free for an answer capped at `max_tokens` (plus its framing)."""
+    return (max_tokens or 256) + 32
+
+
+def prompt_limit(window: int, reserve: int) -> int:
+    """Tokens a prompt may take in a `window`-token context that keeps `reserve` tokens for the answer."""
+    return max(64, window - reserve)
 
 
 def context_guard(window: int, reserve: int) -> Runnable:
     """Trim a prompt to `window - reserve` tokens, keeping the system message and the latest turns."""
     return trim_messages(
-        max_tokens=max(64, window - reserve),
+        max_tokens=prompt_limit(window, reserve),
         token_counter=approx_tokens,
         strategy="last",
         include_system=True,
@@ -401,7 +433,7 @@ class ModelFactory:
         model_id = model_id or self.default_model
         provider_name, model_name = split_model_id(model_id)
         provider_name = provider_name or DEFAULT_PROVIDER
-        provider = self.providers.get(provider_name) or self.providers.get(DEFAULT_PROVIDER) or Provider()
+        provider = self.provider(model_id)
         if provider_name == "local":
             base_url = provider.base_url or self.local_base_url
             if not base_url:
@@ -420,6 +452,22 @@ class ModelFactory:
             if not api_key:
                 raise ModelError(f"{model_id}: no API key (set {provider.api_key_env}) and no OPENAI_BASE_URL")
         return ResolvedModel(model_id, provider_name, provider, model_name, base_url, api_key)
+
+    def provider(self, model_id: str | None = None) -> Provider:
+        """The provider entry (quirks) `model_id` uses; unlike `resolve`, this needs no endpoint or key."""
+        provider_name = split_model_id(model_id or self.default_model)[0] or DEFAULT_PROVIDER
+        return self.providers.get(provider_name) or self.providers.get(DEFAULT_PROVIDER) or Provider()
+
+    def prompt_budget(self, model_id: str | None = None, max_tokens: int | None = None) -> int | None:
+        """Tokens a prompt to `model_id` may take before the context guard trims it (None: no limit).
+
+        `max_tokens` is the output cap the call will ask for; the provider's own cap applies on top,
+        as it does in `chat`.
+        """
+        quirks = self.provider(model_id)
+        if quirks.context_window is None:
+            return None
+        return prompt_limit(quirks.context_window, answer_reserve(_output_cap(quirks, max_tokens)))
 
     def price(self, model_id: str) -> Price:
         return lookup_price(model_id, self.prices)
@@ -473,8 +521,7 @@ class ModelFactory:
     ) -> tuple[Runnable, ResolvedModel, ChatOpenAI]:
         resolved = self.resolve(model_id)
         quirks = resolved.provider
-        if quirks.max_output_tokens is not None:
-            max_tokens = min(max_tokens or quirks.max_output_tokens, quirks.max_output_tokens)
+        max_tokens = _output_cap(quirks, max_tokens)
         if temperature is not None and quirks.max_temperature is not None:
             temperature = min(temperature, quirks.max_temperature)
         kwargs: dict[str, Any] = {
@@ -524,7 +571,14 @@ class ModelFactory:
         window = resolved.provider.context_window
         if window is None:
             return RunnableLambda(lambda messages: messages, name="no_guard")
-        return context_guard(window, reserve=(max_tokens or 256) + 32)
+        return context_guard(window, reserve=answer_reserve(max_tokens))
+
+
+def _output_cap(quirks: Provider, max_tokens: int | None) -> int | None:
+    """The output cap a call really asks for: the caller's, lowered to the provider's hard cap."""
+    if quirks.max_output_tokens is None:
+        return max_tokens
+    return min(max_tokens or quirks.max_output_tokens, quirks.max_output_tokens)
 
 
 def monotonic_ms() -> float:

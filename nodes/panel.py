@@ -2,6 +2,8 @@
 
 The nodes read the panel's state keys (`messages`, `models`, `panel_size`, `arbitrators`, ...) and the
 per-run `PanelContext`; `graphs/panel.py` wires them, and any other graph may reuse them.
+With `allow_same_family`, seats that distinct families cannot fill go to the listed models again
+(self-consistency sampling), each seat with a unique label and each resample at its own temperature.
 """
 
 from __future__ import annotations
@@ -19,7 +21,16 @@ from langgraph.types import Command
 
 from nodes.context import RunContext
 from nodes.failures import classify_failure, describe_failure
-from nodes.models import DEFAULT_PROVIDER, model_family, monotonic_ms, split_model_id, usage_from_message
+from nodes.models import (
+    DEFAULT_PROVIDER,
+    approx_text_tokens,
+    approx_tokens,
+    clip_text,
+    model_family,
+    monotonic_ms,
+    split_model_id,
+    usage_from_message,
+)
 from nodes.prompts import panel as prompts
 
 MIN_PANEL_SIZE, MAX_PANEL_SIZE = 2, 7
@@ -31,6 +42,14 @@ PANEL_BLOCK = "**{model}**\n\n{answer}"
 PANEL_SEPARATOR = "\n\n---\n\n"
 
 ANSWER_LETTERS = "ABCDEFG"  # one per panelist, up to MAX_PANEL_SIZE
+
+# Resampled seats: a model's samples spread around the caller's temperature (this one when the caller
+# set none) in steps of this size, so a model asked twice answers twice, not once in duplicate.
+SAMPLE_TEMPERATURE = 0.7
+SAMPLE_TEMPERATURE_STEP = 0.15
+
+# However small the arbitrator's context window, each answer keeps at least this much of its text.
+MIN_ANSWER_TOKENS = 48
 
 
 @dataclass(kw_only=True)
@@ -147,8 +166,15 @@ def arbitration_messages(
     *,
     system_prompt: str | None = None,
     arbitrator_prompt: str | None = None,
+    prompt_budget: int | None = None,
 ) -> list[BaseMessage]:
-    """The arbitrator's prompt: its instructions, the caller's, the conversation and the answers as Answer A, B, C."""
+    """The arbitrator's prompt: its instructions, the caller's, the conversation and the answers as Answer A, B, C.
+
+    With a `prompt_budget` (tokens, from the arbitrator's context window), answers share what the rest
+    of the prompt leaves: short ones keep all of theirs, long ones are cut to an equal share of the
+    remainder, so every answer reaches the arbitrator rather than the context guard dropping the first
+    ones whole.
+    """
     instructions = (
         arbitrator_prompt.strip() + prompts.CUSTOM_ARBITRATOR_SUFFIX if arbitrator_prompt else prompts.ARBITRATOR_SYSTEM
     )
@@ -160,30 +186,61 @@ def arbitration_messages(
         for m in messages
         if m.get("role") not in ("system", "developer")
     )
-    models = [a["model"] for a in answers]
-    blocks = "\n\n".join(
-        prompts.ANSWER_BLOCK.format(letter=ANSWER_LETTERS[i], answer=redact_names(a["answer"], models))
-        for i, a in enumerate(answers)
-    )
-    return [SystemMessage(instructions), HumanMessage(prompts.ARBITRATION_REQUEST.format(
-        conversation=conversation, answers=blocks))]
+    names = [name for a in answers for name in (a["model"], a.get("model_id")) if name]
+    texts = [redact_names(a["answer"], names) for a in answers]
+
+    def prompt(texts: Sequence[str]) -> list[BaseMessage]:
+        blocks = "\n\n".join(
+            prompts.ANSWER_BLOCK.format(letter=ANSWER_LETTERS[i], answer=text) for i, text in enumerate(texts)
+        )
+        return [SystemMessage(instructions), HumanMessage(prompts.ARBITRATION_REQUEST.format(
+            conversation=conversation, answers=blocks))]
+
+    if prompt_budget is not None and texts:
+        room = prompt_budget - approx_tokens(prompt([""] * len(texts)))
+        shares = fair_shares([approx_text_tokens(t) for t in texts], room)
+        texts = [clip_text(t, max(MIN_ANSWER_TOKENS, share), prompts.ANSWER_CUT) for t, share in zip(texts, shares)]
+    return prompt(texts)
+
+
+def fair_shares(sizes: Sequence[int], room: int) -> list[int]:
+    """Split `room` among items of `sizes`: the smallest take what they need, the rest split what is left equally.
+
+    >>> fair_shares([100, 900, 900], 1000)
+    [100, 450, 450]
+    """
+    shares = [0] * len(sizes)
+    left = max(0, room)
+    order = sorted(range(len(sizes)), key=lambda i: sizes[i])
+    for taken, i in enumerate(order):
+        shares[i] = min(sizes[i], left // (len(sizes) - taken))
+        left -= shares[i]
+    return shares
 
 
 # --- choosing the panel ---------------------------------------------------------------------
 
 
-def pick_panelists(models: Sequence[str], size: int = DEFAULT_PANEL_SIZE) -> list[str]:
+def pick_panelists(
+    models: Sequence[str], size: int = DEFAULT_PANEL_SIZE, *, allow_same_family: bool = False
+) -> list[str]:
     """Pick `size` models of distinct families from a fallback list, keeping the list's order.
 
     A first pass also insists on distinct providers (different vendors tend to differ more than two
     families of one vendor); a second pass fills the remaining seats with any unseen family.
+    With `allow_same_family`, seats still empty then go to listed models not seated yet (another model
+    of a seated family), and after that to the seated models again, in panel order: the same model
+    sampled once more. A model may therefore appear more than once (see `panel_seats`).
 
     Raises:
         ValueError: `size` is outside 2-7.
-        TooFewFamiliesError: the list has fewer than `size` distinct families.
+        TooFewFamiliesError: the list has fewer than `size` distinct families (and `allow_same_family`
+            is off), or it is empty.
 
     >>> pick_panelists(["openai:gpt-5", "openai:o3", "anthropic:claude-sonnet-4-5", "google:gemini-2.5-pro"])
     ['openai:gpt-5', 'anthropic:claude-sonnet-4-5', 'google:gemini-2.5-pro']
+    >>> pick_panelists(["local:smollm2"], allow_same_family=True)
+    ['local:smollm2', 'local:smollm2', 'local:smollm2']
     """
     if not MIN_PANEL_SIZE <= size <= MAX_PANEL_SIZE:
         raise ValueError(f"panel size must be between {MIN_PANEL_SIZE} and {MAX_PANEL_SIZE}, not {size}")
@@ -201,21 +258,95 @@ def pick_panelists(models: Sequence[str], size: int = DEFAULT_PANEL_SIZE) -> lis
             picked.append(model)
             families.add(model_family(model))
             providers.add(provider)
+    if allow_same_family and candidates:
+        picked += [m for m in candidates if m not in picked][: size - len(picked)]
+        picked.sort(key=candidates.index)
+        seated = list(picked)
+        while len(picked) < size:
+            picked.append(seated[(len(picked) - len(seated)) % len(seated)])
+        return picked
     if len(picked) < size:
         raise TooFewFamiliesError(candidates, size)
     return sorted(picked, key=candidates.index)
 
 
+class Seat(TypedDict):
+    """One seat of a panel: the model asked, the unique name it goes by, and its sampling temperature."""
+
+    model: str  # the model called and priced
+    label: str  # unique in the panel: `model` for its first seat, `model #2`, `model #3` for resamples
+    temperature: float | None  # the caller's, except for a model seated more than once
+
+
+def sample_temperatures(count: int, base: float | None, ceiling: float | None = None) -> list[float]:
+    """`count` distinct temperatures around `base`: base, base + step, base - step, base + 2 step, ...
+
+    Values outside 0..max(1, base) (and above the provider's `ceiling`, which would flatten them) are
+    skipped, so a base at either end spreads one way.
+
+    >>> sample_temperatures(3, None)
+    [0.7, 0.85, 0.55]
+    >>> sample_temperatures(3, 1.0, ceiling=1.0)
+    [1.0, 0.85, 0.7]
+    """
+    top = max(1.0, base or 0.0)
+    if ceiling is not None:
+        top = min(top, ceiling)
+    start = min(SAMPLE_TEMPERATURE if base is None else base, top)
+    steps = [start] + [start + sign * k * SAMPLE_TEMPERATURE_STEP for k in range(1, MAX_PANEL_SIZE) for sign in (1, -1)]
+    spread = [round(float(t), 2) for t in steps if 0.0 <= round(t, 4) <= top]
+    return [spread[i % len(spread)] for i in range(count)]
+
+
+def panel_seats(
+    chosen: Sequence[str], temperature: float | None = None, ceilings: dict[str, float | None] | None = None
+) -> list[Seat]:
+    """Seat the chosen models: unique labels, and distinct temperatures for a model seated more than once.
+
+    >>> [s["label"] for s in panel_seats(["local:smollm2"] * 3)]
+    ['local:smollm2', 'local:smollm2 #2', 'local:smollm2 #3']
+    """
+    counts = {m: chosen.count(m) for m in chosen}
+    temperatures = {
+        m: sample_temperatures(n, temperature, (ceilings or {}).get(m)) for m, n in counts.items() if n > 1
+    }
+    seen: dict[str, int] = {}
+    seats: list[Seat] = []
+    for model in chosen:
+        seen[model] = sample = seen.get(model, 0) + 1
+        seats.append(Seat(
+            model=model,
+            label=model if sample == 1 else f"{model} #{sample}",
+            temperature=temperatures[model][sample - 1] if model in temperatures else temperature,
+        ))
+    return seats
+
+
+def mixes_families(models: Sequence[str]) -> bool:
+    """True when two seats share a family: resampled, or filled with another model of a seated family."""
+    return len({model_family(m) for m in models}) < len(models)
+
+
 async def choose_panelists(state: dict[str, Any], runtime: Runtime[PanelContext]) -> dict[str, Any]:
-    """Choose the panel: N models of distinct families from the fallback list (the debate preset's by default)."""
+    """Choose the panel: N models of distinct families from the fallback list (the debate preset's by default).
+
+    `allow_same_family` unset follows the preset when the list is the preset's, and is off otherwise.
+    """
     ctx = panel_context(runtime)
+    settings = ctx.factory.settings
     size = state.get("panel_size") or DEFAULT_PANEL_SIZE
     needed = state.get("min_successes", DEFAULT_MIN_SUCCESSES)
     if needed > size:
         raise ValueError(f"min_successes ({needed}) cannot exceed the panel size ({size})")
-    chosen = pick_panelists(state.get("models") or ctx.factory.settings.parley_debate_models, size)
-    get_stream_writer()({"event": "panelists", "models": chosen})
-    return {"chosen": chosen}
+    models, allow = state.get("models"), state.get("allow_same_family")
+    if not models:
+        models = settings.debate_models
+        allow = settings.debate_allow_same_family if allow is None else allow
+    chosen = pick_panelists(models, size, allow_same_family=bool(allow))
+    ceilings = {m: ctx.factory.provider(m).max_temperature for m in chosen}
+    seats = panel_seats(chosen, state.get("temperature"), ceilings)
+    get_stream_writer()({"event": "panelists", "models": [s["label"] for s in seats]})
+    return {"chosen": seats, "same_family": mixes_families(chosen)}
 
 
 # --- the panelists --------------------------------------------------------------------------
@@ -225,7 +356,8 @@ class PanelistTask(TypedDict):
     """What one panelist branch receives through `Send`."""
 
     index: int
-    model: str
+    model: str  # called and priced
+    label: NotRequired[str]  # what the panelist goes by in results; `model` when absent
     messages: list[dict[str, Any]]
     system_prompt: NotRequired[str | None]
     temperature: NotRequired[float | None]
@@ -234,7 +366,10 @@ class PanelistTask(TypedDict):
 
 
 def public_panelist(result: dict[str, Any]) -> dict[str, Any]:
-    """A panelist's result in the contract's shape: model, tokens, cost, latencyMs, success, error?"""
+    """A panelist's result in the contract's shape: model (its seat's label), tokens, cost, latencyMs, success, error?
+
+    The label is the model id, with " #2", " #3" on a model's resamples, so every seat stays distinct.
+    """
     out = {key: result[key] for key in ("model", "tokens", "cost", "latencyMs", "success")}
     if not result["success"]:
         out["error"] = result["error"]
@@ -249,21 +384,23 @@ async def panelist(task: PanelistTask, runtime: Runtime[PanelContext]) -> dict[s
     """
     ctx = panel_context(runtime)
     model = task["model"]
+    label = task.get("label") or model
     chat = ctx.chat(
         model,
         temperature=task.get("temperature"),
         max_tokens=task.get("max_tokens"),
         timeout=ctx.panelist_timeout,
-        label=f"panelist:{model}",
+        label=f"panelist:{label}",
     )
     reply = await chat.ainvoke(to_messages(task["messages"], task.get("system_prompt")))
     answer = content_text(reply.content).strip()
     if not answer:
-        raise EmptyAnswerError(f"{model} answered with no text")
+        raise EmptyAnswerError(f"{label} answered with no text")
     input_tokens, output_tokens = usage_from_message(reply)
     result = {
         "index": task["index"],
-        "model": model,
+        "model": label,
+        "model_id": model,
         "success": True,
         "answer": answer,
         "tokens": input_tokens + output_tokens,
@@ -286,7 +423,8 @@ def panelist_failed(*, then: str):
         """Record why a panelist failed and go on with the others' answers."""
         result = {
             "index": task["index"],
-            "model": task["model"],
+            "model": task.get("label") or task["model"],
+            "model_id": task["model"],
             "success": False,
             "answer": None,
             "tokens": 0,
@@ -311,7 +449,7 @@ async def tally(state: dict[str, Any]) -> dict[str, Any]:
         raise TooFewPanelistsError(results, needed)
     return {
         "panelists": [public_panelist(r) for r in results],
-        "answers": [{"model": r["model"], "answer": r["answer"]} for r in answered],
+        "answers": [{"model": r["model"], "model_id": r["model_id"], "answer": r["answer"]} for r in answered],
     }
 
 
@@ -370,11 +508,14 @@ async def arbitrate(state: dict[str, Any], runtime: Runtime[PanelContext]) -> di
     """Have the first arbitrator candidate that answers synthesize the best answer from the anonymised panel."""
     ctx = panel_context(runtime)
     candidates = state.get("arbitrators") or [ctx.factory.settings.arbitrator_model]
+    # One prompt serves every candidate, so it fits the smallest window among them.
+    budgets = [ctx.factory.prompt_budget(m, state.get("max_tokens")) for m in candidates]
     prompt = arbitration_messages(
         state["messages"],
         state["answers"],
         system_prompt=state.get("system_prompt"),
         arbitrator_prompt=state.get("arbitrator_prompt"),
+        prompt_budget=min((b for b in budgets if b is not None), default=None),
     )
     answer, model, failures = await stream_first_answer(
         ctx, candidates, prompt, role="arbitrator", temperature=state.get("temperature"),

@@ -24,7 +24,8 @@ from tests.support.scripted_llm import ScriptedLLM
 from tests.support.servers import ServerThread, run_sync
 
 MODEL_ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL", "MONGODB_URI", "MONGODB_DB", "PARLEY_HOME",
-             "PARLEY_DEBATE_MODELS", "PARLEY_ARBITRATOR_MODEL", "PARLEY_LOCAL_BASE_URL")
+             "PARLEY_DEBATE_MODELS", "PARLEY_DEBATE_ALLOW_SAME_FAMILY", "PARLEY_ARBITRATOR_MODEL",
+             "PARLEY_LOCAL_BASE_URL")
 
 
 @pytest.fixture(scope="session")

@@ -117,6 +117,7 @@ class Plan:
     panelists: list[str] = field(default_factory=list)
     arbitrators: list[str] = field(default_factory=list)
     panel_size: int = DEFAULT_PANEL_SIZE
+    allow_same_family: bool = False
     system_prompt: str | None = None
     arbitrator_prompt: str | None = None
 
@@ -153,12 +154,13 @@ async def plan_request(app: FastAPI, body: ChatCompletionRequest, *, workspace: 
         models=list(router["models"]),
         arbitrators=list(dict.fromkeys(m for m in (router.get("arbitrator"), settings.arbitrator_model) if m)),
         panel_size=router.get("panel_size", DEFAULT_PANEL_SIZE),
+        allow_same_family=router.get("allow_same_family", False),
         system_prompt=router.get("system_prompt"),
         arbitrator_prompt=router.get("arbitrator_prompt"),
     )
     if mode != "single":
         try:
-            plan.panelists = pick_panelists(plan.models, plan.panel_size)
+            plan.panelists = pick_panelists(plan.models, plan.panel_size, allow_same_family=plan.allow_same_family)
         except TooFewFamiliesError as exc:
             raise ApiError(400, f"Router '{router['id']}' cannot run a {mode}: {exc}", code="too_few_families") from exc
     return plan
@@ -217,6 +219,7 @@ class Run:
             "messages": self.body.openai_messages(),
             "models": self.plan.models,
             "panel_size": self.plan.panel_size,
+            "allow_same_family": self.plan.allow_same_family,
             "arbitrators": self.plan.arbitrators,
             "mode": self.plan.mode,
             "system_prompt": self.plan.system_prompt,
@@ -252,7 +255,7 @@ def api_error(exc: PanelError) -> ApiError:
     """Map a panel failure to the HTTP error the contract names."""
     if isinstance(exc, TooFewPanelistsError):
         return ApiError(502, str(exc), code="too_few_panelists",
-                        extra={"panelists": [{k: v for k, v in p.items() if k not in ("answer", "index")}
+                        extra={"panelists": [{k: v for k, v in p.items() if k not in ("answer", "index", "model_id")}
                                              for p in exc.panelists]})
     if isinstance(exc, AllModelsFailedError):
         code = "arbitrator_failed" if exc.role == "arbitrator" else "all_models_failed"
@@ -277,17 +280,22 @@ def usage_body(run: Run) -> dict[str, int]:
 
 
 def meta_body(run: Run, result: dict[str, Any]) -> dict[str, Any]:
-    """The `_meta` object of the seed contract: cost, tokens, latency and who answered."""
+    """The `_meta` object of the seed contract: cost, tokens, latency and who answered.
+
+    A panel filled by resampling (allowSameFamily) says so with `sameFamily: true`; its panelists' `model`
+    is each seat's label (`local:smollm2`, `local:smollm2 #2`, ...).
+    """
     ledger = run.context.ledger
     cost, tokens = round(ledger.total_cost, 8), ledger.total_tokens
     meta: dict[str, Any] = {"modelUsed": response_model(run, result), "routerMode": run.plan.router_mode,
                             "cost": cost, "tokensUsed": tokens, "latency": run.latency_ms}
     panelists = [{**p, "cost": round(p["cost"], 8)} for p in result.get("panelists", [])]
+    same_family = {"sameFamily": True} if result.get("same_family") else {}
     if run.plan.mode == "debate":
         meta["debate"] = {"arbitrator": meta["modelUsed"], "panelists": panelists,
-                          "totalTokens": tokens, "totalCost": cost}
+                          "totalTokens": tokens, "totalCost": cost, **same_family}
     elif run.plan.mode == "panel":
-        meta["panel"] = {"models": panelists, "totalTokens": tokens, "totalCost": cost}
+        meta["panel"] = {"models": panelists, "totalTokens": tokens, "totalCost": cost, **same_family}
     elif result.get("attempts"):
         meta["fallbacks"] = [{"model": a["model"], "error": a["error"]} for a in result["attempts"]]
     return meta

@@ -1,8 +1,8 @@
 """Routers: named fallback lists of models with debate settings, plus the built-in `debate` preset.
 
 A router is what `model: "router/<id>"` selects in a chat completion. The preset is computed from
-settings (`PARLEY_DEBATE_MODELS`, `PARLEY_ARBITRATOR_MODEL`) on every request, so it always exists and
-follows the deployment's configuration.
+settings (`PARLEY_DEBATE_MODELS`, `PARLEY_ARBITRATOR_MODEL`, `PARLEY_DEBATE_ALLOW_SAME_FAMILY`) on every
+request, so it always exists and follows the deployment's configuration.
 """
 
 from __future__ import annotations
@@ -47,6 +47,9 @@ class RouterCreate(_RouterFields):
     arbitrator: str | None = Field(None, min_length=1, description="Arbitrator of debates; the deployment's when null.")
     debate: bool = Field(False, description="Debate every request unless it says `debate: false`.")
     panel_size: int = Field(DEFAULT_PANEL_SIZE, ge=MIN_PANEL_SIZE, le=MAX_PANEL_SIZE, description="Panelists (2-7).")
+    allow_same_family: bool = Field(
+        False, description="Fill seats the models' families cannot by sampling the models again (self-consistency)."
+    )
     system_prompt: str | None = Field(None, description="Sent before the caller's messages to every model.")
     arbitrator_prompt: str | None = Field(None, description="Replaces the arbitrator's built-in instructions.")
 
@@ -58,6 +61,7 @@ class RouterUpdate(_RouterFields):
     arbitrator: str | None = Field(None, min_length=1)
     debate: bool | None = None
     panel_size: int | None = Field(None, ge=MIN_PANEL_SIZE, le=MAX_PANEL_SIZE)
+    allow_same_family: bool | None = None
     system_prompt: str | None = None
     arbitrator_prompt: str | None = None
 
@@ -75,6 +79,7 @@ def public_router(router: dict[str, Any]) -> dict[str, Any]:
         "arbitrator": router.get("arbitrator"),
         "debate": router.get("debate", False),
         "panelSize": router.get("panel_size", DEFAULT_PANEL_SIZE),
+        "allowSameFamily": router.get("allow_same_family", False),
         "systemPrompt": router.get("system_prompt"),
         "arbitratorPrompt": router.get("arbitrator_prompt"),
         "preset": router.get("preset", False),
@@ -84,13 +89,18 @@ def public_router(router: dict[str, Any]) -> dict[str, Any]:
 
 
 def preset_router(settings: Settings) -> dict[str, Any]:
-    """The built-in `router/debate`: debate on, the deployment's debate models and arbitrator."""
+    """The built-in `router/debate`: debate on, the deployment's debate models and arbitrator.
+
+    It resamples (allowSameFamily) exactly when `Settings.debate_allow_same_family` says so: by default
+    only for the embedded model a fresh install has, never for a configured PARLEY_DEBATE_MODELS.
+    """
     return {
         "id": PRESET_ID,
-        "models": list(settings.parley_debate_models),
+        "models": settings.debate_models,
         "arbitrator": settings.arbitrator_model,
         "debate": True,
         "panel_size": DEFAULT_PANEL_SIZE,
+        "allow_same_family": settings.debate_allow_same_family,
         "system_prompt": None,
         "arbitrator_prompt": None,
         "preset": True,
@@ -98,8 +108,11 @@ def preset_router(settings: Settings) -> dict[str, Any]:
 
 
 def check_debate_ready(router: dict[str, Any]) -> None:
-    """Refuse debate on a router whose models cannot fill a panel of distinct families (400)."""
-    if not router.get("debate"):
+    """Refuse debate on a router whose models cannot fill a panel of distinct families (400).
+
+    A router that allows same-family panels can always fill one, so it is not checked.
+    """
+    if not router.get("debate") or router.get("allow_same_family"):
         return
     try:
         pick_panelists(router["models"], router.get("panel_size", DEFAULT_PANEL_SIZE))
@@ -153,7 +166,7 @@ async def update_router(db: AsyncDatabase, *, workspace: str, router_id: str, bo
     if current is None:
         raise _not_found(router_id)
     changes = body.model_dump(exclude_unset=True)
-    for required in ("models", "debate", "panel_size"):
+    for required in ("models", "debate", "panel_size", "allow_same_family"):
         if required in changes and changes[required] is None:
             raise ApiError(400, f"{to_camel(required)} cannot be null", code="invalid_request")
     check_debate_ready({**current, **changes})

@@ -28,5 +28,8 @@ CONVERSATION_TURN = "[{role}]\n{content}"
 
 ANSWER_BLOCK = "### Answer {letter}\n{answer}"
 
+# Ends an answer cut short to fit the arbitrator's context window.
+ANSWER_CUT = " [...]"
+
 # What replaces a panelist's own model name inside its answer, so the arbitrator cannot tell who wrote it.
 REDACTED_NAME = "[a panelist]"

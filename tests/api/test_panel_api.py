@@ -12,6 +12,8 @@ import openai
 import pytest
 
 from api.main import create_app
+from core.embedded import EmbeddedServices
+from core.settings import get_settings
 from nodes.models import BUILTIN_PRICES, Price
 from tests.support.servers import ServerThread
 
@@ -328,6 +330,99 @@ def test_debate_on_a_router_without_enough_families_is_400(client, api):
         client.chat.completions.create(model="router/duo", messages=QUESTION, extra_body={"debate": True})
     assert caught.value.body["code"] == "too_few_families"
     assert "openai:gpt-5 (family gpt-5), openai:gpt-5-mini (family gpt-5)" in caught.value.body["message"]
+
+
+# --- same-family panels (allowSameFamily) ---------------------------------------------------
+
+# gpt-4o, not gpt-5: langchain-openai drops the temperature of gpt-5 reasoning models, which sample anyway.
+SOLO_SEATS = ["openai:gpt-4o", "openai:gpt-4o #2", "openai:gpt-4o #3"]
+
+
+def test_a_router_allowing_same_family_debates_with_one_model(client, api, llm):
+    created = api.post("/v1/routers", json={"id": "solo", "models": ["openai:gpt-4o"], "debate": True,
+                                            "allowSameFamily": True})
+    assert created.status_code == 201, created.text
+    assert created.json()["allowSameFamily"] is True
+    llm.script(model="claude-opus-4-5", reply="One model, three samples.")
+    resp = client.chat.completions.create(model="router/solo", messages=QUESTION)
+    assert resp.choices[0].message.content == "One model, three samples."
+    debate = meta(resp)["debate"]
+    assert debate["sameFamily"] is True and debate["arbitrator"] == ARBITRATOR
+    assert [p["model"] for p in debate["panelists"]] == SOLO_SEATS
+    assert all(p["success"] and p["cost"] > 0 for p in debate["panelists"])  # priced as the real gpt-4o
+    samples = [r for r in llm.requests if r["model"] == "gpt-4o"]
+    assert len(samples) == 3 and len({r["temperature"] for r in samples}) == 3
+    arbitration = json.dumps(next(r for r in llm.requests if r["model"] == "claude-opus-4-5"))
+    assert "Answer C" in arbitration and "#2" not in arbitration and "gpt-4o" not in arbitration
+
+
+def test_a_same_family_raw_panel_has_one_heading_per_seat(client, api, llm):
+    api.post("/v1/routers", json={"id": "solo", "models": ["openai:gpt-4o"], "allowSameFamily": True}
+             ).raise_for_status()
+    resp = client.chat.completions.create(model="router/solo", messages=QUESTION, extra_body={"panel": True})
+    content = resp.choices[0].message.content
+    headings = [block.split("\n", 1)[0] for block in content.split("\n\n---\n\n")]
+    assert headings == [f"**{seat}**" for seat in SOLO_SEATS]
+    assert meta(resp)["panel"]["sameFamily"] is True
+    assert [p["model"] for p in meta(resp)["panel"]["models"]] == SOLO_SEATS
+
+
+def test_distinct_family_panels_do_not_claim_same_family(client, api, llm):
+    api.post("/v1/routers", json={"id": "wide", "models": PANEL, "debate": True, "allowSameFamily": True}
+             ).raise_for_status()
+    resp = client.chat.completions.create(model="router/wide", messages=QUESTION)
+    assert "sameFamily" not in meta(resp)["debate"]
+    assert [p["model"] for p in meta(resp)["debate"]["panelists"]] == PANEL
+
+
+def test_allow_same_family_skips_the_family_check_and_only_it(api):
+    same_family = ["openai:gpt-5", "openai:gpt-5-mini"]
+    refused = api.post("/v1/routers", json={"id": "thin", "models": same_family, "debate": True})
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "too_few_families"
+    allowed = api.post("/v1/routers", json={"id": "thin", "models": same_family, "debate": True,
+                                            "allowSameFamily": True})
+    assert allowed.status_code == 201 and allowed.json()["debate"] is True
+    # Turning the flag off again would leave a debate router that cannot seat its panel.
+    off = api.patch("/v1/routers/thin", json={"allowSameFamily": False})
+    assert off.status_code == 400 and off.json()["error"]["code"] == "too_few_families"
+    assert api.patch("/v1/routers/thin", json={"allowSameFamily": None}).status_code == 400
+    assert api.get("/v1/routers/thin").json()["allowSameFamily"] is True
+    api.post("/v1/routers", json={"id": "plain", "models": same_family}).raise_for_status()
+    assert api.get("/v1/routers/plain").json()["allowSameFamily"] is False
+    assert api.patch("/v1/routers/plain", json={"debate": True}).status_code == 400
+    assert api.patch("/v1/routers/plain", json={"debate": True, "allowSameFamily": True}).status_code == 200
+
+
+def test_the_configured_preset_keeps_the_family_rule(api):
+    preset = api.get("/v1/routers/debate").json()
+    assert preset["models"] == PANEL and preset["allowSameFamily"] is False
+
+
+@pytest.fixture
+def embedded_server(parley_env, monkeypatch, llm):
+    """Parley as a fresh install runs it (no endpoint: the preset is the embedded model), with the scripted
+    server standing in for that model."""
+    monkeypatch.delenv("OPENAI_API_KEY")
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    monkeypatch.setenv("PARLEY_LOCAL_BASE_URL", llm.base_url)
+    get_settings.cache_clear()
+    with ServerThread(create_app(get_settings(), services=EmbeddedServices())) as running:
+        yield running
+
+
+def test_the_preset_debates_on_a_fresh_install(embedded_server, make_key, llm):
+    headers = {"Authorization": f"Bearer {make_key(['chat', 'admin'])}"}
+    with httpx.Client(base_url=embedded_server.url, headers=headers, timeout=30) as http:
+        preset = http.get("/v1/routers/debate").json()
+        assert preset["models"] == ["local:smollm2"] and preset["allowSameFamily"] is True
+        resp = http.post("/v1/chat/completions", json={"model": "router/debate", "messages": QUESTION})
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert body["model"] == "local:smollm2" and body["choices"][0]["message"]["content"]
+    debate = body["_meta"]["debate"]
+    assert debate["sameFamily"] is True and debate["arbitrator"] == "local:smollm2"
+    assert [p["model"] for p in debate["panelists"]] == ["local:smollm2", "local:smollm2 #2", "local:smollm2 #3"]
+    assert {r["model"] for r in llm.requests} == {"smollm2"} and len(llm.requests) == 4
 
 
 # --- plain models and errors ----------------------------------------------------------------

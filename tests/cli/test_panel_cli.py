@@ -50,3 +50,19 @@ def test_ask_with_models_and_a_stored_router(env, llm, sync_db):
     assert result.exit_code == 0 and "Alone." in result.output
     missing = CliRunner().invoke(app, ["ask", "Q?", "--router", "nope"])
     assert missing.exit_code == 2 and "no router 'nope'" in missing.output
+
+
+def test_ask_can_fill_the_panel_by_resampling(env, llm, sync_db):
+    result = CliRunner().invoke(app, ["ask", "Q?", "--model", "openai:gpt-4o", "--panel", "--allow-same-family"],
+                                terminal_width=200)
+    assert result.exit_code == 0, result.output
+    for seat in ("**openai:gpt-4o**", "**openai:gpt-4o #2**", "**openai:gpt-4o #3**"):
+        assert seat in result.output
+    sync_db.routers.insert_one({"workspace": "default", "id": "same", "models": ["openai:gpt-4o"], "debate": True,
+                                "panel_size": 2, "allow_same_family": True})
+    llm.reset()
+    result = CliRunner().invoke(app, ["ask", "Q?", "--router", "same"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert "openai:gpt-4o #2" in result.output and len(llm.requests) == 3  # two samples and the arbitrator
+    refused = CliRunner().invoke(app, ["ask", "Q?", "--router", "same", "--distinct-families"])
+    assert refused.exit_code == 1 and "distinct families" in refused.output

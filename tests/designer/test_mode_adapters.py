@@ -29,10 +29,11 @@ CALLS: dict[str, Any] = {}
 
 def fake_panel() -> types.ModuleType:
     def debate_node(*, models=None, arbitrators=None, panel_size=3, system_prompt=None, arbitrator_prompt=None,
-                    input_key="input", output_key="verdict", mode="debate"):
+                    input_key="input", output_key="verdict", mode="debate", allow_same_family=None):
         CALLS["panel"] = dict(models=models, arbitrators=arbitrators, panel_size=panel_size,
                               system_prompt=system_prompt, arbitrator_prompt=arbitrator_prompt,
-                              input_key=input_key, output_key=output_key, mode=mode)
+                              input_key=input_key, output_key=output_key, mode=mode,
+                              allow_same_family=allow_same_family)
 
         async def node(state, runtime):
             ctx = runtime.context
@@ -147,14 +148,14 @@ async def test_debate_node_passes_its_config_and_writes_the_answer(modes, llm, c
     llm.script(model="gpt-5", reply="Adopt it gradually.")
     document = load_example("debate-summary")
     document["nodes"][0]["config"].update(models=["openai:gpt-5", "google:gemini-2.5-pro"], panel_size=2,
-                                          arbitrators=["openai:gpt-5"])
+                                          arbitrators=["openai:gpt-5"], allow_same_family=True)
     events, done = await run_workflow(document, document["sampleInput"], ctx)
 
     assert CALLS["panel"] == {
         "models": ["openai:gpt-5", "google:gemini-2.5-pro"], "arbitrators": ["openai:gpt-5"], "panel_size": 2,
         "system_prompt": "Answer in at most five sentences and give one concrete reason.",
         "arbitrator_prompt": "Combine the strongest points of the answers into one clear recommendation.",
-        "input_key": "input", "output_key": "answer", "mode": "debate"}
+        "input_key": "input", "output_key": "answer", "mode": "debate", "allow_same_family": True}
     assert done["state"]["verdict"] == "[debate] Adopt it gradually."
     assert isinstance(CALLS["panel_context"], RunContext)
     progress = [e for e in events if e["event"] == "progress"]
@@ -168,6 +169,7 @@ async def test_panel_node_asks_for_raw_answers(modes, llm, ctx):
     document = wf([{"id": "ask", "type": "panel", "output_key": "answers"}], {"input": "string", "answers": "string"})
     _, done = await run_workflow(document, {"input": "Why?"}, ctx)
     assert CALLS["panel"]["mode"] == "panel" and CALLS["panel"]["arbitrators"] is None
+    assert CALLS["panel"]["allow_same_family"] is None  # unset: the preset decides when no models are listed
     assert done["state"]["answers"].startswith("[panel] gpt-5 answer: Why")
 
 

@@ -17,6 +17,7 @@ from graphs.panel import (
     debate_node,
     graph,
 )
+from core.settings import get_settings
 from nodes.context import RunContext
 from nodes.failures import is_transient
 from nodes.models import ModelFactory
@@ -24,6 +25,8 @@ from nodes.models import ModelFactory
 PANEL = ["openai:gpt-5", "anthropic:claude-sonnet-4-5", "google:gemini-2.5-pro"]
 QUESTION = [{"role": "user", "content": "Is a hot dog a sandwich?"}]
 FAST_RETRY = RetryPolicy(max_attempts=2, initial_interval=0.01, jitter=False, retry_on=is_transient)
+SMOL = "local:smollm2"
+SMOL_SEATS = [SMOL, f"{SMOL} #2", f"{SMOL} #3"]
 
 
 @pytest.fixture
@@ -226,3 +229,71 @@ async def test_debate_node_in_panel_mode_and_missing_input(parley_env, llm):
         await outer.ainvoke({"input": "  "}, context=RunContext(models=ModelFactory(parley_env)))
     with pytest.raises(ValueError, match="mode"):
         debate_node(mode="single")
+
+
+# --- a fresh install: one embedded model, the panel filled by resampling --------------------
+
+
+@pytest.fixture
+def embedded(parley_env, monkeypatch, llm) -> PanelContext:
+    """A run context of a fresh install (no endpoint configured); the scripted server plays the embedded model."""
+    monkeypatch.delenv("OPENAI_API_KEY")
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    get_settings.cache_clear()
+    settings = get_settings()
+    assert settings.uses_embedded_model
+    return PanelContext(models=ModelFactory(settings, local_base_url=llm.base_url), panelist_timeout=5)
+
+
+async def test_the_preset_debates_on_the_embedded_model_alone(embedded, llm):
+    llm.script(model="smollm2", match="### Answer C", reply="Verdict from the samples.")
+    result, events = await collect({"messages": QUESTION}, embedded)
+    assert result["answer"] == "Verdict from the samples." and result["arbitrator"] == SMOL
+    assert [p["model"] for p in result["panelists"]] == SMOL_SEATS and result["same_family"] is True
+    assert events[0] == {"event": "panelists", "models": SMOL_SEATS}
+    panelists = [r for r in llm.requests if "### Answer" not in str(r["messages"])]
+    assert len(panelists) == 3 and {r["model"] for r in llm.requests} == {"smollm2"}
+    assert len({r["temperature"] for r in panelists}) == 3  # each sample at its own temperature
+    assert set(embedded.ledger.by_model()) == {SMOL}  # the real id is what is priced
+    assert {f"panelist:{label}" for label in SMOL_SEATS} <= set(embedded.ledger.by_label())
+
+
+async def test_listed_models_keep_the_family_rule_unless_allowed(embedded, llm):
+    with pytest.raises(TooFewFamiliesError):
+        await graph.ainvoke({"messages": QUESTION, "models": [SMOL]}, context=embedded)
+    assert llm.requests == []
+    result = await graph.ainvoke({"messages": QUESTION, "models": [SMOL], "allow_same_family": True,
+                                  "mode": "panel"}, context=embedded)
+    headings = [block.split("\n", 1)[0] for block in result["answer"].split("\n\n---\n\n")]
+    assert headings == [f"**{label}**" for label in SMOL_SEATS]
+
+
+async def test_the_arbitrator_sees_every_answer_within_the_embedded_window(embedded, llm):
+    # Long answers: the scripted server stops each at the embedded model's 384-token output cap.
+    for i in range(3):
+        llm.script(model="smollm2", match="Is a hot dog", reply=f"START-{i} " + "congestion " * 600, times=1)
+    await graph.ainvoke({"messages": QUESTION}, context=embedded)
+    arbitration = next(r for r in llm.requests if "### Answer" in str(r["messages"]))
+    prompt = arbitration["messages"][-1]["content"]
+    assert "[user]\nIs a hot dog a sandwich?" in prompt
+    for letter in "ABC":
+        assert f"### Answer {letter}\nSTART-" in prompt
+    assert prompt.count(" [...]") == 3
+
+
+async def test_debate_node_on_a_fresh_install_resamples(embedded, llm):
+    final = await _one_node(debate_node(input_key="question")).ainvoke({"question": "Tabs?"}, context=embedded)
+    assert final["verdict"] and len(llm.requests) == 4
+    with pytest.raises(TooFewFamiliesError):  # an explicit list keeps the rule unless the node allows it
+        await _one_node(debate_node(models=[SMOL], input_key="question")).ainvoke(
+            {"question": "Tabs?"}, context=embedded)
+    allowed = await _one_node(debate_node(models=[SMOL], allow_same_family=True, mode="panel",
+                                          input_key="question")).ainvoke({"question": "Tabs?"}, context=embedded)
+    assert all(f"**{label}**" in allowed["verdict"] for label in SMOL_SEATS)
+
+
+def _one_node(node):
+    builder = StateGraph(Workflow, context_schema=RunContext)
+    builder.add_node("debate", node)
+    builder.add_edge(START, "debate")
+    return builder.compile()

@@ -16,7 +16,9 @@ from nodes.models import (
     ModelFactory,
     Provider,
     UsageLedger,
+    approx_text_tokens,
     approx_tokens,
+    clip_text,
     context_guard,
     lookup_price,
 )
@@ -41,6 +43,43 @@ def test_debate_models_from_a_comma_list(monkeypatch):
     monkeypatch.setenv("PARLEY_DEBATE_MODELS", "openai:gpt-5, google:gemini-2.5-pro,anthropic:claude-opus-4-5")
     assert Settings(_env_file=None).parley_debate_models == [
         "openai:gpt-5", "google:gemini-2.5-pro", "anthropic:claude-opus-4-5"]
+
+
+HOSTED_PANEL = ["openai:gpt-4o-mini", "anthropic:claude-sonnet-4-5", "google:gemini-2.5-flash"]
+
+
+@pytest.fixture
+def bare_env(monkeypatch):
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL", "PARLEY_DEBATE_MODELS",
+                 "PARLEY_DEBATE_ALLOW_SAME_FAMILY"):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+def test_debate_preset_defaults_to_the_embedded_model_on_a_fresh_install(bare_env):
+    fresh = Settings(_env_file=None)
+    assert fresh.uses_embedded_model and fresh.debate_models == ["local:smollm2"]
+    assert fresh.debate_allow_same_family is True  # one model, one family: the panel is filled by resampling
+    bare_env.setenv("PARLEY_DEBATE_MODELS", "")  # empty is the same as unset
+    assert Settings(_env_file=None).debate_models == ["local:smollm2"]
+
+
+@pytest.mark.parametrize("endpoint", ["OPENAI_API_KEY", "OPENAI_BASE_URL"])
+def test_debate_preset_keeps_three_families_when_an_endpoint_is_configured(bare_env, endpoint):
+    bare_env.setenv(endpoint, "sk-x" if endpoint == "OPENAI_API_KEY" else "http://127.0.0.1:9/v1")
+    configured = Settings(_env_file=None)
+    assert configured.debate_models == HOSTED_PANEL and configured.debate_allow_same_family is False
+
+
+def test_a_configured_debate_list_keeps_the_family_rule_unless_told_otherwise(bare_env):
+    bare_env.setenv("PARLEY_DEBATE_MODELS", "local:smollm2")
+    configured = Settings(_env_file=None)
+    assert configured.debate_models == ["local:smollm2"] and configured.debate_allow_same_family is False
+    bare_env.setenv("PARLEY_DEBATE_ALLOW_SAME_FAMILY", "true")
+    assert Settings(_env_file=None).debate_allow_same_family is True
+    bare_env.delenv("PARLEY_DEBATE_MODELS")
+    bare_env.setenv("PARLEY_DEBATE_ALLOW_SAME_FAMILY", "false")
+    assert Settings(_env_file=None).debate_allow_same_family is False  # an explicit false wins over the default
 
 
 def test_resolution_uses_the_table_then_the_default_endpoint(parley_env, llm):
@@ -150,3 +189,23 @@ def test_context_guard_keeps_system_and_latest_turns():
     assert trimmed[0].content == "rules" and trimmed[-1].content.startswith("turn 19")
     assert approx_tokens(trimmed) <= 2048 - 300
     assert approx_tokens([HumanMessage("远程工作")]) > approx_tokens([HumanMessage("abcd")])
+
+
+def test_prompt_budget_follows_the_providers_window_and_output_cap(parley_env):
+    factory = ModelFactory(parley_env, providers={**BUILTIN_PROVIDERS, "small": Provider(context_window=1000)})
+    local = BUILTIN_PROVIDERS["local"]
+    # The embedded model's output cap applies even when the caller asks for more (or nothing).
+    expected = local.context_window - local.max_output_tokens - 32
+    assert factory.prompt_budget("local:smollm2") == factory.prompt_budget("local:smollm2", 5000) == expected
+    assert factory.prompt_budget("local:smollm2", 100) == local.context_window - 132
+    assert factory.prompt_budget("small:x", 200) == 1000 - 232
+    assert factory.prompt_budget("openai:gpt-5") is None  # no window known: nothing to fit
+
+
+def test_clip_text_cuts_at_a_word_and_marks_the_cut():
+    text = "word " * 400
+    clipped = clip_text(text, 50, " [...]")
+    assert clipped.endswith("word [...]") and approx_text_tokens(clipped) <= 50
+    assert clip_text("short answer", 50) == "short answer"
+    cjk = clip_text("远" * 300, 40)
+    assert approx_text_tokens(cjk) <= 40 and cjk.startswith("远")

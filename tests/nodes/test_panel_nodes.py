@@ -10,20 +10,24 @@ import pytest
 from langgraph.errors import NodeTimeoutError
 
 from nodes.failures import classify_failure, describe_failure, is_transient
-from nodes.models import ModelError
+from nodes.models import ModelError, approx_tokens
 from nodes.panel import (
     AllModelsFailedError,
     TooFewFamiliesError,
     TooFewPanelistsError,
     arbitration_messages,
+    mixes_families,
+    panel_seats,
     pick_panelists,
     redact_names,
+    sample_temperatures,
 )
 
 GPT5, GPT5_MINI, O3 = "openai:gpt-5", "openai:gpt-5-mini", "openai:o3"
 SONNET, OPUS = "anthropic:claude-sonnet-4-5", "anthropic:claude-opus-4-5"
 GEMINI, FLASH = "google:gemini-2.5-pro", "google:gemini-2.5-flash"
 LLAMA, MISTRAL = "meta:llama-4-maverick", "mistral:mistral-large-latest"
+SMOL = "local:smollm2"
 
 
 @pytest.mark.parametrize("models, size, expected", [
@@ -63,6 +67,54 @@ def test_too_few_families_names_the_models_and_families(models, size):
         assert "(family claude-4-5)" in str(caught.value) or "(family gpt-5)" in str(caught.value)
 
 
+@pytest.mark.parametrize("models, size, expected", [
+    # one model: every seat is a sample of it
+    ([SMOL], 3, [SMOL, SMOL, SMOL]),
+    # distinct families first, in list order; then another listed model of a seated family; then resamples
+    ([GPT5, GPT5_MINI, SONNET], 3, [GPT5, GPT5_MINI, SONNET]),
+    ([GPT5, GPT5_MINI, SONNET], 5, [GPT5, GPT5_MINI, SONNET, GPT5, GPT5_MINI]),
+    ([GPT5, SONNET], 3, [GPT5, SONNET, GPT5]),
+    ([SMOL, GPT5, O3, GPT5_MINI, SONNET, GEMINI], 4, [SMOL, GPT5, SONNET, GEMINI]),
+    # enough families: the flag changes nothing
+    ([GPT5, GPT5_MINI, SONNET, OPUS, GEMINI], 3, [GPT5, SONNET, GEMINI]),
+])
+def test_same_family_panels_fill_remaining_seats_by_resampling(models, size, expected):
+    assert pick_panelists(models, size, allow_same_family=True) == expected
+
+
+def test_same_family_still_needs_a_model_and_a_valid_size():
+    with pytest.raises(TooFewFamiliesError):
+        pick_panelists([], 3, allow_same_family=True)
+    with pytest.raises(ValueError, match="between 2 and 7"):
+        pick_panelists([SMOL], 8, allow_same_family=True)
+
+
+def test_seats_have_unique_labels_and_resamples_differ_in_temperature():
+    seats = panel_seats(pick_panelists([SMOL], 3, allow_same_family=True))
+    assert [s["label"] for s in seats] == [SMOL, f"{SMOL} #2", f"{SMOL} #3"]
+    assert [s["model"] for s in seats] == [SMOL] * 3  # the real id is what gets called and priced
+    assert len({s["temperature"] for s in seats}) == 3
+    mixed = panel_seats([GPT5, SONNET, GPT5], temperature=0.2)
+    assert [s["label"] for s in mixed] == [GPT5, SONNET, f"{GPT5} #2"]
+    assert mixed[1]["temperature"] == 0.2  # a model seated once keeps the caller's temperature
+    assert mixed[0]["temperature"] != mixed[2]["temperature"]
+    assert panel_seats([GPT5, SONNET, GEMINI]) == [
+        {"model": m, "label": m, "temperature": None} for m in (GPT5, SONNET, GEMINI)]
+    assert mixes_families([GPT5, GPT5_MINI, SONNET]) and mixes_families([SMOL] * 3)
+    assert not mixes_families([GPT5, SONNET, GEMINI])
+
+
+@pytest.mark.parametrize("count, base, ceiling", [(3, None, None), (7, None, 1.0), (7, 0.0, None), (7, 1.0, 1.0),
+                                                  (3, 1.5, 1.0), (7, 2.0, None)])
+def test_sample_temperatures_are_distinct_and_in_range(count, base, ceiling):
+    temperatures = sample_temperatures(count, base, ceiling)
+    top = min(max(1.0, base or 0.0), ceiling if ceiling is not None else 2.0)
+    assert len(temperatures) == count == len(set(temperatures))
+    assert all(0.0 <= t <= top for t in temperatures)
+    if base is not None and base <= top:
+        assert temperatures[0] == base  # the first sample keeps the caller's temperature
+
+
 @pytest.mark.parametrize("size", [1, 8])
 def test_panel_size_is_two_to_seven(size):
     with pytest.raises(ValueError, match="between 2 and 7"):
@@ -87,6 +139,35 @@ def test_arbitration_prompt_is_anonymous_and_carries_both_prompts():
     assert "gpt" not in human.content and "claude" not in human.content
     default_system, _ = arbitration_messages(messages[1:], answers)
     assert "arbitrator" in default_system.content and "Answer in French" not in default_system.content
+
+
+def test_arbitration_prompt_fits_a_small_window_with_every_answer():
+    question = [{"role": "user", "content": "Should cities ban cars?"}]
+    answers = [{"model": SMOL if i == 0 else f"{SMOL} #{i + 1}", "model_id": SMOL,
+                "answer": f"START-{i} " + "because traffic " * 600 + f" END-{i}"} for i in range(3)]
+    system, human = arbitration_messages(question, answers, prompt_budget=1600)
+    assert approx_tokens([system, human]) <= 1600
+    for i, letter in enumerate("ABC"):
+        assert f"### Answer {letter}\nSTART-{i} because traffic" in human.content
+        assert f"END-{i}" not in human.content
+    assert human.content.count(" [...]") == 3
+    assert "[user]\nShould cities ban cars?" in human.content
+    unbounded = arbitration_messages(question, answers)[1].content
+    assert all(f"END-{i}" in unbounded for i in range(3))  # no window, no cut
+    short = [{"model": GPT5, "answer": "Yes."}, {"model": SONNET, "answer": "No."}]
+    assert arbitration_messages(question, short, prompt_budget=1600) == arbitration_messages(question, short)
+    # A short answer keeps all of its text; the long ones share what it leaves.
+    mixed = [answers[0], {"model": SONNET, "answer": "Short and whole. END-short"}, answers[2]]
+    _, human = arbitration_messages(question, mixed, prompt_budget=1600)
+    assert "### Answer B\nShort and whole. END-short" in human.content and human.content.count(" [...]") == 2
+    assert approx_tokens(arbitration_messages(question, mixed, prompt_budget=1600)) <= 1600
+
+
+def test_resampled_answers_stay_anonymous():
+    answers = [{"model": f"{SMOL} #2", "model_id": SMOL, "answer": "As smollm2 I say yes."},
+               {"model": SMOL, "model_id": SMOL, "answer": "No."}]
+    _, human = arbitration_messages([{"role": "user", "content": "Q?"}], answers)
+    assert "smollm2" not in human.content and "#2" not in human.content
 
 
 def _status_error(status: int) -> openai.APIStatusError:
