@@ -140,6 +140,9 @@ def model_server(home: Path, port: int = 0, n_ctx: int = 2048) -> ManagedProcess
         "--port", str(port),
         "--n_ctx", str(n_ctx),
         "--n_threads", str(max(1, min(4, os.cpu_count() or 1))),
+        # By default a new request interrupts the one in progress, which leaves parallel callers (a
+        # panel, a round of the round table) with empty answers; queue them instead.
+        "--interrupt_requests", "false",
     ]
     return ManagedProcess(
         "embedded model server",

@@ -5,8 +5,11 @@ from __future__ import annotations
 from typing import Literal
 
 import openai
+from langchain_core.exceptions import OutputParserException
 from langgraph.errors import NodeTimeoutError
 from langgraph.types import RetryPolicy
+
+from pydantic import ValidationError
 
 from nodes.models import ModelError
 
@@ -57,3 +60,7 @@ def is_transient(exc: BaseException) -> bool:
 
 # The retry policy of every node that calls a model: one more attempt, only for what may pass next time.
 MODEL_RETRY = RetryPolicy(max_attempts=2, initial_interval=0.5, max_interval=4.0, retry_on=is_transient)
+
+# A structured answer that cannot be read (bad JSON, a value out of range, cut off at the token cap).
+# Small models produce these now and then; nodes that can do without the answer catch exactly these.
+UNREADABLE_ANSWER = (OutputParserException, ValidationError, openai.LengthFinishReasonError)

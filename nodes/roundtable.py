@@ -7,6 +7,8 @@ fed by `Send` with a `TurnInput`, so one round's agents run concurrently; each s
 
 from __future__ import annotations
 
+import logging
+import re
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -15,12 +17,15 @@ from typing import Annotated, Any, Literal, TypedDict
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langgraph.config import get_stream_writer
 from langgraph.runtime import Runtime
-from pydantic import BaseModel, Field, StringConstraints
+from pydantic import BaseModel, Field, StringConstraints, field_validator
 
 from nodes.context import RunContext
 from nodes.convergence import positions_of, strongest_consensus
+from nodes.failures import UNREADABLE_ANSWER
 from nodes.prompts import roundtable as prompts
 from nodes.retrieval import retrieve
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(kw_only=True)
@@ -72,6 +77,12 @@ class StatedPosition(BaseModel):
     )
     confidence: float = Field(ge=0.0, le=1.0, description="How firmly the contribution holds its stance, 0 to 1.")
     keyPoint: Sentence = Field(description="The contribution's single most important point, in one sentence.")
+
+    @field_validator("confidence", mode="before")
+    @classmethod
+    def _clamp(cls, value: Any) -> Any:
+        # Grammar-constrained servers enforce the JSON type but not its range.
+        return min(1.0, max(0.0, value)) if isinstance(value, int | float) else value
 
 
 class SynthesisDraft(BaseModel):
@@ -251,12 +262,18 @@ async def _take_turn(state: TurnInput, ctx: RoundTableContext) -> dict[str, Any]
                    "roundNumber": round_number, "content": text})
     content = "".join(parts).strip()
     extract = ctx.structured(StatedPosition, model, temperature=0.0, label=label)
-    position: StatedPosition = await extract.ainvoke([
-        SystemMessage(prompts.POSITION_SYSTEM),
-        HumanMessage(prompts.POSITION_PROMPT.format(
-            question=state["question"], name=agent["name"], role=agent["role"] or "participant", answer=content
-        )),
-    ])
+    try:
+        position: StatedPosition = await extract.ainvoke([
+            SystemMessage(prompts.POSITION_SYSTEM),
+            HumanMessage(prompts.POSITION_PROMPT.format(
+                question=state["question"], name=agent["name"], role=agent["role"] or "participant", answer=content
+            )),
+        ])
+    except UNREADABLE_ANSWER as exc:
+        # The answer itself is kept; only its stance is unknown, which counts as neutral and unsure.
+        log.warning("stance of %s in round %s unreadable (%s); recorded as neutral", agent["name"], round_number,
+                    exc.__class__.__name__)
+        position = StatedPosition(stance="neutral", confidence=0.0, keyPoint=first_sentence(content))
     message = {
         "agentId": agent["id"],
         "agentName": agent["name"],
@@ -317,6 +334,30 @@ def _evolution(seats: list[dict[str, Any]], transcript: list[dict[str, Any]]) ->
     return "\n".join(lines)
 
 
+def first_sentence(text: str, limit: int = 200) -> str:
+    """The first sentence of `text`, at most `limit` characters."""
+    match = re.match(r"(.+?[.!?。！？])(\s|$)", text.strip(), re.S)
+    return (match.group(1) if match else text.strip())[:limit]
+
+
+def fallback_synthesis(seats: list[dict[str, Any]], transcript: list[dict[str, Any]]) -> SynthesisDraft:
+    """A synthesis built from the table's final stances alone, for when the synthesizer's answer is unreadable."""
+    final_round = max((m["roundNumber"] for m in transcript), default=0)
+    final = [m for m in transcript if m["roundNumber"] == final_round and not m["isDevilsAdvocate"]]
+    stances = [m["stance"] for m in final]
+    majority = max(set(stances), key=stances.count) if stances else "neutral"
+    attack = next((m for m in reversed(transcript) if m["isDevilsAdvocate"]), None)
+    return SynthesisDraft(
+        summary=f"The synthesizer's answer could not be read; at the end the table leaned {majority} "
+        f"({stances.count(majority)} of {len(stances)} seats)."[:400],
+        debateEvolution=_evolution(seats, transcript).replace("\n", "; ")[:200],
+        devilsAdvocateMainAttack=(attack["keyPoint"] if attack else "")[:200],
+        consensus=[], riskPoints=[], conditions=[],
+        recommendedAction="Read the final positions in the transcript before deciding.",
+        confidenceLevel="low", urgency="medium",
+    )
+
+
 async def synthesize(state: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
     """Write the structured synthesis of the debate."""
     ctx = context_of(runtime)
@@ -330,9 +371,13 @@ async def synthesize(state: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
         positions=format_positions(last, chars=ctx.position_chars),
         attacks="\n".join(f"- round {i}: {a[: ctx.position_chars]}" for i, a in enumerate(attacks)) or "(nothing)",
     )
-    draft: SynthesisDraft = await ctx.structured(
-        SynthesisDraft, ctx.synthesis_model, temperature=0.2, label="roundtable:synthesis"
-    ).ainvoke([SystemMessage(prompts.SYNTHESIS_SYSTEM), HumanMessage(prompt)])
+    try:
+        draft: SynthesisDraft = await ctx.structured(
+            SynthesisDraft, ctx.synthesis_model, temperature=0.2, label="roundtable:synthesis"
+        ).ainvoke([SystemMessage(prompts.SYNTHESIS_SYSTEM), HumanMessage(prompt)])
+    except UNREADABLE_ANSWER as exc:
+        log.warning("synthesis unreadable (%s); falling back to the table's own positions", exc.__class__.__name__)
+        draft = fallback_synthesis(seats, transcript)
     fields = draft.model_dump()
     synthesis = {
         "summary": fields["summary"],
@@ -372,8 +417,12 @@ async def form_memories(state: MemoryInput, runtime: Runtime) -> dict[str, Any]:
     )
     system = prompts.MEMORY_SYSTEM.format(name=agent["name"], role=agent["role"] or "participant",
                                           persona=agent.get("persona") or "")
-    notes: MemoryNotes = await ctx.structured(
-        MemoryNotes, agent.get("model"), temperature=0.2, label=f"roundtable:memory:{agent['id']}"
-    ).ainvoke([SystemMessage(system), HumanMessage(prompt)])
+    try:
+        notes: MemoryNotes = await ctx.structured(
+            MemoryNotes, agent.get("model"), temperature=0.2, label=f"roundtable:memory:{agent['id']}"
+        ).ainvoke([SystemMessage(system), HumanMessage(prompt)])
+    except UNREADABLE_ANSWER as exc:
+        log.warning("memory notes of %s unreadable (%s); none kept", agent["name"], exc.__class__.__name__)
+        notes = MemoryNotes(notes=[])
     kept = [n.strip() for n in notes.notes if n.strip()][: ctx.memory_notes]
     return {"memories": [{"agentId": agent["id"], "notes": kept}]}

@@ -200,3 +200,21 @@ def test_minimum_estimate_grows_with_the_table():
     small = estimate_minimum_tokens({"question": "Q?", "agents": TABLE[:1]})
     large = estimate_minimum_tokens({"question": "Q?", "agents": TABLE})
     assert 1000 < small < large
+
+
+async def test_unreadable_structured_answers_do_not_sink_the_debate(llm, make_context):
+    # A small model's confidence out of range is clamped; a stance that does not fit the schema counts
+    # as neutral; an unreadable synthesis falls back to the table's own positions.
+    stance(llm, "Claire", "Finance", "for", confidence=7)
+    llm.script(match="Marc (Sales) said:", json={"stance": "maybe so"})
+    stance(llm, "Lea", "Legal", "against")
+    llm.script(match="synthesizer of a round-table debate", json={"summary": ["not", "a", "string"]})
+    result = await graph.ainvoke({"question": "Open a Lyon office?", "agents": TABLE},
+                                 context=make_context(max_rounds=1))
+    final = {m["agentName"]: m for m in result["transcript"] if m["roundNumber"] == 1}
+    assert final["Claire"]["confidence"] == 1.0
+    assert final["Marc"]["stance"] == "neutral" and final["Marc"]["confidence"] == 0.0
+    assert final["Marc"]["content"]  # the answer itself is kept
+    synthesis = result["synthesis"]
+    assert synthesis["summary"].startswith("The synthesizer's answer could not be read")
+    assert synthesis["confidenceLevel"] == "low" and len(synthesis["agentInsights"]) == 4
