@@ -8,6 +8,7 @@ and nowhere else.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -16,6 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
+from weakref import WeakKeyDictionary
+
+import httpx
 
 from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.messages import BaseMessage, trim_messages
@@ -359,6 +363,7 @@ class ModelFactory:
                 prices[name.lower()] = (float(pair[0]), float(pair[1]))
         self.prices = prices
         self.local_base_url = local_base_url or os.environ.get("PARLEY_LOCAL_BASE_URL")
+        self._http_clients: WeakKeyDictionary[asyncio.AbstractEventLoop, dict] = WeakKeyDictionary()
 
     @property
     def default_model(self) -> str:
@@ -464,8 +469,28 @@ class ModelFactory:
                 kwargs["max_completion_tokens"] = max_tokens
         if ledger is not None:
             kwargs["callbacks"] = [_UsageCallback(ledger, resolved.model_id, self.price(resolved.model_id), label)]
+        http_client = self._loop_http_client(resolved.base_url, kwargs["timeout"])
+        if http_client is not None:
+            kwargs["http_async_client"] = http_client
         client = ChatOpenAI(**kwargs)
         return self._guard(resolved, max_tokens) | client, resolved, client
+
+    def _loop_http_client(self, base_url: str | None, timeout: float) -> httpx.AsyncClient | None:
+        """A pooled HTTP client for the running event loop, or None outside one.
+
+        langchain-openai otherwise shares one process-wide pool, whose connections belong to the
+        loop that opened them: a second loop (each `asyncio.run`, each test server) would reuse
+        them and fail with "Event loop is closed".
+        """
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+        clients = self._http_clients.setdefault(loop, {})
+        key = (base_url, timeout)
+        if key not in clients:
+            clients[key] = httpx.AsyncClient(base_url=base_url or "https://api.openai.com/v1", timeout=timeout)
+        return clients[key]
 
     @staticmethod
     def _guard(resolved: ResolvedModel, max_tokens: int | None) -> Runnable:
