@@ -4,9 +4,10 @@ from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI
 
-from api.routes import health
+from api.routes import duel, health
+from api.services import duel as duel_service
 
-ROUTERS = [health.router]
+ROUTERS = [health.router, duel.router]
 
 # Run by the lifespan once the database is connected, in order.
-STARTUP_HOOKS: list[Callable[[FastAPI], Awaitable[None]]] = []
+STARTUP_HOOKS: list[Callable[[FastAPI], Awaitable[None]]] = [duel_service.on_startup]

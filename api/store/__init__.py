@@ -34,6 +34,9 @@ INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
     ("api_keys", [("workspace", 1), ("user", 1)], {}),
     ("usage", [("workspace", 1), ("createdAt", -1)], {}),
     ("usage", [("requestId", 1)], {}),
+    ("debates", [("workspace", 1), ("user", 1), ("createdAt", -1), ("_id", -1)], {}),
+    ("debates", [("status", 1), ("heartbeatAt", 1)], {}),
+    ("debate_events", [("debateId", 1), ("seq", 1)], {"unique": True}),
 ]
 
 
