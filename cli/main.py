@@ -13,6 +13,7 @@ from rich.table import Table
 
 from api.store import keys as key_store
 from api.store import workspaces as ws_store
+from cli import duel as duel_cli
 from cli.common import console, fail, with_db
 from core.embedded import EmbeddedServerError, EmbeddedServices, model_server
 from core.settings import get_settings
@@ -25,6 +26,7 @@ workspaces_app = typer.Typer(help="Workspace credit and allowance.", no_args_is_
 app.add_typer(model_app, name="model")
 app.add_typer(keys_app, name="keys")
 app.add_typer(workspaces_app, name="workspaces")
+duel_cli.register(app)
 
 
 def _first_local_key(services: EmbeddedServices) -> str | None:
