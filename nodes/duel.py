@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import openai
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
@@ -46,6 +46,21 @@ class DuelContext(RunContext):
     user_model: str | None = None
     opponent_model: str | None = None
     judge_model: str | None = None
+    _built: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def chat(self, model: str | None = None, **options: Any) -> Runnable:
+        """As `RunContext.chat`, built once per run: a duel asks for the same two speakers turn after turn."""
+        key = ("chat", model, tuple(sorted(options.items())))
+        if key not in self._built:
+            self._built[key] = super().chat(model, **options)
+        return self._built[key]
+
+    def structured(self, schema: type[BaseModel], model: str | None = None, **options: Any) -> Runnable:
+        """As `RunContext.structured`, built once per run (the two judges share one)."""
+        key = ("structured", schema, model, tuple(sorted(options.items())))
+        if key not in self._built:
+            self._built[key] = super().structured(schema, model, **options)
+        return self._built[key]
 
     def turn_tokens(self, topic: str) -> int:
         """Output cap of one turn: room for `max_chars` in the topic's script, so the cap rarely cuts first."""

@@ -66,9 +66,9 @@ Transcript ({turns} turns; Speaker A opened each round):
 Give your verdict. The conclusion is about the topic itself, at most {conclusion_max_chars} characters."""
 
 TIE_REASON = """\
-The two judgements, with the speakers' order swapped, disagreed (first {first}, then {second}), \
-so the result is a tie. First judgement: {first_reason} Swapped judgement: {second_reason}"""
+The two judgements disagreed once the speakers' order was swapped (as debated: {first}; swapped: \
+{second}), so the result is a tie. As debated: {first_reason} Swapped: {second_reason}"""
 
 TIE_REASON_CJK = """\
-交换发言顺序后的两次评判结论不一致（第一次：{first}；交换后：{second}），因此判为平局。\
-第一次评判理由：{first_reason} 交换后评判理由：{second_reason}"""
+交换发言顺序后两次评判结论不一致（按原顺序：{first}；交换顺序后：{second}），因此判为平局。\
+按原顺序的理由：{first_reason} 交换顺序后的理由：{second_reason}"""

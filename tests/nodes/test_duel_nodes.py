@@ -226,7 +226,7 @@ async def test_judges_that_disagree_once_swapped_make_a_tie(parley_env, llm):
     _, state = await run_duel(parley_env)
     synthesis = state["synthesis"]
     assert synthesis["winner"] == "tie"
-    assert "disagreed" in synthesis["winnerReason"] and "first Ada, then Margaret Hale" in synthesis["winnerReason"]
+    assert "disagreed" in synthesis["winnerReason"] and "as debated: Ada; swapped: Margaret Hale" in synthesis["winnerReason"]
     assert sorted(v["winner"] for v in state["verdicts"]) == ["opponent", "user"]
 
 
