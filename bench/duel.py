@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import signal
 import statistics
@@ -46,8 +45,8 @@ TURN = ("Remote work widens the talent pool and cuts hours of commuting. Teams s
 OPPONENT = {"name": "Margaret Hale", "title": "Operations director", "bio": "Ran large teams for decades.",
             "stance": "Offices remain the better default.", "traits": ["pragmatic", "blunt", "precise"]}
 JUDGEMENT = {"consensus": ["Trust takes effort"], "disagreements": ["Whether output holds"], "winner": "A",
-             "winnerReason": "Speaker A gave more evidence.", "conclusion": "Remote work works with deliberate rituals.",
-             "recommendations": ["Pilot hybrid schedules"]}
+             "winnerReason": "Speaker A gave more evidence.",
+             "conclusion": "Remote work works with deliberate rituals.", "recommendations": ["Pilot hybrid schedules"]}
 # A turn of 45 one-word sentences (180 characters): every model chunk becomes one SSE chunk.
 MANY_CHUNKS = "Ok. " * 45
 
@@ -164,95 +163,109 @@ def percentile(values: list[float], q: float) -> float:
 
 
 async def run(args: argparse.Namespace) -> None:
+    """Start the database, the scripted model and Parley; measure; stop them whatever happens."""
     home = Path(tempfile.mkdtemp(prefix="parley-bench-"))
+    started: list[subprocess.Popen] = []
     db_server = None
-    uri = os.environ.get("MONGODB_URI")
-    if not uri:
-        db_server = database_server(home).start(timeout=90)
-        uri = db_server.url
+    try:
+        uri = os.environ.get("MONGODB_URI")
+        if not uri:
+            db_server = database_server(home).start(timeout=90)
+            uri = db_server.url
+        await measure(args, home, uri, started)
+    finally:
+        for proc in reversed(started):
+            # SIGINT lets uvicorn shut down cleanly (and a profiler wrapping Parley write its file).
+            proc.send_signal(signal.SIGINT)
+        for proc in started:
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        if db_server is not None:
+            db_server.stop()
+
+
+async def measure(args: argparse.Namespace, home: Path, uri: str, started: list[subprocess.Popen]) -> None:
     db_name = "bench_" + uuid.uuid4().hex[:8]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MONGODB_", "PARLEY_"))}
     env["PYTHONPATH"] = str(ROOT)
     llm, ready = start_process(
         [sys.executable, "-m", "tests.support.scripted_llm", "--port", "0", "--latency", str(args.latency),
          "--token-delay", str(args.token_delay)], env, "READY")
+    started.append(llm)
     base_url = ready.split()[1]
     script(base_url, TURN)
     port = free_port()
     parley_env = {**env, "OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "x", "OPENAI_MODEL": "openai:gpt-4o-mini",
                   "MONGODB_URI": uri, "MONGODB_DB": db_name, "PARLEY_HOME": str(home)}
     parley, _ = start_process(
-        [sys.executable, *os.environ.get("BENCH_PARLEY_PYTHON_ARGS", "").split(), "-m", "uvicorn", "api.main:create_app", "--factory", "--host", "127.0.0.1",
+        [sys.executable, *os.environ.get("BENCH_PARLEY_PYTHON_ARGS", "").split(), "-m", "uvicorn",
+         "api.main:create_app", "--factory", "--host", "127.0.0.1",
          "--port", str(port), "--log-level", "warning"], parley_env, None)
-    try:
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=300) as probe:
-            for _ in range(200):
-                try:
-                    if (await probe.get("/openapi.json")).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    await asyncio.sleep(0.1)
-        keys = await make_keys(uri, db_name, args.concurrent + 30)
-        limits = httpx.Limits(max_connections=args.concurrent + 10, max_keepalive_connections=args.concurrent + 10)
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=300, limits=limits) as client:
-            await one_debate(client, keys.pop(), 1)  # warm-up: imports, connections, indexes
+    started.append(parley)
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=300) as probe:
+        for _ in range(200):
+            try:
+                if (await probe.get("/openapi.json")).status_code == 200:
+                    break
+            except httpx.TransportError:
+                await asyncio.sleep(0.1)
+    keys = await make_keys(uri, db_name, args.concurrent + 30)
+    limits = httpx.Limits(max_connections=args.concurrent + 10, max_keepalive_connections=args.concurrent + 10)
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=300, limits=limits) as client:
+        await one_debate(client, keys.pop(), 1)  # warm-up: imports, connections, indexes
 
-            critical, total = await model_time(base_url, args.rounds)
-            alone = [await one_debate(client, keys.pop(), args.rounds) for _ in range(3)]
-            wall = statistics.median(r["wall"] for r in alone)
-            alone_gaps = [g for r in alone for g in r["gaps"]]
-            print(f"(a) one debate, {args.rounds} rounds, latency {args.latency * 1000:.0f} ms + "
-                  f"{args.token_delay * 1000:.0f} ms/chunk: wall {wall:.3f} s (median of 3); model time "
-                  f"{critical:.3f} s on the critical path, {total:.3f} s summed over all calls")
-            print(f"    wall ÷ critical-path model time = {wall / critical:.3f}   "
-                  f"wall ÷ sum of model latencies = {wall / total:.3f}")
-            print(f"    gap between chunks of a turn, one debate alone: p50 {percentile(alone_gaps, 0.5) * 1000:.1f} ms, "
-                  f"p99 {percentile(alone_gaps, 0.99) * 1000:.1f} ms")
+        critical, total = await model_time(base_url, args.rounds)
+        alone = [await one_debate(client, keys.pop(), args.rounds) for _ in range(3)]
+        wall = statistics.median(r["wall"] for r in alone)
+        alone_gaps = [g for r in alone for g in r["gaps"]]
+        print(f"(a) one debate, {args.rounds} rounds, latency {args.latency * 1000:.0f} ms + "
+              f"{args.token_delay * 1000:.0f} ms/chunk: wall {wall:.3f} s (median of 3); model time "
+              f"{critical:.3f} s on the critical path, {total:.3f} s summed over all calls")
+        print(f"    wall ÷ critical-path model time = {wall / critical:.3f}   "
+              f"wall ÷ sum of model latencies = {wall / total:.3f}")
+        print(f"    gap between chunks of a turn, one debate alone: "
+              f"p50 {percentile(alone_gaps, 0.5) * 1000:.1f} ms, "
+              f"p99 {percentile(alone_gaps, 0.99) * 1000:.1f} ms")
 
-            async def batch_cpu(turn: str) -> tuple[float, int]:
-                script(base_url, turn)
-                cpu0 = cpu_seconds(parley.pid)
-                batch = await asyncio.gather(*[one_debate(client, keys.pop(), args.rounds) for _ in range(10)])
-                return cpu_seconds(parley.pid) - cpu0, sum(r["chunks"] for r in batch)
+        async def batch_cpu(turn: str) -> tuple[float, int]:
+            script(base_url, turn)
+            cpu0 = cpu_seconds(parley.pid)
+            batch = await asyncio.gather(*[one_debate(client, keys.pop(), args.rounds) for _ in range(10)])
+            return cpu_seconds(parley.pid) - cpu0, sum(r["chunks"] for r in batch)
 
-            cpu_few, chunks_few = await batch_cpu(TURN)
-            cpu_many, chunks_many = await batch_cpu(MANY_CHUNKS)
-            script(base_url, TURN)
-            marginal = (cpu_many - cpu_few) / (chunks_many - chunks_few)
-            print(f"(b) Parley CPU per streamed chunk, marginal: {marginal * 1000:.3f} ms  (10 debates with "
-                  f"{chunks_few} chunks took {cpu_few:.2f} s CPU, 10 with {chunks_many} chunks {cpu_many:.2f} s)")
-            print(f"    amortised over all the process does (auth, storage, opponent, judges): "
-                  f"{cpu_few * 1000 / chunks_few:.3f} ms per chunk")
+        cpu_few, chunks_few = await batch_cpu(TURN)
+        cpu_many, chunks_many = await batch_cpu(MANY_CHUNKS)
+        script(base_url, TURN)
+        marginal = (cpu_many - cpu_few) / (chunks_many - chunks_few)
+        print(f"(b) Parley CPU per streamed chunk, marginal: {marginal * 1000:.3f} ms  (10 debates with "
+              f"{chunks_few} chunks took {cpu_few:.2f} s CPU, 10 with {chunks_many} chunks {cpu_many:.2f} s)")
+        print(f"    amortised over all the process does (auth, storage, opponent, judges): "
+              f"{cpu_few * 1000 / chunks_few:.3f} ms per chunk")
 
-            if not args.concurrent:
-                return
-            cpu0, llm_cpu0, own_cpu0 = cpu_seconds(parley.pid), cpu_seconds(llm.pid), time.process_time()
-            t0 = time.perf_counter()
-            many = await asyncio.gather(*[one_debate(client, keys.pop(), args.rounds)
-                                          for _ in range(args.concurrent)], return_exceptions=True)
-            elapsed = time.perf_counter() - t0
-            cpu = cpu_seconds(parley.pid) - cpu0
-            llm_cpu, own_cpu = cpu_seconds(llm.pid) - llm_cpu0, time.process_time() - own_cpu0
-            ok = [r for r in many if isinstance(r, dict) and r["done"]]
-            gaps = [g for r in ok for g in r["gaps"]]
-            chunks = sum(r["chunks"] for r in ok)
-            print(f"(c) {args.concurrent} concurrent debates on one worker: {len(ok)}/{args.concurrent} completed in "
-                  f"{elapsed:.1f} s (one alone: {wall:.1f} s); {chunks} chunks; gap between chunks of a turn "
-                  f"p50 {percentile(gaps, 0.5) * 1000:.1f} ms, p99 {percentile(gaps, 0.99) * 1000:.1f} ms, "
-                  f"max {max(gaps) * 1000:.1f} ms")
-            print(f"    CPU seconds in those {elapsed:.1f} s on {os.cpu_count()} cores: Parley {cpu:.1f} "
-                  f"({cpu * 1000 / max(chunks, 1):.3f} ms per chunk), scripted model {llm_cpu:.1f}, "
-                  f"SSE clients {own_cpu:.1f}; load average now {os.getloadavg()[0]:.1f}")
-            failures = [r for r in many if not (isinstance(r, dict) and r["done"])]
-            if failures:
-                print(f"    failures: {failures[:3]}")
-    finally:
-        parley.send_signal(signal.SIGINT)  # uvicorn shuts down cleanly (and a profiler wrapping it can write)
-        llm.terminate()
-        parley.wait(30)
-        llm.wait(30)
-        if db_server is not None:
-            db_server.stop()
+        if not args.concurrent:
+            return
+        cpu0, llm_cpu0, own_cpu0 = cpu_seconds(parley.pid), cpu_seconds(llm.pid), time.process_time()
+        t0 = time.perf_counter()
+        many = await asyncio.gather(*[one_debate(client, keys.pop(), args.rounds)
+                                      for _ in range(args.concurrent)], return_exceptions=True)
+        elapsed = time.perf_counter() - t0
+        cpu = cpu_seconds(parley.pid) - cpu0
+        llm_cpu, own_cpu = cpu_seconds(llm.pid) - llm_cpu0, time.process_time() - own_cpu0
+        ok = [r for r in many if isinstance(r, dict) and r["done"]]
+        gaps = [g for r in ok for g in r["gaps"]]
+        chunks = sum(r["chunks"] for r in ok)
+        print(f"(c) {args.concurrent} concurrent debates on one worker: {len(ok)}/{args.concurrent} completed in "
+              f"{elapsed:.1f} s (one alone: {wall:.1f} s); {chunks} chunks; gap between chunks of a turn "
+              f"p50 {percentile(gaps, 0.5) * 1000:.1f} ms, p99 {percentile(gaps, 0.99) * 1000:.1f} ms, "
+              f"max {max(gaps) * 1000:.1f} ms")
+        print(f"    CPU seconds in those {elapsed:.1f} s on {os.cpu_count()} cores: Parley {cpu:.1f} "
+              f"({cpu * 1000 / max(chunks, 1):.3f} ms per chunk), scripted model {llm_cpu:.1f}, "
+              f"SSE clients {own_cpu:.1f}; load average now {os.getloadavg()[0]:.1f}")
+        failures = [r for r in many if not (isinstance(r, dict) and r["done"])]
+        if failures:
+            print(f"    failures: {failures[:3]}")
 
 
 def main() -> None:

@@ -76,7 +76,8 @@ async def stream_debate(topic: str, profile: dict, context: DuelContext) -> dict
                 if node == "select_opponent":
                     opponent = update["opponent_profile"]
                     console.print(f"[bold]{topic}[/]")
-                    console.print(f"{profile['name']} vs [bold magenta]{opponent['name']}[/], {opponent.get('title', '')}")
+                    title = opponent.get("title", "")
+                    console.print(f"{profile['name']} vs [bold magenta]{opponent['name']}[/], {title}")
                     console.print(f"[dim]{opponent.get('stance', '')}[/]")
             continue
         kind = payload.get("event")

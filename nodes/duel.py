@@ -46,7 +46,7 @@ class DuelContext(RunContext):
     user_model: str | None = None
     opponent_model: str | None = None
     judge_model: str | None = None
-    _built: dict = field(default_factory=dict, repr=False, compare=False)
+    _built: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def chat(self, model: str | None = None, **options: Any) -> Runnable:
         """As `RunContext.chat`, built once per run: a duel asks for the same two speakers turn after turn."""
@@ -195,7 +195,9 @@ async def select_opponent(state: OpponentInput, runtime: Runtime[DuelContext]) -
 # --- speak -----------------------------------------------------------------------------------
 
 
-def fold_summary(summary: str, folded: int, messages: list[dict], *, keep_recent: int, max_chars: int) -> tuple[str, int]:
+def fold_summary(
+    summary: str, folded: int, messages: list[dict], *, keep_recent: int, max_chars: int
+) -> tuple[str, int]:
     """Fold turns that left the recent window into the running summary (first sentence each), capped in size.
 
     Returns the new summary and how many turns it now covers; the prompt therefore holds at most

@@ -7,7 +7,7 @@ import logging
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 from sse_starlette import EventSourceResponse
 
 from api.deps import Db, Principal, get_principal, presented_key, require_scope
@@ -157,7 +157,7 @@ async def debate_events(
     debate_id: str,
     service: Duel,
     principal: Annotated[Principal | None, Depends(events_reader)],
-    token: Annotated[str | None, Query(description="The debate's stream token, for clients that cannot send a key.")] = None,
+    token: Annotated[str | None, Query(description="The debate's stream token (for EventSource).")] = None,
     last_event_id: Annotated[str | None, Query(alias="lastEventId", description="Resume after this event id.")] = None,
 ) -> EventSourceResponse:
     resume = request.headers.get("last-event-id") or last_event_id

@@ -23,7 +23,8 @@ from tests.support.duel import (
 )
 
 TOPIC = "Should remote work be the default?"
-ADA = {"name": "Ada", "bio": "Engineer who ships from home", "softMemory": {"traits": ["rational"], "interests": ["tools"]}}
+ADA = {"name": "Ada", "bio": "Engineer who ships from home",
+       "softMemory": {"traits": ["rational"], "interests": ["tools"]}}
 
 
 async def run_duel(settings, *, topic: str = TOPIC, profile: dict | None = None, rounds: int = 1, **knobs):
@@ -226,7 +227,8 @@ async def test_judges_that_disagree_once_swapped_make_a_tie(parley_env, llm):
     _, state = await run_duel(parley_env)
     synthesis = state["synthesis"]
     assert synthesis["winner"] == "tie"
-    assert "disagreed" in synthesis["winnerReason"] and "as debated: Ada; swapped: Margaret Hale" in synthesis["winnerReason"]
+    assert "disagreed" in synthesis["winnerReason"]
+    assert "as debated: Ada; swapped: Margaret Hale" in synthesis["winnerReason"]
     assert sorted(v["winner"] for v in state["verdicts"]) == ["opponent", "user"]
 
 
