@@ -1,7 +1,8 @@
 """Errors the HTTP layer sends, in the wire shape each API family's clients expect.
 
-OpenAI-compatible routes answer `{"error": {"message", "type", "code"}}`; Parley's own and the
-seed-compatible routes answer `{"error": "<message>", "code": ...}`. The shape is chosen here by
+OpenAI-compatible routes answer `{"error": {"message", "type", "code"}}`; the duel seed's routes
+(`/api/...`) answer exactly `{"error": "<message>"}` plus any extra fields (e.g. `retryAfter`);
+Parley's own routes answer `{"error": "<message>", "code": ...}`. The shape is chosen here by
 path, once, so routes only raise `ApiError`.
 """
 
@@ -19,6 +20,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 log = logging.getLogger("parley.api")
 
 OPENAI_STYLE_PREFIXES = ("/v1/chat/", "/v1/routers", "/v1/models")
+# The duel seed's clients compare bodies such as {"error": "Unauthorized"} exactly: no `code` there.
+SEED_STYLE_PREFIXES = ("/api/",)
 UNPROCESSABLE_PREFIXES = ("/v1/workflows",)
 
 _OPENAI_TYPES = {
@@ -60,7 +63,7 @@ def error_body(path: str, err: ApiError) -> dict[str, Any]:
     if path.startswith(OPENAI_STYLE_PREFIXES):
         return {"error": {"message": err.message, "type": err.type, "code": err.code, **err.extra}}
     body: dict[str, Any] = {"error": err.message}
-    if err.code:
+    if err.code and not path.startswith(SEED_STYLE_PREFIXES):
         body["code"] = err.code
     body.update(err.extra)
     return body

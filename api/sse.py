@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,11 +29,20 @@ class Event:
         )
 
 
-def sse_response(events: AsyncIterator[Event], *, keepalive: int = KEEPALIVE_SECONDS) -> EventSourceResponse:
-    """Stream `events` as `text/event-stream`, with a `: ping` comment every `keepalive` seconds of silence."""
+def sse_response(
+    events: AsyncIterator[Event | Sequence[Event]], *, keepalive: float = KEEPALIVE_SECONDS
+) -> EventSourceResponse:
+    """Stream `events` as `text/event-stream`, with a `: ping` comment every `keepalive` seconds of silence.
 
-    async def render() -> AsyncIterator[ServerSentEvent]:
-        async for event in events:
-            yield event.to_sse()
+    An item may be a batch of events that were ready together (a listener catching up); a batch
+    goes out in one write, which matters when many streams share one busy worker.
+    """
+
+    async def render() -> AsyncIterator[ServerSentEvent | bytes]:
+        async for item in events:
+            if isinstance(item, Event):
+                yield item.to_sse()
+            else:
+                yield b"".join(event.to_sse().encode() for event in item)
 
     return EventSourceResponse(render(), ping=keepalive, headers=SSE_HEADERS)

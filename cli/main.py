@@ -14,9 +14,9 @@ from rich.table import Table
 
 from api.store import keys as key_store
 from api.store import workspaces as ws_store
-from cli import workflow as workflow_cli
-
+from cli import duel as duel_cli
 from cli import panel as panel_cli
+from cli import workflow as workflow_cli
 from cli.common import console, fail, with_db
 from core.embedded import EmbeddedServerError, EmbeddedServices, model_server
 from core.settings import get_settings
@@ -30,7 +30,7 @@ app.add_typer(model_app, name="model")
 app.add_typer(keys_app, name="keys")
 app.add_typer(workspaces_app, name="workspaces")
 app.add_typer(workflow_cli.app, name="workflow")
-
+duel_cli.register(app)
 panel_cli.register(app)
 
 

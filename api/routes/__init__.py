@@ -4,10 +4,19 @@ from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI
 
-from api.routes import agents, chat, conversations, health, routers, workflows
+from api.routes import agents, chat, conversations, duel, health, routers, workflows
+from api.services import duel as duel_service
 from api.services import roundtable
 
-ROUTERS = [health.router, chat.router, routers.router, agents.router, conversations.router, workflows.router]
+ROUTERS = [
+    health.router,
+    duel.router,
+    chat.router,
+    routers.router,
+    agents.router,
+    conversations.router,
+    workflows.router,
+]
 
 # Run by the lifespan once the database is connected, in order.
-STARTUP_HOOKS: list[Callable[[FastAPI], Awaitable[None]]] = [roundtable.on_startup]
+STARTUP_HOOKS: list[Callable[[FastAPI], Awaitable[None]]] = [duel_service.on_startup, roundtable.on_startup]

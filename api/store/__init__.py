@@ -41,6 +41,9 @@ INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
     ("routers", [("workspace", 1), ("id", 1)], {"unique": True}),
     *agents.INDEXES,
     *conversations.INDEXES,
+    ("debates", [("workspace", 1), ("user", 1), ("createdAt", -1), ("_id", -1)], {}),
+    ("debates", [("status", 1), ("heartbeatAt", 1)], {}),
+    ("debate_events", [("debateId", 1), ("seq", 1)], {"unique": True}),
 ]
 
 

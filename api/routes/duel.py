@@ -1,0 +1,178 @@
+"""Duel routes (seeds/duel-sse-api.md): start a debate as SSE, read debates, replay or follow a debate's events."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
+from sse_starlette import EventSourceResponse
+
+from api.deps import Db, Principal, get_principal, presented_key, require_scope
+from api.errors import ApiError
+from api.services.duel import Caller, DebateNotFound, DebateRequest, DebateStartError, DuelService, public_debate
+from api.sse import sse_response
+
+log = logging.getLogger("parley.duel")
+
+router = APIRouter(tags=["duel"])
+
+MAX_BODY_BYTES = 24 * 1024
+RATE_LIMIT = "8/minute"
+
+Starter = Annotated[Principal, Depends(require_scope("debate", write=True, denied_status=401))]
+Reader = Annotated[Principal, Depends(require_scope("debate", denied_status=401))]
+
+
+def duel_service(request: Request) -> DuelService:
+    return request.app.state.duel
+
+
+Duel = Annotated[DuelService, Depends(duel_service)]
+
+
+class SoftMemory(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    traits: list[StrictStr] = Field(default_factory=list, max_length=50)
+    interests: list[StrictStr] = Field(default_factory=list, max_length=50)
+
+
+class UserProfile(BaseModel):
+    """The seed's userProfile; unknown fields are kept and echoed back in `init`."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: StrictStr = Field(min_length=1, max_length=100)
+    avatar: StrictStr | None = None
+    bio: StrictStr | None = Field(None, max_length=2000)
+    softMemory: SoftMemory | None = None
+
+
+def parse_debate_request(raw: bytes) -> DebateRequest:
+    """Validate a `POST /api/debate` body, naming the field at fault."""
+    try:
+        body = json.loads(raw)
+    except ValueError as exc:
+        raise ApiError(400, "Request body must be JSON") from exc
+    if not isinstance(body, dict):
+        raise ApiError(400, "Request body must be a JSON object")
+    topic, profile, rounds = body.get("topic"), body.get("userProfile"), body.get("rounds")
+    if topic is None or profile is None or topic == "":
+        raise ApiError(400, "Missing topic or userProfile")
+    if not isinstance(topic, str):
+        raise ApiError(400, "topic must be a string")
+    if not topic.strip():
+        raise ApiError(400, "Missing topic or userProfile")
+    if len(topic) > 2000:
+        raise ApiError(400, "topic must be at most 2000 characters")
+    if not isinstance(profile, dict):
+        raise ApiError(400, "userProfile must be an object")
+    try:
+        UserProfile.model_validate(profile)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(["userProfile", *(str(part) for part in first["loc"])])
+        raise ApiError(400, f"{where}: {first['msg']}") from exc
+    if not str(profile["name"]).strip():
+        raise ApiError(400, "userProfile.name must not be blank")
+    if rounds is not None and (not isinstance(rounds, int) or isinstance(rounds, bool) or not 1 <= rounds <= 10):
+        raise ApiError(400, "rounds must be an integer from 1 to 10")
+    return DebateRequest(topic=topic.strip(), user_profile=profile, rounds=rounds)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refused with 413 as soon as it is known to exceed `limit` bytes."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise ApiError(413, f"Request body exceeds {limit // 1024} KB")
+    body = bytearray()
+    async for part in request.stream():
+        body += part
+        if len(body) > limit:
+            raise ApiError(413, f"Request body exceeds {limit // 1024} KB")
+    return bytes(body)
+
+
+def caller_of(principal: Principal) -> Caller:
+    return Caller(user=principal.user, workspace=principal.workspace)
+
+
+@router.post("/api/debate", summary="Start a debate, streamed as Server-Sent Events")
+async def start_debate(request: Request, principal: Starter, service: Duel) -> EventSourceResponse:
+    client_ip = request.client.host if request.client else "unknown"
+    decision = await request.app.state.ratelimiter.hit(
+        RATE_LIMIT, "debate", principal.workspace, principal.user, client_ip
+    )
+    if not decision.allowed:
+        raise ApiError(429, "Rate limit exceeded", headers={"Retry-After": str(decision.retry_after)},
+                       extra={"retryAfter": decision.retry_after})
+    debate = parse_debate_request(await read_body(request, MAX_BODY_BYTES))
+    try:
+        run = await service.start(caller_of(principal), debate)
+    except DebateStartError as exc:
+        log.error("could not start a debate: %s", exc)
+        raise ApiError(500, "Failed to start debate") from exc
+    response = sse_response(run.follow())
+    response.ping_interval = service.keepalive
+    response.headers["X-Debate-Id"] = run.id
+    response.headers["X-Debate-Events"] = f"/api/debate/{run.id}/events?token={run.stream_token}"
+    return response
+
+
+@router.get("/api/debates", summary="The caller's debates, newest first")
+async def list_debates(
+    principal: Reader,
+    service: Duel,
+    limit: Annotated[int, Query(ge=1, le=100, description="Debates per page.")] = 20,
+    cursor: Annotated[str | None, Query(description="`nextCursor` of the previous page.")] = None,
+    page: Annotated[int | None, Query(ge=1, description="1-based page number (instead of a cursor).")] = None,
+) -> dict[str, Any]:
+    try:
+        return await service.list(caller_of(principal), limit=limit, cursor=cursor, page=page)
+    except ValueError as exc:
+        raise ApiError(400, f"Invalid cursor: {exc}") from exc
+
+
+@router.get("/api/debate/{debate_id}", summary="One of the caller's debates")
+async def get_debate(debate_id: str, principal: Reader, service: Duel) -> dict[str, Any]:
+    try:
+        return public_debate(await service.get(caller_of(principal), debate_id))
+    except DebateNotFound as exc:
+        raise ApiError(404, "Debate not found") from exc
+
+
+async def events_reader(request: Request, db: Db, token: str | None = None) -> Principal | None:
+    """The key's principal, or None when the request carries only a stream token (browsers' EventSource)."""
+    if token and not presented_key(request):
+        return None
+    return await require_scope("debate", denied_status=401)(await get_principal(request, db))
+
+
+@router.get("/api/debate/{debate_id}/events", summary="Replay a debate's events, then follow it live")
+async def debate_events(
+    request: Request,
+    debate_id: str,
+    service: Duel,
+    principal: Annotated[Principal | None, Depends(events_reader)],
+    token: Annotated[str | None, Query(description="The debate's stream token (for EventSource).")] = None,
+    last_event_id: Annotated[str | None, Query(alias="lastEventId", description="Resume after this event id.")] = None,
+) -> EventSourceResponse:
+    resume = request.headers.get("last-event-id") or last_event_id
+    try:
+        after = int(resume) if resume not in (None, "") else -1
+    except ValueError as exc:
+        raise ApiError(400, "Last-Event-ID must be an integer event id") from exc
+    try:
+        record = await service.authorise_events(
+            debate_id, caller=caller_of(principal) if principal else None, token=token
+        )
+    except DebateNotFound as exc:
+        if principal is None:  # a wrong stream token is a failed authentication, not a missing debate
+            raise ApiError(401, "Unauthorized") from exc
+        raise ApiError(404, "Debate not found") from exc
+    response = sse_response(service.events(record, after=after))
+    response.ping_interval = service.keepalive
+    return response

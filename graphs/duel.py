@@ -1,0 +1,93 @@
+"""The duel: the user's persona agent debates an opponent chosen for the topic, then a judge rules.
+
+select_opponent → (user_turn → opponent_turn) × rounds → announce_synthesis → judge ×2 (order swapped) → synthesize
+
+Stream it with `graph.astream(inputs, context=DuelContext(...), stream_mode=["custom", "updates"])`:
+the custom events are `start`/`chunk`/`message` per turn and `synthesizing` before judging.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Literal
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from langgraph.types import RetryPolicy
+from typing_extensions import NotRequired, TypedDict  # pydantic's schemas need these before Python 3.12
+
+from nodes.duel import (
+    DuelContext,
+    announce_synthesis,
+    duel_context,
+    is_transient_model_error,
+    judge,
+    judge_both_orders,
+    make_speaker,
+    select_opponent,
+    synthesize,
+)
+
+__all__ = ["DuelContext", "DuelInput", "DuelOutput", "DuelState", "build_duel_graph", "graph"]
+
+
+class DuelInput(TypedDict):
+    topic: str
+    user_profile: dict  # the seed's userProfile: name, avatar?, bio?, softMemory {traits[], interests[]}
+    rounds: NotRequired[int]  # overrides DuelContext.rounds
+
+
+class DuelOutput(TypedDict):
+    opponent_profile: dict  # name, title, bio, stance, traits
+    messages: list[dict]  # role "user"|"opponent", name, content, timestamp (ms)
+    synthesis: dict  # consensus, disagreements, winner, winnerReason, conclusion, recommendations
+    verdicts: list[dict]  # the two position-swapped judgements the synthesis was drawn from
+
+
+class DuelState(TypedDict, total=False):
+    topic: str
+    user_profile: dict
+    rounds: int
+    opponent_profile: dict
+    messages: Annotated[list[dict], operator.add]
+    summary: str  # running summary of the turns that left the speakers' recent window
+    summarized: int  # how many turns the summary covers
+    verdicts: Annotated[list[dict], operator.add]
+    synthesis: dict
+
+
+# Turns are retried only while nothing of them was sent (a failure mid-stream raises TurnInterrupted).
+TURN_RETRY = RetryPolicy(max_attempts=2, initial_interval=0.5, retry_on=is_transient_model_error)
+JUDGE_RETRY = RetryPolicy(
+    max_attempts=2, initial_interval=0.5,
+    retry_on=lambda exc: is_transient_model_error(exc) or isinstance(exc, ValueError),  # unparsable verdicts too
+)
+
+
+def next_round(state: DuelState, runtime: Runtime[DuelContext]) -> Literal["user_turn", "announce_synthesis"]:
+    """Another round, or on to the judging once every round has had its two turns."""
+    rounds = state.get("rounds") or duel_context(runtime).rounds
+    return "user_turn" if len(state.get("messages") or []) < 2 * rounds else "announce_synthesis"
+
+
+def build_duel_graph() -> StateGraph:
+    """The duel as an uncompiled `StateGraph`; compile it, or embed it in a larger graph."""
+    builder = StateGraph(DuelState, context_schema=DuelContext, input_schema=DuelInput, output_schema=DuelOutput)
+    builder.add_node("select_opponent", select_opponent)
+    builder.add_node("user_turn", make_speaker("user"), retry_policy=TURN_RETRY)
+    builder.add_node("opponent_turn", make_speaker("opponent"), retry_policy=TURN_RETRY)
+    builder.add_node("announce_synthesis", announce_synthesis)
+    builder.add_node("judge", judge, retry_policy=JUDGE_RETRY)
+    builder.add_node("synthesize", synthesize)
+
+    builder.add_edge(START, "select_opponent")
+    builder.add_edge("select_opponent", "user_turn")
+    builder.add_edge("user_turn", "opponent_turn")
+    builder.add_conditional_edges("opponent_turn", next_round)
+    builder.add_conditional_edges("announce_synthesis", judge_both_orders, ["judge"])
+    builder.add_edge("judge", "synthesize")
+    builder.add_edge("synthesize", END)
+    return builder
+
+
+graph = build_duel_graph().compile(name="duel")
