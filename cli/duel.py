@@ -48,7 +48,7 @@ def debate(
         result = asyncio.run(stream_debate(topic, profile, context))
     except ModelError as exc:
         raise fail(str(exc)) from exc
-    except openai.APIError as exc:
+    except openai.OpenAIError as exc:
         raise fail(f"the model call failed: {exc}") from exc
     finally:
         if server is not None:

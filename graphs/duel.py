@@ -17,16 +17,17 @@ from langgraph.types import RetryPolicy
 from typing_extensions import NotRequired, TypedDict  # pydantic's schemas need these before Python 3.12
 
 from nodes.duel import (
+    JUDGE_ATTEMPTS,
     DuelContext,
     announce_synthesis,
     duel_context,
-    is_transient_model_error,
     judge,
     judge_both_orders,
     make_speaker,
     select_opponent,
     synthesize,
 )
+from nodes.failures import MODEL_RETRY, UNREADABLE_ANSWER, is_transient
 
 __all__ = ["DuelContext", "DuelInput", "DuelOutput", "DuelState", "build_duel_graph", "graph"]
 
@@ -57,10 +58,10 @@ class DuelState(TypedDict, total=False):
 
 
 # Turns are retried only while nothing of them was sent (a failure mid-stream raises TurnInterrupted).
-TURN_RETRY = RetryPolicy(max_attempts=2, initial_interval=0.5, retry_on=is_transient_model_error)
+TURN_RETRY = MODEL_RETRY
 JUDGE_RETRY = RetryPolicy(
-    max_attempts=2, initial_interval=0.5,
-    retry_on=lambda exc: is_transient_model_error(exc) or isinstance(exc, ValueError),  # unparsable verdicts too
+    max_attempts=JUDGE_ATTEMPTS, initial_interval=0.5,
+    retry_on=lambda exc: is_transient(exc) or isinstance(exc, UNREADABLE_ANSWER),  # unreadable verdicts too
 )
 
 

@@ -20,7 +20,9 @@ from langgraph.types import Send
 from pydantic import BaseModel, Field
 from typing_extensions import NotRequired, TypedDict  # pydantic's schemas need these before Python 3.12
 
+from nodes.bounds import AtMost, Clipped
 from nodes.context import RunContext
+from nodes.failures import UNREADABLE_ANSWER
 from nodes.personas import fallback_opponent
 from nodes.prompts import duel as prompts
 from nodes.text import LengthGate, clip, first_sentence, is_cjk, topic_language
@@ -75,9 +77,8 @@ def duel_context(runtime: Runtime[DuelContext] | None) -> DuelContext:
     return context if context is not None else DuelContext()
 
 
-def is_transient_model_error(exc: BaseException) -> bool:
-    """Retry policy predicate: a model call that may succeed when repeated (network, 429, 5xx)."""
-    return isinstance(exc, (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError))
+# How many times a judge is asked for a readable verdict before it counts as abstaining.
+JUDGE_ATTEMPTS = 2
 
 
 class TurnInterrupted(RuntimeError):
@@ -87,25 +88,29 @@ class TurnInterrupted(RuntimeError):
 # --- structured outputs --------------------------------------------------------------------
 
 
+# Bounded lengths keep answers short everywhere and stop a small model running out of tokens mid-JSON.
 class OpponentProfile(BaseModel):
     """The opponent persona."""
 
-    name: str = Field(description="The opponent's full name, realistic for the topic's language.")
-    title: str = Field(description="A short professional title, e.g. 'Labour economist'.")
-    bio: str = Field(description="One sentence on who they are and why they hold their view.")
-    stance: str = Field(description="Their position on the topic in one sentence, opposed to the user's likely stance.")
-    traits: list[str] = Field(description="Three short personality traits that shape how they argue.")
+    name: Clipped(60) = Field(description="The opponent's full name, realistic for the topic's language.")
+    title: Clipped(80) = Field(description="A short professional title, e.g. 'Labour economist'.")
+    bio: Clipped(200) = Field(description="One sentence on who they are and why they hold their view.")
+    stance: Clipped(200) = Field(
+        description="Their position on the topic in one sentence, opposed to the user's likely stance."
+    )
+    traits: AtMost(5, Clipped(40)) = Field(description="Three short personality traits that shape how they argue.")
 
 
 class Judgement(BaseModel):
     """One judge's verdict on an anonymised transcript."""
 
-    consensus: list[str] = Field(description="Points both speakers agreed on (may be empty).")
-    disagreements: list[str] = Field(description="The core points the speakers disagreed on.")
+    consensus: AtMost(4, Clipped(120)) = Field(description="Points both speakers agreed on (may be empty).")
+    disagreements: AtMost(4, Clipped(120)) = Field(description="The core points the speakers disagreed on.")
     winner: Literal["A", "B", "tie"] = Field(description="Who argued better: 'A', 'B', or 'tie' if evenly matched.")
-    winnerReason: str = Field(description="One or two sentences explaining the winner, naming Speaker A or B.")
+    winnerReason: Clipped(300) = Field(description="One or two sentences explaining the winner, naming Speaker A or B.")
+    # Not bounded here: the node cuts it at a sentence boundary, which a plain cut would not respect.
     conclusion: str = Field(description="The overall conclusion about the topic, at most 100 characters.")
-    recommendations: list[str] = Field(description="Two or three practical recommendations for readers.")
+    recommendations: AtMost(3, Clipped(120)) = Field(description="Two or three practical recommendations for readers.")
 
 
 # --- node input schemas (what each node reads from the graph state) --------------------------
@@ -382,7 +387,17 @@ async def judge(state: JudgeInput, runtime: Runtime[DuelContext]) -> dict:
         )),
     ]
     model = ctx.structured(Judgement, ctx.judge_model, temperature=ctx.synthesis_temperature, label="judge")
-    verdict: Judgement = await model.ainvoke(prompt)
+    try:
+        verdict: Judgement = await model.ainvoke(prompt)
+    except UNREADABLE_ANSWER as exc:
+        attempt = runtime.execution_info.node_attempt if getattr(runtime, "execution_info", None) else JUDGE_ATTEMPTS
+        if attempt < JUDGE_ATTEMPTS:
+            raise  # the node's retry policy asks once more
+        # Still unreadable: an abstention, which with the other judge's verdict makes the result a tie.
+        log.warning("judge (%s order) unreadable (%s); counted as a tie", "swapped" if state["swapped"] else "debated",
+                    exc.__class__.__name__)
+        verdict = Judgement(consensus=[], disagreements=[], winner="tie", recommendations=[],
+                            winnerReason=prompts.UNREADABLE_VERDICT, conclusion="")
     reveal = {"Speaker A": names[first], "Speaker B": names[second]}
     return {"verdicts": [{
         "order": "swapped" if state["swapped"] else "as_debated",

@@ -8,22 +8,23 @@ fed by `Send` with a `TurnInput`, so one round's agents run concurrently; each s
 from __future__ import annotations
 
 import logging
-import re
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langgraph.config import get_stream_writer
 from langgraph.runtime import Runtime
-from pydantic import BaseModel, Field, StringConstraints, field_validator
+from pydantic import BaseModel, Field, field_validator
 
+from nodes.bounds import AtMost, Clipped
 from nodes.context import RunContext
 from nodes.convergence import positions_of, strongest_consensus
 from nodes.failures import UNREADABLE_ANSWER
 from nodes.prompts import roundtable as prompts
 from nodes.retrieval import retrieve
+from nodes.text import first_sentence
 
 log = logging.getLogger(__name__)
 
@@ -62,10 +63,9 @@ def context_of(runtime: Runtime | None) -> RoundTableContext:
 # --- structured outputs ---------------------------------------------------------------------
 
 
-# Length bounds are part of each schema: they keep answers short on every provider, and a
-# grammar-constrained server (llama.cpp) enforces them, so a small model cannot run out of tokens mid-JSON.
-Sentence = Annotated[str, StringConstraints(max_length=200)]
-Phrase = Annotated[str, StringConstraints(max_length=120)]
+# Bounded lengths keep answers short everywhere and stop a small model running out of tokens mid-JSON.
+Sentence = Clipped(200)
+Phrase = Clipped(120)
 
 
 class StatedPosition(BaseModel):
@@ -88,15 +88,13 @@ class StatedPosition(BaseModel):
 class SynthesisDraft(BaseModel):
     """The synthesizer's report of a debate."""
 
-    summary: Annotated[str, StringConstraints(max_length=400)] = Field(
-        description="Two or three sentences: what the table concludes."
-    )
+    summary: Clipped(400) = Field(description="Two or three sentences: what the table concludes.")
     debateEvolution: Sentence = Field(description="How positions moved during the debate, naming who shifted and why.")
     devilsAdvocateMainAttack: Sentence = Field(description="The devil's advocate's strongest objection, in one sentence.")
-    consensus: list[Phrase] = Field(max_length=4, description="Points the table agrees on, one short sentence each.")
-    riskPoints: list[Phrase] = Field(max_length=4, description="What could go wrong, one short phrase each.")
+    consensus: AtMost(4, Phrase) = Field(description="Points the table agrees on, one short sentence each.")
+    riskPoints: AtMost(4, Phrase) = Field(description="What could go wrong, one short phrase each.")
     recommendedAction: Sentence = Field(description="What to do next, concretely, in one or two sentences.")
-    conditions: list[Phrase] = Field(max_length=4, description="Conditions the recommendation depends on.")
+    conditions: AtMost(4, Phrase) = Field(description="Conditions the recommendation depends on.")
     confidenceLevel: Literal["low", "medium", "high"] = Field(description="How confident the table is overall.")
     urgency: Literal["low", "medium", "high"] = Field(description="How soon a decision is needed.")
 
@@ -104,7 +102,7 @@ class SynthesisDraft(BaseModel):
 class MemoryNotes(BaseModel):
     """What one agent keeps from a debate."""
 
-    notes: list[Phrase] = Field(max_length=3, description="Short notes, one sentence each, of what is worth remembering.")
+    notes: AtMost(3, Phrase) = Field(description="Short notes, one sentence each, of what is worth remembering.")
 
 
 # --- state fragments the nodes read -----------------------------------------------------------
@@ -273,7 +271,7 @@ async def _take_turn(state: TurnInput, ctx: RoundTableContext) -> dict[str, Any]
         # The answer itself is kept; only its stance is unknown, which counts as neutral and unsure.
         log.warning("stance of %s in round %s unreadable (%s); recorded as neutral", agent["name"], round_number,
                     exc.__class__.__name__)
-        position = StatedPosition(stance="neutral", confidence=0.0, keyPoint=first_sentence(content))
+        position = StatedPosition(stance="neutral", confidence=0.0, keyPoint=first_sentence(content, 200))
     message = {
         "agentId": agent["id"],
         "agentName": agent["name"],
@@ -332,12 +330,6 @@ def _evolution(seats: list[dict[str, Any]], transcript: list[dict[str, Any]]) ->
         path = " → ".join(f"{m['stance']} ({m['confidence']:.2f})" for m in said)
         lines.append(f"- {seat['name']}: {path}")
     return "\n".join(lines)
-
-
-def first_sentence(text: str, limit: int = 200) -> str:
-    """The first sentence of `text`, at most `limit` characters."""
-    match = re.match(r"(.+?[.!?。！？])(\s|$)", text.strip(), re.S)
-    return (match.group(1) if match else text.strip())[:limit]
 
 
 def fallback_synthesis(seats: list[dict[str, Any]], transcript: list[dict[str, Any]]) -> SynthesisDraft:

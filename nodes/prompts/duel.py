@@ -72,3 +72,6 @@ The two judgements disagreed once the speakers' order was swapped (as debated: {
 TIE_REASON_CJK = """\
 交换发言顺序后两次评判结论不一致（按原顺序：{first}；交换顺序后：{second}），因此判为平局。\
 按原顺序的理由：{first_reason} 交换顺序后的理由：{second_reason}"""
+
+# The reason a judgement stands in for a verdict the judge model returned in unreadable form.
+UNREADABLE_VERDICT = "This judge's verdict could not be read, so it counts as an abstention."

@@ -255,3 +255,13 @@ def test_a_tie_reason_follows_the_topic_language():
     synthesis = combine_verdicts(verdicts, names={"user": "张三", "opponent": "李明"}, topic="远程工作？",
                                  conclusion_max_chars=100)
     assert synthesis["winner"] == "tie" and "判为平局" in synthesis["winnerReason"] and "张三" in synthesis["winnerReason"]
+
+
+async def test_a_judge_unreadable_twice_abstains_and_the_result_is_a_tie(parley_env, llm):
+    # Three unreadable answers across the two parallel judges: one judge is unreadable twice.
+    llm.script(match=JUDGE_MARK, json={"winner": "Ada, clearly"}, times=3)
+    script_duel(llm)
+    _, state = await run_duel(parley_env)
+    assert state["synthesis"]["winner"] == "tie"
+    assert any("could not be read" in v["winnerReason"] for v in state["verdicts"])
+    assert len(requests_with(llm, JUDGE_MARK)) == 4
