@@ -18,7 +18,6 @@ import argparse
 import asyncio
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,30 +28,13 @@ sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 import openai  # noqa: E402
+
+from tests.support.scripted_llm import spawn  # noqa: E402
 from langchain_core.messages import HumanMessage  # noqa: E402
 
 PANEL = ["openai:gpt-5", "anthropic:claude-sonnet-4-5", "google:gemini-2.5-pro"]
 ARBITRATOR = "anthropic:claude-opus-4-5"
 QUESTION = "Explain the CAP theorem in two sentences."
-
-
-def start_scripted(latency: float) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.scripted_llm", "--port", "0", "--latency", str(latency)],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    line = proc.stdout.readline().strip()
-    if not line.startswith("READY "):
-        proc.kill()
-        raise SystemExit(f"scripted server did not start: {line!r}")
-    return proc, line.split(" ", 1)[1]
-
-
-def forget_model_clients() -> None:
-    """langchain-openai caches its HTTP clients per process, bound to the first event loop; each phase has its own."""
-    from langchain_openai.chat_models import _client_utils
-
-    _client_utils._cached_async_httpx_client.cache_clear()
 
 
 def summarise(name: str, walls: list[float], floors: list[float]) -> None:
@@ -140,7 +122,7 @@ def main() -> None:
     from nodes.models import ModelFactory
     from tests.support.servers import ServerThread, run_sync
 
-    scripted, base_url = start_scripted(args.latency)
+    scripted, base_url = spawn(latency=args.latency)
     home = Path(tempfile.mkdtemp(prefix="parley-bench-"))
     db_server = database_server(home / "db").start(timeout=90)
     settings = Settings(_env_file=None, openai_base_url=base_url, openai_api_key="sk-bench",
@@ -153,7 +135,6 @@ def main() -> None:
         local = asyncio.run(bench_in_process(factory, base_url, args.runs))
         summarise("panel graph, in-process", *local["graph"])
         summarise("sequential baseline, in-process", *local["sequential"])
-        forget_model_clients()
 
         async def provision() -> str:
             client, db = connect(db_server.url, "bench")

@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,21 +32,11 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 import openai  # noqa: E402
 
+from tests.support.scripted_llm import spawn  # noqa: E402
+
 ROLES = ["Finance", "Sales", "Legal", "Operations", "HR"]
 QUESTION = "We have 3 letters of intent in Lyon and 5 months of cash. Open an office now, wait, or hire remotely?"
 TITLE = "Should we open a second office in Lyon?"
-
-
-def start_scripted(latency: float) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.scripted_llm", "--port", "0", "--latency", str(latency)],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    line = proc.stdout.readline().strip()
-    if not line.startswith("READY "):
-        proc.kill()
-        raise SystemExit(f"scripted server did not start: {line!r}")
-    return proc, line.split(" ", 1)[1]
 
 
 def script_split_table(base_url: str) -> None:
@@ -181,7 +170,7 @@ async def main() -> None:
     parser.add_argument("--latency", type=float, default=0.5)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    proc, base_url = start_scripted(args.latency)
+    proc, base_url = spawn(latency=args.latency)
     try:
         script_split_table(base_url)
         print(f"scripted model latency {args.latency:.2f} s per call; 5 agents + devil's advocate, 3 debate rounds")

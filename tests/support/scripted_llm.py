@@ -30,12 +30,16 @@ import itertools
 import json
 import logging
 import math
+import os
 import re
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 import zlib
+from pathlib import Path
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -605,6 +609,21 @@ class ScriptedLLM:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def spawn(*, latency: float = 0.0, token_delay: float = 0.0) -> tuple[subprocess.Popen, str]:
+    """Start the server as a subprocess (so its CPU time is not the caller's); return it and its base URL."""
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.scripted_llm", "--port", "0", "--latency", str(latency),
+         "--token-delay", str(token_delay)],
+        cwd=root, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(root)},
+    )
+    line = (proc.stdout.readline() if proc.stdout else "").strip()
+    if not line.startswith("READY "):
+        proc.kill()
+        raise RuntimeError(f"the scripted model server did not start: {line!r}")
+    return proc, line.split(" ", 1)[1]
 
 
 def main(argv: list[str] | None = None) -> None:
