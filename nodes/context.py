@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TypeVar
+from typing import Any, Self, TypeVar
 
 from langchain_core.runnables import Runnable
 from pydantic import BaseModel
@@ -31,6 +31,17 @@ class RunContext:
     models: ModelFactory | None = None
     model: str | None = None
     ledger: UsageLedger = field(default_factory=UsageLedger)
+
+    @classmethod
+    def of(cls, runtime: Any) -> Self:
+        """This run's context as `cls`: the caller's own; a plain RunContext widened (keeping its models,
+        model and ledger, with this mode's default knobs); or fresh defaults when the caller passed none."""
+        ctx = getattr(runtime, "context", None)
+        if isinstance(ctx, cls):
+            return ctx
+        if isinstance(ctx, RunContext):
+            return cls(models=ctx.models, model=ctx.model, ledger=ctx.ledger)
+        return cls()
 
     @property
     def factory(self) -> ModelFactory:

@@ -72,9 +72,8 @@ class DuelContext(RunContext):
 
 
 def duel_context(runtime: Runtime[DuelContext] | None) -> DuelContext:
-    """The run's context, or the defaults when the caller passed none."""
-    context = runtime.context if runtime is not None else None
-    return context if context is not None else DuelContext()
+    """The run's DuelContext (see `RunContext.of`)."""
+    return DuelContext.of(runtime)
 
 
 # How many times a judge is asked for a readable verdict before it counts as abstaining.

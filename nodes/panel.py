@@ -65,13 +65,8 @@ class PanelContext(RunContext):
 
 
 def panel_context(runtime: Runtime | None) -> PanelContext:
-    """The run's PanelContext; a plain RunContext (a designer workflow's) is widened, keeping its models and ledger."""
-    ctx = getattr(runtime, "context", None)
-    if isinstance(ctx, PanelContext):
-        return ctx
-    if isinstance(ctx, RunContext):
-        return PanelContext(models=ctx.models, model=ctx.model, ledger=ctx.ledger)
-    return PanelContext()
+    """The run's PanelContext; a plain RunContext (a designer workflow's) is widened (see `RunContext.of`)."""
+    return PanelContext.of(runtime)
 
 
 # --- errors ---------------------------------------------------------------------------------

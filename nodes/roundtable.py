@@ -47,17 +47,9 @@ class RoundTableContext(RunContext):
     devils_advocate_model: str | None = None
 
 
-_DEFAULT_CONTEXT = RoundTableContext()
-
-
 def context_of(runtime: Runtime | None) -> RoundTableContext:
-    """The run's RoundTableContext; a plain RunContext keeps its models and ledger with default knobs."""
-    ctx = getattr(runtime, "context", None)
-    if isinstance(ctx, RoundTableContext):
-        return ctx
-    if isinstance(ctx, RunContext):
-        return RoundTableContext(models=ctx.models, model=ctx.model, ledger=ctx.ledger)
-    return _DEFAULT_CONTEXT
+    """The run's RoundTableContext (see `RunContext.of`)."""
+    return RoundTableContext.of(runtime)
 
 
 # --- structured outputs ---------------------------------------------------------------------

@@ -209,3 +209,21 @@ def test_clip_text_cuts_at_a_word_and_marks_the_cut():
     assert clip_text("short answer", 50) == "short answer"
     cjk = clip_text("远" * 300, 40)
     assert approx_text_tokens(cjk) <= 40 and cjk.startswith("远")
+
+
+def test_run_context_of_widens_a_plain_context_and_defaults_when_none():
+    from dataclasses import dataclass
+    from types import SimpleNamespace
+
+    @dataclass(kw_only=True)
+    class ModeContext(RunContext):
+        rounds: int = 3
+
+    plain = RunContext(model="openai:gpt-5")
+    widened = ModeContext.of(SimpleNamespace(context=plain))
+    assert isinstance(widened, ModeContext) and widened.rounds == 3
+    assert widened.model == "openai:gpt-5" and widened.ledger is plain.ledger
+    own = ModeContext(rounds=7)
+    assert ModeContext.of(SimpleNamespace(context=own)) is own
+    first, second = ModeContext.of(None), ModeContext.of(SimpleNamespace(context=None))
+    assert first.rounds == 3 and first.ledger is not second.ledger  # no ledger shared between runs
