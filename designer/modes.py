@@ -44,9 +44,16 @@ async def run_nested(node_id: str, graph: CompiledStateGraph, payload: dict[str,
     """Run a mode's compiled graph inside a workflow node; return its final state."""
     write = get_stream_writer()
     final: dict[str, Any] = {}
-    async for mode, chunk in graph.astream(payload, context=context, stream_mode=["custom", "values"]):
+    # subgraphs=True: a mode may run its own graph inside a node (the panel's debate node does), and
+    # its events should reach the workflow's stream too. The result is the shallowest graph's values
+    # (namespaces are absolute, so when this runs inside a workflow node even the top one has a prefix).
+    depth = None
+    async for namespace, mode, chunk in graph.astream(
+        payload, context=context, stream_mode=["custom", "values"], subgraphs=True
+    ):
         if mode == "values":
-            final = chunk
+            if depth is None or len(namespace) <= depth:
+                depth, final = len(namespace), chunk
         else:
             write(tag_event(node_id, chunk))
     return final

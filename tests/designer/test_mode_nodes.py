@@ -117,3 +117,14 @@ def test_workspace_agents_over_http(http, make_key, llm):
     assert resp.status_code == 200, resp.text
     assert resp.json()["status"] == "completed"
     assert "Zoltan" in prompts(llm)
+
+
+
+async def test_debate_node_streams_the_arbitrators_tokens_and_panel_progress(llm, ctx):
+    document = wf([{"id": "debate", "type": "debate", "config": {"models": PANEL, "arbitrators": ["openai:gpt-5"]},
+                    "inputs": {"input": "{question}"}, "output_key": "verdict"}],
+                  {"question": "string", "verdict": "string"})
+    events, _ = await run_workflow(document, {"question": "Four-day week?"}, ctx)
+    chunks = [e for e in events if e["event"] == "chunk" and e["node"] == "debate"]
+    progress = [e for e in events if e["event"] == "progress" and e["node"] == "debate"]
+    assert chunks and any(p["kind"] == "panelist" for p in progress)
