@@ -75,10 +75,16 @@ def error_response(request: Request, err: ApiError) -> JSONResponse:
 
 def describe_validation(errors: list[dict[str, Any]]) -> str:
     """Turn pydantic errors into one sentence naming each bad field."""
+    broken = next((e for e in errors if e.get("type") == "json_invalid"), None)
+    if broken is not None:
+        position = next((p for p in broken.get("loc", ())[1:] if isinstance(p, int)), None)
+        where = f" (near character {position})" if position is not None else ""
+        return f"Request body is not valid JSON{where}: {broken.get('ctx', {}).get('error', 'cannot be parsed')}"
     parts = []
     for e in errors:
         loc = ".".join(str(p) for p in e.get("loc", ()) if p not in ("body", "query", "path"))
-        parts.append(f"{loc or 'body'}: {e.get('msg', 'invalid')}")
+        message = "must be a JSON object" if e.get("type") == "model_attributes_type" else e.get("msg", "invalid")
+        parts.append(f"{loc or 'body'}: {message}")
     return "Invalid request: " + "; ".join(parts)
 
 

@@ -176,3 +176,12 @@ async def test_allowance_is_consumed_atomically_and_never_negative(db):
     await asyncio.gather(*[ws_store.consume_allowance(db, "ws", 30) for _ in range(5)])
     assert (await ws_store.get_workspace(db, "ws"))["allowanceTokens"] == 0
     assert await ws_store.consume_allowance(db, "unlimited", 10) is None
+
+
+def test_malformed_json_and_non_object_bodies_are_named(http, make_key):
+    key = make_key(["conversations"])
+    headers = {"x-api-key": key, "Content-Type": "application/json"}
+    resp = http.post("/v1/conversations", headers=headers, content=b'{"title": ')
+    assert resp.status_code == 400 and resp.json()["error"].startswith("Request body is not valid JSON")
+    resp = http.post("/v1/conversations", headers=headers, content=b"[]")
+    assert resp.status_code == 400 and resp.json()["error"] == "Invalid request: body: must be a JSON object"
