@@ -578,6 +578,9 @@ class ScriptedLLM:
         # Binding here, not in uvicorn, makes the chosen port known before the thread starts.
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Accepted connections inherit this; without it Nagle's algorithm holds each reply on a reused
+        # connection for the client's delayed ACK, ~40 ms a call.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind((self.host, self.port))
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off")
