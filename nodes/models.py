@@ -23,7 +23,7 @@ from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage, trim_messages
 from langchain_core.output_parsers import PydanticOutputParser
 from langchain_core.outputs import ChatGeneration, LLMResult
-from langchain_core.runnables import Runnable, RunnableLambda
+from langchain_core.runnables import Runnable
 from langchain_openai import ChatOpenAI
 from openai import DefaultAsyncHttpxClient
 from pydantic import BaseModel, Field
@@ -420,7 +420,7 @@ class ModelFactory:
                 prices[name.lower()] = (float(pair[0]), float(pair[1]))
         self.prices = prices
         self.local_base_url = local_base_url or os.environ.get("PARLEY_LOCAL_BASE_URL")
-        self._http_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[float, DefaultAsyncHttpxClient]] = (
+        self._per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, dict]] = (
             weakref.WeakKeyDictionary()
         )
 
@@ -487,7 +487,7 @@ class ModelFactory:
         The result accepts a list of messages and supports `ainvoke` and `astream`; token usage of
         every call, streamed ones included, lands in `ledger` when one is given.
         """
-        return self._build(model_id, temperature, max_tokens, timeout, ledger, label)[0]
+        return self._model(None, model_id, temperature, max_tokens, timeout, ledger, label)
 
     def structured(
         self,
@@ -501,25 +501,41 @@ class ModelFactory:
         label: str | None = None,
     ) -> Runnable:
         """Return a runnable that answers with an instance of `schema`, using the provider's structured-output method."""
-        guarded, resolved, client = self._build(model_id, temperature, max_tokens, timeout, ledger, label)
-        method = resolved.provider.structured_method
-        if method == "json_object_schema":
-            fmt = {"type": "json_object", "schema": schema.model_json_schema()}
-            answer = client.bind(response_format=fmt) | PydanticOutputParser(pydantic_object=schema)
-        else:
-            answer = client.with_structured_output(schema, method=method)
-        return self._guard(resolved, max_tokens) | answer
+        return self._model(schema, model_id, temperature, max_tokens, timeout, ledger, label)
 
-    def _build(
+    def _model(
         self,
+        schema: type[BaseModel] | None,
         model_id: str | None,
         temperature: float | None,
         max_tokens: int | None,
         timeout: float | None,
         ledger: UsageLedger | None,
         label: str | None,
-    ) -> tuple[Runnable, ResolvedModel, ChatOpenAI]:
+    ) -> Runnable:
+        """The model runnable for these knobs, built once per event loop; the usage callback is bound per call."""
         resolved = self.resolve(model_id)
+        key = (schema, resolved.model_id, resolved.base_url, resolved.api_key, temperature, max_tokens, timeout)
+        cache = self._loop_cache("runnables")
+        runnable = cache.get(key) if cache is not None else None
+        if runnable is None:
+            runnable = self._build(schema, resolved, temperature, max_tokens, timeout)
+            if cache is not None:
+                cache[key] = runnable
+        if ledger is None:
+            return runnable
+        # Building a client (and a structured-output schema) costs milliseconds; binding a callback does not.
+        return runnable.with_config(callbacks=[_UsageCallback(ledger, resolved.model_id, self.price(resolved.model_id),
+                                                              label)])
+
+    def _build(
+        self,
+        schema: type[BaseModel] | None,
+        resolved: ResolvedModel,
+        temperature: float | None,
+        max_tokens: int | None,
+        timeout: float | None,
+    ) -> Runnable:
         quirks = resolved.provider
         max_tokens = _output_cap(quirks, max_tokens)
         if temperature is not None and quirks.max_temperature is not None:
@@ -546,10 +562,23 @@ class ModelFactory:
             kwargs["extra_body"] = extra_body
         if (http_client := self._loop_http_client(kwargs["timeout"])) is not None:
             kwargs["http_async_client"] = http_client
-        if ledger is not None:
-            kwargs["callbacks"] = [_UsageCallback(ledger, resolved.model_id, self.price(resolved.model_id), label)]
         client = ChatOpenAI(**kwargs)
-        return self._guard(resolved, max_tokens) | client, resolved, client
+        if schema is None:
+            return self._guarded(resolved, max_tokens, client)
+        if quirks.structured_method == "json_object_schema":
+            fmt = {"type": "json_object", "schema": schema.model_json_schema()}
+            answer = client.bind(response_format=fmt) | PydanticOutputParser(pydantic_object=schema)
+        else:
+            answer = client.with_structured_output(schema, method=quirks.structured_method)
+        return self._guarded(resolved, max_tokens, answer)
+
+    def _loop_cache(self, name: str) -> dict | None:
+        """A dict private to the running event loop (None outside one): what it holds is bound to that loop."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+        return self._per_loop.setdefault(loop, {}).setdefault(name, {})
 
     def _loop_http_client(self, timeout: float) -> DefaultAsyncHttpxClient | None:
         """A pooled HTTP client for the running event loop (None outside one).
@@ -557,21 +586,20 @@ class ModelFactory:
         langchain-openai otherwise shares one client per process, whose connections belong to the loop
         that opened them: a second `asyncio.run` (or a second server's loop) would get "Event loop is closed".
         """
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
+        clients = self._loop_cache("http_clients")
+        if clients is None:
             return None
-        clients = self._http_clients.setdefault(loop, {})
         if timeout not in clients:
             clients[timeout] = DefaultAsyncHttpxClient(timeout=timeout)
         return clients[timeout]
 
     @staticmethod
-    def _guard(resolved: ResolvedModel, max_tokens: int | None) -> Runnable:
+    def _guarded(resolved: ResolvedModel, max_tokens: int | None, model: Runnable) -> Runnable:
+        """`model` behind the context guard when the provider declares a window (a bare model otherwise)."""
         window = resolved.provider.context_window
         if window is None:
-            return RunnableLambda(lambda messages: messages, name="no_guard")
-        return context_guard(window, reserve=answer_reserve(max_tokens))
+            return model
+        return context_guard(window, reserve=answer_reserve(max_tokens)) | model
 
 
 def _output_cap(quirks: Provider, max_tokens: int | None) -> int | None:

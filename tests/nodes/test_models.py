@@ -227,3 +227,15 @@ def test_run_context_of_widens_a_plain_context_and_defaults_when_none():
     assert ModeContext.of(SimpleNamespace(context=own)) is own
     first, second = ModeContext.of(None), ModeContext.of(SimpleNamespace(context=None))
     assert first.rounds == 3 and first.ledger is not second.ledger  # no ledger shared between runs
+
+
+async def test_models_are_built_once_per_loop_and_bill_each_callers_ledger(parley_env, llm):
+    factory = ModelFactory(parley_env)
+    first, second = UsageLedger(), UsageLedger()
+    a = factory.structured(Verdict, "openai:gpt-5", ledger=first, label="one")
+    b = factory.structured(Verdict, "openai:gpt-5", ledger=second, label="two")
+    assert a.bound is b.bound  # one client and schema, two usage callbacks
+    await a.ainvoke([HumanMessage("judge")])
+    await b.ainvoke([HumanMessage("judge")])
+    assert [r.label for r in first.records] == ["one"] and [r.label for r in second.records] == ["two"]
+    assert factory.chat("openai:gpt-5", temperature=0.1) is not factory.chat("openai:gpt-5", temperature=0.2)
