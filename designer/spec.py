@@ -189,11 +189,10 @@ class ConditionNode(_Node):
     needs_output: ClassVar[bool] = False
 
 
-class DebateConfig(_Strict):
+class PanelConfig(_Strict):
     models: list[str] | None = Field(
         None, description="Panelist candidates (`provider:model`); the `router/debate` preset's when omitted."
     )
-    arbitrators: list[str] | None = Field(None, description="Arbitrator candidates, in order of preference.")
     panel_size: int = Field(3, ge=2, le=6, description="Panelists of distinct families.")
     allow_same_family: bool | None = Field(
         None,
@@ -201,6 +200,12 @@ class DebateConfig(_Strict):
         "when omitted, the preset's choice if `models` is omitted, else off.",
     )
     system_prompt: str | None = Field(None, description="Sent to every panelist.")
+
+
+class DebateConfig(PanelConfig):
+    """A panel's configuration plus its arbitrator's."""
+
+    arbitrators: list[str] | None = Field(None, description="Arbitrator candidates, in order of preference.")
     arbitrator_prompt: str | None = Field(None, description="Instructions for the arbitrator.")
 
 
@@ -216,17 +221,6 @@ class DebateNode(_Node):
     inputs: PanelInputs = Field(default_factory=PanelInputs)
 
     writes: ClassVar[str] = "string"
-
-
-class PanelConfig(_Strict):
-    models: list[str] | None = Field(None, description="Panelist candidates; the preset's when omitted.")
-    panel_size: int = Field(3, ge=2, le=6, description="Panelists of distinct families.")
-    allow_same_family: bool | None = Field(
-        None,
-        description="Fill seats the models' families cannot by sampling them again (self-consistency); "
-        "when omitted, the preset's choice if `models` is omitted, else off.",
-    )
-    system_prompt: str | None = Field(None, description="Sent to every panelist.")
 
 
 class PanelNode(_Node):
