@@ -9,7 +9,7 @@ from fastapi import Depends, Request
 from pymongo.asynchronous.database import AsyncDatabase
 
 from api.errors import ApiError
-from api.store.keys import find_key
+from store.keys import find_key
 from core.settings import Settings
 from nodes.models import ModelFactory
 

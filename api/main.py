@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from api import store
+import store
 from api.errors import install_error_handlers
 from api.ratelimit import RateLimiter
 from api.routes import ROUTERS, STARTUP_HOOKS

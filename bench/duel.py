@@ -33,8 +33,8 @@ from pymongo import AsyncMongoClient
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from api import store  # noqa: E402
-from api.store.keys import create_key  # noqa: E402
+import store  # noqa: E402
+from store.keys import create_key  # noqa: E402
 from core.embedded import database_server, free_port  # noqa: E402
 from tests.support.sse import SseParser  # noqa: E402
 

@@ -114,9 +114,9 @@ def main() -> None:
     args = parser.parse_args()
 
     from api.main import create_app
-    from api.store import connect, ensure_indexes
-    from api.store.keys import create_key
-    from api.store.workspaces import add_credit
+    from store import connect, ensure_indexes
+    from store.keys import create_key
+    from store.workspaces import add_credit
     from core.embedded import database_server
     from core.settings import Settings
     from nodes.models import ModelFactory

@@ -124,9 +124,9 @@ async def bench_graph(base_url: str, latency: float, runs: int) -> None:
 
 def bench_http(base_url: str, runs: int) -> None:
     """The same debate through Parley: embedded database, real HTTP, the transcript stored and billed."""
-    from api import store
+    import store
     from api.main import create_app
-    from api.store.keys import create_key
+    from store.keys import create_key
     from core.embedded import database_server
     from core.settings import Settings
     from tests.support.servers import ServerThread, run_sync

@@ -10,7 +10,7 @@ import typer
 from pymongo.asynchronous.database import AsyncDatabase
 from rich.console import Console
 
-from api import store
+import store
 from core.embedded import EmbeddedServerError, database_server, running_database
 from core.settings import get_settings
 

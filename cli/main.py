@@ -12,8 +12,8 @@ from langchain_core.messages import HumanMessage
 from openai import OpenAIError
 from rich.table import Table
 
-from api.store import keys as key_store
-from api.store import workspaces as ws_store
+from store import keys as key_store
+from store import workspaces as ws_store
 from cli import duel as duel_cli
 from cli import panel as panel_cli
 from cli import workflow as workflow_cli
@@ -47,7 +47,7 @@ def _first_local_key(services: EmbeddedServices) -> str | None:
         )
         return plaintext
 
-    from api import store
+    import store
 
     async def run() -> str | None:
         client, db = store.connect(services.database.url, get_settings().mongodb_db)

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from api.services.routers import PRESET_ID, preset_router
-from api.store import routers as router_store
+from store import routers as router_store
 from cli.common import console, fail, with_db
 from core.embedded import EmbeddedServerError, model_server
 from core.settings import get_settings

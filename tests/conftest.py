@@ -14,9 +14,9 @@ import httpx
 import pytest
 from pymongo import AsyncMongoClient, MongoClient
 
-from api import store
+import store
 from api.main import create_app
-from api.store.keys import create_key
+from store.keys import create_key
 from core.embedded import database_server
 from core.settings import get_settings
 from nodes.context import default_factory

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from api.deps import Db, Factory, Principal, require_scope
 from api.errors import ApiError
-from api.store import agents as store
+from store import agents as store
 from nodes.models import ModelError
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"])

@@ -11,7 +11,7 @@ from api.deps import Db, Principal, require_scope
 from api.errors import ApiError
 from api.services import roundtable as service
 from api.sse import sse_response
-from api.store import conversations as store
+from store import conversations as store
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
 

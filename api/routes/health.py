@@ -8,7 +8,7 @@ import httpx
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from api import store
+import store
 from api.deps import Db, Factory
 from nodes.models import ModelError
 

@@ -26,8 +26,8 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import PyMongoError
 
 from api.sse import KEEPALIVE_SECONDS, Event
-from api.store import debates as store
-from api.store.usage import record_usage
+from store import debates as store
+from store.usage import record_usage
 from graphs.duel import DuelContext, graph
 from nodes.duel import TurnInterrupted
 from nodes.models import ModelError, ModelFactory

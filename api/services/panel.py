@@ -28,8 +28,8 @@ from starlette.background import BackgroundTask
 from api.errors import ApiError
 from api.services.routers import load_router
 from api.sse import KEEPALIVE_SECONDS, SSE_HEADERS
-from api.store import usage as usage_store
-from api.store import workspaces as ws_store
+from store import usage as usage_store
+from store import workspaces as ws_store
 from graphs.panel import graph as panel_graph
 from nodes.models import ModelFactory, approx_tokens
 from nodes.panel import (

@@ -23,10 +23,10 @@ from pymongo.asynchronous.database import AsyncDatabase
 from api.deps import Principal
 from api.errors import ApiError
 from api.sse import Event
-from api.store import agents as agent_store
-from api.store import conversations as conv_store
-from api.store import workspaces as ws_store
-from api.store.usage import record_usage
+from store import agents as agent_store
+from store import conversations as conv_store
+from store import workspaces as ws_store
+from store.usage import record_usage
 from graphs.roundtable import RoundTableContext, estimate_minimum_tokens, format_history, graph
 from nodes.models import ModelError, UsageLedger
 

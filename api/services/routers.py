@@ -15,7 +15,7 @@ from pydantic.alias_generators import to_camel
 from pymongo.asynchronous.database import AsyncDatabase
 
 from api.errors import ApiError
-from api.store import routers as router_store
+from store import routers as router_store
 from core.settings import Settings
 from nodes.panel import DEFAULT_PANEL_SIZE, MAX_PANEL_SIZE, MIN_PANEL_SIZE, TooFewFamiliesError, pick_panelists
 

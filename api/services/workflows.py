@@ -21,9 +21,9 @@ from api.deps import Principal
 from api.errors import ApiError
 from api.services import roundtable
 from api.sse import Event
-from api.store import workflows as store
-from api.store import workspaces as ws_store
-from api.store.usage import record_usage
+from store import workflows as store
+from store import workspaces as ws_store
+from store.usage import record_usage
 from designer import (
     WorkflowContext,
     WorkflowError,

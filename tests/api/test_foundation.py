@@ -10,8 +10,8 @@ from fastapi import APIRouter, Depends
 
 from api.deps import Principal, require_scope
 from api.main import create_app
-from api.store import keys as key_store
-from api.store import workspaces as ws_store
+from store import keys as key_store
+from store import workspaces as ws_store
 from tests.support.servers import ServerThread
 
 

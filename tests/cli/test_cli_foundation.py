@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 from typer.testing import CliRunner
 
-from api.store.keys import hash_key
+from store.keys import hash_key
 from cli.main import app
 
 runner = CliRunner()

@@ -10,7 +10,7 @@ from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
-from api.store.agents import iso, new_id
+from store.agents import iso, new_id
 
 INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
     ("conversations", [("workspace", 1), ("createdAt", -1), ("_id", -1)], {}),

@@ -1,7 +1,7 @@
 """Storage: every read and write Parley makes, through pymongo, one module per resource.
 
-`connect()` returns the database handle the rest of the package passes around; `ensure_indexes()`
-runs at start-up. Nothing outside `api/` imports this package.
+`connect()` returns the database handle the rest of Parley passes around; `ensure_indexes()` runs at
+start-up. The HTTP layer, the run engine and the CLI use it; graphs and nodes never do.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import PyMongoError
 
-from api.store import agents, conversations
+from store import agents, conversations
 
 Database = AsyncDatabase
 
