@@ -47,10 +47,20 @@ def public_message(doc: dict) -> dict:
 
 
 def public_round(doc: dict) -> dict:
+    """A round record as the API shows it; only debate rounds (1 and up) carry a `convergenceScore`."""
+    out = {"id": doc["_id"], "exchange": doc["exchange"], "roundNumber": doc["roundNumber"]}
+    if doc["roundNumber"] >= 1:
+        out["convergenceScore"] = float(doc["convergenceScore"])
+    return {**out, "usage": doc.get("usage", {}), "createdAt": iso(doc["createdAt"])}
+
+
+def public_rounds(docs: list[dict]) -> dict[str, list[dict]]:
+    """Split round records the seed's way: `debates` are the scored debate rounds, as a seed client
+    expects (`d.convergenceScore.toFixed(2)`); round 0 (initial positions, nothing to score yet) goes
+    to `initialRounds`."""
     return {
-        "id": doc["_id"], "exchange": doc["exchange"], "roundNumber": doc["roundNumber"],
-        "convergenceScore": doc.get("convergenceScore"), "usage": doc.get("usage", {}),
-        "createdAt": iso(doc["createdAt"]),
+        "debates": [public_round(d) for d in docs if d["roundNumber"] >= 1],
+        "initialRounds": [public_round(d) for d in docs if d["roundNumber"] == 0],
     }
 
 

@@ -67,7 +67,7 @@ async def get_conversation(conversation_id: str, principal: Reader, db: Db) -> d
     return {"conversation": {
         **store.public_conversation(doc),
         "messages": [store.public_message(m) for m in messages],
-        "debates": [store.public_round(r) for r in rounds],
+        **store.public_rounds(rounds),
     }}
 
 

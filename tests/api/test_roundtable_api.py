@@ -227,9 +227,17 @@ def test_debate_is_stored_and_billed(http, key, table, sync_db, llm):
     assert (meta["phase"], meta["roundNumber"], meta["isDevilsAdvocate"]) == ("debate", 1, True)
     synthesizer = detail["messages"][-1]
     assert synthesizer["metadata"]["recommendedAction"] in synthesizer["content"]
-    assert [(d["roundNumber"], d["convergenceScore"] is None) for d in detail["debates"]] == [(0, True), (1, False)]
-    assert set(detail["debates"][1]["usage"]) == {agents[0]["id"], agents[1]["id"], advocate["agentId"]}
-    round_tokens = sum(u["inputTokens"] + u["outputTokens"] for d in detail["debates"] for u in d["usage"].values())
+    # The seed's `debates`: debate rounds only, each with a numeric score; round 0 sits apart, unscored.
+    assert [d["roundNumber"] for d in detail["debates"]] == [1]
+    assert set(detail["debates"][0]) == {"id", "exchange", "roundNumber", "convergenceScore", "usage", "createdAt"}
+    assert isinstance(detail["debates"][0]["convergenceScore"], float)
+    assert 0 <= detail["debates"][0]["convergenceScore"] <= 1
+    assert [d["roundNumber"] for d in detail["initialRounds"]] == [0]
+    assert set(detail["initialRounds"][0]) == {"id", "exchange", "roundNumber", "usage", "createdAt"}
+    assert set(detail["debates"][0]["usage"]) == {agents[0]["id"], agents[1]["id"], advocate["agentId"]}
+    assert set(detail["initialRounds"][0]["usage"]) == set(detail["debates"][0]["usage"])
+    rounds = detail["initialRounds"] + detail["debates"]
+    round_tokens = sum(u["inputTokens"] + u["outputTokens"] for d in rounds for u in d["usage"].values())
     assert 0 < round_tokens < used  # the rest is the synthesis and the memory notes
     rows = list(sync_db.usage.find({"workspace": "ws1", "mode": "roundtable"}))
     assert sum(r["inputTokens"] + r["outputTokens"] for r in rows) == used
@@ -322,7 +330,8 @@ def test_follow_up_continues_the_same_table_with_bounded_history(http, key, tabl
     detail = http.get(f"/v1/conversations/{conversation['id']}", headers=auth(key)).json()["conversation"]
     assert [m["content"] for m in detail["messages"] if m["senderType"] == "user"] == [
         "Open Lyon now?", "And if we delay the lease by six months?"]
-    assert [d["exchange"] for d in detail["debates"]] == [1, 1, 2, 2]
+    assert [d["exchange"] for d in detail["debates"]] == [1, 2]
+    assert [d["exchange"] for d in detail["initialRounds"]] == [1, 2]
 
 
 def test_delete_cascades_but_keeps_memories(http, key, table, sync_db, llm):
