@@ -17,8 +17,14 @@ As a subprocess (prints ``READY http://127.0.0.1:P/v1`` once listening)::
 
     python -m tests.support.scripted_llm --port 0 --latency 0.05 --token-delay 0.01
 
+A rule with ``hold="name"`` makes its answers wait at the gate of that name until
+the test opens it (``llm.release("name")``); ``llm.wait_held("name")`` returns once
+a request is waiting there. Tests use this to look at Parley mid-run without
+racing it: nothing moves past the gate until they have looked.
+
 Control endpoints, so a subprocess can be scripted too: ``POST /_script`` (a rule
-object or a list of them), ``POST /_reset``, ``GET /_requests``.
+object or a list of them), ``POST /_release`` (``{"name": gate}``), ``POST /_reset``,
+``GET /_requests``.
 """
 
 from __future__ import annotations
@@ -62,7 +68,8 @@ class Rule:
     ``reply``/``replies`` give the text, ``json`` the payload for structured
     requests (and the text, serialised, for plain ones), ``status`` turns the
     answer into an OpenAI-shaped HTTP error. ``latency``/``token_delay`` override
-    the server defaults. A rule with ``times`` is removed after that many uses.
+    the server defaults. ``hold`` names a gate the answer waits at until it is
+    released. A rule with ``times`` is removed after that many uses.
     """
 
     model: str | None = None
@@ -74,6 +81,7 @@ class Rule:
     latency: float | None = None
     token_delay: float | None = None
     hang: bool = False
+    hold: str | None = None
     drop_after: int | None = None
     times: int | None = None
     uses: int = field(default=0, compare=False)
@@ -93,6 +101,24 @@ class Rule:
         return (self.model is None or self.model == model) and (self.match is None or self.match in transcript)
 
 
+class Gate:
+    """Where held answers wait until the test releases them; it counts the requests that reached it."""
+
+    def __init__(self) -> None:
+        self.opened = threading.Event()
+        self.arrived = 0
+        self._changed = threading.Condition()
+
+    def arrive(self) -> None:
+        with self._changed:
+            self.arrived += 1
+            self._changed.notify_all()
+
+    def wait_arrived(self, count: int, timeout: float) -> bool:
+        with self._changed:
+            return self._changed.wait_for(lambda: self.arrived >= count, timeout)
+
+
 class ScriptState:
     """Rules, recorded requests and server-wide defaults.
 
@@ -105,6 +131,7 @@ class ScriptState:
         self.default_reply_chars = default_reply_chars
         self._rules: list[Rule] = []
         self._requests: list[dict[str, Any]] = []
+        self._gates: dict[str, Gate] = {}
         self._lock = threading.Lock()
         self.closing = threading.Event()
 
@@ -117,6 +144,13 @@ class ScriptState:
         with self._lock:
             self._rules.clear()
             self._requests.clear()
+            gates, self._gates = list(self._gates.values()), {}
+        for gate in gates:  # answers still held by an earlier test go on, rather than hang
+            gate.opened.set()
+
+    def gate(self, name: str) -> Gate:
+        with self._lock:
+            return self._gates.setdefault(name, Gate())
 
     @property
     def rules(self) -> list[Rule]:
@@ -447,6 +481,11 @@ async def chat_completions(request: Request) -> Any:
     latency = rule.latency if rule is not None and rule.latency is not None else state.latency
     token_delay = rule.token_delay if rule is not None and rule.token_delay is not None else state.token_delay
 
+    if rule is not None and rule.hold:
+        gate = state.gate(rule.hold)
+        gate.arrive()
+        while not gate.opened.is_set() and not state.closing.is_set():
+            await asyncio.sleep(0.005)
     if rule is not None and rule.hang:
         # Polling a thread-safe flag lets stop() end the hang at once instead of cancelling mid-request.
         deadline = time.monotonic() + _HANG_SECONDS
@@ -502,6 +541,15 @@ async def add_rules(request: Request) -> JSONResponse:
     return JSONResponse({"rules": [r.to_dict() for r in state.rules]})
 
 
+async def release(request: Request) -> JSONResponse:
+    try:
+        name = (await request.json())["name"]
+    except (ValueError, KeyError, TypeError):
+        return error_response(400, 'Send {"name": "<gate>"}.')
+    request.app.state.script.gate(str(name)).opened.set()
+    return JSONResponse({"status": "ok"})
+
+
 async def reset(request: Request) -> JSONResponse:
     request.app.state.script.reset()
     return JSONResponse({"status": "ok"})
@@ -517,6 +565,7 @@ def create_app(state: ScriptState) -> Starlette:
         Route("/v1/models", list_models, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
         Route("/_script", add_rules, methods=["POST"]),
+        Route("/_release", release, methods=["POST"]),
         Route("/_reset", reset, methods=["POST"]),
         Route("/_requests", recorded_requests, methods=["GET"]),
     ])
@@ -572,6 +621,15 @@ class ScriptedLLM:
 
     def reset(self) -> None:
         self.state.reset()
+
+    def release(self, name: str) -> None:
+        """Open the gate `name`: answers held there (now or later, until the next reset) go on."""
+        self.state.gate(name).opened.set()
+
+    def wait_held(self, name: str, count: int = 1, timeout: float = 60.0) -> None:
+        """Return once `count` requests in all have reached the gate `name`; fail after `timeout` seconds."""
+        if not self.state.gate(name).wait_arrived(count, timeout):
+            raise TimeoutError(f"fewer than {count} request(s) reached the gate {name!r} in {timeout} s")
 
     def start(self) -> ScriptedLLM:
         self.state.closing.clear()
