@@ -15,6 +15,8 @@ from limits import parse
 from limits.storage import MongoDBStorage
 from limits.strategies import MovingWindowRateLimiter
 
+from core.metrics import record_rate_limited
+
 
 @dataclass(frozen=True)
 class RateDecision:
@@ -46,13 +48,15 @@ class RateLimiter:
         return self._limiter
 
     async def hit(self, limit: str, *identifiers: str) -> RateDecision:
-        """Count one hit against `limit` (e.g. `"8/minute"`) for `identifiers`."""
+        """Count one hit against `limit` (e.g. `"8/minute"`) for `identifiers`, the first naming the route
+        (it labels the refusals metric)."""
         item = parse(limit)
         # limits' MongoDB storage is pymongo's synchronous client; keep it off the event loop.
         limiter = await asyncio.to_thread(self._ensure)
         allowed = await asyncio.to_thread(limiter.hit, item, *identifiers)
         if allowed:
             return RateDecision(True)
+        record_rate_limited(identifiers[0] if identifiers else "unknown")
         stats = await asyncio.to_thread(limiter.get_window_stats, item, *identifiers)
         return RateDecision(False, max(1, math.ceil(stats.reset_time - time.time())))
 

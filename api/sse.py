@@ -8,6 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.types import Receive, Scope, Send
+
+from core.metrics import sse_listener
 
 KEEPALIVE_SECONDS = 15
 SSE_HEADERS = {"Cache-Control": "no-cache", "Connection": "keep-alive", "X-Accel-Buffering": "no"}
@@ -29,6 +32,19 @@ class Event:
         )
 
 
+class CountedEventSourceResponse(EventSourceResponse):
+    """An SSE response counted in the open-listeners gauge (by route template) for as long as it is open.
+
+    The count wraps the whole ASGI call, which returns however the stream ends (finished, the client
+    gone, the server shutting down), so a dropped client never leaves the gauge too high.
+    """
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        route = getattr(scope.get("route"), "path", None) or scope.get("path", "")
+        with sse_listener(route):
+            await super().__call__(scope, receive, send)
+
+
 def sse_response(
     events: AsyncIterator[Event | Sequence[Event]], *, keepalive: float = KEEPALIVE_SECONDS
 ) -> EventSourceResponse:
@@ -45,4 +61,4 @@ def sse_response(
             else:
                 yield b"".join(event.to_sse().encode() for event in item)
 
-    return EventSourceResponse(render(), ping=keepalive, headers=SSE_HEADERS)
+    return CountedEventSourceResponse(render(), ping=keepalive, headers=SSE_HEADERS)

@@ -11,6 +11,7 @@ import json
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.errors import GraphRecursionError
 from langgraph.graph.state import CompiledStateGraph
 
@@ -166,6 +167,7 @@ async def stream_workflow(
     *,
     context: WorkflowContext,
     graph: CompiledStateGraph | None = None,
+    config: RunnableConfig | None = None,
 ) -> AsyncIterator[dict[str, Any]]:
     """Run a workflow, yielding its events in order.
 
@@ -179,6 +181,7 @@ async def stream_workflow(
         initial: the initial state (see `prepare_input`).
         context: the run context; its ledger and `node_usage` fill up as the run goes.
         graph: the compiled workflow, when the caller already has it.
+        config: LangChain config for the graph call (a run's tracing names and metadata).
 
     Raises:
         WorkflowRunError: a node failed (its id is `.node`), or the run never finished.
@@ -187,7 +190,7 @@ async def stream_workflow(
     final: dict[str, Any] = dict(initial)
     billed: dict[str, int] = {}
     try:
-        async for mode, chunk in graph.astream(dict(initial), context=context,
+        async for mode, chunk in graph.astream(dict(initial), config, context=context,
                                                stream_mode=["custom", "updates", "values"]):
             if mode == "custom":
                 if isinstance(chunk, Mapping) and "event" in chunk:

@@ -23,11 +23,13 @@ from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage, trim_messages
 from langchain_core.output_parsers import PydanticOutputParser
 from langchain_core.outputs import ChatGeneration, LLMResult
-from langchain_core.runnables import Runnable
+from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig
+from langchain_core.runnables.config import ensure_config, merge_configs
 from langchain_openai import ChatOpenAI
 from openai import DefaultAsyncHttpxClient
 from pydantic import BaseModel, Field
 
+from core import metrics
 from core.settings import Settings, get_settings
 
 SchemaT = TypeVar("SchemaT", bound=BaseModel)
@@ -252,22 +254,38 @@ def usage_from_message(message: Any) -> tuple[int, int]:
     return int(meta.get("input_tokens", 0) or 0), int(meta.get("output_tokens", 0) or 0)
 
 
-class _UsageCallback(AsyncCallbackHandler):
-    """Turn each finished call's token usage (streamed calls included) into a ledger record.
+class _CallRecorder(AsyncCallbackHandler):
+    """Account for each model call: its token usage in the run's ledger (when there is one), and the
+    process metrics (calls, tokens, cost, latency, time to first token) in `core.metrics`.
 
     Servers that report no usage for streamed calls (llama-cpp-python) get an estimate from the
-    prompt and the answer, flagged `estimated`.
+    prompt and the answer, flagged `estimated`. Time to first token is the first streamed token's;
+    a call that was not streamed has none, and counts its whole latency.
     """
 
-    def __init__(self, ledger: UsageLedger, model_id: str, price: Price, label: str | None) -> None:
+    def __init__(self, ledger: UsageLedger | None, model_id: str, price: Price, label: str | None) -> None:
         self.ledger, self.model_id, self.price, self.label = ledger, model_id, price, label
         self._prompt_tokens: dict[Any, int] = {}
+        self._started: dict[Any, float] = {}
+        self._first_token: dict[Any, float] = {}
 
     async def on_chat_model_start(self, serialized: Any, messages: list[list[BaseMessage]], *, run_id: Any,
                                   **kwargs: Any) -> None:
+        self._started[run_id] = time.perf_counter()
         self._prompt_tokens[run_id] = sum(approx_tokens(batch) for batch in messages)
 
+    async def on_llm_new_token(self, token: str, *, run_id: Any, **kwargs: Any) -> None:
+        self._first_token.setdefault(run_id, time.perf_counter())
+
+    async def on_llm_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
+        started = self._started.pop(run_id, None)
+        self._first_token.pop(run_id, None)
+        self._prompt_tokens.pop(run_id, None)
+        if started is not None:
+            metrics.record_model_call(self.model_id, ok=False, seconds=time.perf_counter() - started)
+
     async def on_llm_end(self, response: LLMResult, *, run_id: Any = None, **kwargs: Any) -> None:
+        ended = time.perf_counter()
         input_tokens = output_tokens = 0
         answer = []
         for generations in response.generations:
@@ -288,17 +306,36 @@ class _UsageCallback(AsyncCallbackHandler):
             input_tokens = self._prompt_tokens.get(run_id, 0)
             output_tokens = approx_tokens([AIMessage("".join(answer))]) if any(answer) else 0
         self._prompt_tokens.pop(run_id, None)
-        self.ledger.add(
-            UsageRecord(
-                model=self.model_id,
-                input_tokens=input_tokens,
-                output_tokens=output_tokens,
-                cost=self.price.cost(input_tokens, output_tokens),
-                priced=self.price.known,
-                label=self.label,
-                estimated=estimated,
-            )
+        record = UsageRecord(
+            model=self.model_id,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cost=self.price.cost(input_tokens, output_tokens),
+            priced=self.price.known,
+            label=self.label,
+            estimated=estimated,
         )
+        if self.ledger is not None:
+            self.ledger.add(record)
+        started = self._started.pop(run_id, ended)
+        first_token = self._first_token.pop(run_id, None)
+        metrics.record_model_call(
+            self.model_id, ok=True, seconds=ended - started,
+            first_token_seconds=None if first_token is None else first_token - started,
+            input_tokens=input_tokens, output_tokens=output_tokens, cost=record.cost,
+        )
+
+
+class _Recorded(RunnableBinding):
+    """A model runnable whose call recorder joins the callbacks the call inherits.
+
+    `with_config(callbacks=[...])` would replace them instead: a model called inside a graph node
+    (without an explicit config, as nodes do) would lose the node's callback manager, so its span
+    would start a trace of its own instead of sitting under its node and run.
+    """
+
+    def _merge_configs(self, *configs: RunnableConfig | None) -> RunnableConfig:
+        return merge_configs(ensure_config(merge_configs(*configs)), self.config)
 
 
 # --- context-size guard ---------------------------------------------------------------------
@@ -485,7 +522,8 @@ class ModelFactory:
         """Return a chat model (behind the context guard) for `model_id`.
 
         The result accepts a list of messages and supports `ainvoke` and `astream`; token usage of
-        every call, streamed ones included, lands in `ledger` when one is given.
+        every call, streamed ones included, lands in `ledger` when one is given, and in the process
+        metrics (`core.metrics`) always.
         """
         return self._model(None, model_id, temperature, max_tokens, timeout, ledger, label)
 
@@ -513,7 +551,7 @@ class ModelFactory:
         ledger: UsageLedger | None,
         label: str | None,
     ) -> Runnable:
-        """The model runnable for these knobs, built once per event loop; the usage callback is bound per call."""
+        """The model runnable for these knobs, built once per event loop; the call recorder is bound per call."""
         resolved = self.resolve(model_id)
         key = (schema, resolved.model_id, resolved.base_url, resolved.api_key, temperature, max_tokens, timeout)
         cache = self._loop_cache("runnables")
@@ -522,11 +560,9 @@ class ModelFactory:
             runnable = self._build(schema, resolved, temperature, max_tokens, timeout)
             if cache is not None:
                 cache[key] = runnable
-        if ledger is None:
-            return runnable
         # Building a client (and a structured-output schema) costs milliseconds; binding a callback does not.
-        return runnable.with_config(callbacks=[_UsageCallback(ledger, resolved.model_id, self.price(resolved.model_id),
-                                                              label)])
+        recorder = _CallRecorder(ledger, resolved.model_id, self.price(resolved.model_id), label)
+        return _Recorded(bound=runnable, config={"callbacks": [recorder]})
 
     def _build(
         self,

@@ -22,6 +22,7 @@ from core.settings import get_settings
 from nodes.context import default_factory
 from tests.support.scripted_llm import ScriptedLLM
 from tests.support.servers import ServerThread, run_sync
+from tests.support.tracing import RECORDER, SpanRecorder
 
 MODEL_ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL", "MONGODB_URI", "MONGODB_DB", "PARLEY_HOME",
              "PARLEY_DEBATE_MODELS", "PARLEY_DEBATE_ALLOW_SAME_FAMILY", "PARLEY_ARBITRATOR_MODEL",
@@ -120,3 +121,13 @@ def make_key(parley_env):
         return run_sync(create)
 
     return make
+
+
+@pytest.fixture
+def spans() -> Iterator[SpanRecorder]:
+    """The runs (spans) LangChain and LangGraph start during the test, as a tracer would receive them."""
+    RECORDER.clear()
+    RECORDER.recording = True
+    yield RECORDER
+    RECORDER.recording = False
+    RECORDER.clear()

@@ -4,12 +4,13 @@ from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI
 
-from api.routes import agents, chat, conversations, duel, health, routers, workflows
+from api.routes import agents, chat, conversations, duel, health, metrics, routers, workflows
 from api.services import duel as duel_service
 from api.services import roundtable
 
 ROUTERS = [
     health.router,
+    metrics.router,
     duel.router,
     chat.router,
     routers.router,

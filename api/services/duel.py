@@ -26,6 +26,8 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import PyMongoError
 
 from api.sse import KEEPALIVE_SECONDS, Event
+from core.metrics import record_run
+from core.telemetry import trace_config
 from store import debates as store
 from store.usage import record_usage
 from graphs.duel import DuelContext, graph
@@ -261,12 +263,15 @@ class DuelService:
         try:
             await self._drive(run, inputs, context, writer)
             await writer.close()
+            record_run("duel", "completed")
         except asyncio.CancelledError:
             writer.cancel()
+            record_run("duel", "failed")
             await self._fail(run, INTERRUPTED, log_exc=False)
             raise
         except Exception as exc:  # the top of a background task: record the failure, tell the listeners
             log.exception("debate %s failed", run.id)
+            record_run("duel", "failed")
             try:
                 await writer.close()
             except PyMongoError:
@@ -274,20 +279,21 @@ class DuelService:
             await self._fail(run, describe_failure(exc))
         finally:
             beat.cancel()
-            run.finish()
-            self.runs.pop(run.id, None)
-            try:
+            try:  # before the listeners learn the debate is over, so whoever reads next finds its usage
                 await record_usage(self.db, workspace=run.caller.workspace, user=run.caller.user,
                                    request_id=run.id, mode="duel", ledger=context.ledger)
             except PyMongoError:
                 log.exception("usage of debate %s could not be stored", run.id)
+            run.finish()
+            self.runs.pop(run.id, None)
 
     async def _drive(self, run: DebateRun, inputs: dict, context: DuelContext, writer: StorageWriter) -> None:
         messages: list[dict] = []
         verdicts: list[dict] = []
         synthesis: dict | None = None
         speaking: str | None = None  # role of the turn under way, so a retried turn is announced once
-        async for mode, payload in graph.astream(inputs, context=context, stream_mode=["custom", "updates"]):
+        config = trace_config(run.id, "duel", run.caller.workspace, run.caller.user)
+        async for mode, payload in graph.astream(inputs, config, context=context, stream_mode=["custom", "updates"]):
             writer.check()
             if mode == "custom":
                 kind = payload.get("event")

@@ -27,7 +27,9 @@ from starlette.background import BackgroundTask
 
 from api.errors import ApiError
 from api.services.routers import load_router
-from api.sse import KEEPALIVE_SECONDS, SSE_HEADERS
+from api.sse import KEEPALIVE_SECONDS, SSE_HEADERS, CountedEventSourceResponse
+from core.metrics import record_run
+from core.telemetry import trace_config
 from store import usage as usage_store
 from store import workspaces as ws_store
 from graphs.panel import graph as panel_graph
@@ -318,9 +320,12 @@ async def chat_completion(
     if body.stream:
         return stream_response(run)
     try:
-        result = await panel_graph.ainvoke(run.graph_input(), context=run.context)
+        config = trace_config(run.id, "panel", workspace, user)
+        result = await panel_graph.ainvoke(run.graph_input(), config, context=run.context)
+        record_run("panel", "completed")
     except PanelError as exc:
         log.warning("chat completion %s failed: %s", run.id, exc)
+        record_run("panel", "failed")
         raise api_error(exc) from exc
     finally:
         await run.finish_shielded()
@@ -394,8 +399,8 @@ def stream_response(run: Run) -> EventSourceResponse:
         driver.cancel()  # no-op when it already finished; otherwise nobody is reading the answer any more
         await asyncio.wait([driver])
 
-    return EventSourceResponse(relay(), ping=KEEPALIVE_SECONDS, headers=SSE_HEADERS,
-                               background=BackgroundTask(stop_driver))
+    return CountedEventSourceResponse(relay(), ping=KEEPALIVE_SECONDS, headers=SSE_HEADERS,
+                                      background=BackgroundTask(stop_driver))
 
 
 async def drive_stream(run: Run, events: asyncio.Queue[ServerSentEvent | None]) -> None:
@@ -404,6 +409,7 @@ async def drive_stream(run: Run, events: asyncio.Queue[ServerSentEvent | None]) 
     base = {"id": run.id, "object": "chat.completion.chunk", "created": run.created}
     started_answer = False
     result: dict[str, Any] = {}
+    config = trace_config(run.id, "panel", run.workspace, run.user)
 
     def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> ServerSentEvent:
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
@@ -411,7 +417,7 @@ async def drive_stream(run: Run, events: asyncio.Queue[ServerSentEvent | None]) 
 
     events.put_nowait(_comment(f"parley {run.plan.router_mode} {run.id}"))
     try:
-        async for kind, data in panel_graph.astream(run.graph_input(), context=run.context,
+        async for kind, data in panel_graph.astream(run.graph_input(), config, context=run.context,
                                                      stream_mode=["custom", "values"]):
             if kind == "values":
                 result = data
@@ -436,13 +442,19 @@ async def drive_stream(run: Run, events: asyncio.Queue[ServerSentEvent | None]) 
                 events.put_nowait(_comment(line))
         events.put_nowait(chunk({}, "stop", usage=usage_body(run), _meta=meta_body(run, result)))
         events.put_nowait(ServerSentEvent(data="[DONE]"))
+        record_run("panel", "completed")
+    except asyncio.CancelledError:  # the client hung up mid-answer
+        record_run("panel", "cancelled")
+        raise
     except PanelError as exc:
         log.warning("streamed chat completion %s failed: %s", run.id, exc)
+        record_run("panel", "failed")
         interrupted = isinstance(exc, _MidAnswerFailure)
         events.put_nowait(_error_event(
             ApiError(502, str(exc), code="answer_interrupted") if interrupted else api_error(exc)))
     except Exception:  # the 200 status is already sent: the client must still learn the answer is incomplete
         log.exception("streamed chat completion %s crashed", run.id)
+        record_run("panel", "failed")
         events.put_nowait(_error_event(
             ApiError(500, "Internal error while answering; see the server log", code="internal_error")))
     finally:

@@ -23,6 +23,8 @@ from pymongo.asynchronous.database import AsyncDatabase
 from api.deps import Principal
 from api.errors import ApiError
 from api.sse import Event
+from core.metrics import record_run
+from core.telemetry import trace_config
 from store import agents as agent_store
 from store import conversations as conv_store
 from store import workspaces as ws_store
@@ -306,13 +308,15 @@ async def _execute(
     db: AsyncDatabase = app.state.db
     final: dict[str, Any] = {}
     try:
-        async for mode, chunk in graph.astream(inputs, context=ctx, stream_mode=["custom", "values"]):
+        config = trace_config(run.id, "roundtable", principal.workspace, principal.user)
+        async for mode, chunk in graph.astream(inputs, config, context=ctx, stream_mode=["custom", "values"]):
             if mode == "custom":
                 await run.emit(chunk["event"], {k: v for k, v in chunk.items() if k != "event"})
             else:
                 final = chunk
     except Exception as exc:  # every failure ends the run with a clear 500; the cause is logged
         log.exception("round table %s failed", run.id)
+        record_run("roundtable", "failed")
         remaining = await _bill(db, principal, conversation, run, ctx.ledger, reserved)
         if key:
             await conv_store.release_idempotency_key(db, **key)
@@ -328,12 +332,14 @@ async def _execute(
             await conv_store.complete_idempotency_key(db, **key, result=result)
     except Exception:
         log.exception("round table %s could not be stored", run.id)
+        record_run("roundtable", "failed")
         if key:
             await conv_store.release_idempotency_key(db, **key)
         error = ApiError(500, "The debate ran but could not be stored")
         await run.emit("error", {"error": error.message, "status": 500})
         await run.finish(error=error)
         return
+    record_run("roundtable", "completed")
     await run.emit("done", {"conversationId": conversation["_id"], **result})
     await run.finish(result=result)
 

@@ -21,6 +21,8 @@ from api.deps import Principal
 from api.errors import ApiError
 from api.services import roundtable
 from api.sse import Event
+from core.metrics import record_run
+from core.telemetry import trace_config
 from store import workflows as store
 from store import workspaces as ws_store
 from store.usage import record_usage
@@ -218,7 +220,9 @@ async def execute(app: FastAPI, run: PreparedRun, emit: Callable[[str, dict[str,
     emit("run_start", {"runId": run.id, "workflowId": run.workflow_id, "name": run.spec.name})
     try:
         final: dict[str, Any] = {}
-        async for event in stream_workflow(run.spec, run.initial, context=run.context, graph=run.graph):
+        config = trace_config(run.id, "workflow", run.principal.workspace, run.principal.user)
+        async for event in stream_workflow(run.spec, run.initial, context=run.context, graph=run.graph,
+                                           config=config):
             name = event.pop("event")
             if name == "done":
                 final = _jsonable(event["state"])
@@ -229,6 +233,7 @@ async def execute(app: FastAPI, run: PreparedRun, emit: Callable[[str, dict[str,
     except WorkflowRunError as exc:
         usage = await _settle(app, run)
         log.warning("workflow run %s failed: %s", run.id, exc)
+        record_run("workflow", "failed")
         record = await store.finish_run(db, run_id=run.id, status="failed", output=None, usage=usage,
                                         error=str(exc), failed_node=exc.node)
         emit("error", {"runId": run.id, "error": str(exc), "node": exc.node,
@@ -236,17 +241,20 @@ async def execute(app: FastAPI, run: PreparedRun, emit: Callable[[str, dict[str,
         record["inputProblem"] = _is_input_problem(exc)
         return record
     except asyncio.CancelledError:
+        record_run("workflow", "cancelled")
         await asyncio.shield(store.finish_run(db, run_id=run.id, status="failed", output=None,
                                               usage=run_usage(run.context), error="cancelled"))
         raise
     except Exception as exc:  # a fault of Parley itself: the client still gets an `error` event, the log the cause
         log.exception("workflow run %s crashed", run.id)
+        record_run("workflow", "failed")
         record = await store.finish_run(db, run_id=run.id, status="failed", output=None,
                                         usage=run_usage(run.context), error=f"internal error: {exc}")
         emit("error", {"runId": run.id, "error": f"internal error: {exc}", "node": None, "code": "internal_error"})
         return record
     usage = await _settle(app, run)
     record = await store.finish_run(db, run_id=run.id, status="completed", output=final, usage=usage)
+    record_run("workflow", "completed")
     emit("done", {"runId": run.id, "state": final, "usage": usage})
     return record
 

@@ -1,0 +1,17 @@
+"""`GET /metrics`: the process's Prometheus metrics (every worker's in multiprocess mode); no key, like /healthz."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.responses import Response
+
+from core.metrics import render
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/metrics", summary="Prometheus metrics: runs, model calls and latency, SSE listeners, rate limits",
+            response_class=Response)
+def metrics() -> Response:
+    body, content_type = render()
+    return Response(body, media_type=content_type)
