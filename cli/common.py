@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 
 import typer
@@ -26,19 +27,29 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
+@contextmanager
+def database_uri() -> Iterator[str]:
+    """MONGODB_URI, the running embedded database, or one started for the block (and stopped after)."""
+    settings = get_settings()
+    uri = settings.mongodb_uri or running_database(settings.parley_home)
+    if uri:
+        yield uri
+        return
+    try:
+        server = database_server(settings.parley_home).start(timeout=60)
+    except EmbeddedServerError as exc:
+        raise fail(str(exc)) from exc
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
 def with_db(fn: Callable[[AsyncDatabase], Awaitable[T]]) -> T:
     """Run `fn(db)` against MONGODB_URI, the running embedded database, or a briefly started one."""
     settings = get_settings()
-    server = None
-    uri = settings.mongodb_uri or running_database(settings.parley_home)
-    if not uri:
-        try:
-            server = database_server(settings.parley_home).start(timeout=60)
-        except EmbeddedServerError as exc:
-            raise fail(str(exc)) from exc
-        uri = server.url
 
-    async def run() -> T:
+    async def run(uri: str) -> T:
         client, db = store.connect(uri, settings.mongodb_db)
         try:
             await store.ensure_indexes(db)
@@ -46,8 +57,5 @@ def with_db(fn: Callable[[AsyncDatabase], Awaitable[T]]) -> T:
         finally:
             await client.close()
 
-    try:
-        return asyncio.run(run())
-    finally:
-        if server is not None:
-            server.stop()
+    with database_uri() as uri:
+        return asyncio.run(run(uri))

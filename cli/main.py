@@ -14,8 +14,10 @@ from rich.table import Table
 
 from store import keys as key_store
 from store import workspaces as ws_store
+from cli import agents as agents_cli
 from cli import duel as duel_cli
 from cli import panel as panel_cli
+from cli import roundtable as roundtable_cli
 from cli import workflow as workflow_cli
 from cli.common import console, fail, with_db
 from core.embedded import EmbeddedServerError, EmbeddedServices, model_server
@@ -30,8 +32,10 @@ app.add_typer(model_app, name="model")
 app.add_typer(keys_app, name="keys")
 app.add_typer(workspaces_app, name="workspaces")
 app.add_typer(workflow_cli.app, name="workflow")
+app.add_typer(agents_cli.app, name="agents")
 duel_cli.register(app)
 panel_cli.register(app)
+roundtable_cli.register(app)
 
 
 def _first_local_key(services: EmbeddedServices) -> str | None:

@@ -1,12 +1,17 @@
-"""Agents of a workspace, the documents linked to them and the memories they keep between debates."""
+"""Agents of a workspace, the documents linked to them and the memories they keep between debates.
+
+What an agent and a document may hold (lengths, document limits) is checked here too, by the models
+and `check_document_room`, so the HTTP API and the CLI refuse the same things with the same words.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import uuid
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
@@ -18,6 +23,61 @@ INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
     ("agent_documents", [("agentId", 1), ("createdAt", 1)], {}),
     ("agent_memories", [("agentId", 1), ("createdAt", 1)], {}),
 ]
+
+MAX_DOCUMENT_CHARS = 100_000
+MAX_AGENT_DOCUMENT_CHARS = 1_000_000
+MAX_AGENT_DOCUMENTS = 50
+
+Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100)]
+Role = Annotated[str, StringConstraints(strip_whitespace=True, max_length=200)]
+Persona = Annotated[str, StringConstraints(strip_whitespace=True, max_length=8000)]
+ModelId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+
+
+class AgentCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: Name = Field(description="How the agent is called at the table.")
+    role: Role = Field("", description="Its expertise or function, e.g. 'Head of sales'.")
+    persona: Persona = Field("", description="Instructions: priorities, tone, what it argues from.")
+    model: ModelId | None = Field(None, description="`provider:model`; the deployment default when omitted.")
+
+
+class AgentUpdate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: Name | None = None
+    role: Role | None = None
+    persona: Persona | None = None
+    model: ModelId | None = None
+
+    def changes(self) -> dict[str, Any]:
+        """The fields to set, as `update_agent` takes them; ValueError when there is nothing valid to change.
+
+        A null role or persona empties it; a null model means the deployment default; a null name is refused.
+        """
+        changes = self.model_dump(exclude_unset=True)
+        if not changes:
+            raise ValueError("Nothing to update: send one of name, role, persona, model")
+        if changes.get("name", "") is None:
+            raise ValueError("name: cannot be null")
+        return {k: ("" if v is None and k != "model" else v) for k, v in changes.items()}
+
+
+class DocumentCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    title: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+    text: Annotated[str, StringConstraints(min_length=1)]
+
+
+class DocumentRefused(ValueError):
+    """A document that is too long, or would take an agent past its limits; `code` names which."""
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
 
 DEVILS_ADVOCATE = {
     "name": prompts.DEVILS_ADVOCATE_NAME,
@@ -137,6 +197,18 @@ async def document_totals(db: AsyncDatabase, *, agent_id: str) -> tuple[int, int
     """How many documents an agent has and their total characters."""
     docs = await db.agent_documents.find({"agentId": agent_id}, {"chars": 1}).to_list(None)
     return len(docs), sum(int(d.get("chars", 0)) for d in docs)
+
+
+async def check_document_room(db: AsyncDatabase, *, agent_id: str, text: str) -> None:
+    """Raise DocumentRefused when `text` is over a document's length or the agent has no room left for it."""
+    if len(text) > MAX_DOCUMENT_CHARS:
+        raise DocumentRefused(f"text: {len(text)} characters; a document holds at most {MAX_DOCUMENT_CHARS}",
+                              "document_too_large")
+    count, chars = await document_totals(db, agent_id=agent_id)
+    if count >= MAX_AGENT_DOCUMENTS or chars + len(text) > MAX_AGENT_DOCUMENT_CHARS:
+        raise DocumentRefused(f"An agent holds at most {MAX_AGENT_DOCUMENTS} documents and "
+                              f"{MAX_AGENT_DOCUMENT_CHARS} characters; this one has {count} documents and "
+                              f"{chars} characters", "documents_limit")
 
 
 async def add_document(db: AsyncDatabase, *, workspace: str, agent_id: str, title: str, text: str) -> dict:

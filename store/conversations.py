@@ -1,11 +1,16 @@
-"""Conversations (round tables), their messages, their debate-round records and idempotent message runs."""
+"""Conversations (round tables), their messages, their debate-round records and idempotent message runs.
+
+What a title and a question may hold is checked here too (`ConversationCreate`, `MessageCreate`), so
+the HTTP API and the CLI refuse the same things.
+"""
 
 from __future__ import annotations
 
 import base64
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import BaseModel, ConfigDict, StringConstraints
 from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
@@ -19,6 +24,21 @@ INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
     ("debate_rounds", [("conversationId", 1), ("exchange", 1), ("roundNumber", 1)], {}),
     ("idempotency_keys", [("createdAt", 1)], {}),
 ]
+
+
+MAX_TITLE_CHARS = 500
+
+
+class ConversationCreate(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    title: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_TITLE_CHARS)]
+
+
+class MessageCreate(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    content: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=20_000)]
 
 
 def public_conversation(doc: dict) -> dict:

@@ -5,51 +5,17 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Response
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from api.deps import Db, Factory, Principal, require_scope
 from api.errors import ApiError
 from store import agents as store
+from store.agents import AgentCreate, AgentUpdate, DocumentCreate, DocumentRefused
 from nodes.models import ModelError
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"])
 
 Reader = Annotated[Principal, Depends(require_scope("conversations"))]
 Writer = Annotated[Principal, Depends(require_scope("conversations", write=True))]
-
-MAX_DOCUMENT_CHARS = 100_000
-MAX_AGENT_DOCUMENT_CHARS = 1_000_000
-MAX_AGENT_DOCUMENTS = 50
-
-Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100)]
-Role = Annotated[str, StringConstraints(strip_whitespace=True, max_length=200)]
-Persona = Annotated[str, StringConstraints(strip_whitespace=True, max_length=8000)]
-ModelId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
-
-
-class AgentCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    name: Name = Field(description="How the agent is called at the table.")
-    role: Role = Field("", description="Its expertise or function, e.g. 'Head of sales'.")
-    persona: Persona = Field("", description="Instructions: priorities, tone, what it argues from.")
-    model: ModelId | None = Field(None, description="`provider:model`; the deployment default when omitted.")
-
-
-class AgentUpdate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    name: Name | None = None
-    role: Role | None = None
-    persona: Persona | None = None
-    model: ModelId | None = None
-
-
-class DocumentCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    title: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
-    text: Annotated[str, StringConstraints(min_length=1)]
 
 
 def _check_model(factory, model: str | None) -> None:
@@ -87,14 +53,12 @@ async def get_agent(agent_id: str, principal: Reader, db: Db) -> dict:
 
 @router.patch("/{agent_id}", summary="Change an agent's name, role, persona or model")
 async def update_agent(agent_id: str, body: AgentUpdate, principal: Writer, db: Db, factory: Factory) -> dict:
-    changes = body.model_dump(exclude_unset=True)
-    if not changes:
-        raise ApiError(400, "Nothing to update: send one of name, role, persona, model", code="invalid_request")
-    if changes.get("name", "") is None:
-        raise ApiError(400, "name: cannot be null", code="invalid_request")
+    try:
+        changes = body.changes()
+    except ValueError as exc:
+        raise ApiError(400, str(exc), code="invalid_request") from exc
     _check_model(factory, changes.get("model"))
-    agent = await store.update_agent(db, workspace=principal.workspace, agent_id=agent_id,
-                                     changes={k: ("" if v is None and k != "model" else v) for k, v in changes.items()})
+    agent = await store.update_agent(db, workspace=principal.workspace, agent_id=agent_id, changes=changes)
     if agent is None:
         raise ApiError(404, "Agent not found")
     return {"agent": store.public_agent(agent)}
@@ -110,14 +74,10 @@ async def delete_agent(agent_id: str, principal: Writer, db: Db) -> Response:
 @router.post("/{agent_id}/documents", status_code=201, summary="Link a document to an agent")
 async def add_document(agent_id: str, body: DocumentCreate, principal: Writer, db: Db) -> dict:
     await _agent_or_404(db, principal, agent_id)
-    if len(body.text) > MAX_DOCUMENT_CHARS:
-        raise ApiError(413, f"text: {len(body.text)} characters; a document holds at most {MAX_DOCUMENT_CHARS}",
-                       code="document_too_large")
-    count, chars = await store.document_totals(db, agent_id=agent_id)
-    if count >= MAX_AGENT_DOCUMENTS or chars + len(body.text) > MAX_AGENT_DOCUMENT_CHARS:
-        raise ApiError(413, f"An agent holds at most {MAX_AGENT_DOCUMENTS} documents and {MAX_AGENT_DOCUMENT_CHARS} "
-                       f"characters; this one has {count} documents and {chars} characters",
-                       code="documents_limit")
+    try:
+        await store.check_document_room(db, agent_id=agent_id, text=body.text)
+    except DocumentRefused as exc:
+        raise ApiError(413, str(exc), code=exc.code) from exc
     doc = await store.add_document(db, workspace=principal.workspace, agent_id=agent_id, title=body.title,
                                    text=body.text)
     return {"document": store.public_document(doc, with_text=True)}

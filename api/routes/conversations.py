@@ -5,30 +5,18 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
-from pydantic import BaseModel, ConfigDict, StringConstraints
 
 from api.deps import Db, Principal, require_scope
 from api.errors import ApiError
 from api.services import roundtable as service
 from api.sse import sse_response
 from store import conversations as store
+from store.conversations import ConversationCreate, MessageCreate
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
 
 Reader = Annotated[Principal, Depends(require_scope("conversations"))]
 Writer = Annotated[Principal, Depends(require_scope("conversations", write=True))]
-
-
-class ConversationCreate(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    title: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=500)]
-
-
-class MessageCreate(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    content: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=20_000)]
 
 
 @router.post("", status_code=201, summary="Create a conversation (a round table with no question yet)")

@@ -1,0 +1,251 @@
+"""`parley roundtable`: put a question to a workspace's agents and watch the debate in the terminal.
+
+Two parts: `render_round_table` prints a round table's wire events (`round_start`, `chunk`, `message`,
+`convergence`, `synthesis`, `done`, `error`, the payloads of the conversation message SSE) as they
+come, whatever produced them; `round_table_events` produces them for one question of a conversation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from types import SimpleNamespace
+from typing import Any
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console, Group
+from rich.markup import escape
+from rich.table import Table
+
+import store
+from api.deps import Principal
+from api.errors import ApiError, describe_validation
+from api.ratelimit import RateLimiter
+from api.services import roundtable as service
+from cli.common import console, database_uri, fail
+from core.embedded import EmbeddedServerError, model_server
+from core.settings import get_settings
+from nodes.models import ModelFactory
+from store import agents as agent_store
+from store import conversations as conv_store
+from store.conversations import MAX_TITLE_CHARS, ConversationCreate, MessageCreate
+
+WireEvent = tuple[str, dict[str, Any]]
+
+STANCE_STYLES = {"for": "green", "against": "red", "conditional": "yellow", "neutral": "dim"}
+KEY_POINT_CHARS = 160
+
+
+class RoundTableFailed(RuntimeError):
+    """The round table ended with an `error` event; the message is the server's."""
+
+
+def register(app: typer.Typer) -> None:
+    """Add `parley roundtable` to the command line."""
+    app.command("roundtable")(roundtable)
+
+
+# --- rendering ------------------------------------------------------------------------------
+
+
+def _short(text: str, limit: int = KEY_POINT_CHARS) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _names(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _who(name: str, role: str | None) -> str:
+    """`Claire (Finance)`; the role is left out when it only repeats the name (the devil's advocate's)."""
+    shown = role and role.strip().lower() != name.strip().lower()
+    return escape(name) + (f" [dim]({escape(role)})[/]" if shown else "")
+
+
+def _stance(stance: str) -> str:
+    style = STANCE_STYLES.get(stance)
+    return f"[{style}]{escape(stance)}[/]" if style else escape(stance)
+
+
+def _line(event: str, data: dict[str, Any]) -> str | None:
+    """The line an event prints (markup), or None for events shown otherwise or not at all."""
+    if event == "message":
+        who = _who(data["agentName"], data.get("agentRole"))
+        if data.get("isDevilsAdvocate"):
+            who = f"[magenta]{who}[/]"
+        return (f"  {who}: {_stance(data['stance'])} {data['confidence']:.0%} · "
+                f"{escape(_short(data.get('keyPoint') or ''))}")
+    if event == "convergence":
+        verdict = "[green]converged, the table stops[/]" if data["converged"] else "below the threshold"
+        return (f"  [bold]convergence {data['score']:.2f}[/] (threshold {data['threshold']:.2f}): {verdict}")
+    return None
+
+
+async def render_round_table(events: AsyncIterator[WireEvent], out: Console | None = None) -> dict[str, Any]:
+    """Print a round table as its events arrive: each round, each agent's stance and key point as it
+    lands, the convergence score against the threshold, then the synthesis as a table.
+
+    Returns the `done` payload (`synthesis`, `totalRounds`, `tokenUsage` …).
+
+    Raises:
+        RoundTableFailed: the events ended with `error`, or without `done`.
+    """
+    out = out or console
+    async for event, data in events:
+        if event == "round_start":
+            phase = "initial positions" if data["phase"] == "initial" else "debate"
+            out.rule(f"Round {data['roundNumber']} · {phase}")
+            seats = [a["agentName"] + (" (devil's advocate)" if a.get("isDevilsAdvocate")
+                                       and "devil" not in a["agentName"].lower() else "")
+                     for a in data.get("agents") or []]
+            if seats:
+                out.print(f"[dim]{escape(_names(seats))} {'speaks' if len(seats) == 1 else 'speak'}…[/]")
+        elif event == "synthesis":
+            out.rule("Synthesis")
+            out.print(synthesis_view(data["synthesis"], data.get("totalRounds")))
+        elif event == "done":
+            usage = data.get("tokenUsage") or {}
+            left = usage.get("remainingBalance")
+            out.print(f"[dim]{usage.get('totalTokensUsed', 0)} tokens used; allowance left: "
+                      f"{'unlimited' if left is None else left}[/]")
+            return data
+        elif event == "error":
+            raise RoundTableFailed(data.get("error") or data.get("message") or "the round table failed")
+        elif (line := _line(event, data)) is not None:
+            out.print(line, highlight=False, soft_wrap=True)
+        # `chunk` events are not printed: the seats of a round speak at once, so their tokens interleave.
+    raise RoundTableFailed("the round table ended without a result")
+
+
+def _bullets(items: list[str] | None) -> str:
+    return "\n".join(f"• {escape(item)}" for item in items or []) or "—"
+
+
+def synthesis_view(synthesis: dict[str, Any], total_rounds: int | None = None) -> Group:
+    """Every field of the seed's synthesis, one row each, then each agent's final stance and key point."""
+    table = Table(show_header=False, expand=True)
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")
+    table.add_row("Summary", escape(synthesis.get("summary", "")))
+    table.add_row("Recommended action", f"[bold]{escape(synthesis.get('recommendedAction', ''))}[/]")
+    table.add_row("Conditions", _bullets(synthesis.get("conditions")))
+    table.add_row("Consensus", _bullets(synthesis.get("consensus")))
+    table.add_row("Risks", _bullets(synthesis.get("riskPoints")))
+    table.add_row("Devil's advocate's main attack", escape(synthesis.get("devilsAdvocateMainAttack", "")))
+    table.add_row("How the debate evolved", escape(synthesis.get("debateEvolution", "")))
+    table.add_row("Confidence", escape(str(synthesis.get("confidenceLevel", ""))))
+    table.add_row("Urgency", escape(str(synthesis.get("urgency", ""))))
+    table.add_row("Debate rounds", str(synthesis.get("roundCount", total_rounds)))
+    if synthesis.get("biasNotes"):
+        table.add_row("Bias notes", escape(str(synthesis["biasNotes"])))
+    insights = Table("agent", "final stance", "key point", "shifted", title="Agent insights", expand=True)
+    for insight in synthesis.get("agentInsights") or []:
+        insights.add_row(_who(insight["name"], insight.get("role")), _stance(insight.get("stance", "")),
+                         escape(insight.get("keyPoint", "")), "yes" if insight.get("shifted") else "no")
+    return Group(table, insights)
+
+
+# --- producing the events -------------------------------------------------------------------
+
+
+async def round_table_events(
+    db, uri: str, factory: ModelFactory, *, workspace: str, user: str, question: str,
+    conversation_id: str | None = None, on_conversation=None,
+) -> AsyncIterator[WireEvent]:
+    """The wire events of one question put to a conversation (a new one, titled with the question,
+    when `conversation_id` is None); `on_conversation(id)` is called once the debate has started.
+
+    Raises:
+        ApiError: what the conversation message route would answer (unknown conversation, no agents,
+            allowance, rate limit).
+    """
+    # glue: replaced by the run engine. It drives today's round-table service in this process, through
+    # the same app state the HTTP app gives it.
+    if conversation_id is None:
+        title = ConversationCreate(title=question[:MAX_TITLE_CHARS]).title
+        conversation_id = (await conv_store.create_conversation(db, workspace=workspace, user=user,
+                                                                 title=title))["_id"]
+    limiter = RateLimiter(uri, get_settings().mongodb_db)
+    app = SimpleNamespace(state=SimpleNamespace(db=db, factory=factory, ratelimiter=limiter, background=set()))
+    try:
+        await service.on_startup(app)
+        principal = Principal(key_id="cli", user=user, workspace=workspace, scopes=frozenset({"conversations"}))
+        run = await service.submit_message(app, principal, conversation_id, question, idempotency_key=None)
+        if on_conversation is not None:
+            on_conversation(conversation_id)
+        async for event in run.follow():
+            yield event.event, event.data
+    finally:
+        await asyncio.to_thread(limiter.close)
+
+
+# --- the command ----------------------------------------------------------------------------
+
+
+def _needs_embedded_model(agents: list[dict], default_model: str) -> bool:
+    models = [a.get("model") or default_model for a in agents] + [default_model]
+    return any(m.startswith("local:") for m in models)
+
+
+def roundtable(
+    question: str = typer.Argument(..., help="The question the agents debate: put the numbers and options in it."),
+    conversation: str = typer.Option(None, help="Ask in this conversation (a follow-up); a new one by default."),
+    workspace: str = typer.Option("default", help="Workspace whose agents sit at the table."),
+    user: str = typer.Option("local", help="Who asks (the conversation's user)."),
+) -> None:
+    """Debate QUESTION with the workspace's agents: stances and convergence live, then the synthesis.
+
+    The first five agents of the workspace sit at the table with a devil's advocate (see `parley agents`).
+    """
+    settings = get_settings()
+    try:
+        question = MessageCreate(content=question).content
+    except ValidationError as exc:
+        raise fail(escape(describe_validation(exc.errors()).replace("content", "question")), code=2) from None
+
+    with database_uri() as uri:
+        async def agents() -> list[dict]:
+            client, db = store.connect(uri, settings.mongodb_db)
+            try:
+                return await agent_store.list_agents(db, workspace=workspace)
+            finally:
+                await client.close()
+
+        seated = asyncio.run(agents())
+        if not any(not a.get("isDevilsAdvocate") for a in seated):  # before a conversation is created for nothing
+            raise fail(f"{service.NO_AGENTS} Add one with `parley agents add NAME --workspace {workspace}`.")
+        server = None
+        if _needs_embedded_model(seated, settings.default_model):
+            console.print("[dim]Starting the embedded model…[/]")
+            try:
+                server = model_server(settings.parley_home, settings.parley_model_port).start(timeout=120)
+            except EmbeddedServerError as exc:
+                raise fail(str(exc)) from exc
+        factory = ModelFactory(settings, local_base_url=server.url if server else None)
+
+        async def run() -> dict[str, Any]:
+            client, db = store.connect(uri, settings.mongodb_db)
+            try:
+                await store.ensure_indexes(db)
+                events = round_table_events(
+                    db, uri, factory, workspace=workspace, user=user, question=question,
+                    conversation_id=conversation,
+                    on_conversation=lambda cid: console.print(
+                        f"[bold]{escape(question)}[/]\n[dim]conversation {cid} (ask a follow-up with "
+                        f"--conversation {cid})[/]", soft_wrap=True),
+                )
+                return await render_round_table(events)
+            finally:
+                await client.close()
+
+        try:
+            asyncio.run(run())
+        except ApiError as exc:
+            raise fail(escape(exc.message)) from exc
+        except RoundTableFailed as exc:
+            raise fail(escape(str(exc))) from exc
+        finally:
+            if server is not None:
+                server.stop()
