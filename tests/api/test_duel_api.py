@@ -142,17 +142,26 @@ def test_a_chinese_topic_streams_chinese_turns(http, make_key, llm):
 
 
 def test_storage_moves_from_in_progress_to_completed(http, make_key, llm, sync_db, parley):
-    # The opponent takes its time, so the debate is surely still running when we look.
-    script_duel(llm, opponent_turn={"latency": 0.6})
+    # Each side's answer is held until the test has read the record, so every read sees exactly one
+    # step of the debate, however fast or slow the machine is.
+    script_duel(llm, user_turn={"hold": "user"}, opponent_turn={"hold": "opponent"})
     app_of(parley).state.duel.keepalive = 0.2
     seen: dict[str, dict] = {}
     parser = SseParser()
+    pings_at_message = None
     with http.stream("POST", "/api/debate", json={**BODY, "rounds": 1}, headers=auth(make_key(["debate"]))) as resp:
-        for event in iter_sse(resp.iter_lines(), parser):
-            if event.event == "init":
+        for line in resp.iter_lines():
+            event = parser.feed_line(line)
+            if event is not None and event.event == "init":
                 seen["init"] = sync_db.debates.find_one({"_id": event.json()["id"]})
-            elif event.event == "message" and "message" not in seen:
+                llm.release("user")
+            elif event is not None and event.event == "message" and "message" not in seen:
                 seen["message"] = sync_db.debates.find_one({"_id": seen["init"]["_id"]})
+                pings_at_message = len(parser.comments)
+            elif pings_at_message is not None and len(parser.comments) > pings_at_message:
+                # A keep-alive came while the opponent was thinking (held): now let it answer.
+                pings_at_message = None
+                llm.release("opponent")
     record = sync_db.debates.find_one({"_id": seen["init"]["_id"]})
     assert seen["init"]["status"] == "in_progress" and seen["init"]["messages"] == []
     assert seen["init"]["opponentProfile"] == OPPONENT and seen["init"]["synthesis"] is None
@@ -268,7 +277,7 @@ def test_a_stream_cut_mid_turn_ends_with_error(http, make_key, llm, sync_db):
 
 
 def test_a_disconnected_client_reattaches_with_last_event_id(http, make_key, llm, sync_db, parley):
-    script_duel(llm, opponent_turn={"latency": 0.3})
+    script_duel(llm, opponent_turn={"hold": "opponent"})  # the debate cannot end while the client is away
     key = make_key(["debate"])
     received: list[SseEvent] = []
     with http.stream("POST", "/api/debate", json=BODY, headers=auth(key)) as resp:
@@ -278,6 +287,7 @@ def test_a_disconnected_client_reattaches_with_last_event_id(http, make_key, llm
                 break  # the browser tab closes mid-debate
     debate_id = received[0].json()["id"]
     assert sync_db.debates.find_one({"_id": debate_id})["status"] == "in_progress"
+    llm.release("opponent")
 
     last = received[-1].id
     rest = parse_sse(http.get(f"/api/debate/{debate_id}/events", headers={**auth(key), "Last-Event-ID": last}).text)
@@ -305,7 +315,7 @@ def test_a_disconnected_client_reattaches_with_last_event_id(http, make_key, llm
 
 
 def test_a_listener_follows_a_debate_another_process_runs(http, make_key, llm, parley_env, parley):
-    script_duel(llm, opponent_turn={"latency": 0.2})
+    script_duel(llm, opponent_turn={"hold": "opponent"})  # still running when the other process attaches
     key = make_key(["debate"])
     with ServerThread(create_app(parley_env)) as sibling:  # a second Parley on the same database
         with httpx.Client(base_url=sibling.url, timeout=60) as other:
@@ -313,7 +323,11 @@ def test_a_listener_follows_a_debate_another_process_runs(http, make_key, llm, p
                 stream = iter_sse(resp.iter_lines())
                 first = next(stream)
                 debate_id = first.json()["id"]
-                followed = parse_sse(other.get(f"/api/debate/{debate_id}/events", headers=auth(key)).text)
+                with other.stream("GET", f"/api/debate/{debate_id}/events", headers=auth(key)) as followed_resp:
+                    following = iter_sse(followed_resp.iter_lines())
+                    followed = [next(following)]  # attached: the replay has begun
+                    llm.release("opponent")
+                    followed += list(following)
                 direct = [first, *stream]
     assert [(e.id, e.event, e.data) for e in followed] == [(e.id, e.event, e.data) for e in direct]
     assert followed[-1].event == "done"

@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -16,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from designer import load_example
 from tests.support.duel import script_duel
 from tests.support.sse import iter_sse
+from tests.support.wait import eventually
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DUEL = {"topic": "Should remote work be the default?", "userProfile": {"name": "Ada"}, "rounds": 1}
@@ -38,14 +37,6 @@ def scrape(http: httpx.Client) -> Samples:
 
 def value(samples: Samples, name: str, **labels: str) -> float:
     return samples.get((name, frozenset(labels.items())), 0.0)
-
-
-def eventually(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    """Wait for a state the server reaches on its own (it noticing a hang-up); fail after `timeout` s."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"never happened: {what}"
-        time.sleep(0.02)
 
 
 # --- metrics --------------------------------------------------------------------------------

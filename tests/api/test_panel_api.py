@@ -16,6 +16,7 @@ from core.embedded import EmbeddedServices
 from core.settings import get_settings
 from nodes.models import BUILTIN_PRICES, Price
 from tests.support.servers import ServerThread
+from tests.support.wait import eventually
 
 PANEL = ["openai:gpt-5", "anthropic:claude-sonnet-4-5", "google:gemini-2.5-pro"]
 ARBITRATOR = "anthropic:claude-opus-4-5"
@@ -183,7 +184,8 @@ def test_every_arbitrator_failing_is_502(client, llm):
 def test_panelist_timeouts_are_classified(parley_env, llm, make_key, sync_db):
     parley_env.parley_debate_models = list(PANEL)
     parley_env.parley_arbitrator_model = ARBITRATOR
-    parley_env.parley_request_timeout = 0.5
+    # Long enough that the panelists who answer never come near it, however loaded the machine.
+    parley_env.parley_request_timeout = 2
     sync_db.workspaces.insert_one({"_id": "ws1", "creditUsd": 10.0})
     llm.script(model="gemini-2.5-pro", hang=True)
     with ServerThread(create_app(parley_env)) as running:
@@ -482,16 +484,15 @@ def _one_call_estimate(max_tokens: int) -> float:
 
 
 def test_credit_is_reserved_during_a_debate_and_settled_after(server, key, llm, sync_db):
-    llm.script(model="gpt-5", latency=0.5, reply="Slow.")
+    llm.script(model="gpt-5", hold="gpt-5", reply="Slow.")  # the debate waits there while the test reads
     sdk = openai.OpenAI(base_url=server.url + "/v1", api_key=key, max_retries=0)
     box = {}
     worker = threading.Thread(target=lambda: box.update(resp=sdk.chat.completions.create(
         model="router/debate", messages=QUESTION, max_tokens=1000)))
     worker.start()
-    deadline = time.monotonic() + 10
-    while not any(r["model"] == "gpt-5" for r in llm.requests) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    llm.wait_held("gpt-5")
     during = balance(sync_db)
+    llm.release("gpt-5")
     worker.join()
     # Four calls (3 panelists + arbitrator) at the priciest model's rate, prompt included.
     assert 10.0 - during == pytest.approx(4 * _one_call_estimate(1000), rel=0.05)
@@ -499,15 +500,14 @@ def test_credit_is_reserved_during_a_debate_and_settled_after(server, key, llm, 
 
 
 def test_panel_reserves_three_calls(server, key, llm, sync_db):
-    llm.script(model="gpt-5", latency=0.5, reply="Slow.")
+    llm.script(model="gpt-5", hold="gpt-5", reply="Slow.")
     sdk = openai.OpenAI(base_url=server.url + "/v1", api_key=key, max_retries=0)
     worker = threading.Thread(target=lambda: sdk.chat.completions.create(
         model="router/debate", messages=QUESTION, max_tokens=1000, extra_body={"panel": True}))
     worker.start()
-    deadline = time.monotonic() + 10
-    while not any(r["model"] == "gpt-5" for r in llm.requests) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    llm.wait_held("gpt-5")
     during = balance(sync_db)
+    llm.release("gpt-5")
     worker.join()
     sonnet = Price(*BUILTIN_PRICES["claude-sonnet-4-5"], known=True).cost(0, 1000)  # the priciest panelist
     assert 10.0 - during == pytest.approx(3 * sonnet, rel=0.05)
@@ -533,7 +533,9 @@ def test_unpriced_models_need_no_credit(server, make_key, llm):
 def test_concurrent_debates_never_overdraw(server, make_key, llm, sync_db):
     reservation = 4 * _one_call_estimate(1000)
     sync_db.workspaces.insert_one({"_id": "shared", "creditUsd": 2.5 * reservation})
-    llm.script(model="claude-opus-4-5", latency=1.0, reply="Synthesis.")  # keeps every request in flight together
+    # The arbitrator is held until every request has been admitted or refused, so no admitted debate can
+    # finish (and give back its unused reservation) while another still asks for credit.
+    llm.script(model="claude-opus-4-5", hold="arbitrator", reply="Synthesis.")
     sdk = openai.OpenAI(base_url=server.url + "/v1", api_key=make_key(["chat"], workspace="shared"), max_retries=0)
 
     def ask():
@@ -543,7 +545,11 @@ def test_concurrent_debates_never_overdraw(server, make_key, llm, sync_db):
             return exc.status_code
 
     with ThreadPoolExecutor(5) as pool:
-        outcomes = list(pool.map(lambda _: ask(), range(5)))
+        futures = [pool.submit(ask) for _ in range(5)]
+        llm.wait_held("arbitrator", count=2)  # two debates got as far as their arbitrator ...
+        eventually(lambda: sum(f.done() for f in futures) == 3, "the other three requests answered")  # ... 3 did not
+        llm.release("arbitrator")
+        outcomes = [f.result() for f in futures]
     answered = [o for o in outcomes if not isinstance(o, int)]
     assert len(answered) == 2 and sorted(o for o in outcomes if isinstance(o, int)) == [402, 402, 402]
     spent = sum(meta(r)["cost"] for r in answered)
@@ -569,16 +575,16 @@ def test_an_arbitrator_failing_mid_stream_ends_the_stream_with_an_error(client, 
 
 
 def test_a_client_leaving_mid_stream_still_settles_its_credit(server, key, llm, sync_db):
-    llm.script(model="claude-opus-4-5", reply=" ".join(["word"] * 40), token_delay=0.02)
+    # The arbitrator stops after its first token until released (never, here): it is cut off for sure.
+    llm.script(model="claude-opus-4-5", reply=" ".join(["word"] * 40), hold="arbitrator", pause_after=1)
     with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key}"}, timeout=30) as http:
         with http.stream("POST", "/v1/chat/completions", json={"model": "router/debate", "messages": QUESTION,
                                                                 "stream": True, "max_tokens": 1000}) as resp:
             for line in resp.iter_lines():
                 if line.startswith("data:"):
                     break  # the first token arrived: hang up
-    deadline = time.monotonic() + 10
-    while not sync_db.usage.count_documents({}) and time.monotonic() < deadline:
-        time.sleep(0.02)
+    # The run settles on its own after the hang-up: credit first, then the usage rows.
+    eventually(lambda: sync_db.usage.count_documents({}) >= 3, "the usage rows of the cut-off debate stored")
     assert sync_db.usage.count_documents({}) == 3  # the three panelists; the cut-off arbitrator reported no usage
     spent = sum(r["costUsd"] for r in sync_db.usage.find())
     assert balance(sync_db) == pytest.approx(10.0 - spent)

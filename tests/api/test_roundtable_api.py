@@ -8,6 +8,8 @@ import threading
 import httpx
 import pytest
 
+from tests.support.sse import iter_sse
+
 SYNTHESIS_FIELDS = {
     "summary", "debateEvolution", "devilsAdvocateMainAttack", "agentInsights", "consensus", "riskPoints",
     "recommendedAction", "conditions", "confidenceLevel", "urgency", "roundCount", "raw",
@@ -443,25 +445,29 @@ def test_idempotent_retry_returns_the_first_result_without_a_second_debate(http,
 
 def test_retry_while_the_first_run_is_going_waits_for_it(http, key, table, llm, parley):
     _, conversation = table
-    gate = threading.Event()
-    llm.script(match="This is round 0", latency=0.3)
+    llm.script(match="This is round 0", hold="round 0")  # the first run stays under way until released
     results: dict[str, httpx.Response] = {}
 
     def first() -> None:
         with httpx.Client(base_url=parley.url, timeout=60) as client:
             results["first"] = ask(client, key, conversation["id"], headers={"Idempotency-Key": "k"})
-        gate.set()
 
     thread = threading.Thread(target=first)
     thread.start()
-    # The first run is under way once the model has seen a request.
-    for _ in range(500):
-        if llm.requests:
-            break
-        threading.Event().wait(0.01)
-    assert llm.requests and not gate.is_set()
-    second = ask(http, key, conversation["id"], headers={"Idempotency-Key": "k"})
+    llm.wait_held("round 0")  # the first run is under way
+    url = f"/v1/conversations/{conversation['id']}/message?stream=true"
+    with http.stream("POST", url, json={"content": "Open now, wait, or hire remotely?"},
+                     headers={**auth(key), "Idempotency-Key": "k"}) as retry:
+        stream = iter_sse(retry.iter_lines())
+        events = [next(stream)]  # the retry is following the live run
+        llm.release("round 0")
+        events += list(stream)
     thread.join()
-    assert second.status_code == 200 and second.json() == results["first"].json()
+    names = [e.event for e in events]
+    # The live run's own events (not a replay of its result): every round, then its one result.
+    assert names[0] == "round_start" and names.count("round_start") == 2 and names[-1] == "done"
+    assert results["first"].status_code == 200
+    done = events[-1].json()
+    assert {k: v for k, v in done.items() if k != "conversationId"} == results["first"].json()
     turns = [r for r in llm.requests if r.get("stream")]
     assert len(turns) == 6  # one debate: three seats, rounds 0 and 1

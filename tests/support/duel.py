@@ -54,16 +54,17 @@ def script_duel(
     as_debated: dict | None = None,
     swapped: dict | None = None,
     opponent_turn: dict | None = None,
+    user_turn: dict | None = None,
 ) -> None:
     """Script a whole duel: the opponent choice, both sides' turns, and the two position-swapped judges.
 
-    By default both judges pick the user (A as debated, B when swapped). `opponent_turn` adds rule
-    fields (latency, status, drop_after …) to the opponent's turns.
+    By default both judges pick the user (A as debated, B when swapped). `opponent_turn` and
+    `user_turn` add rule fields (hold, status, drop_after …) to each side's turns.
     """
     opponent = opponent or OPPONENT
     llm.script(match=SELECT_MARK, json=opponent)
     # The swapped transcript opens with the opponent's first turn as Speaker A.
     llm.script(match=f"Speaker A: {opponent_reply[:40]}", json=swapped or judgement("B"))
     llm.script(match=JUDGE_MARK, json=as_debated or judgement("A"))
-    llm.script(match=f"You are {user_name},", reply=user_reply)
+    llm.script(match=f"You are {user_name},", reply=user_reply, **(user_turn or {}))
     llm.script(match=f"You are {opponent['name']},", reply=opponent_reply, **(opponent_turn or {}))

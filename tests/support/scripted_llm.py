@@ -69,7 +69,8 @@ class Rule:
     requests (and the text, serialised, for plain ones), ``status`` turns the
     answer into an OpenAI-shaped HTTP error. ``latency``/``token_delay`` override
     the server defaults. ``hold`` names a gate the answer waits at until it is
-    released. A rule with ``times`` is removed after that many uses.
+    released; with ``pause_after`` a streamed answer sends that many chunks
+    first, then waits there. A rule with ``times`` is removed after that many uses.
     """
 
     model: str | None = None
@@ -82,6 +83,7 @@ class Rule:
     token_delay: float | None = None
     hang: bool = False
     hold: str | None = None
+    pause_after: int | None = None
     drop_after: int | None = None
     times: int | None = None
     uses: int = field(default=0, compare=False)
@@ -414,11 +416,19 @@ def error_response(status: int, message: str | None = None) -> JSONResponse:
 _ids = itertools.count(1)
 
 
-class _EventStream:
-    """Raw ASGI SSE response: unlike StreamingResponse it can drop the connection mid-body."""
+async def _wait_at(gate: Gate, state: ScriptState) -> None:
+    gate.arrive()
+    while not gate.opened.is_set() and not state.closing.is_set():
+        await asyncio.sleep(0.005)
 
-    def __init__(self, events: list[tuple[dict[str, Any], bool]], token_delay: float, drop_after: int | None):
+
+class _EventStream:
+    """Raw ASGI SSE response: unlike StreamingResponse it can drop the connection mid-body, or pause at a gate."""
+
+    def __init__(self, events: list[tuple[dict[str, Any], bool]], token_delay: float, drop_after: int | None,
+                 pause: tuple[int, Gate] | None = None, state: ScriptState | None = None):
         self.events, self.token_delay, self.drop_after = events, token_delay, drop_after
+        self.pause, self.state = pause, state
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         headers = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache")]
@@ -427,6 +437,8 @@ class _EventStream:
         for event, is_content in self.events:
             if is_content and self.drop_after is not None and sent >= self.drop_after:
                 return  # uvicorn closes the socket without the final chunk, like a crashed upstream
+            if is_content and self.pause is not None and sent == self.pause[0]:
+                await _wait_at(self.pause[1], self.state)
             if is_content and sent and self.token_delay:
                 await asyncio.sleep(self.token_delay)
             await send({"type": "http.response.body", "body": b"data: " + json.dumps(event).encode() + b"\n\n",
@@ -481,11 +493,11 @@ async def chat_completions(request: Request) -> Any:
     latency = rule.latency if rule is not None and rule.latency is not None else state.latency
     token_delay = rule.token_delay if rule is not None and rule.token_delay is not None else state.token_delay
 
-    if rule is not None and rule.hold:
-        gate = state.gate(rule.hold)
-        gate.arrive()
-        while not gate.opened.is_set() and not state.closing.is_set():
-            await asyncio.sleep(0.005)
+    pause: tuple[int, Gate] | None = None
+    if rule is not None and rule.hold and rule.pause_after is not None and body.get("stream"):
+        pause = (rule.pause_after, state.gate(rule.hold))
+    elif rule is not None and rule.hold:
+        await _wait_at(state.gate(rule.hold), state)
     if rule is not None and rule.hang:
         # Polling a thread-safe flag lets stop() end the hang at once instead of cancelling mid-request.
         deadline = time.monotonic() + _HANG_SECONDS
@@ -500,7 +512,8 @@ async def chat_completions(request: Request) -> Any:
     answer = build_answer(body, rule, reply, state)
     cid = f"chatcmpl-scripted-{next(_ids)}"
     if body.get("stream"):
-        return _EventStream(_stream_events(body, answer, cid), token_delay, rule.drop_after if rule else None)
+        return _EventStream(_stream_events(body, answer, cid), token_delay, rule.drop_after if rule else None,
+                            pause, state)
 
     # Without streaming the client still waits for the whole generation, as with a real model.
     if token_delay and len(answer.chunks) > 1:

@@ -261,6 +261,16 @@ def test_a_held_answer_waits_until_released(llm, client):
         llm.wait_held("other", timeout=0.01)
 
 
+def test_a_stream_can_pause_mid_answer_until_released(llm, client):
+    llm.script(reply="one two three four", hold="mid", pause_after=2)
+    stream = ask(client, stream=True)
+    received = [next(stream).choices[0].delta.content for _ in range(2)]
+    llm.wait_held("mid")  # two chunks out, the rest held back
+    llm.release("mid")
+    received += [c.choices[0].delta.content for c in stream if c.choices and c.choices[0].delta.content]
+    assert received == ["one ", "two ", "three ", "four"]
+
+
 def test_reset_releases_held_answers(llm, client):
     llm.script(hold="never-released")
     asker = threading.Thread(target=lambda: ask(client))
