@@ -27,6 +27,9 @@ from cli.common import console, database_uri, fail
 from core.embedded import EmbeddedServerError, model_server
 from core.settings import get_settings
 from nodes.models import ModelFactory
+from runs import RunEngine
+from runs.checkpoints import mongodb_saver
+from runs.modes.roundtable import NO_AGENTS
 from store import agents as agent_store
 from store import conversations as conv_store
 from store.conversations import MAX_TITLE_CHARS, ConversationCreate, MessageCreate
@@ -111,8 +114,8 @@ async def render_round_table(events: AsyncIterator[WireEvent], out: Console | No
             out.print(f"[dim]{usage.get('totalTokensUsed', 0)} tokens used; allowance left: "
                       f"{'unlimited' if left is None else left}[/]")
             return data
-        elif event == "error":
-            raise RoundTableFailed(data.get("error") or data.get("message") or "the round table failed")
+        elif event in ("error", "cancelled"):
+            raise RoundTableFailed(data.get("error") or data.get("message") or f"the round table ended: {event}")
         elif (line := _line(event, data)) is not None:
             out.print(line, highlight=False, soft_wrap=True)
         # `chunk` events are not printed: the seats of a round speak at once, so their tokens interleave.
@@ -161,23 +164,31 @@ async def round_table_events(
         ApiError: what the conversation message route would answer (unknown conversation, no agents,
             allowance, rate limit).
     """
-    # glue: replaced by the run engine. It drives today's round-table service in this process, through
-    # the same app state the HTTP app gives it.
+    # glue: written against the old round-table service, re-pointed at the run engine when it landed.
+    # This process is a run engine worker while the question is debated (stopped early, its run is
+    # handed over and resumes on another worker) and asks through the conversation route's service,
+    # with the app state the HTTP app gives it.
+    settings = get_settings()
     if conversation_id is None:
         title = ConversationCreate(title=question[:MAX_TITLE_CHARS]).title
         conversation_id = (await conv_store.create_conversation(db, workspace=workspace, user=user,
                                                                  title=title))["_id"]
-    limiter = RateLimiter(uri, get_settings().mongodb_db)
-    app = SimpleNamespace(state=SimpleNamespace(db=db, factory=factory, ratelimiter=limiter, background=set()))
+    saver = await asyncio.to_thread(mongodb_saver, uri, settings.mongodb_db)
+    engine = RunEngine(db, saver=saver, factory=factory, settings=settings)
+    limiter = RateLimiter(uri, settings.mongodb_db)
+    app = SimpleNamespace(state=SimpleNamespace(db=db, ratelimiter=limiter, runs=engine))
     try:
-        await service.on_startup(app)
+        await engine.start()
         principal = Principal(key_id="cli", user=user, workspace=workspace, scopes=frozenset({"conversations"}))
-        run = await service.submit_message(app, principal, conversation_id, question, idempotency_key=None)
+        asked = await service.submit_message(app, principal, conversation_id, question, idempotency_key=None)
         if on_conversation is not None:
             on_conversation(conversation_id)
-        async for event in run.follow():
-            yield event.event, event.data
+        async for batch in engine.follow(asked.run_id):
+            for event in batch:
+                yield event.event, event.data
     finally:
+        await engine.stop()
+        saver.close()
         await asyncio.to_thread(limiter.close)
 
 
@@ -215,7 +226,7 @@ def roundtable(
 
         seated = asyncio.run(agents())
         if not any(not a.get("isDevilsAdvocate") for a in seated):  # before a conversation is created for nothing
-            raise fail(f"{service.NO_AGENTS} Add one with `parley agents add NAME --workspace {workspace}`.")
+            raise fail(f"{NO_AGENTS} Add one with `parley agents add NAME --workspace {workspace}`.")
         server = None
         if _needs_embedded_model(seated, settings.default_model):
             console.print("[dim]Starting the embedded model…[/]")

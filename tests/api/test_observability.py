@@ -208,23 +208,24 @@ def test_panel_round_table_and_workflow_runs_are_traced_with_their_ids(parley_en
     key = make_key(["chat", "conversations", "workflows"])
     with ServerThread(create_app(parley_env)) as server, httpx.Client(base_url=server.url, timeout=60) as http:
         completion = http.post("/v1/chat/completions", headers=auth(key), json={
-            "model": "router/debate", "messages": [{"role": "user", "content": "CAP?"}]}).json()
+            "model": "router/debate", "messages": [{"role": "user", "content": "CAP?"}]})
         panel = chat_model_spans(spans)
-        assert len(panel) == 4 and {s.metadata.get("parley_run_id") for s in panel} == {completion["id"]}
+        assert len(panel) == 4 and {s.metadata.get("parley_run_id") for s in panel} == {
+            completion.headers["x-run-id"]}
         spans.clear()
 
         http.post("/v1/agents", json={"name": "Claire"}, headers=auth(key)).raise_for_status()
         conversation = http.post("/v1/conversations", json={"title": "Lyon?"}, headers=auth(key)).json()
-        http.post(f"/v1/conversations/{conversation['conversation']['id']}/message", json={"content": "Open now?"},
-                  headers=auth(key)).raise_for_status()
+        asked = http.post(f"/v1/conversations/{conversation['conversation']['id']}/message",
+                          json={"content": "Open now?"}, headers=auth(key))
+        asked.raise_for_status()
         table = chat_model_spans(spans)
-        run_ids = {s.metadata.get("parley_run_id") for s in table}
-        assert len(run_ids) == 1 and None not in run_ids
+        assert {s.metadata.get("parley_run_id") for s in table} == {asked.headers["x-run-id"]}
         assert {s.metadata["parley_kind"] for s in table} == {"roundtable"}
         spans.clear()
 
         run = http.post("/v1/workflows/runs", headers=auth(key),
-                        json={"workflow": load_example("outline-brief"), "input": {"topic": "tides"}}).json()
+                        json={"workflow": load_example("outline-brief"), "input": {"topic": "tides"}})
         flow = chat_model_spans(spans)
-        assert {s.metadata.get("parley_run_id") for s in flow} == {run["id"]}
+        assert {s.metadata.get("parley_run_id") for s in flow} == {run.headers["x-run-id"]}
         assert [s.name for s in spans.spans if s.parent_run_id is None] == ["parley.workflow"]
