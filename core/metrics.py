@@ -23,8 +23,12 @@ from prometheus_client import (
     Gauge,
     Histogram,
     generate_latest,
+    disable_created_metrics,
     multiprocess,
 )
+
+# The `_created` timestamp series would double the output, and no dashboard reads them.
+disable_created_metrics()
 
 # Model calls take from tens of milliseconds (a cached or tiny model) to minutes (a long answer on a
 # CPU), so the buckets span both ends.
