@@ -130,3 +130,13 @@ async def list_debates(
     more = len(rows) > limit
     rows = rows[:limit]
     return rows, encode_cursor(rows[-1]) if more and rows else None, total
+
+
+async def fail_runless(db: AsyncDatabase, *, error: str) -> int:
+    """Mark `in_progress` debates that have no run as `failed`: left by Parley 0.1, whose debates were not runs
+    and so cannot be resumed. Return how many."""
+    marked = 0
+    async for debate in db.debates.find({"status": IN_PROGRESS}, {"_id": 1}):
+        if await db.runs.count_documents({"_id": debate["_id"]}, limit=1) == 0:
+            marked += await end_debate(db, debate_id=debate["_id"], status=FAILED, error=error)
+    return marked

@@ -75,7 +75,7 @@ async def claim_expired(db: AsyncDatabase, *, worker: str, lease_seconds: float)
     return await db.runs.find_one_and_update(
         {"status": {"$in": list(ACTIVE)}, "leaseUntil": {"$lt": at}},
         {"$set": {"worker": worker, "leaseUntil": at + timedelta(seconds=lease_seconds), "heartbeatAt": at,
-                  "updatedAt": at}, "$inc": {"claims": 1}},
+                  "claimedAt": at, "updatedAt": at}, "$inc": {"claims": 1}},
         sort=[("leaseUntil", ASCENDING)],
         return_document=ReturnDocument.AFTER,
     )
@@ -191,8 +191,9 @@ async def append_events(db: AsyncDatabase, *, run_id: str, events: list[dict]) -
     """
     if not events:
         return
+    at = now()
     try:
-        await db.run_events.insert_many([{"runId": run_id, **event} for event in events], ordered=True)
+        await db.run_events.insert_many([{"runId": run_id, "at": at, **event} for event in events], ordered=True)
     except BulkWriteError as exc:
         if any(err.get("code") == DUPLICATE_KEY for err in exc.details.get("writeErrors", [])):
             raise EventConflict(f"run {run_id}: event numbers already taken") from exc
@@ -201,12 +202,12 @@ async def append_events(db: AsyncDatabase, *, run_id: str, events: list[dict]) -
 
 async def events_after(db: AsyncDatabase, *, run_id: str, after: int, limit: int = 1000) -> list[dict]:
     """Stored events of a run with `seq` greater than `after`, in order (void ones included, marked)."""
-    cursor = db.run_events.find({"runId": run_id, "seq": {"$gt": after}}, {"_id": 0, "runId": 0})
+    cursor = db.run_events.find({"runId": run_id, "seq": {"$gt": after}}, {"_id": 0, "runId": 0, "at": 0})
     return await cursor.sort("seq", ASCENDING).limit(limit).to_list()
 
 
 async def all_events(db: AsyncDatabase, *, run_id: str) -> list[dict]:
-    cursor = db.run_events.find({"runId": run_id}, {"_id": 0, "runId": 0})
+    cursor = db.run_events.find({"runId": run_id}, {"_id": 0, "runId": 0, "at": 0})
     return await cursor.sort("seq", ASCENDING).to_list()
 
 
