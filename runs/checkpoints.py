@@ -9,7 +9,6 @@ of a finished task is ever lost with a worker.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +19,7 @@ from langgraph.checkpoint.mongodb import MongoDBSaver
 from pymongo import MongoClient
 
 from nodes.events import Origin
+from runs.events import Signal
 
 NS_SEP = "|"
 
@@ -35,22 +35,18 @@ class EventBarrier:
     def __init__(self) -> None:
         self.received = self.stored = 0
         self.open = False  # nothing more will be stored: waiting would be forever
-        self._changed = asyncio.Event()
+        self._changed = Signal()
 
     def received_one(self) -> None:
         self.received += 1
 
     def stored_upto(self, count: int) -> None:
         self.stored = max(self.stored, count)
-        self._wake()
+        self._changed.notify()
 
     def release(self) -> None:
         self.open = True
-        self._wake()
-
-    def _wake(self) -> None:
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
+        self._changed.notify()
 
     async def wait(self) -> None:
         target = self.received

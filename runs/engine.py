@@ -31,7 +31,7 @@ from core.settings import Settings
 from nodes.events import EVENT_SINK, Origin, TaskEvent
 from nodes.models import ModelFactory, UsageLedger, UsageRecord
 from runs.checkpoints import EventBarrier, namespaces, saved_graphs, survives
-from runs.events import RETRACT, TERMINAL, Event, listener_view
+from runs.events import RETRACT, TERMINAL, Event, Signal, listener_view
 from runs.modes import MODES
 from runs.modes.base import Emit, ModeRun, Outcome, Services
 from store import runs as store
@@ -88,19 +88,15 @@ class LiveRun:
         self.id, self.first_seq = run_id, first_seq
         self.rows: list[dict] = []
         self.ended = False
-        self._changed = asyncio.Event()
+        self._changed = Signal()
 
     def publish(self, rows: list[dict]) -> None:
         self.rows.extend(rows)
-        self._wake()
+        self._changed.notify()
 
     def end(self) -> None:
         self.ended = True
-        self._wake()
-
-    def _wake(self) -> None:
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
+        self._changed.notify()
 
     async def follow(self, after: int) -> AsyncIterator[list[Event]]:
         """Batches of the events after `after` (as `listener_view` shows them), until this execution ends."""

@@ -9,8 +9,6 @@ embedded database cannot evaluate `$$NOW` in a query.
 
 from __future__ import annotations
 
-import base64
-import json
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -20,6 +18,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import BulkWriteError
 
 from nodes.models import UsageRecord
+from store.cursors import encode_cursor, older_than
 
 QUEUED, RUNNING, COMPLETED, FAILED, CANCELLED = "queued", "running", "completed", "failed", "cancelled"
 ACTIVE = (QUEUED, RUNNING)
@@ -148,20 +147,6 @@ async def get_run(db: AsyncDatabase, *, run_id: str, workspace: str | None = Non
     return await db.runs.find_one(query)
 
 
-def encode_cursor(record: dict) -> str:
-    payload = json.dumps([record["createdAt"].isoformat(), record["_id"]])
-    return base64.urlsafe_b64encode(payload.encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> tuple[datetime, str]:
-    """Read a cursor made by `encode_cursor`; ValueError when it is not one."""
-    try:
-        created, run_id = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        return datetime.fromisoformat(created), str(run_id)
-    except (ValueError, TypeError) as exc:
-        raise ValueError("cursor is not one this API returned") from exc
-
-
 async def list_runs(
     db: AsyncDatabase, *, workspace: str, kinds: list[str], status: str | None = None, limit: int = 20,
     cursor: str | None = None,
@@ -171,8 +156,7 @@ async def list_runs(
     if status:
         query["status"] = status
     if cursor:
-        created, run_id = decode_cursor(cursor)
-        query["$or"] = [{"createdAt": {"$lt": created}}, {"createdAt": created, "_id": {"$lt": run_id}}]
+        query.update(older_than(cursor))
     rows = await db.runs.find(query, {"input": 0, "result": 0}).sort(
         [("createdAt", DESCENDING), ("_id", DESCENDING)]).limit(limit + 1).to_list()
     more = len(rows) > limit
