@@ -105,8 +105,8 @@ def main() -> None:
                 claimed, resumed = one_round(follower, home, key, sync[db_name])
                 claims.append(claimed)
                 resumes.append(resumed)
-                print(f"round {n + 1}: claimed {claimed:.2f} s after the kill, first resumed event after {resumed:.2f} s",
-                      flush=True)
+                print(f"round {n + 1}: claimed {claimed:.2f} s after the kill, "
+                      f"first resumed event after {resumed:.2f} s", flush=True)
             print(f"lease {args.lease:g} s, heartbeat {args.heartbeat:g} s, poll {args.poll:g} s: "
                   f"resume delay median {statistics.median(resumes):.2f} s "
                   f"(min {min(resumes):.2f}, max {max(resumes):.2f}); claim median {statistics.median(claims):.2f} s")

@@ -94,7 +94,9 @@ def namespaces(origins: Iterable[Origin]) -> set[str]:
     return out
 
 
-async def saved_graphs(saver: BaseCheckpointSaver, thread_id: str, graph_namespaces: Iterable[str]) -> dict[str, SavedGraph]:
+async def saved_graphs(
+    saver: BaseCheckpointSaver, thread_id: str, graph_namespaces: Iterable[str]
+) -> dict[str, SavedGraph]:
     """What `saver` holds of each of the thread's graphs in `graph_namespaces`."""
     saved: dict[str, SavedGraph] = {}
     for ns in graph_namespaces:

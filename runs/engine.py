@@ -202,7 +202,8 @@ class RunEngine:
         self.db, self.saver, self.settings = db, saver, settings
         self.services = Services(db=db, factory=factory, settings=settings)
         self.worker = worker or f"{socket.gethostname()}:{os.getpid()}"
-        self.lease, self.heartbeat, self.poll = settings.parley_run_lease, settings.parley_run_heartbeat, settings.parley_run_poll
+        self.lease, self.heartbeat = settings.parley_run_lease, settings.parley_run_heartbeat
+        self.poll = settings.parley_run_poll
         self._tasks: dict[str, asyncio.Task] = {}
         self._live: dict[str, LiveRun] = {}
         self._stopping: dict[str, str] = {}  # run id → why its execution stops: cancel, failed, lost, shutdown
@@ -475,15 +476,13 @@ class RunEngine:
         """
         while True:
             live = self._live.get(run_id)
-            if live is not None and after + 1 >= live.first_seq:
+            if live is not None and not live.ended and after + 1 >= live.first_seq:
                 async for batch in live.follow(after):
                     after = batch[-1].seq
                     yield batch
                     if batch[-1].terminal:
                         return
-                if self._live.get(run_id) is live:
-                    await asyncio.sleep(0)  # the execution is being wound up here
-                continue
+                continue  # the execution here stopped without an end (handed over): read on from the database
             rows = await store.events_after(self.db, run_id=run_id, after=after)
             if rows:
                 end = next((i + 1 for i, row in enumerate(rows) if row["event"] in TERMINAL and not row.get("void")),

@@ -19,7 +19,8 @@ LEGACY_INTERRUPTED = "Debate interrupted: the server running it stopped"
 
 
 async def on_startup(app: FastAPI) -> None:
-    """Fail the debates an earlier Parley (0.1, before debates were runs) left `in_progress`: nothing can resume them."""
+    """Fail the debates an earlier Parley (0.1, before debates were runs) left `in_progress`: nothing can
+    resume them."""
     await store.fail_runless(app.state.db, error=LEGACY_INTERRUPTED)
 
 

@@ -161,7 +161,8 @@ def test_a_workflow_with_a_debate_node_resumes_on_another_worker(workers, llm, m
     workflow = {
         "version": 1, "name": "Debate, then done",
         "state": {"question": {"type": "string", "required": True}, "verdict": {"type": "string"}},
-        "nodes": [{"id": "debate", "type": "debate", "config": {"models": PANEL, "arbitrators": ["anthropic:claude-opus-4-5"]},
+        "nodes": [{"id": "debate", "type": "debate",
+                   "config": {"models": PANEL, "arbitrators": ["anthropic:claude-opus-4-5"]},
                    "inputs": {"input": "{question}"}, "output_key": "verdict"}],
         "edges": [], "entry": "debate", "finish": ["debate"],
     }
