@@ -11,7 +11,6 @@ import json
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
-from langchain_core.runnables import RunnableConfig
 from langgraph.errors import GraphRecursionError
 from langgraph.graph.state import CompiledStateGraph
 
@@ -147,7 +146,6 @@ async def stream_workflow(
     *,
     context: WorkflowContext,
     graph: CompiledStateGraph | None = None,
-    config: RunnableConfig | None = None,
 ) -> AsyncIterator[dict[str, Any]]:
     """Run a workflow, yielding its events in order.
 
@@ -161,7 +159,6 @@ async def stream_workflow(
         initial: the initial state (see `prepare_input`).
         context: the run context; its ledger fills up as the run goes.
         graph: the compiled workflow, when the caller already has it.
-        config: LangChain config for the graph call (a run's tracing names and metadata).
 
     Raises:
         WorkflowRunError: a node failed (its id is `.node`), or the run never finished.
@@ -169,8 +166,7 @@ async def stream_workflow(
     graph = graph or compile_workflow(spec)
     final: dict[str, Any] = dict(initial)
     try:
-        async for mode, chunk in graph.astream(dict(initial), config, context=context,
-                                               stream_mode=["custom", "values"]):
+        async for mode, chunk in graph.astream(dict(initial), context=context, stream_mode=["custom", "values"]):
             if mode == "custom":
                 if isinstance(chunk, Mapping) and "event" in chunk:
                     yield dict(chunk)
