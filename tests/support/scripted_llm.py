@@ -18,7 +18,11 @@ As a subprocess (prints ``READY http://127.0.0.1:P/v1`` once listening)::
     python -m tests.support.scripted_llm --port 0 --latency 0.05 --token-delay 0.01
 
 Control endpoints, so a subprocess can be scripted too: ``POST /_script`` (a rule
-object or a list of them), ``POST /_reset``, ``GET /_requests``.
+object or a list of them), ``POST /_reset``, ``GET /_requests``, ``POST /_release``.
+
+A rule with ``hold`` names a gate: the answer stops there (after ``hold_after``
+streamed chunks, or before answering at all) until the test calls
+``release(name)``, so a test can look at a half-streamed answer without racing it.
 """
 
 from __future__ import annotations
@@ -75,6 +79,8 @@ class Rule:
     token_delay: float | None = None
     hang: bool = False
     drop_after: int | None = None
+    hold: str | None = None
+    hold_after: int = 0
     times: int | None = None
     uses: int = field(default=0, compare=False)
 
@@ -93,8 +99,22 @@ class Rule:
         return (self.model is None or self.model == model) and (self.match is None or self.match in transcript)
 
 
+class Gate:
+    """Where held answers wait: `reached` is set once one arrives, `opened` lets them all go on."""
+
+    def __init__(self) -> None:
+        self.reached = threading.Event()
+        self.opened = threading.Event()
+
+    async def wait(self, closing: threading.Event) -> None:
+        self.reached.set()
+        # Polling thread-safe flags lets the test thread open the gate (and stop() end the wait) at once.
+        while not self.opened.is_set() and not closing.is_set():
+            await asyncio.sleep(0.01)
+
+
 class ScriptState:
-    """Rules, recorded requests and server-wide defaults.
+    """Rules, recorded requests, gates and server-wide defaults.
 
     Shared between the server's event loop thread and the test thread, hence the lock.
     """
@@ -105,6 +125,7 @@ class ScriptState:
         self.default_reply_chars = default_reply_chars
         self._rules: list[Rule] = []
         self._requests: list[dict[str, Any]] = []
+        self._gates: dict[str, Gate] = {}
         self._lock = threading.Lock()
         self.closing = threading.Event()
 
@@ -117,6 +138,17 @@ class ScriptState:
         with self._lock:
             self._rules.clear()
             self._requests.clear()
+            gates, self._gates = list(self._gates.values()), {}
+        for gate in gates:  # nothing stays held by a previous test
+            gate.opened.set()
+
+    def gate(self, name: str) -> Gate:
+        with self._lock:
+            return self._gates.setdefault(name, Gate())
+
+    def release(self, name: str) -> None:
+        """Let every answer held at `name` (now or later) go on."""
+        self.gate(name).opened.set()
 
     @property
     def rules(self) -> list[Rule]:
@@ -381,10 +413,11 @@ _ids = itertools.count(1)
 
 
 class _EventStream:
-    """Raw ASGI SSE response: unlike StreamingResponse it can drop the connection mid-body."""
+    """Raw ASGI SSE response: unlike StreamingResponse it can drop the connection mid-body or hold it."""
 
-    def __init__(self, events: list[tuple[dict[str, Any], bool]], token_delay: float, drop_after: int | None):
-        self.events, self.token_delay, self.drop_after = events, token_delay, drop_after
+    def __init__(self, events: list[tuple[dict[str, Any], bool]], token_delay: float, drop_after: int | None,
+                 hold: tuple[int, Gate, threading.Event] | None = None):
+        self.events, self.token_delay, self.drop_after, self.hold = events, token_delay, drop_after, hold
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         headers = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache")]
@@ -393,6 +426,8 @@ class _EventStream:
         for event, is_content in self.events:
             if is_content and self.drop_after is not None and sent >= self.drop_after:
                 return  # uvicorn closes the socket without the final chunk, like a crashed upstream
+            if is_content and self.hold is not None and sent == self.hold[0]:
+                await self.hold[1].wait(self.hold[2])
             if is_content and sent and self.token_delay:
                 await asyncio.sleep(self.token_delay)
             await send({"type": "http.response.body", "body": b"data: " + json.dumps(event).encode() + b"\n\n",
@@ -455,13 +490,19 @@ async def chat_completions(request: Request) -> Any:
         return error_response(503, "Scripted hang ended.")
     if latency:
         await asyncio.sleep(latency)
+    gate = state.gate(rule.hold) if rule is not None and rule.hold else None
+    streams = bool(body.get("stream"))
+    if gate is not None and (not streams or rule.hold_after <= 0):
+        await gate.wait(state.closing)
+        gate = None
     if rule is not None and rule.status:
         return error_response(rule.status, reply)
 
     answer = build_answer(body, rule, reply, state)
     cid = f"chatcmpl-scripted-{next(_ids)}"
-    if body.get("stream"):
-        return _EventStream(_stream_events(body, answer, cid), token_delay, rule.drop_after if rule else None)
+    if streams:
+        hold = (rule.hold_after, gate, state.closing) if gate is not None else None
+        return _EventStream(_stream_events(body, answer, cid), token_delay, rule.drop_after if rule else None, hold)
 
     # Without streaming the client still waits for the whole generation, as with a real model.
     if token_delay and len(answer.chunks) > 1:
@@ -511,6 +552,15 @@ async def recorded_requests(request: Request) -> JSONResponse:
     return JSONResponse(request.app.state.script.requests)
 
 
+async def release(request: Request) -> JSONResponse:
+    try:
+        name = (await request.json())["gate"]
+    except (ValueError, KeyError, TypeError):
+        return error_response(400, 'Send {"gate": "<name>"}.')
+    request.app.state.script.release(str(name))
+    return JSONResponse({"released": name})
+
+
 def create_app(state: ScriptState) -> Starlette:
     app = Starlette(routes=[
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
@@ -519,6 +569,7 @@ def create_app(state: ScriptState) -> Starlette:
         Route("/_script", add_rules, methods=["POST"]),
         Route("/_reset", reset, methods=["POST"]),
         Route("/_requests", recorded_requests, methods=["GET"]),
+        Route("/_release", release, methods=["POST"]),
     ])
     app.state.script = state
     return app
@@ -572,6 +623,14 @@ class ScriptedLLM:
 
     def reset(self) -> None:
         self.state.reset()
+
+    def release(self, gate: str) -> None:
+        """Let the answers held at `gate` go on (see ``Rule.hold``)."""
+        self.state.release(gate)
+
+    def held(self, gate: str, timeout: float = 30.0) -> bool:
+        """Wait until an answer is held at `gate`; False if none arrives within `timeout` seconds."""
+        return self.state.gate(gate).reached.wait(timeout)
 
     def start(self) -> ScriptedLLM:
         self.state.closing.clear()

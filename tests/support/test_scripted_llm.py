@@ -6,6 +6,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import threading
 import time
 from enum import Enum
 from pathlib import Path
@@ -236,6 +237,41 @@ def test_hang_lets_the_client_time_out(llm, client):
     with pytest.raises(openai.APITimeoutError):
         ask(client, timeout=0.3)
     assert time.monotonic() - started < 2
+
+
+def test_hold_stops_a_stream_at_its_gate_until_released(llm, client):
+    llm.script(reply="one two three four five", hold="turn", hold_after=2)
+    stream = ask(client, stream=True)
+    pieces = [next(stream).choices[0].delta.content for _ in range(2)]
+    assert llm.held("turn", timeout=10)  # the server stopped after two chunks and waits at the gate
+    assert pieces == ["one ", "two "]
+    llm.release("turn")
+    rest = [c.choices[0].delta.content or "" for c in stream]
+    assert "".join(pieces + rest) == "one two three four five"
+
+
+def test_hold_without_streaming_waits_before_answering(llm, client):
+    llm.script(reply="Held.", hold="answer", times=1)
+    box: dict = {}
+    thread = threading.Thread(target=lambda: box.update(reply=ask(client).choices[0].message.content))
+    thread.start()
+    assert llm.held("answer", timeout=10)
+    assert "reply" not in box
+    with httpx.Client(base_url=llm.url) as http:  # what a subprocess's controller would do
+        assert http.post("/_release", json={"gate": "answer"}).json() == {"released": "answer"}
+        assert http.post("/_release", json={}).status_code == 400
+    thread.join(10)
+    assert box["reply"] == "Held."
+
+
+def test_reset_releases_held_answers(llm, client):
+    llm.script(hold="forgotten", times=1)
+    thread = threading.Thread(target=lambda: ask(client))
+    thread.start()
+    assert llm.held("forgotten", timeout=10)
+    llm.reset()
+    thread.join(10)
+    assert not thread.is_alive()
 
 
 def test_latency_and_token_delay(llm, client):
