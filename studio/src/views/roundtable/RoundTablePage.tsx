@@ -65,7 +65,7 @@ function ConversationsPanel() {
         <label htmlFor="conversation-title">New conversation title</label>
         <input id="conversation-title" value={title} onChange={(e) => setTitle(e.target.value)} />
         <button type="submit" disabled={!title.trim() || !writes("conversations")}>
-          Create
+          Create conversation
         </button>
       </form>
       <ErrorNote error={error} />
