@@ -11,7 +11,6 @@ import operator
 from collections.abc import Mapping
 from typing import Annotated, Any, TypedDict
 
-from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import RetryPolicy
@@ -21,8 +20,9 @@ from designer.context import WorkflowContext, context_of
 from designer.nodes import NodeFn, condition_node, condition_router, edge_router, llm_node, transform_node
 from designer.routing import node_routes
 from designer.spec import ConditionNode, WorkflowSpec
+from designer.usage import usage_summary
 from designer.validate import validate_workflow
-from nodes.models import UsageLedger
+from nodes.events import event_writer
 
 FACTORIES = {
     "llm": llm_node,
@@ -48,15 +48,17 @@ def _class_name(name: str) -> str:
 
 
 def _instrumented(spec: WorkflowSpec, node: Any, step: NodeFn) -> NodeFn:
-    """Wrap a node: announce its start, bill its model calls to it, name it on failure, shape append writes."""
+    """Wrap a node: announce its start and end, bill its model calls to it, name it on failure, shape append
+    writes."""
     appends = {name for name, key in spec.state.items() if key.reducer == "append"}
     model = getattr(node.config, "model", None) if hasattr(node, "config") else None
 
     async def run(state: dict[str, Any], runtime: Any) -> dict[str, Any]:
         ctx = context_of(runtime)
+        write = event_writer()
         attempt = runtime.execution_info.node_attempt if getattr(runtime, "execution_info", None) else 1
-        get_stream_writer()({"event": "node_start", "node": node.id, "type": node.type, "attempt": attempt})
-        own = UsageLedger()
+        write({"event": "node_start", "node": node.id, "type": node.type, "attempt": attempt})
+        own = ctx.ledger.for_node(node.id)
         scoped = dataclasses.replace(ctx, ledger=own, model=model or ctx.model)
         try:
             update = await step(state, runtime.override(context=scoped))
@@ -67,11 +69,12 @@ def _instrumented(spec: WorkflowSpec, node: Any, step: NodeFn) -> NodeFn:
                 except AttributeError:  # exceptions with __slots__
                     pass
             raise
-        finally:
-            ctx.ledger.records.extend(own.records)
-            if isinstance(ctx, WorkflowContext):
-                ctx.node_usage.setdefault(node.id, UsageLedger()).records.extend(own.records)
-        return {key: [value] if key in appends else value for key, value in (update or {}).items()}
+        output = {key: [value] if key in appends else value for key, value in (update or {}).items()}
+        # Sent by the node itself rather than read off the graph's updates, so it is marked with this task
+        # like every other event of the node (a resumed run can tell whether it will be sent again).
+        write({"event": "node_end", "node": node.id, "keys": sorted(output), "output": output,
+               "usage": usage_summary(own.records)})
+        return output
 
     run.__name__ = node.id
     run.__doc__ = step.__doc__

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from nodes.context import RunContext
-from nodes.models import UsageLedger
 
 
 @dataclass(kw_only=True)
@@ -15,12 +14,11 @@ class WorkflowContext(RunContext):
 
     `workspace_agents` seats a round-table node whose config says `"agents": "workspace"`: the HTTP
     service fills it with the caller's workspace agents; a Python caller may pass its own list (each
-    `{id, name, role, persona, model?, isDevilsAdvocate, memories, documents}`). `node_usage` collects
-    each node's model usage as the run goes (nodes never touch it: the compiler's wrapper does).
+    `{id, name, role, persona, model?, isDevilsAdvocate, memories, documents}`). Each model call's usage
+    record in `ledger` names the node that made it (the compiler's wrapper sees to that).
     """
 
     workspace_agents: list[dict[str, Any]] | None = None
-    node_usage: dict[str, UsageLedger] = field(default_factory=dict)
 
 
 def context_of(runtime: Any) -> RunContext:

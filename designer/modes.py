@@ -11,7 +11,6 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
-from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
@@ -20,6 +19,7 @@ from designer.nodes import NodeFn
 from designer.spec import DebateNode, DuelNode, PanelNode, RoundtableNode
 from designer.templates import render
 from nodes.context import RunContext
+from nodes.events import event_writer, relay
 
 DEFAULT_USER_PROFILE = {"name": "Advocate"}
 _SHARED_CONTEXT_FIELDS = tuple(f.name for f in dataclasses.fields(RunContext))
@@ -42,7 +42,7 @@ def tag_event(node_id: str, event: Any) -> dict[str, Any]:
 
 async def run_nested(node_id: str, graph: CompiledStateGraph, payload: dict[str, Any], context: Any) -> dict[str, Any]:
     """Run a mode's compiled graph inside a workflow node; return its final state."""
-    write = get_stream_writer()
+    write = event_writer()
     final: dict[str, Any] = {}
     # subgraphs=True: a mode may run its own graph inside a node (the panel's debate node does), and
     # its events should reach the workflow's stream too. The result is the shallowest graph's values
@@ -55,7 +55,7 @@ async def run_nested(node_id: str, graph: CompiledStateGraph, payload: dict[str,
             if depth is None or len(namespace) <= depth:
                 depth, final = len(namespace), chunk
         else:
-            write(tag_event(node_id, chunk))
+            write(relay(chunk, tag_event(node_id, chunk)))
     return final
 
 

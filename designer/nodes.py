@@ -13,13 +13,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
-from langgraph.config import get_stream_writer
 
 from designer.context import context_of
 from designer.routing import Routing, evaluate, read
 from designer.schemas import model_from_schema
 from designer.spec import ConditionNode, LlmNode, TransformNode
 from designer.templates import lookup, render, to_text
+from nodes.events import event_writer
 
 NodeFn = Callable[[dict[str, Any], Any], Awaitable[dict[str, Any]]]
 
@@ -40,7 +40,7 @@ def llm_node(node: LlmNode, defaults: Mapping[str, Any]) -> NodeFn:
         if output_model is not None:
             answer = await ctx.structured(output_model, config.model, **knobs).ainvoke(messages)
             return {node.output_key: answer.model_dump(mode="json")}
-        write = get_stream_writer()
+        write = event_writer()
         parts: list[str] = []
         async for chunk in ctx.chat(config.model, **knobs).astream(messages):
             if isinstance(chunk.content, str) and chunk.content:

@@ -17,8 +17,8 @@ from langgraph.graph.state import CompiledStateGraph
 from designer.compile import compile_workflow
 from designer.context import WorkflowContext
 from designer.spec import WorkflowSpec
+from designer.usage import run_usage
 from designer.validate import Issue, suggest, type_matches
-from nodes.models import UsageLedger, UsageRecord
 
 
 class WorkflowInputError(ValueError):
@@ -124,33 +124,6 @@ def _coerce(kind: str, text: str) -> Any:
         return text
 
 
-# --- usage ----------------------------------------------------------------------------------
-
-
-def usage_summary(records: list[UsageRecord]) -> dict[str, Any]:
-    """Tokens, cost and calls of a list of usage records, with a row per model."""
-    ledger = UsageLedger(list(records))
-    models = [
-        {"model": model, "inputTokens": int(row["input_tokens"]), "outputTokens": int(row["output_tokens"]),
-         "costUsd": round(float(row["cost"]), 8), "calls": int(row["calls"])}
-        for model, row in ledger.by_model().items()
-    ]
-    return {
-        "inputTokens": ledger.input_tokens,
-        "outputTokens": ledger.total_tokens - ledger.input_tokens,
-        "totalTokens": ledger.total_tokens,
-        "costUsd": round(ledger.total_cost, 8),
-        "calls": len(ledger.records),
-        "models": models,
-    }
-
-
-def run_usage(ctx: WorkflowContext) -> dict[str, Any]:
-    """The whole run's usage, with each node's under `nodes`."""
-    return {**usage_summary(ctx.ledger.records),
-            "nodes": {node: usage_summary(ledger.records) for node, ledger in ctx.node_usage.items()}}
-
-
 # --- running --------------------------------------------------------------------------------
 
 
@@ -177,7 +150,7 @@ async def stream_workflow(
     Args:
         spec: a checked workflow.
         initial: the initial state (see `prepare_input`).
-        context: the run context; its ledger and `node_usage` fill up as the run goes.
+        context: the run context; its ledger fills up as the run goes.
         graph: the compiled workflow, when the caller already has it.
 
     Raises:
@@ -185,24 +158,13 @@ async def stream_workflow(
     """
     graph = graph or compile_workflow(spec)
     final: dict[str, Any] = dict(initial)
-    billed: dict[str, int] = {}
     try:
-        async for mode, chunk in graph.astream(dict(initial), context=context,
-                                               stream_mode=["custom", "updates", "values"]):
+        async for mode, chunk in graph.astream(dict(initial), context=context, stream_mode=["custom", "values"]):
             if mode == "custom":
                 if isinstance(chunk, Mapping) and "event" in chunk:
                     yield dict(chunk)
-            elif mode == "values":
-                final = chunk
             else:
-                for node_id, update in chunk.items():
-                    if node_id.startswith("__"):
-                        continue
-                    records = context.node_usage.get(node_id, UsageLedger()).records
-                    fresh, billed[node_id] = records[billed.get(node_id, 0):], len(records)
-                    output = dict(update or {})
-                    yield {"event": "node_end", "node": node_id, "keys": sorted(output), "output": output,
-                           "usage": usage_summary(fresh)}
+                final = chunk
     except Exception as exc:
         raise WorkflowRunError(_describe(exc), node=getattr(exc, "workflow_node", None)) from exc
     yield {"event": "done", "state": dict(final), "usage": run_usage(context)}

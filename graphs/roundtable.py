@@ -15,12 +15,12 @@ from __future__ import annotations
 import operator
 from typing import Annotated, Any, TypedDict
 
-from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from nodes.convergence import measure_convergence
+from nodes.events import emit
 from nodes.failures import MODEL_RETRY
 from nodes.roundtable import (
     RoundTableContext,
@@ -77,7 +77,7 @@ class RoundTableState(RoundTableInput, RoundTableOutput, total=False):
 async def open_round(state: RoundTableState) -> dict[str, Any]:
     """Open the next round and announce who speaks in it."""
     round_number = state.get("round", -1) + 1
-    get_stream_writer()({
+    emit({
         "event": "round_start",
         "roundNumber": round_number,
         "phase": "initial" if round_number == 0 else "debate",

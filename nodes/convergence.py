@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import Any, Literal
 
-from langgraph.config import get_stream_writer
 from langgraph.runtime import Runtime
+
+from nodes.events import emit
 
 Stance = Literal["for", "against", "conditional", "neutral"]
 STANCES: tuple[str, ...] = ("for", "against", "conditional", "neutral")
@@ -181,7 +182,7 @@ async def measure_convergence(state: dict[str, Any], runtime: Runtime) -> dict[s
     threshold = getattr(runtime.context, "convergence_threshold", 0.85) if runtime.context else 0.85
     converged = score is not None and score >= threshold
     if score is not None:
-        get_stream_writer()(
+        emit(
             {"event": "convergence", "roundNumber": round_number, "score": score, "threshold": threshold,
              "converged": converged}
         )

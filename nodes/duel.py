@@ -1,7 +1,7 @@
 """Nodes of the duel: pick an opponent, speak one streamed turn, and judge the debate twice with the order swapped.
 
 Every node reads its knobs from `DuelContext` and calls models only through it. Streamed events
-(`get_stream_writer()`): `start`, `chunk` and `message` per turn, `synthesizing` before judging.
+(`nodes.events`): `opponent` once chosen, `start`, `chunk` and `message` per turn, `synthesizing` before judging.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from typing import Any, Literal
 import openai
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable
-from langgraph.config import get_stream_writer
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 from pydantic import BaseModel, Field
@@ -22,6 +21,7 @@ from typing_extensions import NotRequired, TypedDict  # pydantic's schemas need 
 
 from nodes.bounds import AtMost, Clipped
 from nodes.context import RunContext
+from nodes.events import emit, event_writer
 from nodes.failures import UNREADABLE_ANSWER
 from nodes.personas import fallback_opponent
 from nodes.prompts import duel as prompts
@@ -193,7 +193,9 @@ async def select_opponent(state: OpponentInput, runtime: Runtime[DuelContext]) -
     else:
         if profile is None:
             log.warning("opponent selection for %r gave an unusable persona; using a built-in one", topic)
-    return {"opponent_profile": profile or fallback_opponent(topic, user.get("name", ""))}
+    profile = profile or fallback_opponent(topic, user.get("name", ""))
+    emit({"event": "opponent", "opponentProfile": profile})
+    return {"opponent_profile": profile}
 
 
 # --- speak -----------------------------------------------------------------------------------
@@ -284,7 +286,7 @@ def make_speaker(role: Role):
     async def speak(state: TurnInput, runtime: Runtime[DuelContext]) -> dict:
         """Speak one turn, streaming it, within the context's character bounds."""
         ctx = duel_context(runtime)
-        writer = get_stream_writer()
+        writer = event_writer()
         messages = state.get("messages") or []
         name = state["user_profile"]["name"] if role == "user" else state["opponent_profile"]["name"]
         rounds = state.get("rounds") or ctx.rounds
@@ -337,7 +339,7 @@ def make_speaker(role: Role):
 
 async def announce_synthesis(state: dict) -> None:
     """Announce that the debate is over and judging has begun."""
-    get_stream_writer()({"event": "synthesizing"})
+    emit({"event": "synthesizing"})
 
 
 def judge_both_orders(state: dict) -> list[Send]:

@@ -199,6 +199,7 @@ class UsageRecord:
     priced: bool
     label: str | None = None
     estimated: bool = False
+    node: str | None = None  # the workflow node that made the call, when a designer workflow did
 
     @property
     def total_tokens(self) -> int:
@@ -207,12 +208,26 @@ class UsageRecord:
 
 @dataclass
 class UsageLedger:
-    """Collects the usage of every model call of one run; nodes never touch it directly."""
+    """Collects the usage of every model call of one run; nodes never touch it directly.
+
+    `add` is the one way in: a subclass that must see each call as it happens (to store it, say)
+    overrides it.
+    """
 
     records: list[UsageRecord] = field(default_factory=list)
+    nodes: list[str] = field(default_factory=list)  # workflow nodes that ran, in order, whether or not they called a model
 
     def add(self, record: UsageRecord) -> None:
         self.records.append(record)
+
+    def for_node(self, node: str) -> UsageLedger:
+        """A ledger of one workflow node's calls, each also added to this ledger as it is made."""
+        self._saw(node)
+        return _NodeLedger(parent=self, node=node)
+
+    def _saw(self, node: str) -> None:
+        if node not in self.nodes:
+            self.nodes.append(node)
 
     @property
     def total_tokens(self) -> int:
@@ -244,6 +259,21 @@ class UsageLedger:
             if r.label is not None:
                 out[r.label] = out.get(r.label, 0) + r.total_tokens
         return out
+
+
+@dataclass
+class _NodeLedger(UsageLedger):
+    parent: UsageLedger = field(default_factory=UsageLedger)
+    node: str = ""
+
+    def add(self, record: UsageRecord) -> None:
+        record.node = self.node
+        super().add(record)
+        self.parent.add(record)
+
+    def _saw(self, node: str) -> None:
+        super()._saw(node)
+        self.parent._saw(node)
 
 
 def usage_from_message(message: Any) -> tuple[int, int]:

@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, convert_to_messages
-from langgraph.config import get_stream_writer
 from langgraph.errors import NodeError
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from nodes.context import RunContext
+from nodes.events import emit, event_writer
 from nodes.failures import classify_failure, describe_failure
 from nodes.models import (
     DEFAULT_PROVIDER,
@@ -340,7 +340,7 @@ async def choose_panelists(state: dict[str, Any], runtime: Runtime[PanelContext]
     chosen = pick_panelists(models, size, allow_same_family=bool(allow))
     ceilings = {m: ctx.factory.provider(m).max_temperature for m in chosen}
     seats = panel_seats(chosen, state.get("temperature"), ceilings)
-    get_stream_writer()({"event": "panelists", "models": [s["label"] for s in seats]})
+    emit({"event": "panelists", "models": [s["label"] for s in seats]})
     return {"chosen": seats, "same_family": mixes_families(chosen)}
 
 
@@ -402,7 +402,7 @@ async def panelist(task: PanelistTask, runtime: Runtime[PanelContext]) -> dict[s
         "cost": ctx.factory.price(model).cost(input_tokens, output_tokens),
         "latencyMs": round(monotonic_ms() - task["sent_ms"]),
     }
-    get_stream_writer()({"event": "panelist", "index": task["index"], **public_panelist(result)})
+    emit({"event": "panelist", "index": task["index"], **public_panelist(result), "answer": answer})
     return {"panelist_results": [result]}
 
 
@@ -428,7 +428,7 @@ def panelist_failed(*, then: str):
             "error": classify_failure(error.error),
             "detail": describe_failure(error.error),
         }
-        get_stream_writer()({"event": "panelist", "index": task["index"], "detail": result["detail"],
+        emit({"event": "panelist", "index": task["index"], "detail": result["detail"],
                              **public_panelist(result)})
         return Command(goto=then, update={"panelist_results": [result]})
 
@@ -473,7 +473,7 @@ async def stream_first_answer(
     Raises:
         AllModelsFailedError: every candidate failed.
     """
-    writer = get_stream_writer()
+    writer = event_writer()
     failures: list[dict[str, Any]] = []
     for model in dict.fromkeys(candidates):
         writer({"event": "answering", "role": role, "model": model})
@@ -521,7 +521,7 @@ async def arbitrate(state: dict[str, Any], runtime: Runtime[PanelContext]) -> di
 
 async def assemble_panel(state: dict[str, Any]) -> dict[str, Any]:
     """Label each answer with its model and join them in panel order, streaming one block at a time."""
-    writer = get_stream_writer()
+    writer = event_writer()
     blocks = []
     for i, item in enumerate(state["answers"]):
         block = PANEL_BLOCK.format(model=item["model"], answer=item["answer"])

@@ -14,13 +14,13 @@ from datetime import UTC, datetime
 from typing import Any, Literal, TypedDict
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
-from langgraph.config import get_stream_writer
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, field_validator
 
 from nodes.bounds import AtMost, Clipped
 from nodes.context import RunContext
 from nodes.convergence import positions_of, strongest_consensus
+from nodes.events import emit, event_writer
 from nodes.failures import UNREADABLE_ANSWER
 from nodes.prompts import roundtable as prompts
 from nodes.retrieval import retrieve
@@ -241,7 +241,7 @@ async def _take_turn(state: TurnInput, ctx: RoundTableContext) -> dict[str, Any]
     agent, round_number = state["agent"], state["round"]
     model = agent.get("model") or (ctx.devils_advocate_model if agent["isDevilsAdvocate"] else None)
     label = f"roundtable:{round_number}:{agent['id']}:{uuid.uuid4().hex[:8]}"
-    write = get_stream_writer()
+    write = event_writer()
     chat = ctx.chat(model, temperature=ctx.temperature, max_tokens=ctx.max_tokens, label=label)
     parts: list[str] = []
     async for chunk in chat.astream(_turn_messages(state, ctx)):
@@ -378,7 +378,7 @@ async def synthesize(state: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
         # The model answered in structured form; its JSON is the closest thing to unparsed text.
         "raw": draft.model_dump_json(),
     }
-    get_stream_writer()({"event": "synthesis", "synthesis": synthesis, "totalRounds": rounds_run})
+    emit({"event": "synthesis", "synthesis": synthesis, "totalRounds": rounds_run})
     return {"synthesis": synthesis, "total_rounds": rounds_run}
 
 

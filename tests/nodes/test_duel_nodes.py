@@ -100,7 +100,8 @@ async def test_turns_stream_and_their_chunks_make_the_message(parley_env, llm):
     script_duel(llm)
     events, state = await run_duel(parley_env, rounds=2)
     kinds = [e["event"] for e in events if e["event"] != "chunk"]
-    assert kinds == ["start", "message"] * 4 + ["synthesizing"]
+    assert kinds == ["opponent"] + ["start", "message"] * 4 + ["synthesizing"]
+    assert events[0]["opponentProfile"] == state["opponent_profile"]
     assert [m["role"] for m in state["messages"]] == ["user", "opponent"] * 2
     assert [m["content"] for m in state["messages"]] == [USER_REPLY, OPPONENT_REPLY] * 2
     assert turn_chunks(events) == [m["content"] for m in state["messages"]]
