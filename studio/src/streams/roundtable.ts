@@ -222,6 +222,12 @@ export function exchangesOf(conversation: Conversation): Exchange[] {
   for (const exchange of exchanges) {
     exchange.rounds.sort((a, b) => a.roundNumber - b.roundNumber);
     exchange.convergence.sort((a, b) => a.roundNumber - b.roundNumber);
+    // Stored turns are in the order they finished; show every round in one seating order, the devil's
+    // advocate last, as the live stream does.
+    const seats = new Map<string, number>();
+    for (const turn of exchange.rounds.flatMap((r) => r.turns)) if (!seats.has(turn.agentId)) seats.set(turn.agentId, seats.size);
+    const seat = (t: RtTurn) => (t.isDevilsAdvocate ? 1000 : 0) + (seats.get(t.agentId) ?? 0);
+    for (const round of exchange.rounds) round.turns.sort((a, b) => seat(a) - seat(b));
   }
   return exchanges;
 }

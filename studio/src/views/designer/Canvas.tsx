@@ -7,9 +7,11 @@ import {
   Position,
   ReactFlow,
   type Connection,
+  type Edge,
   type EdgeChange,
   type NodeChange,
   type NodeProps,
+  type ReactFlowInstance,
 } from "@xyflow/react";
 import "@xyflow/react/dist/style.css";
 import { memo, useEffect, useMemo, useRef, useState } from "react";
@@ -60,13 +62,24 @@ function preview(value: unknown): string {
   return text.length > 160 ? `${text.slice(0, 160)}…` : text;
 }
 
+/** The latest event of a nested mode (a panelist answering, a round starting), in a few words. */
+function progressText(step: Step): string {
+  const last = step.progress[step.progress.length - 1];
+  if (!last) return "";
+  const data = (last.data ?? {}) as Record<string, unknown>;
+  const detail = data.model ?? data.name ?? (data.roundNumber !== undefined ? `round ${data.roundNumber}` : "");
+  return `${last.kind}${detail ? ` ${detail}` : ""}`;
+}
+
 function RunOverlay({ step }: { step: Step }) {
   const tokens = stepText(step);
+  const progress = step.status === "running" ? progressText(step) : "";
   return (
     <div className="node-run">
       <p className="node-run-status">
         {step.status === "running" ? "running" : step.status}
         {step.attempt > 1 ? ` (attempt ${step.attempt})` : ""}
+        {progress && <span className="muted"> · {progress}</span>}
       </p>
       {step.status === "running" && tokens && <p className="node-tokens">{tokens.length > 200 ? `…${tokens.slice(-200)}` : tokens}</p>}
       {step.status === "done" && step.output !== undefined && <p className="node-output">{preview(step.output)}</p>}
@@ -137,28 +150,38 @@ export interface CanvasProps {
 export function Canvas(props: CanvasProps) {
   const { doc, issues, steps, selectedNode, selectedEdge } = props;
   const edges = useMemo(
-    () => buildEdges(doc).map((e) => ({ ...e, selected: e.id === selectedEdge })),
+    () => buildEdges(doc).map((e): Edge => ({ ...e, selected: e.id === selectedEdge })),
     [doc, selectedEdge],
   );
   const derived = useMemo(() => buildNodes(doc, issues, steps, selectedNode), [doc, issues, steps, selectedNode]);
   // Nodes keep what React Flow measured and where the user dragged them; new ones are placed by dagre.
   const [nodes, setNodes] = useState<CanvasNode[]>([]);
-  const appliedLayout = useRef(-1);
+  const flow = useRef<ReactFlowInstance<CanvasNode> | null>(null);
+  // Laid out once more when every node has been measured, so the real sizes are spaced, then fitted.
+  const [sized, setSized] = useState(false);
+  const layoutKey = `${props.layoutVersion}:${sized}`;
+  const appliedLayout = useRef("");
 
   useEffect(() => {
-    const relayout = appliedLayout.current !== props.layoutVersion;
-    appliedLayout.current = props.layoutVersion;
+    const relayout = appliedLayout.current !== layoutKey;
+    appliedLayout.current = layoutKey;
     setNodes((previous) => {
       const before = new Map(previous.map((n) => [n.id, n]));
       const place = relayout || derived.some((n) => !before.has(n.id));
-      const placed = place ? layoutPositions(derived.map((n) => n.id), edges) : null;
+      const sizes = new Map(previous.map((n) => [n.id, n.measured ?? {}]));
+      const placed = place ? layoutPositions(derived.map((n) => n.id), edges, sizes) : null;
       return derived.map((n) => {
         const old = before.get(n.id);
         const position = (!relayout && old ? old.position : placed?.get(n.id)) ?? n.position;
         return { ...n, position, measured: old?.measured } as CanvasNode;
       });
     });
-  }, [derived, edges, props.layoutVersion]);
+    if (relayout && sized) requestAnimationFrame(() => void flow.current?.fitView({ padding: 0.15 }));
+  }, [derived, edges, layoutKey, sized]);
+
+  useEffect(() => {
+    if (!sized && nodes.length > 0 && nodes.every((n) => n.measured?.height)) setSized(true);
+  }, [nodes, sized]);
 
   function onNodesChange(changes: NodeChange<CanvasNode>[]) {
     const removed = changes.filter((c) => c.type === "remove").map((c) => c.id).filter((id) => id !== START && id !== END);
@@ -188,6 +211,9 @@ export function Canvas(props: CanvasProps) {
         onConnect={connect}
         onNodeClick={(_, node) => props.onSelectNode(node.id === START || node.id === END ? null : node.id)}
         onEdgeClick={(_, edge) => props.onSelectEdge(edge.id)}
+        onInit={(instance) => {
+          flow.current = instance;
+        }}
         onPaneClick={() => {
           props.onSelectNode(null);
           props.onSelectEdge(null);

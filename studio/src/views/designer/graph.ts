@@ -7,7 +7,7 @@ import { edgesOf, END, nodesOf, showLoose, type WfNode, type WorkflowDoc } from 
 
 export const START = "__start__";
 const NODE_W = 240;
-const NODE_H = 180;
+const NODE_H = 110;
 
 /** A problem the server found, as `POST /v1/workflows/validate` reports it. */
 export interface Issue {
@@ -47,10 +47,14 @@ export function edgeRef(id: string): EdgeRef | null {
   return null;
 }
 
+const LABEL_MAX = 28;
+
+/** An edge's test, short enough not to cover its neighbours (the inspector shows it whole). */
 function predicateLabel(op: string | undefined, value: unknown, key?: string): string {
   const operator = op ?? "eq";
   const shown = operator === "truthy" || operator === "falsy" ? "" : ` ${showLoose(value)}`;
-  return `${key ? `${key} ` : ""}${operator}${shown}`;
+  const label = `${key ? `${key} ` : ""}${operator}${shown}`;
+  return label.length > LABEL_MAX ? `${label.slice(0, LABEL_MAX - 1)}…` : label;
 }
 
 export function buildEdges(doc: WorkflowDoc): Edge[] {
@@ -96,14 +100,19 @@ export function buildEdges(doc: WorkflowDoc): Edge[] {
   return edges;
 }
 
-/** Positions for every node, top to bottom in run order (dagre). */
-export function layoutPositions(nodeIds: string[], edges: Edge[]): Map<string, { x: number; y: number }> {
+/** Positions for every node, top to bottom in run order (dagre), from their measured sizes when known. */
+export function layoutPositions(
+  nodeIds: string[],
+  edges: Edge[],
+  sizes: Map<string, { width?: number; height?: number }> = new Map(),
+): Map<string, { x: number; y: number }> {
   const g = new Graph();
-  g.setGraph({ rankdir: "TB", nodesep: 40, ranksep: 50, marginx: 20, marginy: 20 });
+  g.setGraph({ rankdir: "TB", nodesep: 40, ranksep: 80, marginx: 20, marginy: 20 });
   g.setDefaultEdgeLabel(() => ({}));
   for (const id of nodeIds) {
     const terminal = id === START || id === END;
-    g.setNode(id, { width: terminal ? 90 : NODE_W, height: terminal ? 36 : NODE_H });
+    const size = sizes.get(id);
+    g.setNode(id, { width: size?.width ?? (terminal ? 90 : NODE_W), height: size?.height ?? (terminal ? 36 : NODE_H) });
   }
   for (const e of edges) if (g.hasNode(e.source) && g.hasNode(e.target) && e.source !== e.target) g.setEdge(e.source, e.target);
   layout(g);

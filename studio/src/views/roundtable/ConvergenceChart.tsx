@@ -29,7 +29,8 @@ export function ConvergenceChart({ points, threshold }: { points: RtPoint[]; thr
         className="convergence-chart"
       >
         <Group left={MARGIN.left} top={MARGIN.top}>
-          <AxisLeft scale={y} tickValues={[0, 0.25, 0.5, 0.75, 1]} stroke="var(--muted)" tickStroke="var(--muted)"
+          <AxisLeft scale={y} tickValues={[0, 0.25, 0.5, 0.75, 1]} tickFormat={(v) => Number(v).toFixed(2)}
+                    stroke="var(--muted)" tickStroke="var(--muted)"
                     tickLabelProps={{ fill: "var(--text)", fontSize: 12 }} />
           <AxisBottom top={INNER_H} scale={x} tickValues={Array.from({ length: last }, (_, i) => i + 1)} tickFormat={(v) => `round ${v}`}
                       stroke="var(--muted)" tickStroke="var(--muted)" tickLabelProps={{ fill: "var(--text)", fontSize: 12 }} />
