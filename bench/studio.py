@@ -6,7 +6,7 @@ by Playwright (PARLEY_CHROMIUM, else /usr/bin/chromium). Prints:
   (a) first paint and first contentful paint of `/` in a fresh browser context (no cache), signed out (the
       sign-in form) and signed in (the key checked with GET /v1/me, then the Duel form), median and max of N;
   (b) while a duel streams one-word chunks at 100 a second: frames per second, gaps between frames
-      (p50, p95, max), long tasks (> 50 ms on the main thread), and the chunk rate the page received.
+      (p50, p95, max), long tasks (> 50 ms on the main thread) in that time, and the chunk rate received.
 
     .venv/bin/python bench/studio.py [--loads 7] [--token-delay 0.01] [--rounds 5]
 """
@@ -49,7 +49,7 @@ window.__frames = [];
 const tick = (t) => { window.__frames.push(t); requestAnimationFrame(tick); };
 requestAnimationFrame(tick);
 window.__long = [];
-new PerformanceObserver((list) => list.getEntries().forEach((e) => window.__long.push(e.duration)))
+new PerformanceObserver((list) => list.getEntries().forEach((e) => window.__long.push([e.startTime, e.duration])))
   .observe({ type: "longtask", buffered: true });
 new MutationObserver(() => {
   if (window.__firstTurn === undefined && document.querySelector(".turn-text")?.textContent)
@@ -111,7 +111,8 @@ def frame_rate(browser, url: str, key: str, rounds: int) -> dict:
     frames = [t for t in found["frames"] if t0 <= t <= t1]
     gaps = [b - a for a, b in zip(frames, frames[1:])]
     seconds = (t1 - t0) / 1000
-    return {"seconds": seconds, "fps": len(frames) / seconds, "gaps": gaps, "long": found["long"],
+    long_tasks = [duration for start, duration in found["long"] if t0 <= start <= t1]
+    return {"seconds": seconds, "fps": len(frames) / seconds, "gaps": gaps, "long": long_tasks,
             "chunks_per_s": rounds * 2 * CHUNKS_PER_TURN / seconds}
 
 
