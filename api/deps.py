@@ -9,9 +9,10 @@ from fastapi import Depends, Request
 from pymongo.asynchronous.database import AsyncDatabase
 
 from api.errors import ApiError
-from store.keys import find_key
 from core.settings import Settings
 from nodes.models import ModelFactory
+from runs import Caller, RunEngine
+from store.keys import find_key
 
 
 def get_db(request: Request) -> AsyncDatabase:
@@ -26,7 +27,12 @@ def get_settings_dep(request: Request) -> Settings:
     return request.app.state.settings
 
 
+def get_engine(request: Request) -> RunEngine:
+    return request.app.state.runs
+
+
 Db = Annotated[AsyncDatabase, Depends(get_db)]
+Engine = Annotated[RunEngine, Depends(get_engine)]
 Factory = Annotated[ModelFactory, Depends(get_factory)]
 AppSettings = Annotated[Settings, Depends(get_settings_dep)]
 
@@ -47,6 +53,11 @@ class Principal:
     def allows(self, scope: str) -> bool:
         """True when the key carries `scope` (an `admin` key carries every scope)."""
         return scope in self.scopes or "admin" in self.scopes
+
+    @property
+    def caller(self) -> Caller:
+        """Who runs started with this key are for."""
+        return Caller(user=self.user, workspace=self.workspace)
 
 
 def presented_key(request: Request) -> str | None:

@@ -58,6 +58,13 @@ class ApiError(Exception):
         self.headers, self.extra = headers or {}, extra or {}
 
 
+def run_error(error: dict[str, Any]) -> ApiError:
+    """The HTTP error for a run that failed or could not start (a run's stored `error`, or a `RunFailure`'s):
+    its `status`, `message` and `code`, every other field as extra body fields."""
+    extra = {k: v for k, v in error.items() if k not in ("message", "status", "code")}
+    return ApiError(error.get("status", 500), error["message"], code=error.get("code"), extra=extra)
+
+
 def error_body(path: str, err: ApiError) -> dict[str, Any]:
     """Render `err` in the shape of the API family `path` belongs to."""
     if path.startswith(OPENAI_STYLE_PREFIXES):

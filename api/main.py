@@ -13,9 +13,12 @@ import store
 from api.errors import install_error_handlers
 from api.ratelimit import RateLimiter
 from api.routes import ROUTERS, STARTUP_HOOKS
+from api.sse import KEEPALIVE_SECONDS
 from core.embedded import EmbeddedServices
 from core.settings import Settings, get_settings
 from nodes.models import ModelFactory
+from runs import RunEngine
+from runs.checkpoints import mongodb_saver
 
 log = logging.getLogger("parley.api")
 
@@ -37,7 +40,9 @@ def create_app(settings: Settings | None = None, *, services: EmbeddedServices |
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = services is None
         running = services or await asyncio.to_thread(EmbeddedServices.start, settings, log.info)
-        client, db = store.connect(running.mongodb_uri(settings), settings.mongodb_db)
+        uri = running.mongodb_uri(settings)
+        client, db = store.connect(uri, settings.mongodb_db)
+        saver = None
         try:
             await store.ensure_indexes(db)
             app.state.settings = settings
@@ -45,16 +50,21 @@ def create_app(settings: Settings | None = None, *, services: EmbeddedServices |
             app.state.mongo_client = client
             app.state.db = db
             app.state.factory = ModelFactory(settings, local_base_url=running.local_model_url)
-            app.state.ratelimiter = RateLimiter(running.mongodb_uri(settings), settings.mongodb_db)
-            app.state.background = set()
+            app.state.ratelimiter = RateLimiter(uri, settings.mongodb_db)
+            app.state.sse_keepalive = KEEPALIVE_SECONDS
+            saver = await asyncio.to_thread(mongodb_saver, uri, settings.mongodb_db)
+            app.state.runs = RunEngine(db, saver=saver, factory=app.state.factory, settings=settings)
             for hook in app.state.startup_hooks:
                 await hook(app)
+            await app.state.runs.start()
             yield
         finally:
-            pending = list(app.state.background)
-            if pending:
-                # Debates outlive their clients; give the ones still running a chance to be stored whole.
-                await asyncio.wait(pending, timeout=30)
+            if getattr(app.state, "runs", None):
+                # Runs outlive this worker: each still going is handed over, to resume on another (or on
+                # this one once restarted) from its last checkpoint.
+                await app.state.runs.stop()
+            if saver is not None:
+                saver.close()
             await client.close()
             if getattr(app.state, "ratelimiter", None):
                 app.state.ratelimiter.close()

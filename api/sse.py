@@ -4,33 +4,27 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
-from typing import Any
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
+
+from runs.events import Event
 
 KEEPALIVE_SECONDS = 15
 SSE_HEADERS = {"Cache-Control": "no-cache", "Connection": "keep-alive", "X-Accel-Buffering": "no"}
 
 
-@dataclass(frozen=True)
-class Event:
-    """One event of a run: its name, JSON payload and sequence number (the SSE `id:`)."""
-
-    event: str
-    data: dict[str, Any]
-    seq: int | None = None
-
-    def to_sse(self) -> ServerSentEvent:
-        return ServerSentEvent(
-            data=json.dumps(self.data, ensure_ascii=False, separators=(",", ":")),
-            event=self.event,
-            id=None if self.seq is None else str(self.seq),
-        )
+def to_sse(event: Event) -> ServerSentEvent:
+    """One run event as SSE: `id:` its sequence number, `event:` its name, `data:` its compact JSON."""
+    return ServerSentEvent(
+        data=json.dumps(event.data, ensure_ascii=False, separators=(",", ":")),
+        event=event.event,
+        id=None if event.seq is None else str(event.seq),
+    )
 
 
 def sse_response(
-    events: AsyncIterator[Event | Sequence[Event]], *, keepalive: float = KEEPALIVE_SECONDS
+    events: AsyncIterator[Event | Sequence[Event]], *, keepalive: float = KEEPALIVE_SECONDS,
+    headers: dict[str, str] | None = None,
 ) -> EventSourceResponse:
     """Stream `events` as `text/event-stream`, with a `: ping` comment every `keepalive` seconds of silence.
 
@@ -41,8 +35,8 @@ def sse_response(
     async def render() -> AsyncIterator[ServerSentEvent | bytes]:
         async for item in events:
             if isinstance(item, Event):
-                yield item.to_sse()
+                yield to_sse(item)
             else:
-                yield b"".join(event.to_sse().encode() for event in item)
+                yield b"".join(to_sse(event).encode() for event in item)
 
-    return EventSourceResponse(render(), ping=keepalive, headers=SSE_HEADERS)
+    return EventSourceResponse(render(), ping=keepalive, headers={**SSE_HEADERS, **(headers or {})})

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -44,6 +44,18 @@ class Settings(BaseSettings):
     parley_model_port: int = Field(0, description="Port of the embedded model server; 0 picks a free one.")
     parley_db_port: int = Field(0, description="Port of the embedded database; 0 picks a free one.")
     parley_request_timeout: float = Field(120.0, description="Seconds before one model call times out.")
+    parley_run_lease: float = Field(
+        5.0, gt=0, description="Seconds a worker's hold on a run lasts without renewal; after that another worker "
+        "resumes the run from its last checkpoint.")
+    parley_run_heartbeat: float = Field(1.0, gt=0, description="Seconds between a worker's lease renewals.")
+    parley_run_poll: float = Field(
+        0.25, gt=0, description="Seconds between a worker's looks at the database: runs to take over, cancel "
+        "requests, new events of runs other workers execute.")
+    parley_run_durability: Literal["async", "sync"] = Field(
+        "async", description="LangGraph checkpoint durability: `async` saves each step's checkpoint while the next "
+        "runs, `sync` before it starts (slower; a crash then never repeats a finished step's model calls).")
+    parley_run_keep_checkpoints: bool = Field(
+        False, description="Keep a run's LangGraph checkpoints after it ends (for debugging and time travel).")
 
     @field_validator("parley_debate_models", mode="before")
     @classmethod

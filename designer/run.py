@@ -127,10 +127,17 @@ def _coerce(kind: str, text: str) -> Any:
 # --- running --------------------------------------------------------------------------------
 
 
-def _describe(exc: BaseException) -> str:
+def run_error(exc: BaseException) -> WorkflowRunError:
+    """The `WorkflowRunError` a run failing with `exc` raises, naming the node at fault when known."""
+    if isinstance(exc, WorkflowRunError):
+        return exc
     if isinstance(exc, GraphRecursionError):
-        return "the run took too many steps; a loop in the workflow may never exit"
-    return str(exc) or exc.__class__.__name__
+        message = "the run took too many steps; a loop in the workflow may never exit"
+    else:
+        message = str(exc) or exc.__class__.__name__
+    error = WorkflowRunError(message, node=getattr(exc, "workflow_node", None))
+    error.__cause__ = exc
+    return error
 
 
 async def stream_workflow(
@@ -166,5 +173,5 @@ async def stream_workflow(
             else:
                 final = chunk
     except Exception as exc:
-        raise WorkflowRunError(_describe(exc), node=getattr(exc, "workflow_node", None)) from exc
-    yield {"event": "done", "state": dict(final), "usage": run_usage(context)}
+        raise run_error(exc) from exc
+    yield {"event": "done", "state": dict(final), "usage": run_usage(context.ledger)}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodes.context import RunContext
 from nodes.models import UsageLedger, UsageRecord
 
 
@@ -26,9 +25,9 @@ def usage_summary(records: list[UsageRecord]) -> dict[str, Any]:
     }
 
 
-def run_usage(ctx: RunContext) -> dict[str, Any]:
-    """The whole run's usage, with each node's under `nodes` (every call records the node that made it)."""
-    records = ctx.ledger.records
-    nodes = dict.fromkeys([*ctx.ledger.nodes, *(r.node for r in records if r.node is not None)])
+def run_usage(ledger: UsageLedger) -> dict[str, Any]:
+    """A run's usage, with each node's under `nodes` (every call records the node that made it)."""
+    records = ledger.records
+    nodes = dict.fromkeys([*ledger.nodes, *(r.node for r in records if r.node is not None)])
     return {**usage_summary(records),
             "nodes": {node: usage_summary([r for r in records if r.node == node]) for node in nodes}}

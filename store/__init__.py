@@ -10,7 +10,7 @@ from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import PyMongoError
 
-from store import agents, conversations
+from store import agents, conversations, runs
 
 Database = AsyncDatabase
 
@@ -41,9 +41,8 @@ INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
     ("routers", [("workspace", 1), ("id", 1)], {"unique": True}),
     *agents.INDEXES,
     *conversations.INDEXES,
+    *runs.INDEXES,
     ("debates", [("workspace", 1), ("user", 1), ("createdAt", -1), ("_id", -1)], {}),
-    ("debates", [("status", 1), ("heartbeatAt", 1)], {}),
-    ("debate_events", [("debateId", 1), ("seq", 1)], {"unique": True}),
 ]
 
 

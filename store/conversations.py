@@ -245,12 +245,18 @@ async def complete_idempotency_key(
     )
 
 
+async def set_idempotency_run(db: AsyncDatabase, *, workspace: str, conversation_id: str, key: str, run_id: str) -> None:
+    """Note the run a key started, so a retry can follow it."""
+    await db.idempotency_keys.update_one({"_id": f"{workspace}:{conversation_id}:{key}"}, {"$set": {"runId": run_id}})
+
+
 async def release_idempotency_key(db: AsyncDatabase, *, workspace: str, conversation_id: str, key: str) -> None:
     """Forget a key whose run failed, so a retry runs the debate again."""
     await db.idempotency_keys.delete_one({"_id": f"{workspace}:{conversation_id}:{key}", "status": "running"})
 
 
 async def release_stale_keys(db: AsyncDatabase, *, older_than: datetime) -> int:
-    """Release keys of runs started before `older_than` that never finished (their process stopped)."""
-    result = await db.idempotency_keys.delete_many({"status": "running", "createdAt": {"$lt": older_than}})
+    """Release keys claimed before `older_than` whose run never started (their process stopped while setting
+    it up); a key whose run started follows that run, which is resumed wherever it stopped."""
+    result = await db.idempotency_keys.delete_many({"status": "running", "runId": None, "createdAt": {"$lt": older_than}})
     return result.deleted_count

@@ -66,13 +66,17 @@ async def delete_workflow(db: AsyncDatabase, *, workspace: str, workflow_id: str
     return result.deleted_count == 1
 
 
+def new_run_id() -> str:
+    return "wfr_" + uuid.uuid4().hex[:16]
+
+
 async def insert_run(
-    db: AsyncDatabase, *, workspace: str, user: str, workflow_id: str | None, workflow_name: str,
+    db: AsyncDatabase, *, run_id: str, workspace: str, user: str, workflow_id: str | None, workflow_name: str,
     input: dict[str, Any],
 ) -> dict:
     """Store a run as `running`; return the record."""
     doc = {
-        "_id": "wfr_" + uuid.uuid4().hex[:16],
+        "_id": run_id,
         "workspace": workspace,
         "user": user,
         "workflowId": workflow_id,

@@ -4,8 +4,7 @@ from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI
 
-from api.routes import agents, chat, conversations, duel, health, me, routers, studio, workflows
-from api.services import duel as duel_service
+from api.routes import agents, chat, conversations, duel, health, me, routers, runs, studio, workflows
 from api.services import roundtable
 
 ROUTERS = [
@@ -16,9 +15,10 @@ ROUTERS = [
     agents.router,
     conversations.router,
     workflows.router,
+    runs.router,
     me.router,
     studio.router,  # last: it answers only what no API route does (the Studio's pages and files)
 ]
 
 # Run by the lifespan once the database is connected, in order.
-STARTUP_HOOKS: list[Callable[[FastAPI], Awaitable[None]]] = [duel_service.on_startup, roundtable.on_startup]
+STARTUP_HOOKS: list[Callable[[FastAPI], Awaitable[None]]] = [roundtable.on_startup]

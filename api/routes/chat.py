@@ -17,4 +17,4 @@ ChatCaller = Annotated[Principal, Depends(require_scope("chat", write=True))]
 
 @router.post("/v1/chat/completions", summary="Chat completion: one model, a router's list, a debate or a panel")
 async def chat_completions(body: ChatCompletionRequest, request: Request, caller: ChatCaller):
-    return await panel_service.chat_completion(request.app, body, workspace=caller.workspace, user=caller.user)
+    return await panel_service.chat_completion(request.app, body, caller)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, StringConstraints
 
 from api.deps import Db, Principal, require_scope
@@ -87,9 +88,17 @@ async def post_message(
     stream: Annotated[bool, Query(description="Stream the debate as Server-Sent Events.")] = False,
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ):
-    run = await service.submit_message(
+    asked = await service.submit_message(
         request.app, principal, conversation_id, body.content, idempotency_key=idempotency_key
     )
+    headers = {"X-Run-Id": asked.run_id} if asked.run_id else {}
     if stream or "text/event-stream" in request.headers.get("accept", ""):
-        return sse_response(run.follow())
-    return await run.wait()
+        if asked.replay is not None:
+            return sse_response(_each(service.replayed(asked.replay)))
+        return sse_response(request.app.state.runs.follow(asked.run_id), headers=headers)
+    return JSONResponse(await service.result_of(request.app, asked), headers=headers)
+
+
+async def _each(events):
+    for event in events:
+        yield event

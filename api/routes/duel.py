@@ -8,12 +8,16 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
+from pymongo.errors import PyMongoError
 from sse_starlette import EventSourceResponse
 
-from api.deps import Db, Principal, get_principal, presented_key, require_scope
+from api.deps import Db, Engine, Principal, get_principal, presented_key, require_scope
 from api.errors import ApiError
-from api.services.duel import Caller, DebateNotFound, DebateRequest, DebateStartError, DuelService, public_debate
+from api.services import duel as service
+from api.services.duel import DebateNotFound, public_debate
 from api.sse import sse_response
+from runs import RunFailure
+from runs.modes.duel import DebateRequest, start_duel
 
 log = logging.getLogger("parley.duel")
 
@@ -24,13 +28,6 @@ RATE_LIMIT = "8/minute"
 
 Starter = Annotated[Principal, Depends(require_scope("debate", write=True, denied_status=401))]
 Reader = Annotated[Principal, Depends(require_scope("debate", denied_status=401))]
-
-
-def duel_service(request: Request) -> DuelService:
-    return request.app.state.duel
-
-
-Duel = Annotated[DuelService, Depends(duel_service)]
 
 
 class SoftMemory(BaseModel):
@@ -96,12 +93,13 @@ async def read_body(request: Request, limit: int) -> bytes:
     return bytes(body)
 
 
-def caller_of(principal: Principal) -> Caller:
-    return Caller(user=principal.user, workspace=principal.workspace)
+def keepalive(request: Request) -> float:
+    """Seconds of silence before an SSE stream sends a `: ping` comment (the app's `sse_keepalive`)."""
+    return request.app.state.sse_keepalive
 
 
 @router.post("/api/debate", summary="Start a debate, streamed as Server-Sent Events")
-async def start_debate(request: Request, principal: Starter, service: Duel) -> EventSourceResponse:
+async def start_debate(request: Request, principal: Starter, engine: Engine) -> EventSourceResponse:
     client_ip = request.client.host if request.client else "unknown"
     decision = await request.app.state.ratelimiter.hit(
         RATE_LIMIT, "debate", principal.workspace, principal.user, client_ip
@@ -111,35 +109,32 @@ async def start_debate(request: Request, principal: Starter, service: Duel) -> E
                        extra={"retryAfter": decision.retry_after})
     debate = parse_debate_request(await read_body(request, MAX_BODY_BYTES))
     try:
-        run = await service.start(caller_of(principal), debate)
-    except DebateStartError as exc:
+        record = await start_duel(engine, principal.caller, debate)
+    except (RunFailure, PyMongoError) as exc:
         log.error("could not start a debate: %s", exc)
         raise ApiError(500, "Failed to start debate") from exc
-    response = sse_response(run.follow())
-    response.ping_interval = service.keepalive
-    response.headers["X-Debate-Id"] = run.id
-    response.headers["X-Debate-Events"] = f"/api/debate/{run.id}/events?token={run.stream_token}"
-    return response
+    return sse_response(engine.follow(record["_id"]), keepalive=keepalive(request), headers={
+        "X-Debate-Id": record["_id"], "X-Run-Id": record["_id"], "X-Debate-Events": service.events_url(record)})
 
 
 @router.get("/api/debates", summary="The caller's debates, newest first")
 async def list_debates(
     principal: Reader,
-    service: Duel,
+    db: Db,
     limit: Annotated[int, Query(ge=1, le=100, description="Debates per page.")] = 20,
     cursor: Annotated[str | None, Query(description="`nextCursor` of the previous page.")] = None,
     page: Annotated[int | None, Query(ge=1, description="1-based page number (instead of a cursor).")] = None,
 ) -> dict[str, Any]:
     try:
-        return await service.list(caller_of(principal), limit=limit, cursor=cursor, page=page)
+        return await service.list_debates(db, principal.caller, limit=limit, cursor=cursor, page=page)
     except ValueError as exc:
         raise ApiError(400, f"Invalid cursor: {exc}") from exc
 
 
 @router.get("/api/debate/{debate_id}", summary="One of the caller's debates")
-async def get_debate(debate_id: str, principal: Reader, service: Duel) -> dict[str, Any]:
+async def get_debate(debate_id: str, principal: Reader, db: Db) -> dict[str, Any]:
     try:
-        return public_debate(await service.get(caller_of(principal), debate_id))
+        return public_debate(await service.get_debate(db, principal.caller, debate_id))
     except DebateNotFound as exc:
         raise ApiError(404, "Debate not found") from exc
 
@@ -155,7 +150,8 @@ async def events_reader(request: Request, db: Db, token: str | None = None) -> P
 async def debate_events(
     request: Request,
     debate_id: str,
-    service: Duel,
+    db: Db,
+    engine: Engine,
     principal: Annotated[Principal | None, Depends(events_reader)],
     token: Annotated[str | None, Query(description="The debate's stream token (for EventSource).")] = None,
     last_event_id: Annotated[str | None, Query(alias="lastEventId", description="Resume after this event id.")] = None,
@@ -166,13 +162,10 @@ async def debate_events(
     except ValueError as exc:
         raise ApiError(400, "Last-Event-ID must be an integer event id") from exc
     try:
-        record = await service.authorise_events(
-            debate_id, caller=caller_of(principal) if principal else None, token=token
-        )
+        record = await service.authorise_events(db, debate_id, caller=principal.caller if principal else None,
+                                                token=token)
     except DebateNotFound as exc:
         if principal is None:  # a wrong stream token is a failed authentication, not a missing debate
             raise ApiError(401, "Unauthorized") from exc
         raise ApiError(404, "Debate not found") from exc
-    response = sse_response(service.events(record, after=after))
-    response.ping_interval = service.keepalive
-    return response
+    return sse_response(engine.follow(record["_id"], after=after), keepalive=keepalive(request))

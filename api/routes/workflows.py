@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Request, Response
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.deps import Db, Principal, require_scope
@@ -57,16 +58,25 @@ async def list_workflows(principal: Reader, db: Db) -> dict[str, Any]:
     return await service.list_workflows(db, principal)
 
 
+async def _answer(request: Request, run: dict) -> JSONResponse:
+    """The run's final record, once it has ended, with its id in `X-Run-Id`."""
+    return JSONResponse(await service.run_to_end(request.app, run), headers={"X-Run-Id": run["_id"]})
+
+
+def _stream(request: Request, run: dict):
+    return sse_response(request.app.state.runs.follow(run["_id"]), headers={"X-Run-Id": run["_id"]})
+
+
 @router.post("/runs", summary="Run an inline workflow and return its final state")
 async def run_inline(body: InlineRunRequest, principal: Writer, request: Request) -> dict[str, Any]:
     run = await service.start_run(request.app, principal, document=body.workflow, input=body.input)
-    return await service.run_to_end(request.app, run)
+    return await _answer(request, run)
 
 
 @router.post("/runs/stream", summary="Run an inline workflow, streamed as Server-Sent Events")
 async def stream_inline(body: InlineRunRequest, principal: Writer, request: Request):
     run = await service.start_run(request.app, principal, document=body.workflow, input=body.input)
-    return sse_response(service.run_events(request.app, run))
+    return _stream(request, run)
 
 
 @router.get("/runs/{run_id}", summary="One run of any workflow of the workspace")
@@ -89,14 +99,14 @@ async def delete_workflow(workflow_id: str, principal: Writer, db: Db) -> Respon
 async def run_workflow(workflow_id: str, principal: Writer, request: Request,
                        body: RunRequest | None = None) -> dict[str, Any]:
     run = await service.start_run(request.app, principal, workflow_id=workflow_id, input=body.input if body else None)
-    return await service.run_to_end(request.app, run)
+    return await _answer(request, run)
 
 
 @router.post("/{workflow_id}/runs/stream", summary="Run a stored workflow, streamed as Server-Sent Events")
 async def stream_workflow_run(workflow_id: str, principal: Writer, request: Request,
                               body: RunRequest | None = None):
     run = await service.start_run(request.app, principal, workflow_id=workflow_id, input=body.input if body else None)
-    return sse_response(service.run_events(request.app, run))
+    return _stream(request, run)
 
 
 @router.get("/{workflow_id}/runs", summary="Runs of a stored workflow, newest first")

@@ -1,5 +1,5 @@
-"""OpenAI-compatible chat completions over panels: resolve the router, reserve credit, run the panel graph,
-answer as JSON or as `chat.completion.chunk` events, then settle the credit and record usage.
+"""OpenAI-compatible chat completions over panels: resolve the router, reserve credit, start the panel run,
+answer as JSON or as `chat.completion.chunk` events (the run settles the credit and records usage).
 
 Billing: every request whose models have a price reserves an estimate of its cost before any model is
 called (402 when the workspace's balance cannot cover it) and settles to the actual cost afterwards,
@@ -11,38 +11,28 @@ request one. Unpriced models cost 0, so requests using only them need no credit 
 
 from __future__ import annotations
 
-import asyncio
+import dataclasses
 import json
 import logging
-import time
-import uuid
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from fastapi import FastAPI
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.background import BackgroundTask
 
-from api.errors import ApiError
+from api.deps import Principal
+from api.errors import ApiError, run_error
 from api.services.routers import load_router
 from api.sse import KEEPALIVE_SECONDS, SSE_HEADERS
-from store import usage as usage_store
-from store import workspaces as ws_store
-from graphs.panel import graph as panel_graph
 from nodes.models import ModelFactory, approx_tokens
-from nodes.panel import (
-    DEFAULT_MIN_SUCCESSES,
-    DEFAULT_PANEL_SIZE,
-    AllModelsFailedError,
-    PanelContext,
-    PanelError,
-    TooFewFamiliesError,
-    TooFewPanelistsError,
-    pick_panelists,
-    to_messages,
-)
+from nodes.panel import DEFAULT_MIN_SUCCESSES, DEFAULT_PANEL_SIZE, TooFewFamiliesError, pick_panelists, to_messages
+from runs import RunEngine
+from runs.modes.panel import response_model, start_panel
+from store import workspaces as ws_store
 
 log = logging.getLogger("parley.panel")
 
@@ -192,148 +182,45 @@ async def reserve(app: FastAPI, plan: Plan, body: ChatCompletionRequest, *, work
     )
 
 
-# --- running --------------------------------------------------------------------------------
+# --- running ----------------------------------------------------------------------------------
 
 
-@dataclass
-class Run:
-    """One request in flight: who pays, what was reserved, and the usage ledger of its model calls."""
-
-    app: FastAPI
-    plan: Plan
-    body: ChatCompletionRequest
-    workspace: str
-    user: str
-    reserved: float
-    context: PanelContext
-    id: str
-    created: int = field(default_factory=lambda: int(time.time()))
-    started: float = field(default_factory=time.monotonic)
-
-    @property
-    def latency_ms(self) -> int:
-        return round((time.monotonic() - self.started) * 1000)
-
-    def graph_input(self) -> dict[str, Any]:
-        return {
-            "messages": self.body.openai_messages(),
-            "models": self.plan.models,
-            "panel_size": self.plan.panel_size,
-            "allow_same_family": self.plan.allow_same_family,
-            "arbitrators": self.plan.arbitrators,
-            "mode": self.plan.mode,
-            "system_prompt": self.plan.system_prompt,
-            "arbitrator_prompt": self.plan.arbitrator_prompt,
-            "temperature": self.body.temperature,
-            "max_tokens": self.body.output_cap,
-            "min_successes": min(DEFAULT_MIN_SUCCESSES, self.plan.panel_size),
-        }
-
-    async def finish(self) -> None:
-        """Settle the reservation to the actual cost and store per-model usage rows."""
-        ledger = self.context.ledger
-        db = self.app.state.db
-        if self.reserved > 0 or ledger.total_cost > 0:
-            await ws_store.settle_credit(db, self.workspace, reserved=self.reserved, actual=ledger.total_cost)
-        usage_mode = "chat" if self.plan.mode == "single" else self.plan.mode
-        await usage_store.record_usage(db, workspace=self.workspace, user=self.user, request_id=self.id,
-                                       mode=usage_mode, ledger=ledger)
-
-    async def finish_shielded(self) -> None:
-        """Run `finish` so that a cancelled request (a client gone mid-stream) still settles its credit."""
-        await _shielded(self.app, self.finish())
-
-
-async def _shielded(app: FastAPI, work: Awaitable[None]) -> None:
-    task = asyncio.ensure_future(work)
-    app.state.background.add(task)
-    task.add_done_callback(app.state.background.discard)
-    await asyncio.shield(task)
-
-
-def api_error(exc: PanelError) -> ApiError:
-    """Map a panel failure to the HTTP error the contract names."""
-    if isinstance(exc, TooFewPanelistsError):
-        return ApiError(502, str(exc), code="too_few_panelists",
-                        extra={"panelists": [{k: v for k, v in p.items() if k not in ("answer", "index", "model_id")}
-                                             for p in exc.panelists]})
-    if isinstance(exc, AllModelsFailedError):
-        code = "arbitrator_failed" if exc.role == "arbitrator" else "all_models_failed"
-        return ApiError(502, str(exc), code=code, extra={"attempts": exc.attempts})
-    if isinstance(exc, TooFewFamiliesError):
-        return ApiError(400, str(exc), code="too_few_families")
-    return ApiError(502, str(exc), code="panel_failed")
-
-
-def response_model(run: Run, result: dict[str, Any]) -> str:
-    if run.plan.mode == "panel":
-        return "panel"
-    if run.plan.mode == "debate":
-        return result.get("arbitrator") or run.plan.arbitrators[0]
-    return result.get("model_used") or run.plan.models[0]
-
-
-def usage_body(run: Run) -> dict[str, int]:
-    ledger = run.context.ledger
-    return {"prompt_tokens": ledger.input_tokens, "completion_tokens": ledger.total_tokens - ledger.input_tokens,
-            "total_tokens": ledger.total_tokens}
-
-
-def meta_body(run: Run, result: dict[str, Any]) -> dict[str, Any]:
-    """The `_meta` object of the seed contract: cost, tokens, latency and who answered.
-
-    A panel filled by resampling (allowSameFamily) says so with `sameFamily: true`; its panelists' `model`
-    is each seat's label (`local:smollm2`, `local:smollm2 #2`, ...).
-    """
-    ledger = run.context.ledger
-    cost, tokens = round(ledger.total_cost, 8), ledger.total_tokens
-    meta: dict[str, Any] = {"modelUsed": response_model(run, result), "routerMode": run.plan.router_mode,
-                            "cost": cost, "tokensUsed": tokens, "latency": run.latency_ms}
-    panelists = [{**p, "cost": round(p["cost"], 8)} for p in result.get("panelists", [])]
-    same_family = {"sameFamily": True} if result.get("same_family") else {}
-    if run.plan.mode == "debate":
-        meta["debate"] = {"arbitrator": meta["modelUsed"], "panelists": panelists,
-                          "totalTokens": tokens, "totalCost": cost, **same_family}
-    elif run.plan.mode == "panel":
-        meta["panel"] = {"models": panelists, "totalTokens": tokens, "totalCost": cost, **same_family}
-    elif result.get("attempts"):
-        meta["fallbacks"] = [{"model": a["model"], "error": a["error"]} for a in result["attempts"]]
-    return meta
-
-
-def completion_id(plan: Plan) -> str:
-    if plan.mode == "panel":
-        return f"panel-{int(time.time() * 1000)}"
-    return "chatcmpl-" + uuid.uuid4().hex[:24]
-
-
-async def chat_completion(
-    app: FastAPI, body: ChatCompletionRequest, *, workspace: str, user: str
-) -> dict[str, Any] | EventSourceResponse:
-    """Answer one chat completion: a JSON body, or an SSE response when `stream` is set."""
-    plan = await plan_request(app, body, workspace=workspace)
-    reserved = await reserve(app, plan, body, workspace=workspace)
-    run = Run(app=app, plan=plan, body=body, workspace=workspace, user=user, reserved=reserved,
-              context=PanelContext(models=app.state.factory), id=completion_id(plan))
-    if body.stream:
-        return stream_response(run)
-    try:
-        result = await panel_graph.ainvoke(run.graph_input(), context=run.context)
-    except PanelError as exc:
-        log.warning("chat completion %s failed: %s", run.id, exc)
-        raise api_error(exc) from exc
-    finally:
-        await run.finish_shielded()
+def graph_input(plan: Plan, body: ChatCompletionRequest) -> dict[str, Any]:
+    """The panel graph's input for this request."""
     return {
-        "id": run.id,
-        "object": "chat.completion",
-        "created": run.created,
-        "model": response_model(run, result),
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": result["answer"]},
-                     "logprobs": None, "finish_reason": "stop"}],
-        "usage": usage_body(run),
-        "_meta": meta_body(run, result),
+        "messages": body.openai_messages(),
+        "models": plan.models,
+        "panel_size": plan.panel_size,
+        "allow_same_family": plan.allow_same_family,
+        "arbitrators": plan.arbitrators,
+        "mode": plan.mode,
+        "system_prompt": plan.system_prompt,
+        "arbitrator_prompt": plan.arbitrator_prompt,
+        "temperature": body.temperature,
+        "max_tokens": body.output_cap,
+        "min_successes": min(DEFAULT_MIN_SUCCESSES, plan.panel_size),
     }
+
+
+async def chat_completion(app: FastAPI, body: ChatCompletionRequest, principal: Principal) -> Any:
+    """Answer one chat completion: a JSON body, or an SSE response when `stream` is set. Either carries the
+    run's id in `X-Run-Id`."""
+    plan = await plan_request(app, body, workspace=principal.workspace)
+    reserved = await reserve(app, plan, body, workspace=principal.workspace)
+    engine: RunEngine = app.state.runs
+    question = next((m.content for m in reversed(body.messages) if m.role == "user" and isinstance(m.content, str)),
+                    body.model)
+    record = await start_panel(engine, principal.caller, graph_input=graph_input(plan, body),
+                               plan=dataclasses.asdict(plan), reserved=reserved, question=question,
+                               streamed=body.stream)
+    headers = {"X-Run-Id": record["_id"]}
+    if body.stream:
+        return stream_response(engine, record, headers)
+    finished = await engine.wait(record["_id"])
+    if finished["status"] != "completed":
+        log.warning("chat completion %s failed: %s", record["_id"], (finished.get("error") or {}).get("message"))
+        raise run_error(finished.get("error") or {"message": "The request was cancelled", "status": 499})
+    return JSONResponse(finished["result"], headers=headers)
 
 
 # --- streaming ------------------------------------------------------------------------------
@@ -349,13 +236,8 @@ def _error_event(err: ApiError) -> ServerSentEvent:
     return _data({"error": {"message": err.message, "type": err.type, "code": err.code, **err.extra}})
 
 
-def _comment(text: str) -> ServerSentEvent:
-    return ServerSentEvent(comment=text)
-
-
-def _progress(event: dict[str, Any]) -> str | None:
-    """An SSE comment line for a graph event, or None for events that are not progress."""
-    kind = event.get("event")
+def _progress(kind: str, event: dict[str, Any]) -> str | None:
+    """An SSE comment line for a progress event of the run, or None for events that are not progress."""
     if kind == "panelists":
         return "panel: " + ", ".join(event["models"])
     if kind == "panelist":
@@ -369,82 +251,50 @@ def _progress(event: dict[str, Any]) -> str | None:
     return None
 
 
-class _MidAnswerFailure(PanelError):
-    """A model failed after some of its answer was streamed; the client cannot be given a clean answer."""
+def stream_response(engine: RunEngine, record: dict, headers: dict[str, str]) -> EventSourceResponse:
+    """Relay the run's events as `chat.completion.chunk` events and progress comments.
 
-
-def stream_response(run: Run) -> EventSourceResponse:
-    """Start the run now and relay its events over SSE.
-
-    The run is a task of its own, not the response's generator: a client that hangs up before the
-    first byte never starts that generator, and the credit must be settled all the same. When the
-    response ends (finished, or the client gone) the run is cancelled if still going; it settles in
-    its own `finally`.
+    A client that hangs up before the answer is complete cancels the run (nobody reads the answer any
+    more); the run still settles its credit for what was used.
     """
-    events: asyncio.Queue[ServerSentEvent | None] = asyncio.Queue()
-    driver = asyncio.ensure_future(drive_stream(run, events))
-    run.app.state.background.add(driver)
-    driver.add_done_callback(run.app.state.background.discard)
+    run_id, plan, completion = record["_id"], record["input"]["plan"], record["input"]["completion"]
+    base = {"id": completion["id"], "object": "chat.completion.chunk", "created": completion["created"]}
 
     async def relay() -> AsyncIterator[ServerSentEvent]:
-        while (event := await events.get()) is not None:
-            yield event
+        model = response_model(plan, {})
+        started = False
 
-    async def stop_driver() -> None:
-        driver.cancel()  # no-op when it already finished; otherwise nobody is reading the answer any more
-        await asyncio.wait([driver])
+        def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> ServerSentEvent:
+            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+            return _data({**base, "model": model, "choices": [choice], **extra})
 
-    return EventSourceResponse(relay(), ping=KEEPALIVE_SECONDS, headers=SSE_HEADERS,
-                               background=BackgroundTask(stop_driver))
+        yield ServerSentEvent(comment=f"parley {plan['router_mode']} {completion['id']}")
+        async for batch in engine.follow(run_id):
+            for event in batch:
+                data = event.data
+                if event.event == "chunk":
+                    delta = {"content": data["content"]}
+                    if not started:
+                        delta, started = {"role": "assistant", **delta}, True
+                    yield chunk(delta)
+                elif event.event == "done":
+                    done = data["completion"]
+                    yield chunk({}, "stop", usage=done["usage"], _meta=done["_meta"])
+                    yield ServerSentEvent(data="[DONE]")
+                elif event.event == "error":
+                    yield _error_event(run_error(data["error"]))
+                elif event.event == "cancelled":
+                    yield _error_event(ApiError(499, data["message"], code="cancelled"))
+                else:
+                    if event.event == "answering" and plan["mode"] != "panel":
+                        model = data["model"]
+                    if line := _progress(event.event, data):
+                        yield ServerSentEvent(comment=line)
 
+    async def cancel_unfinished() -> None:
+        record_now = await engine.get(run_id)
+        if record_now["status"] in ("queued", "running"):
+            await engine.cancel(run_id)
 
-async def drive_stream(run: Run, events: asyncio.Queue[ServerSentEvent | None]) -> None:
-    """Run the graph, turning its events into `chat.completion.chunk` events and progress comments."""
-    model = response_model(run, {})
-    base = {"id": run.id, "object": "chat.completion.chunk", "created": run.created}
-    started_answer = False
-    result: dict[str, Any] = {}
-
-    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> ServerSentEvent:
-        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-        return _data({**base, "model": model, "choices": [choice], **extra})
-
-    events.put_nowait(_comment(f"parley {run.plan.router_mode} {run.id}"))
-    try:
-        async for kind, data in panel_graph.astream(run.graph_input(), context=run.context,
-                                                     stream_mode=["custom", "values"]):
-            if kind == "values":
-                result = data
-                continue
-            event = data.get("event")
-            if event == "chunk":
-                delta = {"content": data["content"]}
-                if not started_answer:
-                    delta = {"role": "assistant", **delta}
-                    started_answer = True
-                events.put_nowait(chunk(delta))
-                continue
-            if event == "fallback" and data.get("partial") and started_answer:
-                raise _MidAnswerFailure(
-                    f"{data['model']} failed after part of its answer was streamed: {data['error']} "
-                    f"({data['detail']}). Retry the request, or call without streaming to let the next "
-                    "candidate answer in full.")
-            if event == "answering" and run.plan.mode != "panel":
-                model = data["model"]
-            line = _progress(data)
-            if line:
-                events.put_nowait(_comment(line))
-        events.put_nowait(chunk({}, "stop", usage=usage_body(run), _meta=meta_body(run, result)))
-        events.put_nowait(ServerSentEvent(data="[DONE]"))
-    except PanelError as exc:
-        log.warning("streamed chat completion %s failed: %s", run.id, exc)
-        interrupted = isinstance(exc, _MidAnswerFailure)
-        events.put_nowait(_error_event(
-            ApiError(502, str(exc), code="answer_interrupted") if interrupted else api_error(exc)))
-    except Exception:  # the 200 status is already sent: the client must still learn the answer is incomplete
-        log.exception("streamed chat completion %s crashed", run.id)
-        events.put_nowait(_error_event(
-            ApiError(500, "Internal error while answering; see the server log", code="internal_error")))
-    finally:
-        await run.finish_shielded()
-        events.put_nowait(None)
+    return EventSourceResponse(relay(), ping=KEEPALIVE_SECONDS, headers={**SSE_HEADERS, **headers},
+                               background=BackgroundTask(cancel_unfinished))

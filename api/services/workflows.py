@@ -1,44 +1,25 @@
-"""Designer workflows over HTTP: store them, run them (whole or streamed), and keep each run's record.
+"""Designer workflows over HTTP: store them, check and start their runs, and answer with a run's result.
 
-A run executes as a background task that outlives its client: it stores the run's status, final state
-and usage, records usage rows and takes the tokens from the workspace allowance, and hands its events to
-whoever streams them.
+A run is the run engine's (`runs.modes.workflow`): it outlives its client, stores its status, final state
+and usage, records usage rows and takes the tokens from the workspace allowance.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI
-from langgraph.graph.state import CompiledStateGraph
 
 from api.deps import Principal
 from api.errors import ApiError
-from api.services import roundtable
-from api.sse import Event
+from designer import WorkflowError, WorkflowInputError, WorkflowSpec, prepare_input, validate_workflow
+from designer.spec import RoundtableNode
+from runs import RunFailure
+from runs.modes.roundtable import seated_agents
+from runs.modes.workflow import start_workflow
 from store import workflows as store
 from store import workspaces as ws_store
-from store.usage import record_usage
-from designer import (
-    WorkflowContext,
-    WorkflowError,
-    WorkflowInputError,
-    WorkflowRunError,
-    WorkflowSpec,
-    compile_workflow,
-    prepare_input,
-    stream_workflow,
-    validate_workflow,
-)
-from designer.modes import NodeInputError
-from designer.run import run_usage
-from designer.spec import RoundtableNode
-from designer.templates import MissingValue, TemplateError
 
 log = logging.getLogger("parley.workflows")
 
@@ -79,11 +60,6 @@ def public_run(doc: dict) -> dict[str, Any]:
         "createdAt": _iso(doc.get("createdAt")),
         "finishedAt": _iso(doc.get("finishedAt")),
     }
-
-
-def _jsonable(value: Any) -> Any:
-    """State values as plain JSON (a mode may hold datetimes or other objects)."""
-    return json.loads(json.dumps(value, ensure_ascii=False, default=str))
 
 
 # --- workflows ------------------------------------------------------------------------------
@@ -137,34 +113,22 @@ async def get_run(db, principal: Principal, run_id: str) -> dict[str, Any]:
 # --- runs -----------------------------------------------------------------------------------
 
 
-@dataclass
-class PreparedRun:
-    """A checked, compiled workflow with its initial state and a stored `running` record."""
-
-    id: str
-    workflow_id: str | None
-    spec: WorkflowSpec
-    graph: CompiledStateGraph
-    initial: dict[str, Any]
-    context: WorkflowContext
-    principal: Principal
-
-
 async def workspace_agents(db, workspace: str) -> list[dict[str, Any]]:
     """The workspace's agents in the round-table graph's input shape, for `"agents": "workspace"` nodes."""
     try:
-        return await roundtable.seated_agents(db, workspace=workspace)
-    except ApiError as exc:
+        return await seated_agents(db, workspace=workspace)
+    except RunFailure as exc:
         # The conversations API answers 500 here (the seed's contract); for a workflow it is bad input.
-        raise ApiError(422, exc.message, code="no_agents") from exc
+        raise ApiError(422, exc.error["message"], code="no_agents") from exc
 
 
 async def start_run(
     app: FastAPI, principal: Principal, *, workflow_id: str | None = None, document: Any = None,
     input: dict | None = None,
-) -> PreparedRun:
+) -> dict:
     """Check the workflow (stored, or the inline `document`), that the caller may run now and that the
-    input fits; store the run as `running`. An omitted input runs the workflow's `sampleInput`.
+    input fits; store the run as `running` and start it; return its `workflow_runs` record. An omitted
+    input runs the workflow's `sampleInput`.
     """
     state = app.state
     if workflow_id is not None:
@@ -185,97 +149,18 @@ async def start_run(
     agents = None
     if any(isinstance(n, RoundtableNode) and n.config.agents == "workspace" for n in spec.nodes):
         agents = await workspace_agents(state.db, principal.workspace)
-    record = await store.insert_run(state.db, workspace=principal.workspace, user=principal.user,
-                                    workflow_id=workflow_id, workflow_name=spec.name, input=initial)
-    return PreparedRun(
-        id=record["_id"],
-        workflow_id=workflow_id,
-        spec=spec,
-        graph=compile_workflow(spec),
-        initial=initial,
-        context=WorkflowContext(models=state.factory, workspace_agents=agents),
-        principal=principal,
-    )
+    return await start_workflow(state.runs, principal.caller, spec=spec, initial=initial, workflow_id=workflow_id,
+                                workspace_agents=agents)
 
 
-def _is_input_problem(exc: WorkflowRunError) -> bool:
-    return isinstance(exc.__cause__, MissingValue | NodeInputError | TemplateError)
+async def run_to_end(app: FastAPI, run: dict) -> dict[str, Any]:
+    """Wait for a workflow run and return its record; a failed run raises 422 (bad input) or 502 (a node failed).
 
-
-async def _settle(app: FastAPI, run: PreparedRun) -> dict[str, Any]:
-    """Record the run's usage rows and take its tokens from the allowance; return the run's usage."""
-    db, ctx = app.state.db, run.context
-    await record_usage(db, workspace=run.principal.workspace, user=run.principal.user, request_id=run.id,
-                       mode="workflow", ledger=ctx.ledger)
-    if ctx.ledger.total_tokens:
-        await ws_store.consume_allowance(db, run.principal.workspace, ctx.ledger.total_tokens)
-    return run_usage(ctx)
-
-
-async def execute(app: FastAPI, run: PreparedRun, emit: Callable[[str, dict[str, Any]], None]) -> dict:
-    """Run the workflow to its end, handing each event to `emit`; store and return the finished record."""
-    db = app.state.db
-    emit("run_start", {"runId": run.id, "workflowId": run.workflow_id, "name": run.spec.name})
-    try:
-        final: dict[str, Any] = {}
-        async for event in stream_workflow(run.spec, run.initial, context=run.context, graph=run.graph):
-            name = event.pop("event")
-            if name == "done":
-                final = _jsonable(event["state"])
-                continue
-            if name == "node_end":
-                event["output"] = _jsonable(event["output"])
-            emit(name, event)
-    except WorkflowRunError as exc:
-        usage = await _settle(app, run)
-        log.warning("workflow run %s failed: %s", run.id, exc)
-        record = await store.finish_run(db, run_id=run.id, status="failed", output=None, usage=usage,
-                                        error=str(exc), failed_node=exc.node)
-        emit("error", {"runId": run.id, "error": str(exc), "node": exc.node,
-                       "code": "invalid_input" if _is_input_problem(exc) else "workflow_failed"})
-        record["inputProblem"] = _is_input_problem(exc)
-        return record
-    except asyncio.CancelledError:
-        await asyncio.shield(store.finish_run(db, run_id=run.id, status="failed", output=None,
-                                              usage=run_usage(run.context), error="cancelled"))
-        raise
-    except Exception as exc:  # a fault of Parley itself: the client still gets an `error` event, the log the cause
-        log.exception("workflow run %s crashed", run.id)
-        record = await store.finish_run(db, run_id=run.id, status="failed", output=None,
-                                        usage=run_usage(run.context), error=f"internal error: {exc}")
-        emit("error", {"runId": run.id, "error": f"internal error: {exc}", "node": None, "code": "internal_error"})
-        return record
-    usage = await _settle(app, run)
-    record = await store.finish_run(db, run_id=run.id, status="completed", output=final, usage=usage)
-    emit("done", {"runId": run.id, "state": final, "usage": usage})
-    return record
-
-
-def _spawn(app: FastAPI, coro) -> asyncio.Task:
-    task = asyncio.create_task(coro)
-    app.state.background.add(task)
-    task.add_done_callback(app.state.background.discard)
-    return task
-
-
-async def run_to_end(app: FastAPI, run: PreparedRun) -> dict[str, Any]:
-    """Run a workflow and return its record; a failed run raises 422 (bad input) or 502 (a node failed)."""
-    # Shielded: a client that hangs up does not cancel the run, which is still stored whole.
-    record = await asyncio.shield(_spawn(app, execute(app, run, lambda name, data: None)))
-    if record["status"] != "completed":
-        status = 422 if record.get("inputProblem") else 502
-        raise ApiError(status, record.get("error") or "The workflow failed",
-                       code="invalid_input" if status == 422 else "workflow_failed",
-                       extra={"runId": run.id, "node": record.get("failedNode"), "usage": record.get("usage")})
-    return public_run(record)
-
-
-async def run_events(app: FastAPI, run: PreparedRun) -> AsyncIterator[Event]:
-    """Run a workflow in the background and yield its events, numbered, as they happen."""
-    queue: asyncio.Queue[tuple[str, dict] | None] = asyncio.Queue()
-    task = _spawn(app, execute(app, run, lambda name, data: queue.put_nowait((name, data))))
-    task.add_done_callback(lambda _: queue.put_nowait(None))
-    seq = 0
-    while (item := await queue.get()) is not None:
-        seq += 1
-        yield Event(item[0], item[1], seq)
+    A client that hangs up does not stop the run, which is still stored whole.
+    """
+    finished = await app.state.runs.wait(run["_id"])
+    if finished["status"] != "completed":
+        error = finished.get("error") or {"message": "The workflow run was cancelled", "status": 502}
+        raise ApiError(error.get("status", 502), error["message"], code=error.get("code", "workflow_failed"),
+                       extra={"runId": run["_id"], "node": error.get("node"), "usage": error.get("usage")})
+    return public_run(await store.find_run(app.state.db, workspace=finished["workspace"], run_id=run["_id"]))

@@ -1,0 +1,108 @@
+"""`/v1/runs`: every mode's runs, the same way: list them, read one, follow its events, cancel it."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse
+
+from api.deps import CurrentPrincipal, Engine, Principal
+from api.errors import ApiError
+from api.sse import sse_response
+from runs import RunNotFound
+from store import runs as store
+
+router = APIRouter(prefix="/v1/runs", tags=["runs"])
+
+# The scope a key needs to see a run of each kind (the scope of the mode's own routes).
+SCOPES = {"duel": "debate", "panel": "chat", "roundtable": "conversations", "workflow": "workflows"}
+Kind = Literal["duel", "panel", "roundtable", "workflow"]
+Status = Literal["queued", "running", "completed", "failed", "cancelled"]
+
+
+def _iso(value: Any) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def public_run(record: dict, *, detail: bool = False) -> dict[str, Any]:
+    """The client's view of a run."""
+    view = {
+        "id": record["_id"], "kind": record["kind"], "status": record["status"], "title": record.get("title"),
+        "user": record["user"], "createdAt": _iso(record["createdAt"]), "startedAt": _iso(record.get("startedAt")),
+        "finishedAt": _iso(record.get("finishedAt")), "worker": record.get("worker"),
+        "leaseUntil": _iso(record.get("leaseUntil")), "heartbeatAt": _iso(record.get("heartbeatAt")),
+        "claims": record.get("claims", 1), "cancelRequested": bool(record.get("cancelRequested")),
+        "usage": record.get("usage"), "ref": record.get("ref") or {}, "error": record.get("error"),
+    }
+    if detail:
+        view.update(input=record.get("input"), result=record.get("result"))
+    return view
+
+
+def readable_kinds(principal: Principal) -> list[str]:
+    return [kind for kind, scope in SCOPES.items() if principal.allows(scope) or principal.readonly]
+
+
+async def _run_of(engine, principal: Principal, run_id: str, *, write: bool = False) -> dict:
+    """The caller's run `run_id`; 404 when it is another workspace's or of a kind the key may not see."""
+    try:
+        record = await engine.get(run_id, workspace=principal.workspace)
+    except RunNotFound:
+        record = None
+    if record is None or record["kind"] not in readable_kinds(principal):
+        raise ApiError(404, f"No run '{run_id}' in this workspace", code="run_not_found")
+    if write and principal.readonly and "admin" not in principal.scopes:
+        raise ApiError(403, "This key is read-only", code="read_only_key")
+    if write and not principal.allows(SCOPES[record["kind"]]):
+        raise ApiError(403, f"This key lacks the '{SCOPES[record['kind']]}' scope", code="scope_denied")
+    return record
+
+
+@router.get("", summary="The workspace's runs of every kind, newest first")
+async def list_runs(
+    principal: CurrentPrincipal,
+    engine: Engine,
+    kind: Annotated[Kind | None, Query(description="Only runs of this kind.")] = None,
+    status: Annotated[Status | None, Query(description="Only runs in this status.")] = None,
+    limit: Annotated[int, Query(ge=1, le=100, description="Runs per page.")] = 20,
+    cursor: Annotated[str | None, Query(description="`nextCursor` of the previous page.")] = None,
+) -> dict[str, Any]:
+    kinds = [k for k in readable_kinds(principal) if kind in (None, k)]
+    try:
+        rows, next_cursor = await store.list_runs(engine.db, workspace=principal.workspace, kinds=kinds,
+                                                  status=status, limit=limit, cursor=cursor)
+    except ValueError as exc:
+        raise ApiError(400, f"cursor: {exc}", code="invalid_request") from exc
+    return {"data": [public_run(r) for r in rows], "nextCursor": next_cursor}
+
+
+@router.get("/{run_id}", summary="One run: status, worker, usage, result")
+async def get_run(run_id: str, principal: CurrentPrincipal, engine: Engine) -> dict[str, Any]:
+    return public_run(await _run_of(engine, principal, run_id), detail=True)
+
+
+@router.get("/{run_id}/events", summary="Replay a run's events, then follow it live until it ends")
+async def run_events(
+    run_id: str,
+    request: Request,
+    principal: CurrentPrincipal,
+    engine: Engine,
+    last_event_id: Annotated[str | None, Query(alias="lastEventId", description="Resume after this event id.")] = None,
+):
+    resume = request.headers.get("last-event-id") or last_event_id
+    try:
+        after = int(resume) if resume not in (None, "") else -1
+    except ValueError as exc:
+        raise ApiError(400, "Last-Event-ID must be an integer event id", code="invalid_request") from exc
+    await _run_of(engine, principal, run_id)
+    return sse_response(engine.follow(run_id, after=after), keepalive=request.app.state.sse_keepalive)
+
+
+@router.post("/{run_id}/cancel", status_code=202, summary="Stop a run; it is stored `cancelled` with what it did")
+async def cancel_run(run_id: str, principal: CurrentPrincipal, engine: Engine) -> JSONResponse:
+    record = await _run_of(engine, principal, run_id, write=True)
+    if record["status"] in store.FINISHED:
+        raise ApiError(409, f"Run '{run_id}' has already ended ({record['status']})", code="run_finished",
+                       extra={"run": public_run(record)})
+    return JSONResponse(public_run(await engine.cancel(run_id), detail=False), status_code=202)

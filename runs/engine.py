@@ -1,0 +1,492 @@
+"""The run engine: a run of any mode starts, streams, is stored, resumes after a crash and stops the same way.
+
+Any worker executes and any worker serves. A run is a record in `runs` leased to the worker executing
+it, its numbered events in `run_events`, the usage of its model calls in `run_usage`, and its LangGraph
+checkpoints (thread id = run id). The worker that starts a run executes it at once; it renews its lease
+every heartbeat; when a worker dies its leases expire and another worker claims each run and resumes it
+from its last checkpoint (finished tasks are not run again; the events of unfinished ones are retracted
+and sent again, see `runs.events`). Listeners follow a run from any worker: from memory on the worker
+executing it, by polling the database elsewhere. A cancel request reaches the executing worker within a
+poll interval and stops the run's graph, and with it its model calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import PyMongoError
+
+from core.settings import Settings
+from nodes.events import Origin
+from nodes.models import ModelFactory, UsageLedger, UsageRecord
+from runs.checkpoints import namespaces, saved_graphs, survives
+from runs.events import RETRACT, TERMINAL, Event, listener_view
+from runs.modes import MODES
+from runs.modes.base import Emit, ModeRun, Outcome, Services
+from store import runs as store
+
+log = logging.getLogger("parley.runs")
+
+RESUMED_REASON = "the worker running this turn stopped; it is streamed again from its start"
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who a run is for: the key's user and workspace."""
+
+    user: str
+    workspace: str
+
+
+class RunNotFound(LookupError):
+    """No such run (in this workspace)."""
+
+
+@dataclass
+class RunLedger(UsageLedger):
+    """A run's usage ledger that hands each call's usage to `sink` as it is made, to be stored at once."""
+
+    sink: Callable[[UsageRecord], None] = field(default=lambda record: None, repr=False)
+
+    def add(self, record: UsageRecord) -> None:
+        super().add(record)
+        self.sink(record)
+
+
+def usage_totals(ledger: UsageLedger) -> dict[str, Any]:
+    return {"inputTokens": ledger.input_tokens, "outputTokens": ledger.total_tokens - ledger.input_tokens,
+            "totalTokens": ledger.total_tokens, "costUsd": round(ledger.total_cost, 8), "calls": len(ledger.records)}
+
+
+def _origin_row(origin: Origin | None) -> dict | None:
+    return None if origin is None else {"task": origin.task, "checkpoints": [list(p) for p in origin.checkpoints]}
+
+
+def _origin_of(row: dict) -> Origin | None:
+    origin = row.get("origin")
+    return None if origin is None else Origin(origin["task"], tuple(tuple(p) for p in origin["checkpoints"]))
+
+
+# --- one execution ----------------------------------------------------------------------------
+
+
+class LiveRun:
+    """A run executing in this worker: the events this execution has stored so far, and their listeners."""
+
+    def __init__(self, run_id: str, first_seq: int) -> None:
+        self.id, self.first_seq = run_id, first_seq
+        self.rows: list[dict] = []
+        self.ended = False
+        self._changed = asyncio.Event()
+
+    def publish(self, rows: list[dict]) -> None:
+        self.rows.extend(rows)
+        self._wake()
+
+    def end(self) -> None:
+        self.ended = True
+        self._wake()
+
+    def _wake(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    async def follow(self, after: int) -> AsyncIterator[list[Event]]:
+        """Batches of the events after `after` (as `listener_view` shows them), until this execution ends."""
+        index = max(0, after + 1 - self.first_seq)
+        while True:
+            if index < len(self.rows):
+                rows, index = self.rows[index:], len(self.rows)
+                shown = listener_view(rows, after=after)
+                after = rows[-1]["seq"]
+                if shown:
+                    yield shown
+                continue
+            if self.ended:
+                return
+            await self._changed.wait()
+
+
+class EventWriter:
+    """Store one execution's events in order, each after the record changes that go with it, and its usage.
+
+    LangGraph advances a run only while its stream is read, so the loop reading it never waits on the
+    database: writes queue here and go out in batches, and an event reaches listeners once it is stored
+    (so an event id a listener saw is one every worker knows).
+    """
+
+    def __init__(self, db: AsyncDatabase, live: LiveRun) -> None:
+        self.db, self.live = db, live
+        self.next_seq = live.first_seq
+        self._events: list[tuple[dict, Emit]] = []
+        self._usage: list[UsageRecord] = []
+        self._closing = False
+        self._wakeup = asyncio.Event()
+        self._task = asyncio.create_task(self._loop(), name=f"store events of {live.id}")
+
+    def add(self, emit: Emit, origin: Origin | None = None) -> None:
+        row = {"seq": self.next_seq, "event": emit.event, "data": emit.data, "origin": _origin_row(origin)}
+        self.next_seq += 1
+        self._events.append((row, emit))
+        self._wakeup.set()
+
+    def add_usage(self, record: UsageRecord) -> None:
+        self._usage.append(record)
+        self._wakeup.set()
+
+    def check(self) -> None:
+        """Raise the failure of a write, if one failed."""
+        if self._task.done() and not self._task.cancelled() and self._task.exception() is not None:
+            raise self._task.exception()
+
+    async def close(self) -> None:
+        """Store everything queued (raising a storage failure)."""
+        self._closing = True
+        self._wakeup.set()
+        await self._task
+
+    def abandon(self) -> None:
+        self._task.cancel()
+
+    async def _loop(self) -> None:
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            while self._events or self._usage:
+                events, self._events = self._events, []
+                usage, self._usage = self._usage, []
+                for _, emit in events:
+                    if emit.store is not None:
+                        await emit.store()
+                rows = [row for row, _ in events]
+                await store.append_events(self.db, run_id=self.live.id, events=rows)
+                await store.add_usage(self.db, run_id=self.live.id, records=usage)
+                self.live.publish(rows)
+            if self._closing:
+                return
+
+
+# --- the engine -------------------------------------------------------------------------------
+
+
+class RunEngine:
+    """Start runs, execute them (and those other workers left behind), serve their events, cancel them.
+
+    Args:
+        db: Parley's database.
+        saver: the LangGraph checkpointer runs save to.
+        factory: the model factory modes build their contexts with.
+        settings: lease, heartbeat, poll interval and checkpoint durability (`PARLEY_RUN_*`).
+        worker: this worker's name in run records (default `host:pid`).
+    """
+
+    def __init__(
+        self, db: AsyncDatabase, *, saver: BaseCheckpointSaver, factory: ModelFactory, settings: Settings,
+        worker: str | None = None,
+    ) -> None:
+        self.db, self.saver, self.settings = db, saver, settings
+        self.services = Services(db=db, factory=factory, settings=settings)
+        self.worker = worker or f"{socket.gethostname()}:{os.getpid()}"
+        self.lease, self.heartbeat, self.poll = settings.parley_run_lease, settings.parley_run_heartbeat, settings.parley_run_poll
+        self._tasks: dict[str, asyncio.Task] = {}
+        self._live: dict[str, LiveRun] = {}
+        self._stopping: dict[str, str] = {}  # run id → why its execution is being stopped: cancel, lost, shutdown
+        self._closing: set[str] = set()  # runs whose graph has finished and whose outcome is being stored
+        self._tender: asyncio.Task | None = None
+
+    # --- life cycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Begin tending: renew leases, watch for cancel requests, take over runs other workers left."""
+        if self._tender is None:
+            self._tender = asyncio.create_task(self._tend(), name="run engine")
+
+    async def stop(self, grace: float = 5.0) -> None:
+        """Stop tending and hand this worker's runs over: each is released for another worker (or this one,
+        restarted) to resume at once. Events already queued are stored first, for up to `grace` seconds."""
+        if self._tender is not None:
+            self._tender.cancel()
+            await asyncio.gather(self._tender, return_exceptions=True)
+            self._tender = None
+        for run_id in list(self._tasks):
+            self._stop(run_id, "shutdown")
+        if self._tasks:
+            await asyncio.wait(list(self._tasks.values()), timeout=grace)
+
+    # --- starting runs ------------------------------------------------------------------------
+
+    async def submit(
+        self, kind: str, *, caller: Caller, input: dict[str, Any], title: str, ref: dict[str, Any] | None = None,
+        run_id: str | None = None,
+    ) -> dict:
+        """Store a new run of `kind` and start executing it in this worker; return its record."""
+        if kind not in MODES:
+            raise ValueError(f"unknown run kind {kind!r}")
+        record = await store.create_run(
+            self.db, run_id=run_id or f"run_{uuid.uuid4().hex[:20]}", kind=kind, workspace=caller.workspace,
+            user=caller.user, title=title, input=input, ref=ref, worker=self.worker, lease_seconds=self.lease,
+        )
+        self._launch(record)
+        return record
+
+    def _launch(self, record: dict) -> None:
+        run_id = record["_id"]
+        task = asyncio.create_task(self._execute(record), name=f"run {run_id}")
+        self._tasks[run_id] = task
+
+        def forget(_: asyncio.Task) -> None:
+            self._tasks.pop(run_id, None)
+            self._stopping.pop(run_id, None)
+            self._closing.discard(run_id)
+
+        task.add_done_callback(forget)
+
+    def _stop(self, run_id: str, reason: str) -> None:
+        task = self._tasks.get(run_id)
+        if task is None or run_id in self._closing or run_id in self._stopping:
+            return
+        self._stopping[run_id] = reason
+        task.cancel()
+
+    # --- executing ----------------------------------------------------------------------------
+
+    async def _execute(self, record: dict) -> None:
+        run_id, kind = record["_id"], record["kind"]
+        mode: ModeRun = MODES[kind](record, self.services)
+        live = LiveRun(run_id, first_seq=max(mode.first_seq, await store.last_seq(self.db, run_id=run_id) + 1))
+        self._live[run_id] = live
+        writer = EventWriter(self.db, live)
+        earlier = await store.list_usage(self.db, run_id=run_id) if record.get("claims", 1) > 1 else []
+        ledger = RunLedger(records=earlier, sink=writer.add_usage)
+        graph = mode.graph(self.saver)
+        config = {
+            "configurable": {"thread_id": run_id},
+            "run_name": f"parley.{kind}",
+            "tags": [f"parley:{kind}"],
+            "metadata": {"parley_run_id": run_id, "parley_kind": kind, "parley_workspace": record["workspace"],
+                         "parley_user": record["user"]},
+        }
+        outcome: Outcome | None = None
+        try:
+            await store.mark_running(self.db, run_id=run_id, worker=self.worker)
+            resuming = await self._restore(record, mode, graph, config, writer)
+            if record.get("cancelRequested"):
+                self._stopping[run_id] = "cancel"
+                raise asyncio.CancelledError
+            context = mode.context(ledger)
+            if not resuming:
+                for emit in mode.opening():
+                    writer.add(emit)
+            state: dict[str, Any] = {}
+            async for part_mode, part in graph.astream(
+                None if resuming else mode.graph_input(), config, context=context,
+                stream_mode=[*mode.stream_mode, "values"], durability=self.settings.parley_run_durability,
+            ):
+                writer.check()
+                if part_mode == "values":
+                    state = part
+                    if "values" not in mode.stream_mode:
+                        continue
+                origin = getattr(part, "origin", None) if part_mode == "custom" else None
+                for emit in mode.translate(part_mode, part):
+                    writer.add(emit, origin)
+            self._closing.add(run_id)
+            outcome = await mode.completed(state, ledger)
+        except asyncio.CancelledError:
+            reason = self._stopping.get(run_id, "shutdown")
+            if reason != "cancel":
+                await self._hand_over(run_id, writer, reason)
+                live.end()
+                self._live.pop(run_id, None)
+                return
+            self._closing.add(run_id)
+            outcome = await mode.cancelled(ledger)
+        except store.EventConflict:
+            await self._hand_over(run_id, writer, "lost")
+            live.end()
+            self._live.pop(run_id, None)
+            return
+        except PyMongoError as exc:
+            # The database cannot take the run's writes: leave the run to be resumed when it can.
+            log.error("run %s: storage failed (%s); it will be resumed once its lease expires", run_id, exc)
+            writer.abandon()
+            live.end()
+            self._live.pop(run_id, None)
+            return
+        except Exception as exc:  # the top of a run: the mode records the failure and tells the listeners
+            log.warning("run %s (%s) failed: %s", run_id, kind, exc, exc_info=True)
+            self._closing.add(run_id)
+            try:
+                outcome = await mode.failed(exc, ledger)
+            except Exception:
+                log.exception("run %s: the failure could not be recorded", run_id)
+                outcome = Outcome("failed", [Emit("error", {"message": "internal error"})],
+                                  error={"message": "internal error", "status": 500})
+        await self._conclude(record, outcome, writer, ledger)
+        live.end()
+        self._live.pop(run_id, None)
+
+    async def _restore(self, record: dict, mode: ModeRun, graph: Any, config: dict, writer: EventWriter) -> bool:
+        """For a run another execution began: void the events of tasks that will run again (announcing
+        them in a `retract`) and let the mode bring its records in line; True when a checkpoint exists to
+        resume from."""
+        if record.get("claims", 1) <= 1:
+            return False
+        snapshot = await graph.aget_state(config)
+        resuming = bool(snapshot.values) or bool(snapshot.next)
+        rows = await store.all_events(self.db, run_id=record["_id"])
+        live_rows = [row for row in rows if not row.get("void") and row["event"] != RETRACT]
+        origins = {o for o in (_origin_of(row) for row in live_rows) if o is not None}
+        if resuming:
+            saved = await saved_graphs(self.saver, record["_id"], namespaces(origins))
+            void = [row["seq"] for row in live_rows if not survives(_origin_of(row), saved)]
+        else:  # nothing was saved: the run starts over, and everything it sent is void
+            void = [row["seq"] for row in live_rows]
+        if void:
+            await store.mark_void(self.db, run_id=record["_id"], seqs=void)
+            writer.add(Emit(RETRACT, {"seqs": void, "reason": RESUMED_REASON}))
+        await mode.resumed(dict(snapshot.values) if resuming else {})
+        log.warning("run %s (%s) taken over by %s: %s, %d event(s) retracted", record["_id"], record["kind"],
+                    self.worker, "resuming from its checkpoint" if resuming else "starting over", len(void))
+        return resuming
+
+    async def _hand_over(self, run_id: str, writer: EventWriter, reason: str) -> None:
+        """Stop executing a run here without ending it: lost to another worker, or this worker shutting down."""
+        if reason == "shutdown":
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(writer.close(), timeout=2)
+            with contextlib.suppress(PyMongoError):
+                await store.release(self.db, run_id=run_id, worker=self.worker)
+            log.info("run %s released for another worker to resume", run_id)
+        else:
+            writer.abandon()
+            log.warning("run %s: lease lost; another worker has it now", run_id)
+
+    async def _conclude(self, record: dict, outcome: Outcome, writer: EventWriter, ledger: UsageLedger) -> None:
+        """Store the closing events and the run's end. The record says how the run ended before any listener
+        here sees its last event (listeners elsewhere check it, see `follow`)."""
+        run_id = record["_id"]
+        try:
+            await writer.close()
+            rows = []
+            for emit in outcome.events:
+                if emit.store is not None:
+                    await emit.store()
+                rows.append({"seq": writer.next_seq, "event": emit.event, "data": emit.data, "origin": None})
+                writer.next_seq += 1
+            await store.append_events(self.db, run_id=run_id, events=rows)
+            await store.finish(self.db, run_id=run_id, worker=self.worker, status=outcome.status,
+                               result=outcome.result, error=outcome.error, usage=usage_totals(ledger))
+            writer.live.publish(rows)
+        except (PyMongoError, store.EventConflict) as exc:
+            log.error("run %s: its end could not be stored (%s)", run_id, exc)
+            return
+        if not self.settings.parley_run_keep_checkpoints:
+            try:
+                await self.saver.adelete_thread(run_id)
+            except PyMongoError as exc:
+                log.warning("run %s: checkpoints not deleted (%s)", run_id, exc)
+
+    # --- tending ------------------------------------------------------------------------------
+
+    async def _tend(self) -> None:
+        renewed = time.monotonic()
+        while True:
+            try:
+                now = time.monotonic()
+                local = list(self._tasks)
+                if now - renewed >= self.heartbeat:
+                    held = await store.renew_leases(self.db, run_ids=local, worker=self.worker,
+                                                    lease_seconds=self.lease)
+                    renewed = now
+                    for run_id in set(local) - held:
+                        self._stop(run_id, "lost")
+                for run_id in await store.cancelled_runs(self.db, run_ids=local):
+                    self._stop(run_id, "cancel")
+                while (record := await store.claim_expired(self.db, worker=self.worker, lease_seconds=self.lease)):
+                    self._launch(record)
+            except PyMongoError as exc:
+                log.warning("run engine: database unreachable (%s)", exc)
+                if time.monotonic() - renewed > self.lease:
+                    for run_id in list(self._tasks):  # our leases have run out: others may hold these runs now
+                        self._stop(run_id, "lost")
+            await asyncio.sleep(self.poll)
+
+    # --- serving ------------------------------------------------------------------------------
+
+    async def get(self, run_id: str, *, workspace: str | None = None) -> dict:
+        record = await store.get_run(self.db, run_id=run_id, workspace=workspace)
+        if record is None:
+            raise RunNotFound(run_id)
+        return record
+
+    async def follow(self, run_id: str, *, after: int = -1) -> AsyncIterator[list[Event]]:
+        """The run's events after `after` in batches, then the live ones as they come, until its last one.
+
+        Served from memory while this worker executes the run, from the database otherwise (polled).
+        """
+        while True:
+            live = self._live.get(run_id)
+            if live is not None and after + 1 >= live.first_seq:
+                async for batch in live.follow(after):
+                    after = batch[-1].seq
+                    yield batch
+                    if batch[-1].terminal:
+                        return
+                if self._live.get(run_id) is live:
+                    await asyncio.sleep(0)  # the execution is being wound up here
+                continue
+            rows = await store.events_after(self.db, run_id=run_id, after=after)
+            if rows:
+                end = next((i + 1 for i, row in enumerate(rows) if row["event"] in TERMINAL and not row.get("void")),
+                           len(rows))
+                shown = listener_view(rows[:end], after=after)
+                if shown and shown[-1].terminal:
+                    await self._until_recorded(run_id)
+                    yield shown
+                    return
+                after = rows[end - 1]["seq"]
+                if shown:
+                    yield shown
+                continue
+            record = await store.get_run(self.db, run_id=run_id)
+            if record is None:
+                return
+            if record["status"] in store.FINISHED and not await store.events_after(self.db, run_id=run_id, after=after):
+                return
+            await asyncio.sleep(self.poll)
+
+    async def _until_recorded(self, run_id: str, timeout: float = 10.0) -> None:
+        """Wait for the run's record to say it ended (stored just after its last event)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while loop.time() < deadline:
+            record = await store.get_run(self.db, run_id=run_id)
+            if record is None or record["status"] in store.FINISHED:
+                return
+            await asyncio.sleep(min(self.poll, 0.05))
+
+    async def wait(self, run_id: str) -> dict:
+        """The run's record once it has ended."""
+        async for _ in self.follow(run_id):
+            pass
+        return await self.get(run_id)
+
+    async def cancel(self, run_id: str, *, workspace: str | None = None) -> dict:
+        """Ask for a run to stop; the worker executing it stops within a poll interval. Return the record."""
+        await self.get(run_id, workspace=workspace)
+        record = await store.request_cancel(self.db, run_id=run_id)
+        if run_id in self._tasks:
+            self._stop(run_id, "cancel")
+        return record

@@ -1,0 +1,122 @@
+"""What a mode tells the engine: its graph, context and input; how its stream parts become its wire events;
+and what it stores when the run ends (completed, failed or cancelled)."""
+
+from __future__ import annotations
+
+import weakref
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.pregel import Pregel
+from pymongo.asynchronous.database import AsyncDatabase
+
+from core.settings import Settings
+from nodes.context import RunContext
+from nodes.models import ModelFactory, UsageLedger
+
+
+@dataclass(frozen=True)
+class Services:
+    """What a mode may use while it runs: the database, the model factory and the deployment settings."""
+
+    db: AsyncDatabase
+    factory: ModelFactory
+    settings: Settings
+
+
+@dataclass
+class Emit:
+    """A wire event, and the change to the mode's own records that is stored before anyone sees it."""
+
+    event: str
+    data: dict[str, Any]
+    store: Callable[[], Awaitable[Any]] | None = None
+
+
+@dataclass
+class Outcome:
+    """How a run ended: its status, closing events, the result stored on the run, or its error.
+
+    `error` is `{"message", "status", "code"?, ...}`: the HTTP layer answers a client waiting for the run
+    with that status and body.
+    """
+
+    status: str
+    events: list[Emit] = field(default_factory=list)
+    result: Any = None
+    error: dict[str, Any] | None = None
+
+
+class RunFailure(RuntimeError):
+    """A run that cannot go on, with what the client should be told."""
+
+    def __init__(self, message: str, *, status: int = 500, code: str | None = None, **extra: Any) -> None:
+        super().__init__(message)
+        self.error = {"message": message, "status": status, **({"code": code} if code else {}), **extra}
+
+
+_DURABLE: weakref.WeakKeyDictionary[BaseCheckpointSaver, dict[str, Pregel]] = weakref.WeakKeyDictionary()
+
+
+def with_checkpointer(graph: Pregel, checkpointer: BaseCheckpointSaver) -> Pregel:
+    """A mode's module-level `graph` saving its checkpoints with `checkpointer` (a copy, made once per saver)."""
+    copies = _DURABLE.setdefault(checkpointer, {})
+    if graph.name not in copies:
+        copies[graph.name] = graph.copy(update={"checkpointer": checkpointer})
+    return copies[graph.name]
+
+
+class ModeRun(ABC):
+    """One run of one mode, as the engine drives it.
+
+    The engine builds a fresh instance for each execution (a resumed run gets a new one), so what an
+    instance keeps is only what it saw in this execution's stream.
+    """
+
+    kind: ClassVar[str]
+    stream_mode: ClassVar[tuple[str, ...]] = ("custom",)
+    first_seq: ClassVar[int] = 0  # the number of the run's first event (the SSE `id:` clients see first)
+
+    def __init__(self, record: dict[str, Any], services: Services) -> None:
+        self.record = record
+        self.run_id: str = record["_id"]
+        self.input: dict[str, Any] = record["input"]
+        self.services = services
+
+    @abstractmethod
+    def graph(self, checkpointer: BaseCheckpointSaver) -> Pregel:
+        """The mode's compiled graph, saving its checkpoints with `checkpointer`."""
+
+    @abstractmethod
+    def context(self, ledger: UsageLedger) -> RunContext:
+        """The run context, billing every model call to `ledger`."""
+
+    @abstractmethod
+    def graph_input(self) -> dict[str, Any]:
+        """The graph's input when the run starts (a resumed run continues from its checkpoint instead)."""
+
+    def opening(self) -> list[Emit]:
+        """Events that open the run, before anything its graph sends (not repeated when a run resumes)."""
+        return []
+
+    @abstractmethod
+    def translate(self, mode: str, part: Any) -> Iterable[Emit]:
+        """The wire events for one part of the graph's stream (`mode` is one of `stream_mode`)."""
+
+    async def resumed(self, state: dict[str, Any]) -> None:
+        """Bring the mode's records in line with the checkpoint a resumed run continues from."""
+
+    @abstractmethod
+    async def completed(self, state: dict[str, Any], ledger: UsageLedger) -> Outcome:
+        """Store what the finished run produced (its final graph `state`); return its closing events."""
+
+    @abstractmethod
+    async def failed(self, exc: BaseException, ledger: UsageLedger) -> Outcome:
+        """Store the failure; return the closing events."""
+
+    @abstractmethod
+    async def cancelled(self, ledger: UsageLedger) -> Outcome:
+        """Store what was done before the run was cancelled; return the closing events."""

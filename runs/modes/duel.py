@@ -1,0 +1,157 @@
+"""Duel runs (seeds/duel-sse-api.md): the duel graph's events as the seed's SSE events, and the `debates` record.
+
+The debate id is the run id. The record is written `in_progress` before the run starts, the opponent
+and each message as they come (each event sent only once that write is stored), the synthesis and
+both verdicts with `completed` at the end.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import openai
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.pregel import Pregel
+
+from graphs.duel import DuelContext
+from graphs.duel import graph as duel_graph
+from nodes.duel import TurnInterrupted
+from nodes.models import ModelError, UsageLedger
+from runs.modes.base import Emit, ModeRun, Outcome, RunFailure, with_checkpointer
+from store import debates as store
+from store.usage import record_usage
+
+if TYPE_CHECKING:
+    from runs.engine import Caller, RunEngine
+
+CANCELLED = "Debate cancelled"
+
+
+@dataclass
+class DebateRequest:
+    """A validated `POST /api/debate` body."""
+
+    topic: str
+    user_profile: dict
+    rounds: int | None = None
+
+
+def new_debate_id() -> str:
+    """`debate_<ms>_<random>`, the seed's format."""
+    return f"debate_{int(time.time() * 1000)}_{secrets.token_hex(4)}"
+
+
+def describe_failure(exc: BaseException) -> str:
+    """What to tell the client about a failed debate, without leaking internals."""
+    cause = exc.__cause__ if isinstance(exc, TurnInterrupted) and exc.__cause__ else exc
+    if isinstance(cause, openai.APITimeoutError):
+        detail = "the model timed out"
+    elif isinstance(cause, openai.APIConnectionError):
+        detail = "the model could not be reached"
+    elif isinstance(cause, openai.APIStatusError):
+        detail = f"the model answered HTTP {cause.status_code}"
+    elif isinstance(cause, ValueError):
+        detail = "the model's answer could not be used"
+    else:
+        detail = "an internal error"
+    return f"Debate generation failed: {detail}"
+
+
+async def start_duel(engine: RunEngine, caller: Caller, request: DebateRequest) -> dict:
+    """Store a new debate and start its run; return the debate record.
+
+    Raises:
+        RunFailure: the debate could not be set up (no usable model, or the database refused it).
+    """
+    context = DuelContext(models=engine.services.factory)
+    rounds = request.rounds or context.rounds
+    try:
+        model = engine.services.factory.resolve(context.model).model_id
+    except ModelError as exc:
+        raise RunFailure(f"no usable model: {exc}") from exc
+    debate = await store.create_debate(
+        engine.db, debate_id=new_debate_id(), user=caller.user, workspace=caller.workspace, topic=request.topic,
+        user_profile=request.user_profile, rounds=rounds, model=model, stream_token=secrets.token_urlsafe(18),
+    )
+    await engine.submit("duel", caller=caller, run_id=debate["_id"], title=request.topic,
+                        ref={"debateId": debate["_id"]},
+                        input={"topic": request.topic, "user_profile": request.user_profile, "rounds": rounds})
+    return debate
+
+
+class DuelRun(ModeRun):
+    """A duel: `init` once the opponent is chosen, `start`/`chunk`/`message` per turn, `synthesizing`, then
+    `synthesis` and `done` (or `error`)."""
+
+    kind = "duel"
+
+    def __init__(self, record: dict[str, Any], services: Any) -> None:
+        super().__init__(record, services)
+        self.speaking: str | None = None  # the turn under way, so a retried turn is announced once
+
+    def graph(self, checkpointer: BaseCheckpointSaver) -> Pregel:
+        return with_checkpointer(duel_graph, checkpointer)
+
+    def context(self, ledger: UsageLedger) -> DuelContext:
+        return DuelContext(models=self.services.factory, ledger=ledger)
+
+    def graph_input(self) -> dict[str, Any]:
+        return dict(self.input)
+
+    def _store(self, change, **fields: Any):
+        return partial(change, self.services.db, debate_id=self.run_id, **fields)
+
+    def translate(self, mode: str, part: Any) -> Iterable[Emit]:
+        kind = part.get("event")
+        if kind == "chunk":
+            yield Emit("chunk", {"role": part["role"], "content": part["content"]})
+        elif kind == "start" and self.speaking != part["role"]:
+            self.speaking = part["role"]
+            yield Emit("start", {"role": part["role"], "name": part["name"]})
+        elif kind == "message":
+            self.speaking = None
+            message = {key: part[key] for key in ("role", "name", "content", "timestamp")}
+            yield Emit("message", message, self._store(store.append_message, message=message))
+        elif kind == "opponent":
+            opponent = part["opponentProfile"]
+            yield Emit("init", {"id": self.run_id, "topic": self.input["topic"],
+                                "userProfile": self.input["user_profile"], "opponentProfile": opponent},
+                       self._store(store.set_opponent, opponent_profile=opponent))
+        elif kind == "synthesizing":
+            yield Emit("synthesizing", {})
+
+    async def resumed(self, state: dict[str, Any]) -> None:
+        await store.set_messages(self.services.db, debate_id=self.run_id, messages=list(state.get("messages") or []))
+
+    async def _bill(self, ledger: UsageLedger) -> None:
+        await record_usage(self.services.db, workspace=self.record["workspace"], user=self.record["user"],
+                           request_id=self.run_id, mode="duel", ledger=ledger)
+
+    async def completed(self, state: dict[str, Any], ledger: UsageLedger) -> Outcome:
+        synthesis, messages = state.get("synthesis"), list(state.get("messages") or [])
+        if synthesis is None:
+            raise RuntimeError("the duel graph ended without a synthesis")
+        verdicts = sorted(state.get("verdicts") or [], key=lambda verdict: verdict["order"] != "as_debated")
+        await self._bill(ledger)
+        done = {"id": self.run_id, "topic": self.input["topic"], "messages": messages, "synthesis": synthesis}
+        return Outcome("completed", [
+            Emit("synthesis", synthesis, self._store(store.complete_debate, synthesis=synthesis, verdicts=verdicts,
+                                                     messages=messages)),
+            Emit("done", done),
+        ], result={"winner": synthesis.get("winner"), "messages": len(messages)})
+
+    async def failed(self, exc: BaseException, ledger: UsageLedger) -> Outcome:
+        message = describe_failure(exc)
+        await self._bill(ledger)
+        await store.end_debate(self.services.db, debate_id=self.run_id, status=store.FAILED, error=message)
+        return Outcome("failed", [Emit("error", {"message": message})], error={"message": message, "status": 500})
+
+    async def cancelled(self, ledger: UsageLedger) -> Outcome:
+        await self._bill(ledger)
+        await store.end_debate(self.services.db, debate_id=self.run_id, status=store.CANCELLED, error=CANCELLED)
+        return Outcome("cancelled", [Emit("cancelled", {"message": CANCELLED})])

@@ -1,0 +1,184 @@
+"""Panel runs (seeds/panel-debate-mode.md): the panel graph behind one chat completion.
+
+The run's events are the graph's own (`panelists`, `panelist` with each answer, `answering`, `fallback`,
+`chunk`) and a last `done` carrying the whole `chat.completion` body, `_meta` included (or `error`).
+The credit reserved before the run is settled to the actual cost whatever way it ends, and one usage row
+is written per model.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.pregel import Pregel
+
+from graphs.panel import graph as panel_graph
+from nodes.models import UsageLedger
+from nodes.panel import AllModelsFailedError, PanelContext, PanelError, TooFewFamiliesError, TooFewPanelistsError
+from runs.modes.base import Emit, ModeRun, Outcome, with_checkpointer
+from store import usage as usage_store
+from store import workspaces as ws_store
+
+if TYPE_CHECKING:
+    from runs.engine import Caller, RunEngine
+
+PROGRESS = ("panelists", "panelist", "answering", "fallback")
+
+
+class AnswerInterrupted(PanelError):
+    """A model failed after some of its answer was streamed; the client cannot be given a clean answer."""
+
+
+def completion_id(mode: str) -> str:
+    """The id of the completion body: the seed's `panel-<ms>` for a raw panel, `chatcmpl-…` otherwise."""
+    if mode == "panel":
+        return f"panel-{int(time.time() * 1000)}"
+    return "chatcmpl-" + uuid.uuid4().hex[:24]
+
+
+async def start_panel(
+    engine: RunEngine, caller: Caller, *, graph_input: dict[str, Any], plan: dict[str, Any], reserved: float,
+    question: str, streamed: bool,
+) -> dict:
+    """Start the run of one chat completion whose `plan` (mode, router mode, models, arbitrators) is decided
+    and whose credit is reserved; return the run record.
+
+    `streamed`: the client reads the answer as it comes, so a candidate that fails midway cannot hand over
+    to the next one (the client already has part of an answer); without it, the next candidate answers.
+    """
+    completion = {"id": completion_id(plan["mode"]), "created": int(time.time())}
+    return await engine.submit(
+        "panel", caller=caller, title=question[:200], ref={"completionId": completion["id"]},
+        input={"graph": graph_input, "plan": plan, "reserved": reserved, "completion": completion,
+               "streamed": streamed},
+    )
+
+
+def response_model(plan: dict[str, Any], result: dict[str, Any]) -> str:
+    """The `model` of the answer: "panel" for a raw panel, the arbitrator that answered a debate, the model
+    that answered otherwise (the first candidate before anyone has)."""
+    if plan["mode"] == "panel":
+        return "panel"
+    if plan["mode"] == "debate":
+        return result.get("arbitrator") or plan["arbitrators"][0]
+    return result.get("model_used") or plan["models"][0]
+
+
+def usage_body(ledger: UsageLedger) -> dict[str, int]:
+    return {"prompt_tokens": ledger.input_tokens, "completion_tokens": ledger.total_tokens - ledger.input_tokens,
+            "total_tokens": ledger.total_tokens}
+
+
+def meta_body(plan: dict[str, Any], result: dict[str, Any], ledger: UsageLedger, latency_ms: int) -> dict[str, Any]:
+    """The `_meta` object of the seed contract: cost, tokens, latency and who answered.
+
+    A panel filled by resampling (allowSameFamily) says so with `sameFamily: true`; its panelists' `model`
+    is each seat's label (`local:smollm2`, `local:smollm2 #2`, ...).
+    """
+    cost, tokens = round(ledger.total_cost, 8), ledger.total_tokens
+    meta: dict[str, Any] = {"modelUsed": response_model(plan, result), "routerMode": plan["router_mode"],
+                            "cost": cost, "tokensUsed": tokens, "latency": latency_ms}
+    panelists = [{**p, "cost": round(p["cost"], 8)} for p in result.get("panelists", [])]
+    same_family = {"sameFamily": True} if result.get("same_family") else {}
+    if plan["mode"] == "debate":
+        meta["debate"] = {"arbitrator": meta["modelUsed"], "panelists": panelists,
+                          "totalTokens": tokens, "totalCost": cost, **same_family}
+    elif plan["mode"] == "panel":
+        meta["panel"] = {"models": panelists, "totalTokens": tokens, "totalCost": cost, **same_family}
+    elif result.get("attempts"):
+        meta["fallbacks"] = [{"model": a["model"], "error": a["error"]} for a in result["attempts"]]
+    return meta
+
+
+def panel_error(exc: BaseException) -> dict[str, Any]:
+    """The error a failed panel run answers with: its HTTP status, message, machine code and details."""
+    if isinstance(exc, AnswerInterrupted):
+        return {"message": str(exc), "status": 502, "code": "answer_interrupted"}
+    if isinstance(exc, TooFewPanelistsError):
+        panelists = [{k: v for k, v in p.items() if k not in ("answer", "index", "model_id")} for p in exc.panelists]
+        return {"message": str(exc), "status": 502, "code": "too_few_panelists", "panelists": panelists}
+    if isinstance(exc, AllModelsFailedError):
+        code = "arbitrator_failed" if exc.role == "arbitrator" else "all_models_failed"
+        return {"message": str(exc), "status": 502, "code": code, "attempts": exc.attempts}
+    if isinstance(exc, TooFewFamiliesError):
+        return {"message": str(exc), "status": 400, "code": "too_few_families"}
+    if isinstance(exc, PanelError):
+        return {"message": str(exc), "status": 502, "code": "panel_failed"}
+    return {"message": "Internal error while answering; see the server log", "status": 500, "code": "internal_error"}
+
+
+class PanelRun(ModeRun):
+    """One chat completion: a debate (panel + arbitrator), a raw panel, or one model with fallbacks."""
+
+    kind = "panel"
+
+    def __init__(self, record: dict[str, Any], services: Any) -> None:
+        super().__init__(record, services)
+        self.plan = self.input["plan"]
+        self.answering = False  # some of the answer has streamed
+
+    def graph(self, checkpointer: BaseCheckpointSaver) -> Pregel:
+        return with_checkpointer(panel_graph, checkpointer)
+
+    def context(self, ledger: UsageLedger) -> PanelContext:
+        return PanelContext(models=self.services.factory, ledger=ledger)
+
+    def graph_input(self) -> dict[str, Any]:
+        return dict(self.input["graph"])
+
+    def translate(self, mode: str, part: Any) -> Iterable[Emit]:
+        kind = part.get("event")
+        if kind == "chunk":
+            self.answering = True
+            yield Emit("chunk", {"content": part["content"]})
+        elif kind == "fallback" and part.get("partial") and self.answering and self.input.get("streamed"):
+            raise AnswerInterrupted(
+                f"{part['model']} failed after part of its answer was streamed: {part['error']} ({part['detail']}). "
+                "Retry the request, or call without streaming to let the next candidate answer in full.")
+        elif kind in PROGRESS:
+            if kind == "fallback" and part.get("partial"):
+                self.answering = False  # the next candidate's answer starts over
+            yield Emit(kind, {k: v for k, v in part.items() if k != "event"})
+
+    @property
+    def latency_ms(self) -> int:
+        return round((datetime.now(UTC) - self.record["createdAt"]).total_seconds() * 1000)
+
+    async def _settle(self, ledger: UsageLedger) -> None:
+        """Settle the reservation to the actual cost and store per-model usage rows."""
+        db, workspace = self.services.db, self.record["workspace"]
+        reserved = self.input.get("reserved") or 0.0
+        if reserved > 0 or ledger.total_cost > 0:
+            await ws_store.settle_credit(db, workspace, reserved=reserved, actual=ledger.total_cost)
+        usage_mode = "chat" if self.plan["mode"] == "single" else self.plan["mode"]
+        await usage_store.record_usage(db, workspace=workspace, user=self.record["user"],
+                                       request_id=self.input["completion"]["id"],
+                                       mode=usage_mode, ledger=ledger)
+
+    async def completed(self, state: dict[str, Any], ledger: UsageLedger) -> Outcome:
+        await self._settle(ledger)
+        completion = {
+            "id": self.input["completion"]["id"],
+            "object": "chat.completion",
+            "created": self.input["completion"]["created"],
+            "model": response_model(self.plan, state),
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": state["answer"]},
+                         "logprobs": None, "finish_reason": "stop"}],
+            "usage": usage_body(ledger),
+            "_meta": meta_body(self.plan, state, ledger, self.latency_ms),
+        }
+        return Outcome("completed", [Emit("done", {"completion": completion})], result=completion)
+
+    async def failed(self, exc: BaseException, ledger: UsageLedger) -> Outcome:
+        await self._settle(ledger)
+        error = panel_error(exc)
+        return Outcome("failed", [Emit("error", {"error": error})], error=error)
+
+    async def cancelled(self, ledger: UsageLedger) -> Outcome:
+        await self._settle(ledger)
+        return Outcome("cancelled", [Emit("cancelled", {"message": "Chat completion cancelled"})])

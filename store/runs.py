@@ -1,0 +1,237 @@
+"""Runs: one `runs` record per run of any mode, its numbered events (`run_events`) and the usage of each of
+its model calls (`run_usage`).
+
+A run is `queued` → `running` → `completed`, `failed` or `cancelled`. The worker executing it holds a
+lease (`worker`, `leaseUntil`) that it renews while it runs; once a lease has expired, any worker may
+claim the run and resume it. Times are the workers' clocks (keep them in sync, e.g. with NTP): the
+embedded database cannot evaluate `$$NOW` in a query.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import asdict
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pymongo import ASCENDING, DESCENDING, ReturnDocument
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import BulkWriteError
+
+from nodes.models import UsageRecord
+
+QUEUED, RUNNING, COMPLETED, FAILED, CANCELLED = "queued", "running", "completed", "failed", "cancelled"
+ACTIVE = (QUEUED, RUNNING)
+FINISHED = (COMPLETED, FAILED, CANCELLED)
+KINDS = ("duel", "panel", "roundtable", "workflow")
+DUPLICATE_KEY = 11000
+
+INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
+    ("runs", [("status", 1), ("leaseUntil", 1)], {}),
+    ("runs", [("workspace", 1), ("createdAt", -1), ("_id", -1)], {}),
+    ("run_events", [("runId", 1), ("seq", 1)], {"unique": True}),
+    ("run_usage", [("runId", 1)], {}),
+]
+
+
+class EventConflict(RuntimeError):
+    """Another worker stored events under the same sequence numbers: it holds the run now."""
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _lease(seconds: float) -> datetime:
+    return now() + timedelta(seconds=seconds)
+
+
+# --- the run record -------------------------------------------------------------------------
+
+
+async def create_run(
+    db: AsyncDatabase, *, run_id: str, kind: str, workspace: str, user: str, title: str, input: dict[str, Any],
+    ref: dict[str, Any] | None, worker: str, lease_seconds: float,
+) -> dict:
+    """Store a new run, already leased to `worker` (which starts it at once); return the record."""
+    at = now()
+    record = {
+        "_id": run_id, "kind": kind, "workspace": workspace, "user": user, "title": title, "input": input,
+        "ref": ref or {}, "status": QUEUED, "worker": worker, "leaseUntil": at + timedelta(seconds=lease_seconds),
+        "heartbeatAt": at, "claims": 1, "cancelRequested": False, "createdAt": at, "startedAt": None,
+        "finishedAt": None, "updatedAt": at, "usage": None, "result": None, "error": None,
+    }
+    await db.runs.insert_one(record)
+    return record
+
+
+async def claim_expired(db: AsyncDatabase, *, worker: str, lease_seconds: float) -> dict | None:
+    """Take over one unfinished run whose lease has expired (its worker is gone); None when there is none.
+
+    Atomic: of several workers asking at once, one gets the run (the others get None).
+    """
+    at = now()
+    return await db.runs.find_one_and_update(
+        {"status": {"$in": list(ACTIVE)}, "leaseUntil": {"$lt": at}},
+        {"$set": {"worker": worker, "leaseUntil": at + timedelta(seconds=lease_seconds), "heartbeatAt": at,
+                  "updatedAt": at}, "$inc": {"claims": 1}},
+        sort=[("leaseUntil", ASCENDING)],
+        return_document=ReturnDocument.AFTER,
+    )
+
+
+async def renew_leases(db: AsyncDatabase, *, run_ids: list[str], worker: str, lease_seconds: float) -> set[str]:
+    """Extend `worker`'s leases on `run_ids`; return the ids it still holds (a run it lost is left out)."""
+    if not run_ids:
+        return set()
+    at = now()
+    query = {"_id": {"$in": run_ids}, "worker": worker, "status": {"$in": list(ACTIVE)}}
+    await db.runs.update_many(query, {"$set": {"leaseUntil": at + timedelta(seconds=lease_seconds),
+                                               "heartbeatAt": at}})
+    return {row["_id"] async for row in db.runs.find(query, {"_id": 1})}
+
+
+async def release(db: AsyncDatabase, *, run_id: str, worker: str) -> None:
+    """Give a run up so that another worker resumes it at once (a worker shutting down)."""
+    await db.runs.update_one({"_id": run_id, "worker": worker, "status": {"$in": list(ACTIVE)}},
+                             {"$set": {"leaseUntil": now(), "updatedAt": now()}})
+
+
+async def mark_running(db: AsyncDatabase, *, run_id: str, worker: str) -> None:
+    at = now()
+    await db.runs.update_one({"_id": run_id, "worker": worker},
+                             {"$set": {"status": RUNNING, "updatedAt": at},
+                              "$min": {"startedAt": at}})
+
+
+async def finish(
+    db: AsyncDatabase, *, run_id: str, worker: str, status: str, result: Any = None, error: dict | None = None,
+    usage: dict | None = None,
+) -> bool:
+    """Record how a run ended, if `worker` still holds it; False when it does not (another worker took over)."""
+    at = now()
+    done = await db.runs.update_one(
+        {"_id": run_id, "worker": worker, "status": {"$in": list(ACTIVE)}},
+        {"$set": {"status": status, "result": result, "error": error, "usage": usage, "finishedAt": at,
+                  "updatedAt": at, "leaseUntil": None}},
+    )
+    return done.modified_count == 1
+
+
+async def set_ref(db: AsyncDatabase, *, run_id: str, ref: dict[str, Any]) -> None:
+    """Add to the run's `ref` (pointers to the mode's own records)."""
+    await db.runs.update_one({"_id": run_id}, {"$set": {f"ref.{k}": v for k, v in ref.items()}})
+
+
+async def request_cancel(db: AsyncDatabase, *, run_id: str) -> dict | None:
+    """Ask for an unfinished run to be cancelled; return the record as it now is (None when there is no such run)."""
+    record = await db.runs.find_one_and_update(
+        {"_id": run_id, "status": {"$in": list(ACTIVE)}}, {"$set": {"cancelRequested": True, "updatedAt": now()}},
+        return_document=ReturnDocument.AFTER,
+    )
+    return record or await db.runs.find_one({"_id": run_id})
+
+
+async def cancelled_runs(db: AsyncDatabase, *, run_ids: list[str]) -> list[str]:
+    """Which of `run_ids` someone asked to cancel."""
+    if not run_ids:
+        return []
+    rows = db.runs.find({"_id": {"$in": run_ids}, "cancelRequested": True}, {"_id": 1})
+    return [row["_id"] async for row in rows]
+
+
+async def get_run(db: AsyncDatabase, *, run_id: str, workspace: str | None = None) -> dict | None:
+    query: dict[str, Any] = {"_id": run_id}
+    if workspace is not None:
+        query["workspace"] = workspace
+    return await db.runs.find_one(query)
+
+
+def encode_cursor(record: dict) -> str:
+    payload = json.dumps([record["createdAt"].isoformat(), record["_id"]])
+    return base64.urlsafe_b64encode(payload.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    """Read a cursor made by `encode_cursor`; ValueError when it is not one."""
+    try:
+        created, run_id = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        return datetime.fromisoformat(created), str(run_id)
+    except (ValueError, TypeError) as exc:
+        raise ValueError("cursor is not one this API returned") from exc
+
+
+async def list_runs(
+    db: AsyncDatabase, *, workspace: str, kinds: list[str], status: str | None = None, limit: int = 20,
+    cursor: str | None = None,
+) -> tuple[list[dict], str | None]:
+    """A workspace's runs of `kinds`, newest first: one page and the cursor of the next (None at the end)."""
+    query: dict[str, Any] = {"workspace": workspace, "kind": {"$in": kinds}}
+    if status:
+        query["status"] = status
+    if cursor:
+        created, run_id = decode_cursor(cursor)
+        query["$or"] = [{"createdAt": {"$lt": created}}, {"createdAt": created, "_id": {"$lt": run_id}}]
+    rows = await db.runs.find(query, {"input": 0, "result": 0}).sort(
+        [("createdAt", DESCENDING), ("_id", DESCENDING)]).limit(limit + 1).to_list()
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return rows, encode_cursor(rows[-1]) if more and rows else None
+
+
+# --- events ---------------------------------------------------------------------------------
+
+
+async def append_events(db: AsyncDatabase, *, run_id: str, events: list[dict]) -> None:
+    """Store events (`{"seq", "event", "data", "origin"}`) of a run.
+
+    Raises:
+        EventConflict: one of the sequence numbers is taken, by another worker that took the run over.
+    """
+    if not events:
+        return
+    try:
+        await db.run_events.insert_many([{"runId": run_id, **event} for event in events], ordered=True)
+    except BulkWriteError as exc:
+        if any(err.get("code") == DUPLICATE_KEY for err in exc.details.get("writeErrors", [])):
+            raise EventConflict(f"run {run_id}: event numbers already taken") from exc
+        raise
+
+
+async def events_after(db: AsyncDatabase, *, run_id: str, after: int, limit: int = 1000) -> list[dict]:
+    """Stored events of a run with `seq` greater than `after`, in order (void ones included, marked)."""
+    cursor = db.run_events.find({"runId": run_id, "seq": {"$gt": after}}, {"_id": 0, "runId": 0})
+    return await cursor.sort("seq", ASCENDING).limit(limit).to_list()
+
+
+async def all_events(db: AsyncDatabase, *, run_id: str) -> list[dict]:
+    cursor = db.run_events.find({"runId": run_id}, {"_id": 0, "runId": 0})
+    return await cursor.sort("seq", ASCENDING).to_list()
+
+
+async def last_seq(db: AsyncDatabase, *, run_id: str) -> int:
+    """The highest stored event number of a run (-1 when none)."""
+    rows = await db.run_events.find({"runId": run_id}, {"seq": 1}).sort("seq", DESCENDING).limit(1).to_list()
+    return rows[0]["seq"] if rows else -1
+
+
+async def mark_void(db: AsyncDatabase, *, run_id: str, seqs: list[int]) -> None:
+    """Mark events as void: sent by a task that did not finish and will run again."""
+    if seqs:
+        await db.run_events.update_many({"runId": run_id, "seq": {"$in": seqs}}, {"$set": {"void": True}})
+
+
+# --- usage ----------------------------------------------------------------------------------
+
+
+async def add_usage(db: AsyncDatabase, *, run_id: str, records: list[UsageRecord]) -> None:
+    """Store the usage of model calls as they are made, so a resumed run still bills them."""
+    if records:
+        at = now()
+        await db.run_usage.insert_many([{"runId": run_id, "at": at, **asdict(r)} for r in records])
+
+
+async def list_usage(db: AsyncDatabase, *, run_id: str) -> list[UsageRecord]:
+    rows = db.run_usage.find({"runId": run_id}, {"runId": 0, "at": 0}).sort("_id", ASCENDING)
+    return [UsageRecord(**{k: v for k, v in row.items() if k != "_id"}) async for row in rows]
