@@ -66,6 +66,7 @@ VIEWS = {
     "panel": "/panel",
     "round table": "/roundtable",
     "designer": "/designer",
+    "history": "/history",
 }
 
 

@@ -117,3 +117,19 @@ def test_a_run_highlights_nodes_in_order_with_their_tokens(studio, llm):
     assert [log.nth(i).get_attribute("data-node") for i in range(log.count())] == ["debate", "summarize"]
     final = page.locator("details").filter(has=page.get_by_text("Final state", exact=True)).locator("pre")
     expect(final).to_contain_text('"summary": "Try it for three months. Then decide with data."')
+
+
+def test_a_run_is_stopped_from_the_run_panel(studio, llm):
+    llm.script(match="four-day work week", hold="debate", times=1)
+    page = studio.open("/designer")
+    open_example(page, "debate-summary")
+    page.get_by_role("tab", name="Run").click()
+    page.get_by_role("button", name="Run workflow").click()
+    expect(node(page, "debate")).to_have_attribute("data-status", "running")
+    page.get_by_role("button", name="Stop").click()
+    expect(page.get_by_role("status").filter(has_text="Cancelled.")).to_be_visible()
+    expect(node(page, "debate")).to_have_attribute("data-status", "cancelled")
+    expect(node(page, "summarize")).to_have_attribute("data-status", "idle")
+    with studio.api() as api:
+        [run] = api.get("/v1/runs", params={"kind": "workflow"}).json()["data"]
+    assert run["status"] == "cancelled"

@@ -52,6 +52,21 @@ def test_tokens_appear_before_the_debate_ends_then_the_verdict(studio, llm):
     studio.shot("duel", full_page=True)
 
 
+def test_a_running_duel_is_cancelled_from_the_viewer(studio, llm):
+    llm.script(match="You are Ada,", reply=USER_REPLY, hold="first-turn", hold_after=3, times=1)
+    script_duel(llm)
+    page = studio.open("/duel")
+    fill_duel_form(page)
+    page.get_by_role("button", name="Start the duel").click()
+    expect(page.locator(".turn").first).to_contain_text("Remote work widens")
+    page.get_by_role("button", name="Cancel the debate").click()
+    expect(page.get_by_role("status")).to_have_text("Cancelled.")
+    expect(page.get_by_role("button", name="Start the duel")).to_be_enabled()
+    debate_id = page.get_by_role("link", name=re.compile(r"^debate_")).inner_text()
+    with studio.api() as api:
+        assert api.get(f"/v1/runs/{debate_id}").json()["status"] == "cancelled"
+
+
 def test_a_dropped_stream_resumes_after_the_last_event_without_repeating_text(studio, llm):
     script_duel(llm)
     page = studio.open("/duel")

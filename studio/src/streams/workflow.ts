@@ -2,7 +2,7 @@
 import type { StreamEvent } from "../api/sse";
 import { retracted, withoutPieces, type Piece } from "./useStream";
 
-export type NodeStatus = "running" | "done" | "failed";
+export type NodeStatus = "running" | "done" | "failed" | "cancelled";
 
 /** One execution of a node (a node in a loop runs several times). */
 export interface Step {
@@ -88,7 +88,12 @@ export function workflowReducer(view: WorkflowRunView, { event, data, id }: Stre
       return { ...failed, status: "failed", error: { message: data.error ?? data.message ?? "The run failed", node: data.node ?? null } };
     }
     case "cancelled":
-      return { ...view, status: "cancelled", error: { message: data.message ?? "Cancelled", node: null } };
+      return {
+        ...view,
+        status: "cancelled",
+        steps: view.steps.map((s) => (s.status === "running" ? { ...s, status: "cancelled" } : s)),
+        error: { message: data.message ?? "Cancelled", node: null },
+      };
     case "retract": {
       const seqs = retracted({ event, data, id });
       const steps = view.steps

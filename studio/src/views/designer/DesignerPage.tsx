@@ -212,6 +212,7 @@ export default function DesignerPage() {
     setTab("run");
     void stream.start(key, {
       start: { url: "/v1/workflows/runs/stream", method: "POST", body: { workflow: doc, input } },
+      resume: () => (runId.current ? { url: `/v1/runs/${encodeURIComponent(runId.current)}/events` } : null),
       terminal: TERMINAL_EVENTS,
       onOpen(response) {
         runId.current = runId.current ?? response.headers.get("X-Run-Id");

@@ -150,7 +150,7 @@ export function RunLog({ run }: { run: WorkflowRunView }) {
             <li key={i} data-node={step.node} data-status={step.status}>
               <p>
                 <strong>{step.node}</strong> <span className="muted">{step.type}</span>{" "}
-                <Badge tone={step.status === "done" ? "good" : step.status === "failed" ? "bad" : "live"}>{step.status}</Badge>
+                <Badge tone={{ done: "good", failed: "bad", cancelled: "warn", running: "live" }[step.status]}>{step.status}</Badge>
                 {step.keys.length > 0 && <span className="muted"> → {step.keys.join(", ")}</span>}
               </p>
               {text && step.status === "running" && <p className="node-tokens">{text}</p>}

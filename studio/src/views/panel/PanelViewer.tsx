@@ -101,7 +101,8 @@ interface MetaPanelist {
 function MetaTable({ meta }: { meta: Record<string, unknown> }) {
   const scalars = Object.entries(meta).filter(([, v]) => v === null || typeof v !== "object");
   const detail = (meta.debate ?? meta.panel) as Record<string, unknown> | undefined;
-  const panelists = (detail?.panelists ?? []) as MetaPanelist[];
+  // A debate lists its seats as `panelists`, a raw panel as `models`.
+  const panelists = (detail?.panelists ?? detail?.models ?? []) as MetaPanelist[];
   return (
     <section className="card" aria-labelledby="meta-title">
       <h3 id="meta-title">
@@ -118,7 +119,7 @@ function MetaTable({ meta }: { meta: Record<string, unknown> }) {
             ))}
             {detail &&
               Object.entries(detail)
-                .filter(([k, v]) => k !== "panelists" && (v === null || typeof v !== "object"))
+                .filter(([, v]) => v === null || typeof v !== "object")
                 .map(([k, v]) => (
                   <tr key={`d-${k}`}>
                     <th scope="row">{k}</th>

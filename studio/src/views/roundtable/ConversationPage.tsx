@@ -45,8 +45,14 @@ export default function ConversationPage() {
     setAsked(content);
     setQuestion("");
     let finished = false;
+    let runId: string | null = null;
     await stream.start(key, {
       start: { url: `/v1/conversations/${encodeURIComponent(id)}/message?stream=true`, method: "POST", body: { content } },
+      // A dropped connection resumes on the run's event log, after the last event shown.
+      resume: () => (runId ? { url: `/v1/runs/${encodeURIComponent(runId)}/events` } : null),
+      onOpen(response) {
+        runId = runId ?? response.headers.get("X-Run-Id");
+      },
       terminal: TERMINAL_EVENTS,
       onEvent(event) {
         finished ||= event.event === "done";
