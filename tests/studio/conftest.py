@@ -31,7 +31,9 @@ KEY_STORAGE = "parley.apiKey"  # where the Studio keeps the key (studio/src/sess
 expect.set_options(timeout=20_000)
 
 
-@pytest.fixture(scope="session")
+# One browser for the package's tests, closed when they are done: Playwright's sync API keeps its event loop
+# set on the main thread while it runs, which asyncio tests that come after could not share.
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Browser]:
     if not Path(CHROMIUM).is_file():
         pytest.fail(

@@ -33,6 +33,7 @@ def test_tokens_appear_before_the_debate_ends_then_the_verdict(studio, llm):
     expect(page.get_by_role("status")).to_contain_text("Round 1 of 2: Ada is speaking")
     expect(page.get_by_test_id("winner")).to_have_count(0)
     assert USER_REPLY not in first.inner_text()  # only the chunks before the gate have arrived
+    first.scroll_into_view_if_needed()
     studio.shot("duel-streaming")
 
     llm.release("first-turn")

@@ -55,10 +55,6 @@ export interface Piece {
   text: string;
 }
 
-export function joinPieces(pieces: readonly Piece[]): string {
-  return pieces.map((p) => p.text).join("");
-}
-
 /** The event ids a `retract {seqs}` voids. */
 export function retracted(event: StreamEvent): Set<number> {
   return new Set<number>(Array.isArray(event.data?.seqs) ? event.data.seqs : []);

@@ -124,20 +124,6 @@ export function layoutPositions(
   return positions;
 }
 
-/** The node ids drawn on the canvas: the workflow's, plus start and end. */
-export function canvasIds(doc: WorkflowDoc): string[] {
-  const seen = new Set<string>();
-  const ids = [START];
-  for (const node of nodesOf(doc)) {
-    if (typeof node.id === "string" && node.id && !seen.has(node.id)) {
-      seen.add(node.id);
-      ids.push(node.id);
-    }
-  }
-  ids.push(END);
-  return ids;
-}
-
 export function buildNodes(
   doc: WorkflowDoc,
   issues: Issue[],

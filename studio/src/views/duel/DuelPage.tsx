@@ -2,7 +2,7 @@
 import { useEffect, useState } from "react";
 import { Link, useParams } from "react-router";
 
-import type { Api } from "../../api/client";
+import { describeError, type Api } from "../../api/client";
 import { TERMINAL_EVENTS } from "../../api/sse";
 import { ErrorNote, splitList } from "../../components/ui";
 import { useSession } from "../../session/session";
@@ -99,7 +99,7 @@ export function DuelPage() {
     try {
       await api(`/v1/runs/${encodeURIComponent(debateId)}/cancel`, { method: "POST" });
     } catch (err) {
-      setProblem(`Could not cancel: ${String((err as Error).message)}`);
+      setProblem(`Could not cancel: ${describeError(err)}`);
     }
   }
 

@@ -27,11 +27,3 @@ export const KIND_LABELS: Record<RunKind, string> = {
   roundtable: "Round table",
   workflow: "Workflow",
 };
-
-/** Which scope lets a key read runs of each kind. */
-export const KIND_SCOPES: Record<RunKind, string> = {
-  duel: "debate",
-  panel: "chat",
-  roundtable: "conversations",
-  workflow: "workflows",
-};
