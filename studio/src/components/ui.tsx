@@ -31,6 +31,7 @@ export function Badge({ tone, children, label }: { tone: string; children: React
 
 export function formatCost(usd: number | null | undefined): string {
   if (usd === null || usd === undefined) return "—";
+  if (usd === 0) return "$0";
   return usd < 0.01 ? `$${usd.toFixed(6)}` : `$${usd.toFixed(4)}`;
 }
 
