@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import threading
 
@@ -64,6 +65,9 @@ def _first_local_key(services: EmbeddedServices) -> str | None:
 def serve(
     host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
     port: int = typer.Option(8000, help="Port to listen on."),
+    workers: int = typer.Option(
+        1, min=1, help="Worker processes. Runs live in the database, so any worker serves any run and resumes "
+        "the runs of a worker that dies."),
 ) -> None:
     """Serve the Parley API, starting the embedded model and database when none is configured."""
     settings = get_settings()
@@ -90,7 +94,15 @@ def serve(
         # uvicorn re-raises SIGTERM after its graceful shutdown; turn it into an exception so the
         # embedded servers below are stopped rather than orphaned.
         signal.signal(signal.SIGTERM, _raise_system_exit)
-        uvicorn.run(create_app(settings, services=services), host=host, port=port, log_level="info")
+        if workers == 1:
+            uvicorn.run(create_app(settings, services=services), host=host, port=port, log_level="info")
+            return
+        # Each worker process builds its own app; the embedded servers started here are shared through the
+        # environment it inherits.
+        os.environ["MONGODB_URI"] = services.mongodb_uri(settings)
+        if services.local_model_url:
+            os.environ["PARLEY_LOCAL_BASE_URL"] = services.local_model_url
+        uvicorn.run("api.main:create_app", factory=True, host=host, port=port, workers=workers, log_level="info")
     finally:
         services.stop()
 

@@ -208,7 +208,9 @@ class EmbeddedServices:
                     services.database = database_server(settings.parley_home, settings.parley_db_port).start(timeout=60)
                     _write_pidfile(settings.parley_home, services.database)
                     report(f"Embedded database ready at {services.database.url}")
-            if settings.uses_embedded_model:
+            if settings.uses_embedded_model and os.environ.get("PARLEY_LOCAL_BASE_URL"):
+                report(f"Using the embedded model at {os.environ['PARLEY_LOCAL_BASE_URL']}")
+            elif settings.uses_embedded_model:
                 report("Starting the embedded model (SmolLM2-135M on llama.cpp)…")
                 services.model = model_server(settings.parley_home, settings.parley_model_port).start(timeout=120)
                 report(f"Embedded model ready at {services.model.url}")

@@ -1,14 +1,16 @@
 """Custom stream events sent from inside graph nodes, each marked with the graph task that sent it.
 
-Nodes send events with `event_writer()` rather than LangGraph's bare `get_stream_writer()`. Every
-consumer still sees plain dicts; a durable runner (`runs/`) also reads `TaskEvent.origin` to tell,
-after a crash, which events came from tasks whose results were saved in a checkpoint and which came
-from tasks that will run again (and so send their events again).
+Nodes send events with `event_writer()` (or `emit()`) rather than LangGraph's bare `get_stream_writer()`.
+Every consumer still sees plain dicts. A durable runner (`runs/`) also reads `TaskEvent.origin` to tell,
+after a crash, which events came from tasks whose results were saved in a checkpoint and which came from
+tasks that will run again; and it may take the events itself, the moment they are sent, by setting
+`EVENT_SINK` around a run (so it can store a task's events before LangGraph saves the task's results).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +30,15 @@ class Origin:
     task: str
     checkpoints: tuple[tuple[str, str], ...]
 
+    @property
+    def outermost_node(self) -> str:
+        """The node of the outermost graph whose task sent the event, or ran the graph that did."""
+        return self.task.split("|", 1)[0].rpartition(":")[0]
+
+    @property
+    def nested(self) -> bool:
+        return "|" in self.task
+
 
 class TaskEvent(dict):
     """A custom stream event: a plain dict to whoever reads it, plus the `origin` of the task that sent it."""
@@ -37,6 +48,11 @@ class TaskEvent(dict):
     def __init__(self, data: Mapping[str, Any], origin: Origin | None) -> None:
         super().__init__(data)
         self.origin = origin
+
+
+# Where the events of the run in this context go instead of LangGraph's custom stream: set by a runner
+# that must have them synchronously, nested graphs' included (they inherit the context of their node).
+EVENT_SINK: ContextVar[Callable[[TaskEvent], None] | None] = ContextVar("parley_event_sink", default=None)
 
 
 def current_origin() -> Origin | None:
@@ -55,7 +71,9 @@ def current_origin() -> Origin | None:
 def event_writer() -> Callable[[Mapping[str, Any]], None]:
     """A writer for the running task's custom stream events, each marked with the task's origin
     (an event relayed from a nested graph keeps the origin it already has)."""
-    write, origin = get_stream_writer(), current_origin()
+    sink = EVENT_SINK.get()
+    write = sink or get_stream_writer()
+    origin = current_origin()
     return lambda event: write(TaskEvent(event, getattr(event, "origin", None) or origin))
 
 

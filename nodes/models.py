@@ -215,7 +215,7 @@ class UsageLedger:
     """
 
     records: list[UsageRecord] = field(default_factory=list)
-    nodes: list[str] = field(default_factory=list)  # workflow nodes that ran, in order, whether or not they called a model
+    nodes: list[str] = field(default_factory=list)  # workflow nodes that ran, in order, model calls or not
 
     def add(self, record: UsageRecord) -> None:
         self.records.append(record)

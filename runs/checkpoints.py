@@ -1,27 +1,78 @@
-"""LangGraph checkpoints of runs (thread id = run id), and which of a run's events survive a crash.
+"""LangGraph checkpoints of runs (thread id = run id): what was saved, and which of a run's events survive a crash.
 
 A resumed run does not re-run the tasks whose results LangGraph saved; it runs the others again, and
 they send their events again. `survives` tells the two apart from an event's origin (the task that sent
 it, and the checkpoint that task started from, at every level of nested graphs) and what was saved.
+`EventBarrier` makes LangGraph save a task's results only after its events are stored, so that no event
+of a finished task is ever lost with a worker.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.mongodb import MongoDBSaver
 from pymongo import MongoClient
 
 from nodes.events import Origin
+from runs.events import Signal
 
 NS_SEP = "|"
 
 
-def mongodb_saver(uri: str, db_name: str) -> MongoDBSaver:
+class EventBarrier:
+    """Holds back LangGraph's saving of a task's results until every event sent before them is stored.
+
+    A run's events reach the engine the moment a node sends them (`nodes.events.EVENT_SINK`), and a task's
+    results are saved after it returns: waiting for the events received so far covers all of the task's,
+    so a task whose results were saved never has an event that was lost with its worker.
+    """
+
+    def __init__(self) -> None:
+        self.received = self.stored = 0
+        self.open = False  # nothing more will be stored: waiting would be forever
+        self._changed = Signal()
+
+    def received_one(self) -> None:
+        self.received += 1
+
+    def stored_upto(self, count: int) -> None:
+        self.stored = max(self.stored, count)
+        self._changed.notify()
+
+    def release(self) -> None:
+        self.open = True
+        self._changed.notify()
+
+    async def wait(self) -> None:
+        target = self.received
+        while self.stored < target and not self.open:
+            await self._changed.wait()
+
+
+class BarrierSaver(MongoDBSaver):
+    """LangGraph's MongoDB checkpointer, saving a run's task results only after the events sent before them
+    (each run that registers an `EventBarrier` under its thread id)."""
+
+    def __init__(self, client: MongoClient, db_name: str) -> None:
+        super().__init__(client, db_name=db_name)
+        self.barriers: dict[str, EventBarrier] = {}
+
+    async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
+                          task_path: str = "") -> None:
+        barrier = self.barriers.get(config.get("configurable", {}).get("thread_id"))
+        if barrier is not None:
+            await barrier.wait()
+        await super().aput_writes(config, writes, task_id, task_path)
+
+
+def mongodb_saver(uri: str, db_name: str) -> BarrierSaver:
     """LangGraph's MongoDB checkpointer on Parley's database (collections `checkpoints`, `checkpoint_writes`)."""
-    return MongoDBSaver(MongoClient(uri, tz_aware=True), db_name=db_name)
+    return BarrierSaver(MongoClient(uri, tz_aware=True), db_name)
 
 
 @dataclass
@@ -43,7 +94,9 @@ def namespaces(origins: Iterable[Origin]) -> set[str]:
     return out
 
 
-async def saved_graphs(saver: BaseCheckpointSaver, thread_id: str, graph_namespaces: Iterable[str]) -> dict[str, SavedGraph]:
+async def saved_graphs(
+    saver: BaseCheckpointSaver, thread_id: str, graph_namespaces: Iterable[str]
+) -> dict[str, SavedGraph]:
     """What `saver` holds of each of the thread's graphs in `graph_namespaces`."""
     saved: dict[str, SavedGraph] = {}
     for ns in graph_namespaces:

@@ -28,10 +28,10 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import PyMongoError
 
 from core.settings import Settings
-from nodes.events import Origin
+from nodes.events import EVENT_SINK, Origin, TaskEvent
 from nodes.models import ModelFactory, UsageLedger, UsageRecord
-from runs.checkpoints import namespaces, saved_graphs, survives
-from runs.events import RETRACT, TERMINAL, Event, listener_view
+from runs.checkpoints import EventBarrier, namespaces, saved_graphs, survives
+from runs.events import RETRACT, TERMINAL, Event, Signal, listener_view
 from runs.modes import MODES
 from runs.modes.base import Emit, ModeRun, Outcome, Services
 from store import runs as store
@@ -88,19 +88,15 @@ class LiveRun:
         self.id, self.first_seq = run_id, first_seq
         self.rows: list[dict] = []
         self.ended = False
-        self._changed = asyncio.Event()
+        self._changed = Signal()
 
     def publish(self, rows: list[dict]) -> None:
         self.rows.extend(rows)
-        self._wake()
+        self._changed.notify()
 
     def end(self) -> None:
         self.ended = True
-        self._wake()
-
-    def _wake(self) -> None:
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
+        self._changed.notify()
 
     async def follow(self, after: int) -> AsyncIterator[list[Event]]:
         """Batches of the events after `after` (as `listener_view` shows them), until this execution ends."""
@@ -121,24 +117,30 @@ class LiveRun:
 class EventWriter:
     """Store one execution's events in order, each after the record changes that go with it, and its usage.
 
-    LangGraph advances a run only while its stream is read, so the loop reading it never waits on the
-    database: writes queue here and go out in batches, and an event reaches listeners once it is stored
-    (so an event id a listener saw is one every worker knows).
+    Writes queue here and go out in batches, off the path of the graph; an event reaches listeners once it
+    is stored (so an event id a listener saw is one every worker knows). The `barrier` learns how far the
+    events the graph's nodes sent are stored, for LangGraph to save task results only after their events.
     """
 
-    def __init__(self, db: AsyncDatabase, live: LiveRun) -> None:
-        self.db, self.live = db, live
+    def __init__(self, db: AsyncDatabase, live: LiveRun, barrier: EventBarrier) -> None:
+        self.db, self.live, self.barrier = db, live, barrier
         self.next_seq = live.first_seq
-        self._events: list[tuple[dict, Emit]] = []
+        self._queue: list[tuple[dict | None, Emit | None, int]] = []  # (row, emit, events received by then)
         self._usage: list[UsageRecord] = []
         self._closing = False
         self._wakeup = asyncio.Event()
         self._task = asyncio.create_task(self._loop(), name=f"store events of {live.id}")
+        self._task.add_done_callback(lambda _: barrier.release())
 
     def add(self, emit: Emit, origin: Origin | None = None) -> None:
         row = {"seq": self.next_seq, "event": emit.event, "data": emit.data, "origin": _origin_row(origin)}
         self.next_seq += 1
-        self._events.append((row, emit))
+        self._queue.append((row, emit, self.barrier.received))
+        self._wakeup.set()
+
+    def received(self) -> None:
+        """Note that the events of one node event are all queued (it may have given none)."""
+        self._queue.append((None, None, self.barrier.received))
         self._wakeup.set()
 
     def add_usage(self, record: UsageRecord) -> None:
@@ -163,16 +165,18 @@ class EventWriter:
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
-            while self._events or self._usage:
-                events, self._events = self._events, []
+            while self._queue or self._usage:
+                batch, self._queue = self._queue, []
                 usage, self._usage = self._usage, []
-                for _, emit in events:
-                    if emit.store is not None:
+                for _, emit, _ in batch:
+                    if emit is not None and emit.store is not None:
                         await emit.store()
-                rows = [row for row, _ in events]
+                rows = [row for row, _, _ in batch if row is not None]
                 await store.append_events(self.db, run_id=self.live.id, events=rows)
                 await store.add_usage(self.db, run_id=self.live.id, records=usage)
                 self.live.publish(rows)
+                if batch:
+                    self.barrier.stored_upto(max(mark for _, _, mark in batch))
             if self._closing:
                 return
 
@@ -198,10 +202,12 @@ class RunEngine:
         self.db, self.saver, self.settings = db, saver, settings
         self.services = Services(db=db, factory=factory, settings=settings)
         self.worker = worker or f"{socket.gethostname()}:{os.getpid()}"
-        self.lease, self.heartbeat, self.poll = settings.parley_run_lease, settings.parley_run_heartbeat, settings.parley_run_poll
+        self.lease, self.heartbeat = settings.parley_run_lease, settings.parley_run_heartbeat
+        self.poll = settings.parley_run_poll
         self._tasks: dict[str, asyncio.Task] = {}
         self._live: dict[str, LiveRun] = {}
-        self._stopping: dict[str, str] = {}  # run id → why its execution is being stopped: cancel, lost, shutdown
+        self._stopping: dict[str, str] = {}  # run id → why its execution stops: cancel, failed, lost, shutdown
+        self._failures: dict[str, Exception] = {}  # run id → why its mode refused to go on
         self._closing: set[str] = set()  # runs whose graph has finished and whose outcome is being stored
         self._tender: asyncio.Task | None = None
 
@@ -262,13 +268,48 @@ class RunEngine:
     # --- executing ----------------------------------------------------------------------------
 
     async def _execute(self, record: dict) -> None:
-        run_id, kind = record["_id"], record["kind"]
-        mode: ModeRun = MODES[kind](record, self.services)
-        live = LiveRun(run_id, first_seq=max(mode.first_seq, await store.last_seq(self.db, run_id=run_id) + 1))
-        self._live[run_id] = live
-        writer = EventWriter(self.db, live)
+        """Execute a run here, from its start or from its last checkpoint, and store how it ends."""
+        run_id = record["_id"]
+        mode: ModeRun = MODES[record["kind"]](record, self.services)
+        live = self._live[run_id] = LiveRun(
+            run_id, first_seq=max(mode.first_seq, await store.last_seq(self.db, run_id=run_id) + 1))
+        barriers: dict[str, EventBarrier] | None = getattr(self.saver, "barriers", None)
+        barrier = EventBarrier()
+        if barriers is not None:
+            barriers[run_id] = barrier
+        writer = EventWriter(self.db, live, barrier)
         earlier = await store.list_usage(self.db, run_id=run_id) if record.get("claims", 1) > 1 else []
         ledger = RunLedger(records=earlier, sink=writer.add_usage)
+        try:
+            outcome = await self._outcome(record, mode, writer, ledger)
+            if outcome is not None:
+                await self._conclude(record, outcome, writer, ledger)
+        finally:
+            live.end()
+            self._live.pop(run_id, None)
+            self._failures.pop(run_id, None)
+            if barriers is not None:
+                barriers.pop(run_id, None)
+
+    def _sink(self, run_id: str, mode: ModeRun, writer: EventWriter) -> Callable[[TaskEvent], None]:
+        """Where the run's nodes send their events: translated and queued at once, in the order they are sent
+        (nested graphs' too), before the task that sent them can have its results saved."""
+
+        def take(event: TaskEvent) -> None:
+            writer.barrier.received_one()
+            try:
+                for emit in mode.translate("custom", event):
+                    writer.add(emit, event.origin)
+            except Exception as exc:  # the mode refuses to go on (a panel answer cut off mid-stream, say)
+                self._failures[run_id] = exc
+                self._stop(run_id, "failed")
+            writer.received()
+
+        return take
+
+    async def _outcome(self, record: dict, mode: ModeRun, writer: EventWriter, ledger: RunLedger) -> Outcome | None:
+        """Run the graph, relaying its events; return how the run ended (None: it goes on elsewhere)."""
+        run_id, kind = record["_id"], record["kind"]
         graph = mode.graph(self.saver)
         config = {
             "configurable": {"thread_id": run_id},
@@ -277,65 +318,62 @@ class RunEngine:
             "metadata": {"parley_run_id": run_id, "parley_kind": kind, "parley_workspace": record["workspace"],
                          "parley_user": record["user"]},
         }
-        outcome: Outcome | None = None
         try:
             await store.mark_running(self.db, run_id=run_id, worker=self.worker)
             resuming = await self._restore(record, mode, graph, config, writer)
             if record.get("cancelRequested"):
                 self._stopping[run_id] = "cancel"
                 raise asyncio.CancelledError
-            context = mode.context(ledger)
             if not resuming:
                 for emit in mode.opening():
                     writer.add(emit)
             state: dict[str, Any] = {}
-            async for part_mode, part in graph.astream(
-                None if resuming else mode.graph_input(), config, context=context,
-                stream_mode=[*mode.stream_mode, "values"], durability=self.settings.parley_run_durability,
-            ):
-                writer.check()
-                if part_mode == "values":
-                    state = part
-                    if "values" not in mode.stream_mode:
-                        continue
-                origin = getattr(part, "origin", None) if part_mode == "custom" else None
-                for emit in mode.translate(part_mode, part):
-                    writer.add(emit, origin)
+            # Custom events come through the sink (as they are sent); the stream gives the other modes.
+            modes = [m for m in mode.stream_mode if m != "custom"] + ["values"]
+            sink = EVENT_SINK.set(self._sink(run_id, mode, writer))
+            try:
+                async for part_mode, part in graph.astream(
+                    None if resuming else mode.graph_input(), config, context=mode.context(ledger),
+                    stream_mode=modes, durability=self.settings.parley_run_durability,
+                ):
+                    writer.check()
+                    if part_mode == "values":
+                        state = part
+                        if "values" not in mode.stream_mode:
+                            continue
+                    for emit in mode.translate(part_mode, part):
+                        writer.add(emit)
+            finally:
+                EVENT_SINK.reset(sink)
             self._closing.add(run_id)
-            outcome = await mode.completed(state, ledger)
+            return await mode.completed(state, ledger)
         except asyncio.CancelledError:
             reason = self._stopping.get(run_id, "shutdown")
+            if reason == "failed":
+                self._closing.add(run_id)
+                return await mode.failed(self._failures[run_id], ledger)
             if reason != "cancel":
                 await self._hand_over(run_id, writer, reason)
-                live.end()
-                self._live.pop(run_id, None)
-                return
+                return None
             self._closing.add(run_id)
-            outcome = await mode.cancelled(ledger)
+            return await mode.cancelled(ledger)
         except store.EventConflict:
             await self._hand_over(run_id, writer, "lost")
-            live.end()
-            self._live.pop(run_id, None)
-            return
+            return None
         except PyMongoError as exc:
             # The database cannot take the run's writes: leave the run to be resumed when it can.
             log.error("run %s: storage failed (%s); it will be resumed once its lease expires", run_id, exc)
             writer.abandon()
-            live.end()
-            self._live.pop(run_id, None)
-            return
+            return None
         except Exception as exc:  # the top of a run: the mode records the failure and tells the listeners
             log.warning("run %s (%s) failed: %s", run_id, kind, exc, exc_info=True)
             self._closing.add(run_id)
             try:
-                outcome = await mode.failed(exc, ledger)
+                return await mode.failed(exc, ledger)
             except Exception:
                 log.exception("run %s: the failure could not be recorded", run_id)
-                outcome = Outcome("failed", [Emit("error", {"message": "internal error"})],
-                                  error={"message": "internal error", "status": 500})
-        await self._conclude(record, outcome, writer, ledger)
-        live.end()
-        self._live.pop(run_id, None)
+                return Outcome("failed", [Emit("error", {"message": "internal error"})],
+                               error={"message": "internal error", "status": 500})
 
     async def _restore(self, record: dict, mode: ModeRun, graph: Any, config: dict, writer: EventWriter) -> bool:
         """For a run another execution began: void the events of tasks that will run again (announcing
@@ -438,15 +476,13 @@ class RunEngine:
         """
         while True:
             live = self._live.get(run_id)
-            if live is not None and after + 1 >= live.first_seq:
+            if live is not None and not live.ended and after + 1 >= live.first_seq:
                 async for batch in live.follow(after):
                     after = batch[-1].seq
                     yield batch
                     if batch[-1].terminal:
                         return
-                if self._live.get(run_id) is live:
-                    await asyncio.sleep(0)  # the execution is being wound up here
-                continue
+                continue  # the execution here stopped without an end (handed over): read on from the database
             rows = await store.events_after(self.db, run_id=run_id, after=after)
             if rows:
                 end = next((i + 1 for i, row in enumerate(rows) if row["event"] in TERMINAL and not row.get("void")),
@@ -483,10 +519,8 @@ class RunEngine:
             pass
         return await self.get(run_id)
 
-    async def cancel(self, run_id: str, *, workspace: str | None = None) -> dict:
-        """Ask for a run to stop; the worker executing it stops within a poll interval. Return the record."""
-        await self.get(run_id, workspace=workspace)
-        record = await store.request_cancel(self.db, run_id=run_id)
-        if run_id in self._tasks:
-            self._stop(run_id, "cancel")
-        return record
+    async def cancel(self, run_id: str) -> dict | None:
+        """Ask for a run to stop: at once when this worker executes it, else within a poll interval of the
+        worker that does. Return the record (unchanged when the run had already ended)."""
+        self._stop(run_id, "cancel")
+        return await store.request_cancel(self.db, run_id=run_id)

@@ -13,6 +13,7 @@ each turn's chunks equal to its message, and a client that connects later never 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,20 @@ class Event:
     @property
     def terminal(self) -> bool:
         return self.event in TERMINAL
+
+
+class Signal:
+    """Wakes every coroutine waiting for the next change (a wait sees only changes made after it began)."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def notify(self) -> None:
+        event, self._event = self._event, asyncio.Event()
+        event.set()
+
+    async def wait(self) -> None:
+        await self._event.wait()
 
 
 def listener_view(rows: Iterable[dict], *, after: int) -> list[Event]:

@@ -245,7 +245,9 @@ async def complete_idempotency_key(
     )
 
 
-async def set_idempotency_run(db: AsyncDatabase, *, workspace: str, conversation_id: str, key: str, run_id: str) -> None:
+async def set_idempotency_run(
+    db: AsyncDatabase, *, workspace: str, conversation_id: str, key: str, run_id: str
+) -> None:
     """Note the run a key started, so a retry can follow it."""
     await db.idempotency_keys.update_one({"_id": f"{workspace}:{conversation_id}:{key}"}, {"$set": {"runId": run_id}})
 
@@ -258,5 +260,7 @@ async def release_idempotency_key(db: AsyncDatabase, *, workspace: str, conversa
 async def release_stale_keys(db: AsyncDatabase, *, older_than: datetime) -> int:
     """Release keys claimed before `older_than` whose run never started (their process stopped while setting
     it up); a key whose run started follows that run, which is resumed wherever it stopped."""
-    result = await db.idempotency_keys.delete_many({"status": "running", "runId": None, "createdAt": {"$lt": older_than}})
+    result = await db.idempotency_keys.delete_many(
+        {"status": "running", "runId": None, "createdAt": {"$lt": older_than}}
+    )
     return result.deleted_count

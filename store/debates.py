@@ -6,12 +6,12 @@ A record moves `in_progress` → `completed`, `failed` or `cancelled`. Its event
 
 from __future__ import annotations
 
-import base64
-import json
 from datetime import UTC, datetime
 
 from pymongo import DESCENDING
 from pymongo.asynchronous.database import AsyncDatabase
+
+from store.cursors import encode_cursor, older_than
 
 IN_PROGRESS, COMPLETED, FAILED, CANCELLED = "in_progress", "completed", "failed", "cancelled"
 
@@ -98,21 +98,6 @@ async def get_debate(db: AsyncDatabase, *, debate_id: str, user: str | None = No
     return await db.debates.find_one(query)
 
 
-def encode_cursor(record: dict) -> str:
-    payload = json.dumps([record["createdAt"].isoformat(), record["_id"]])
-    return base64.urlsafe_b64encode(payload.encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> tuple[datetime, str]:
-    """Read a cursor made by `encode_cursor`; ValueError when it is not one."""
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        created, debate_id = json.loads(raw)
-        return datetime.fromisoformat(created), str(debate_id)
-    except (ValueError, TypeError) as exc:
-        raise ValueError("cursor is not one this API returned") from exc
-
-
 async def list_debates(
     db: AsyncDatabase, *, user: str, workspace: str, limit: int, cursor: str | None = None, page: int | None = None
 ) -> tuple[list[dict], str | None, int]:
@@ -120,8 +105,7 @@ async def list_debates(
     owner = {"user": user, "workspace": workspace}
     query: dict = dict(owner)
     if cursor:
-        created, debate_id = decode_cursor(cursor)
-        query["$or"] = [{"createdAt": {"$lt": created}}, {"createdAt": created, "_id": {"$lt": debate_id}}]
+        query.update(older_than(cursor))
     found = db.debates.find(query, {"streamToken": 0}).sort([("createdAt", DESCENDING), ("_id", DESCENDING)])
     if page and not cursor:
         found = found.skip((page - 1) * limit)
@@ -130,3 +114,13 @@ async def list_debates(
     more = len(rows) > limit
     rows = rows[:limit]
     return rows, encode_cursor(rows[-1]) if more and rows else None, total
+
+
+async def fail_runless(db: AsyncDatabase, *, error: str) -> int:
+    """Mark `in_progress` debates that have no run as `failed`: left by Parley 0.1, whose debates were not runs
+    and so cannot be resumed. Return how many."""
+    marked = 0
+    async for debate in db.debates.find({"status": IN_PROGRESS}, {"_id": 1}):
+        if await db.runs.count_documents({"_id": debate["_id"]}, limit=1) == 0:
+            marked += await end_debate(db, debate_id=debate["_id"], status=FAILED, error=error)
+    return marked

@@ -9,8 +9,6 @@ embedded database cannot evaluate `$$NOW` in a query.
 
 from __future__ import annotations
 
-import base64
-import json
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -20,6 +18,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import BulkWriteError
 
 from nodes.models import UsageRecord
+from store.cursors import encode_cursor, older_than
 
 QUEUED, RUNNING, COMPLETED, FAILED, CANCELLED = "queued", "running", "completed", "failed", "cancelled"
 ACTIVE = (QUEUED, RUNNING)
@@ -75,7 +74,7 @@ async def claim_expired(db: AsyncDatabase, *, worker: str, lease_seconds: float)
     return await db.runs.find_one_and_update(
         {"status": {"$in": list(ACTIVE)}, "leaseUntil": {"$lt": at}},
         {"$set": {"worker": worker, "leaseUntil": at + timedelta(seconds=lease_seconds), "heartbeatAt": at,
-                  "updatedAt": at}, "$inc": {"claims": 1}},
+                  "claimedAt": at, "updatedAt": at}, "$inc": {"claims": 1}},
         sort=[("leaseUntil", ASCENDING)],
         return_document=ReturnDocument.AFTER,
     )
@@ -148,20 +147,6 @@ async def get_run(db: AsyncDatabase, *, run_id: str, workspace: str | None = Non
     return await db.runs.find_one(query)
 
 
-def encode_cursor(record: dict) -> str:
-    payload = json.dumps([record["createdAt"].isoformat(), record["_id"]])
-    return base64.urlsafe_b64encode(payload.encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> tuple[datetime, str]:
-    """Read a cursor made by `encode_cursor`; ValueError when it is not one."""
-    try:
-        created, run_id = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        return datetime.fromisoformat(created), str(run_id)
-    except (ValueError, TypeError) as exc:
-        raise ValueError("cursor is not one this API returned") from exc
-
-
 async def list_runs(
     db: AsyncDatabase, *, workspace: str, kinds: list[str], status: str | None = None, limit: int = 20,
     cursor: str | None = None,
@@ -171,8 +156,7 @@ async def list_runs(
     if status:
         query["status"] = status
     if cursor:
-        created, run_id = decode_cursor(cursor)
-        query["$or"] = [{"createdAt": {"$lt": created}}, {"createdAt": created, "_id": {"$lt": run_id}}]
+        query.update(older_than(cursor))
     rows = await db.runs.find(query, {"input": 0, "result": 0}).sort(
         [("createdAt", DESCENDING), ("_id", DESCENDING)]).limit(limit + 1).to_list()
     more = len(rows) > limit
@@ -191,8 +175,9 @@ async def append_events(db: AsyncDatabase, *, run_id: str, events: list[dict]) -
     """
     if not events:
         return
+    at = now()
     try:
-        await db.run_events.insert_many([{"runId": run_id, **event} for event in events], ordered=True)
+        await db.run_events.insert_many([{"runId": run_id, "at": at, **event} for event in events], ordered=True)
     except BulkWriteError as exc:
         if any(err.get("code") == DUPLICATE_KEY for err in exc.details.get("writeErrors", [])):
             raise EventConflict(f"run {run_id}: event numbers already taken") from exc
@@ -201,12 +186,12 @@ async def append_events(db: AsyncDatabase, *, run_id: str, events: list[dict]) -
 
 async def events_after(db: AsyncDatabase, *, run_id: str, after: int, limit: int = 1000) -> list[dict]:
     """Stored events of a run with `seq` greater than `after`, in order (void ones included, marked)."""
-    cursor = db.run_events.find({"runId": run_id, "seq": {"$gt": after}}, {"_id": 0, "runId": 0})
+    cursor = db.run_events.find({"runId": run_id, "seq": {"$gt": after}}, {"_id": 0, "runId": 0, "at": 0})
     return await cursor.sort("seq", ASCENDING).limit(limit).to_list()
 
 
 async def all_events(db: AsyncDatabase, *, run_id: str) -> list[dict]:
-    cursor = db.run_events.find({"runId": run_id}, {"_id": 0, "runId": 0})
+    cursor = db.run_events.find({"runId": run_id}, {"_id": 0, "runId": 0, "at": 0})
     return await cursor.sort("seq", ASCENDING).to_list()
 
 

@@ -5,6 +5,7 @@ from collections.abc import Awaitable, Callable
 from fastapi import FastAPI
 
 from api.routes import agents, chat, conversations, duel, health, me, routers, runs, studio, workflows
+from api.services import duel as duel_service
 from api.services import roundtable
 
 ROUTERS = [
@@ -21,4 +22,4 @@ ROUTERS = [
 ]
 
 # Run by the lifespan once the database is connected, in order.
-STARTUP_HOOKS: list[Callable[[FastAPI], Awaitable[None]]] = [roundtable.on_startup]
+STARTUP_HOOKS: list[Callable[[FastAPI], Awaitable[None]]] = [duel_service.on_startup, roundtable.on_startup]

@@ -1,1 +1,2 @@
-"""Orchestration of runs: graph execution, persistence and event fan-out, one module per mode."""
+"""What each mode's routes need beyond validation: checks before a run starts, and the run's answer in the
+mode's wire shape (running graphs is the run engine's, in `runs/`)."""

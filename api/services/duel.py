@@ -8,10 +8,20 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
+from fastapi import FastAPI
 from pymongo.asynchronous.database import AsyncDatabase
 
 from runs import Caller
 from store import debates as store
+
+
+LEGACY_INTERRUPTED = "Debate interrupted: the server running it stopped"
+
+
+async def on_startup(app: FastAPI) -> None:
+    """Fail the debates an earlier Parley (0.1, before debates were runs) left `in_progress`: nothing can
+    resume them."""
+    await store.fail_runless(app.state.db, error=LEGACY_INTERRUPTED)
 
 
 class DebateNotFound(LookupError):

@@ -292,9 +292,7 @@ def stream_response(engine: RunEngine, record: dict, headers: dict[str, str]) ->
                         yield ServerSentEvent(comment=line)
 
     async def cancel_unfinished() -> None:
-        record_now = await engine.get(run_id)
-        if record_now["status"] in ("queued", "running"):
-            await engine.cancel(run_id)
+        await engine.cancel(run_id)  # a run that has ended is left as it is
 
     return EventSourceResponse(relay(), ping=KEEPALIVE_SECONDS, headers={**SSE_HEADERS, **headers},
                                background=BackgroundTask(cancel_unfinished))

@@ -171,8 +171,9 @@ async def _start(engine: RunEngine, caller: Caller, conversation: dict, content:
             "roundtable", caller=caller, title=content[:200],
             run_id=f"rt_{uuid.uuid4().hex[:16]}",
             ref={"conversationId": conversation["_id"], "exchange": exchange},
-            input={"graph": inputs, "conversation": {"_id": conversation["_id"], "workspace": conversation["workspace"]},
-                   "exchange": exchange, "reserved": needed if reserved else None, "idempotency": key},
+            input={"graph": inputs, "exchange": exchange, "reserved": needed if reserved else None,
+                   "conversation": {"_id": conversation["_id"], "workspace": conversation["workspace"]},
+                   "idempotency": key},
         )
     except BaseException:
         if reserved:

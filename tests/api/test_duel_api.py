@@ -357,3 +357,16 @@ def _record(debate_id: str, user: str, created: datetime, **fields) -> dict:
             "opponentProfile": OPPONENT, "rounds": 5, "model": "openai:gpt-4o-mini", "messages": [],
             "synthesis": {"winner": "user"}, "verdicts": [], "status": "completed", "error": None,
             "streamToken": "t", "createdAt": created, "updatedAt": created, **fields}
+
+
+def test_start_up_fails_debates_an_earlier_version_left_running(parley_env, sync_db, make_key):
+    now = datetime.now(UTC)
+    sync_db.debates.insert_many([_record("debate_legacy", "alice", now, status="in_progress"),
+                                 _record("debate_done", "alice", now)])
+    sync_db.runs.insert_one({"_id": "debate_live", "kind": "duel", "status": "running", "workspace": "ws1",
+                             "user": "alice", "leaseUntil": now + timedelta(hours=1)})
+    sync_db.debates.insert_one(_record("debate_live", "alice", now, status="in_progress"))
+    with ServerThread(create_app(parley_env)):
+        statuses = {d["_id"]: d["status"] for d in sync_db.debates.find()}
+    assert statuses == {"debate_legacy": "failed", "debate_done": "completed", "debate_live": "in_progress"}
+    assert sync_db.debates.find_one({"_id": "debate_legacy"})["error"].startswith("Debate interrupted")

@@ -55,3 +55,34 @@ def test_serve_starts_embedded_database_and_stops_it_on_sigterm(tmp_path, llm):
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_serve_with_several_workers_shares_one_database(tmp_path, llm, parley_env, make_key):
+    port = free_port()
+    env = {**os.environ, "PARLEY_HOME": str(tmp_path)}
+    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "serve", "--port", str(port), "--workers", "2"],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, "parley serve --workers 2 did not come up"
+            time.sleep(0.2)
+        children = [p for p in Path("/proc").iterdir() if p.name.isdigit() and (p / "stat").exists()
+                    and (p / "stat").read_text().rsplit(")", 1)[1].split()[1] == str(proc.pid)]
+        assert len(children) >= 2  # the two workers under uvicorn's supervisor
+        key = make_key(["workflows"])
+        workflow = {"version": 1, "name": "One answer", "state": {"q": {"type": "string"}, "a": {"type": "string"}},
+                    "nodes": [{"id": "a", "type": "llm", "inputs": {"prompt": "{q}"}, "output_key": "a"}],
+                    "edges": [], "entry": "a", "finish": ["a"]}
+        answers = [httpx.post(f"http://127.0.0.1:{port}/v1/workflows/runs", headers={"Authorization": f"Bearer {key}"},
+                              json={"workflow": workflow, "input": {"q": f"Question {i}"}}, timeout=60)
+                   for i in range(4)]
+        assert all(a.status_code == 200 and a.json()["status"] == "completed" for a in answers)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)

@@ -1,0 +1,86 @@
+"""Parley workers as real processes (`parley serve`) on one database, for tests that kill one of them."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+
+from core.embedded import free_port
+from tests.support.sse import SseEvent, iter_sse
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Quick failover for tests: a lease of two seconds, renewed twice a second, the database polled ten times.
+FAST_FAILOVER = {"PARLEY_RUN_LEASE": "2", "PARLEY_RUN_HEARTBEAT": "0.5", "PARLEY_RUN_POLL": "0.1"}
+
+
+class Worker:
+    """One `parley serve` process, with the environment of the test (database, scripted model) it runs in."""
+
+    def __init__(self, home: Path, env: dict[str, str] | None = None) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = home / f"worker-{self.port}.log"
+        environment = {**os.environ, **FAST_FAILOVER, "PARLEY_HOME": str(home), **(env or {})}
+        with self.log.open("w") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "cli.main", "serve", "--port", str(self.port)],
+                                         cwd=ROOT, env=environment, stdout=log, stderr=subprocess.STDOUT)
+
+    @property
+    def name(self) -> str:
+        """How run records name this worker."""
+        return f"{socket.gethostname()}:{self.proc.pid}"
+
+    def wait_ready(self, timeout: float = 90) -> Worker:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if httpx.get(self.url + "/healthz", timeout=2).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"parley serve did not come up:\n{self.log.read_text()[-3000:]}")
+            time.sleep(0.2)
+
+    def kill(self) -> None:
+        """SIGKILL: the worker dies at once, in the middle of whatever it was doing."""
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+def follow(url: str, key: str) -> Iterator[SseEvent]:
+    """The events of a run's SSE stream as they arrive."""
+    with httpx.stream("GET", url, headers={"Authorization": f"Bearer {key}"}, timeout=120) as resp:
+        assert resp.status_code == 200, resp.read()
+        yield from iter_sse(resp.iter_lines())
+
+
+def apply_retracts(events: list[SseEvent]) -> list[SseEvent]:
+    """What a client that honours `retract` keeps: every event but the retractions and those they list."""
+    void = {str(seq) for e in events if e.event == "retract" for seq in e.json()["seqs"]}
+    return [e for e in events if e.event != "retract" and e.id not in void]
+
+
+def round_of(request: dict) -> int | None:
+    """The duel round a turn request is for (`Round N of M.` in its prompt)."""
+    found = re.search(r"Round (\d+) of \d+\.", request["messages"][-1]["content"])
+    return int(found.group(1)) if found else None
