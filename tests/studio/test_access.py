@@ -25,7 +25,6 @@ def test_a_wrong_key_is_refused_and_the_right_one_is_kept_out_of_urls(make_studi
     page.get_by_label("API key").press("Enter")
     expect(page.get_by_text("alice · ws1")).to_be_visible()
     expect(page.get_by_role("heading", name="Designer", exact=True)).to_be_visible()
-    studio.shot("signed-in")
     page.reload()
     expect(page.get_by_text("alice · ws1")).to_be_visible()
     assert not [u for u in urls if studio.key in u or "pk_not_a_key" in u]
