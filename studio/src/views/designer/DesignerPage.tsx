@@ -299,7 +299,13 @@ export default function DesignerPage() {
       <ErrorNote error={error} />
       <ErrorNote error={validationError} />
       <StatusLine>
-        {validation === null ? "Checking the workflow…" : validation.valid ? "Valid workflow." : `${problems.length} problem(s) found.`}
+        {!allows("workflows")
+          ? "Not checked (no workflows scope)."
+          : validation === null
+            ? "Checking the workflow…"
+            : validation.valid
+              ? "Valid workflow."
+              : `${problems.length} problem(s) found.`}
       </StatusLine>
       <div className="designer-grid">
         <div className="designer-main">
