@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: run test cassettes bench clean
+.PHONY: run test cassettes bench studio screenshots clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -60,5 +60,18 @@ cassettes: $(VENV)/.dev
 bench: $(VENV)/.dev
 	@for script in bench/*.py; do echo "==> $$script"; $(BIN)/python $$script || exit 1; done
 
+# Parley Studio: rebuild the committed bundle (api/static/studio) from studio/. Needs Node 20 and npm; the
+# build is reproducible, so an unchanged source gives the same bytes (CI checks this).
+studio/node_modules/.installed: studio/package-lock.json
+	cd studio && npm ci --no-audit --no-fund
+	@touch $@
+
+studio: studio/node_modules/.installed
+	cd studio && npm run build
+
+# The README's screenshots (docs/screenshots/), taken by the Studio's browser tests.
+screenshots: $(VENV)/.dev
+	PARLEY_SCREENSHOTS=docs/screenshots $(BIN)/python -m pytest tests/studio -q
+
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache studio/node_modules

@@ -4,7 +4,7 @@ from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI
 
-from api.routes import agents, chat, conversations, duel, health, metrics, routers, runs, workflows
+from api.routes import agents, chat, conversations, duel, health, me, metrics, routers, runs, studio, workflows
 from api.services import duel as duel_service
 from api.services import roundtable
 
@@ -18,6 +18,8 @@ ROUTERS = [
     conversations.router,
     workflows.router,
     runs.router,
+    me.router,
+    studio.router,  # last: it answers only what no API route does (the Studio's pages and files)
 ]
 
 # Run by the lifespan once the database is connected, in order.

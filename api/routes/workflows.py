@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from api.deps import Db, Principal, require_scope
 from api.services import workflows as service
 from api.sse import sse_response
-from designer import workflow_json_schema
+from designer import WorkflowError, validate_workflow, workflow_json_schema
 
 router = APIRouter(prefix="/v1/workflows", tags=["workflows"])
 
@@ -36,6 +36,16 @@ class InlineRunRequest(RunRequest):
 @router.get("/schema", summary="JSON Schema of a workflow document")
 async def workflow_schema() -> dict[str, Any]:
     return workflow_json_schema()
+
+
+@router.post("/validate", summary="Check a workflow document without storing it (200 whether valid or not)")
+async def validate(document: Annotated[Any, Body()], principal: Reader) -> dict[str, Any]:
+    """The same checks as saving; each problem names its node (when it has one) and its JSON path."""
+    try:
+        validate_workflow(document)
+    except WorkflowError as exc:
+        return {"valid": False, "errors": [issue.to_dict() for issue in exc.issues]}
+    return {"valid": True, "errors": []}
 
 
 @router.post("", status_code=201, summary="Store a workflow (checked first)")

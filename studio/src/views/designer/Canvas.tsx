@@ -1,0 +1,232 @@
+/** The workflow drawn as a graph: drag nodes, connect them, select one to edit; a run paints its progress. */
+import {
+  applyNodeChanges,
+  Background,
+  Controls,
+  Handle,
+  Position,
+  ReactFlow,
+  type Connection,
+  type Edge,
+  type EdgeChange,
+  type NodeChange,
+  type NodeProps,
+  type ReactFlowInstance,
+} from "@xyflow/react";
+import "@xyflow/react/dist/style.css";
+import { memo, useEffect, useMemo, useRef, useState } from "react";
+
+import { stepText, type Step } from "../../streams/workflow";
+import { END, type WfNode, type WorkflowDoc } from "./doc";
+import {
+  buildEdges,
+  buildNodes,
+  edgeRef,
+  layoutPositions,
+  START,
+  type CanvasNode,
+  type CardNode,
+  type EdgeRef,
+  type Issue,
+  type TerminalNode,
+} from "./graph";
+
+function summary(node: WfNode): string {
+  const config = node.config ?? {};
+  const inputs = node.inputs ?? {};
+  switch (node.type) {
+    case "llm":
+      return String(inputs.prompt ?? "");
+    case "transform":
+      return `${config.op ?? "?"}${config.key ? ` ${config.key}` : ""}${Array.isArray(config.keys) ? ` ${config.keys.join(", ")}` : ""}`;
+    case "condition":
+      return `routes on ${config.key ?? "?"}`;
+    case "debate":
+      return [config.system_prompt ? "System Prompt set" : "", config.arbitrator_prompt ? "Arbitrator Prompt set" : ""]
+        .filter(Boolean)
+        .join(" · ") || `asks ${inputs.input ?? "{input}"}`;
+    case "panel":
+      return `asks ${inputs.input ?? "{input}"}`;
+    case "duel":
+      return `on ${inputs.topic ?? "{topic}"}`;
+    case "roundtable":
+      return Array.isArray(config.agents) ? `${config.agents.length} agents` : `${config.agents ?? "?"} agents`;
+    default:
+      return "";
+  }
+}
+
+function preview(value: unknown): string {
+  if (value === undefined) return "";
+  const text = typeof value === "string" ? value : JSON.stringify(value);
+  return text.length > 160 ? `${text.slice(0, 160)}…` : text;
+}
+
+/** The latest event of a nested mode (a panelist answering, a round starting), in a few words. */
+function progressText(step: Step): string {
+  const last = step.progress[step.progress.length - 1];
+  if (!last) return "";
+  const data = (last.data ?? {}) as Record<string, unknown>;
+  const detail = data.model ?? data.name ?? (data.roundNumber !== undefined ? `round ${data.roundNumber}` : "");
+  return `${last.kind}${detail ? ` ${detail}` : ""}`;
+}
+
+function RunOverlay({ step }: { step: Step }) {
+  const tokens = stepText(step);
+  const progress = step.status === "running" ? progressText(step) : "";
+  return (
+    <div className="node-run">
+      <p className="node-run-status">
+        {step.status === "running" ? "running" : step.status}
+        {step.attempt > 1 ? ` (attempt ${step.attempt})` : ""}
+        {progress && <span className="muted"> · {progress}</span>}
+      </p>
+      {step.status === "running" && tokens && <p className="node-tokens">{tokens.length > 200 ? `…${tokens.slice(-200)}` : tokens}</p>}
+      {step.status === "done" && step.output !== undefined && <p className="node-output">{preview(step.output)}</p>}
+    </div>
+  );
+}
+
+const Card = memo(function Card({ data, selected }: NodeProps<CardNode>) {
+  const { node, issues, step, isEntry, isFinish } = data;
+  const status = step?.status ?? "idle";
+  return (
+    <div
+      className={`wf-node wf-${node.type} status-${status}${issues.length ? " has-issues" : ""}${selected ? " is-selected" : ""}`}
+      data-node-id={node.id}
+      data-status={status}
+    >
+      <Handle type="target" position={Position.Top} />
+      <p className="wf-node-head">
+        <span className="wf-type">{node.type}</span>
+        {isEntry && <span className="badge badge-neutral">entry</span>}
+        {isFinish && <span className="badge badge-neutral">finish</span>}
+      </p>
+      <p className="wf-id">{node.id}</p>
+      <p className="wf-summary">{preview(summary(node))}</p>
+      {node.output_key && <p className="wf-output">→ {node.output_key}</p>}
+      {issues.length > 0 && (
+        <ul className="node-issues" aria-label={`Problems at ${node.id}`}>
+          {issues.map((issue, i) => (
+            <li key={i}>
+              <code>{issue.path}</code>: {issue.message}
+            </li>
+          ))}
+        </ul>
+      )}
+      {step && <RunOverlay step={step} />}
+      <Handle type="source" position={Position.Bottom} />
+    </div>
+  );
+});
+
+function Terminal({ id, data }: NodeProps<TerminalNode>) {
+  return (
+    <div className="wf-terminal" data-node-id={id}>
+      {id === END && <Handle type="target" position={Position.Top} />}
+      {data.label}
+      {id === START && <Handle type="source" position={Position.Bottom} />}
+    </div>
+  );
+}
+
+const NODE_TYPES = { card: Card, terminal: Terminal };
+
+export interface CanvasProps {
+  doc: WorkflowDoc;
+  issues: Issue[];
+  steps: Map<string, Step>;
+  selectedNode: string | null;
+  selectedEdge: string | null;
+  onSelectNode: (id: string | null) => void;
+  onSelectEdge: (id: string | null) => void;
+  onRemoveNodes: (ids: string[]) => void;
+  onRemoveEdges: (refs: EdgeRef[]) => void;
+  onConnect: (from: string, to: string) => void;
+  /** Bumped to lay every node out afresh. */
+  layoutVersion: number;
+}
+
+export function Canvas(props: CanvasProps) {
+  const { doc, issues, steps, selectedNode, selectedEdge } = props;
+  const edges = useMemo(
+    () => buildEdges(doc).map((e): Edge => ({ ...e, selected: e.id === selectedEdge })),
+    [doc, selectedEdge],
+  );
+  const derived = useMemo(() => buildNodes(doc, issues, steps, selectedNode), [doc, issues, steps, selectedNode]);
+  // Nodes keep what React Flow measured and where the user dragged them; new ones are placed by dagre.
+  const [nodes, setNodes] = useState<CanvasNode[]>([]);
+  const flow = useRef<ReactFlowInstance<CanvasNode> | null>(null);
+  // Laid out once more when every node has been measured, so the real sizes are spaced, then fitted.
+  const [sized, setSized] = useState(false);
+  const layoutKey = `${props.layoutVersion}:${sized}`;
+  const appliedLayout = useRef("");
+
+  useEffect(() => {
+    const relayout = appliedLayout.current !== layoutKey;
+    appliedLayout.current = layoutKey;
+    setNodes((previous) => {
+      const before = new Map(previous.map((n) => [n.id, n]));
+      const place = relayout || derived.some((n) => !before.has(n.id));
+      const sizes = new Map(previous.map((n) => [n.id, n.measured ?? {}]));
+      const placed = place ? layoutPositions(derived.map((n) => n.id), edges, sizes) : null;
+      return derived.map((n) => {
+        const old = before.get(n.id);
+        const position = (!relayout && old ? old.position : placed?.get(n.id)) ?? n.position;
+        return { ...n, position, measured: old?.measured } as CanvasNode;
+      });
+    });
+    if (relayout && sized) requestAnimationFrame(() => void flow.current?.fitView({ padding: 0.15 }));
+  }, [derived, edges, layoutKey, sized]);
+
+  useEffect(() => {
+    if (!sized && nodes.length > 0 && nodes.every((n) => n.measured?.height)) setSized(true);
+  }, [nodes, sized]);
+
+  function onNodesChange(changes: NodeChange<CanvasNode>[]) {
+    const removed = changes.filter((c) => c.type === "remove").map((c) => c.id).filter((id) => id !== START && id !== END);
+    if (removed.length) props.onRemoveNodes(removed);
+    for (const c of changes) if (c.type === "select" && c.selected) props.onSelectNode(c.id === START || c.id === END ? null : c.id);
+    setNodes((current) => applyNodeChanges(changes.filter((c) => c.type === "position" || c.type === "dimensions"), current));
+  }
+
+  function onEdgesChange(changes: EdgeChange[]) {
+    const refs = changes.filter((c) => c.type === "remove").map((c) => edgeRef(c.id)).filter((r): r is EdgeRef => r !== null);
+    if (refs.length) props.onRemoveEdges(refs);
+    for (const c of changes) if (c.type === "select" && c.selected) props.onSelectEdge(c.id);
+  }
+
+  function connect(connection: Connection) {
+    if (connection.source && connection.target) props.onConnect(connection.source, connection.target);
+  }
+
+  return (
+    <div className="canvas" aria-label="Workflow canvas" role="region">
+      <ReactFlow
+        nodes={nodes}
+        edges={edges}
+        nodeTypes={NODE_TYPES}
+        onNodesChange={onNodesChange}
+        onEdgesChange={onEdgesChange}
+        onConnect={connect}
+        onNodeClick={(_, node) => props.onSelectNode(node.id === START || node.id === END ? null : node.id)}
+        onEdgeClick={(_, edge) => props.onSelectEdge(edge.id)}
+        onInit={(instance) => {
+          flow.current = instance;
+        }}
+        onPaneClick={() => {
+          props.onSelectNode(null);
+          props.onSelectEdge(null);
+        }}
+        deleteKeyCode={["Delete", "Backspace"]}
+        fitView
+        fitViewOptions={{ padding: 0.15 }}
+        minZoom={0.2}
+        proOptions={{ hideAttribution: true }}
+      >
+        <Background />
+        <Controls showInteractive={false} />
+      </ReactFlow>
+    </div>
+  );
+}

@@ -1,0 +1,161 @@
+/** A panel run side by side: each panelist's answer as it arrives, the arbitrator's answer streaming, `_meta`. */
+import { Badge, formatCost, formatMs, StatusLine } from "../../components/ui";
+import { answerText, type PanelView, type Seat } from "../../streams/panel";
+
+function statusText(view: PanelView): string {
+  const answered = view.seats.filter((s) => s.status !== "waiting").length;
+  switch (view.status) {
+    case "waiting":
+      return "Choosing the panel…";
+    case "panel":
+      return `${answered} of ${view.seats.length} panelists have answered`;
+    case "answering":
+      return view.answering ? `${view.answering.model} is writing the answer (${view.answering.role})` : "Answering…";
+    case "done":
+      return "Done.";
+    case "cancelled":
+      return "Cancelled.";
+    default:
+      return `Failed: ${view.error}`;
+  }
+}
+
+export function PanelViewer({ view }: { view: PanelView }) {
+  const text = answerText(view);
+  return (
+    <section aria-label="Panel run" className="panel-run">
+      <StatusLine>{statusText(view)}</StatusLine>
+      <ol className="seats" aria-label="Panelists">
+        {view.seats.map((seat) => (
+          <SeatColumn key={seat.index} seat={seat} />
+        ))}
+      </ol>
+      {(text || view.answering || view.fallbacks.length > 0) && (
+        <section className="card" aria-labelledby="panel-answer-title">
+          <h3 id="panel-answer-title">
+            Answer{view.answering ? ` (${view.answering.role}: ${view.answering.model})` : ""}
+          </h3>
+          {view.fallbacks.map((f, i) => (
+            <p key={i} className="error">
+              {f.role} {f.model} failed: {f.error}
+              {f.detail ? ` (${f.detail})` : ""}; the next candidate answers.
+            </p>
+          ))}
+          <p className="answer-text" aria-busy={view.status === "answering"}>
+            {text}
+          </p>
+        </section>
+      )}
+      {view.error && view.status === "failed" && (
+        <p role="alert" className="error">
+          {view.error}
+        </p>
+      )}
+      {view.completion?._meta && <MetaTable meta={view.completion._meta} />}
+    </section>
+  );
+}
+
+function SeatColumn({ seat }: { seat: Seat }) {
+  const tone = seat.status === "failed" ? "bad" : seat.status === "answered" ? "good" : "live";
+  return (
+    <li className={`seat seat-${seat.status}`} data-status={seat.status}>
+      <h3 className="seat-model">{seat.model}</h3>
+      <Badge tone={tone}>{seat.status === "waiting" ? "thinking…" : seat.status}</Badge>
+      <dl className="figures">
+        <dt>Tokens</dt>
+        <dd>{seat.tokens ?? "—"}</dd>
+        <dt>Cost</dt>
+        <dd>{formatCost(seat.cost)}</dd>
+        <dt>Latency</dt>
+        <dd>{formatMs(seat.latencyMs)}</dd>
+      </dl>
+      {seat.status === "failed" ? (
+        <p className="error">
+          {seat.error ?? "No answer"}
+          {seat.detail ? `: ${seat.detail}` : ""}
+        </p>
+      ) : (
+        <p className="seat-answer">{seat.answer ?? ""}</p>
+      )}
+    </li>
+  );
+}
+
+function cell(value: unknown): string {
+  if (value === null || value === undefined) return "—";
+  if (typeof value === "number") return Number.isInteger(value) ? String(value) : value.toFixed(6);
+  if (typeof value === "object") return JSON.stringify(value);
+  return String(value);
+}
+
+interface MetaPanelist {
+  model: string;
+  tokens?: number;
+  cost?: number;
+  latencyMs?: number;
+  success?: boolean;
+}
+
+/** `_meta`'s figures: scalars as rows, and the panelists of `_meta.debate` / `_meta.panel` as a table. */
+function MetaTable({ meta }: { meta: Record<string, unknown> }) {
+  const scalars = Object.entries(meta).filter(([, v]) => v === null || typeof v !== "object");
+  const detail = (meta.debate ?? meta.panel) as Record<string, unknown> | undefined;
+  // A debate lists its seats as `panelists`, a raw panel as `models`.
+  const panelists = (detail?.panelists ?? detail?.models ?? []) as MetaPanelist[];
+  return (
+    <section className="card" aria-labelledby="meta-title">
+      <h3 id="meta-title">
+        Figures (<code>_meta</code>)
+      </h3>
+      <div className="table-wrap">
+        <table>
+          <tbody>
+            {scalars.map(([k, v]) => (
+              <tr key={k}>
+                <th scope="row">{k}</th>
+                <td>{cell(v)}</td>
+              </tr>
+            ))}
+            {detail &&
+              Object.entries(detail)
+                .filter(([, v]) => v === null || typeof v !== "object")
+                .map(([k, v]) => (
+                  <tr key={`d-${k}`}>
+                    <th scope="row">{k}</th>
+                    <td>{cell(v)}</td>
+                  </tr>
+                ))}
+          </tbody>
+        </table>
+      </div>
+      {panelists.length > 0 && (
+        <div className="table-wrap">
+          <table>
+            <caption>Panelists</caption>
+            <thead>
+              <tr>
+                <th scope="col">Model</th>
+                <th scope="col">Result</th>
+                <th scope="col">Tokens</th>
+                <th scope="col">Cost</th>
+                <th scope="col">Latency</th>
+              </tr>
+            </thead>
+            <tbody>
+              {panelists.map((p, i) => (
+                <tr key={i}>
+                  <td>{p.model}</td>
+                  <td>{p.success === false ? "failed" : "answered"}</td>
+                  <td>{cell(p.tokens)}</td>
+                  <td>{formatCost(p.cost)}</td>
+                  <td>{formatMs(p.latencyMs)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </section>
+  );
+}

@@ -1,0 +1,95 @@
+/** One conversation: every question put to the table so far, and a box to ask the next one live. */
+import { useCallback, useEffect, useState } from "react";
+import { Link, useParams } from "react-router";
+
+import { TERMINAL_EVENTS } from "../../api/sse";
+import { ErrorNote } from "../../components/ui";
+import { useSession } from "../../session/session";
+import { emptyExchange, exchangeReducer, exchangesOf, type Conversation } from "../../streams/roundtable";
+import { useFollow } from "../../streams/useFollow";
+import { useStreamReducer } from "../../streams/useStream";
+import { ExchangeView } from "./ExchangeView";
+
+export default function ConversationPage() {
+  const { id = "" } = useParams();
+  const { key, api, writes } = useSession();
+  const [conversation, setConversation] = useState<Conversation | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  const [question, setQuestion] = useState("");
+  const [asked, setAsked] = useState<string | null>(null);
+  const [live, push, reset] = useStreamReducer(exchangeReducer, emptyExchange);
+  const stream = useFollow();
+
+  const load = useCallback(async (): Promise<Conversation | null> => {
+    try {
+      return (await api<{ conversation: Conversation }>(`/v1/conversations/${encodeURIComponent(id)}`)).conversation;
+    } catch (err) {
+      setError(err);
+      return null;
+    }
+  }, [api, id]);
+
+  useEffect(() => {
+    let live = true;
+    void load().then((c) => live && c && setConversation(c));
+    return () => {
+      live = false;
+    };
+  }, [load]);
+
+  async function ask(event: React.FormEvent) {
+    event.preventDefault();
+    const content = question.trim();
+    if (!content) return;
+    reset(emptyExchange(content));
+    setAsked(content);
+    setQuestion("");
+    let finished = false;
+    let runId: string | null = null;
+    await stream.start(key, {
+      start: { url: `/v1/conversations/${encodeURIComponent(id)}/message?stream=true`, method: "POST", body: { content } },
+      // A dropped connection resumes on the run's event log, after the last event shown.
+      resume: () => (runId ? { url: `/v1/runs/${encodeURIComponent(runId)}/events` } : null),
+      onOpen(response) {
+        runId = runId ?? response.headers.get("X-Run-Id");
+      },
+      terminal: TERMINAL_EVENTS,
+      onEvent(event) {
+        finished ||= event.event === "done";
+        push(event);
+      },
+    });
+    // The stored transcript now holds the exchange: show that one instead of the live copy (a failed
+    // exchange stays on screen with its error).
+    const stored = await load();
+    if (stored) setConversation(stored);
+    if (stored && finished) setAsked(null);
+  }
+
+  const exchanges = conversation ? exchangesOf(conversation) : [];
+  return (
+    <div className="area">
+      <p>
+        <Link to="/roundtable">← Agents and conversations</Link>
+      </p>
+      <h1>{conversation?.title ?? "Conversation"}</h1>
+      <ErrorNote error={error} />
+      {exchanges.map((exchange, i) => (
+        <ExchangeView key={i} exchange={exchange} index={i} />
+      ))}
+      {asked !== null && <ExchangeView exchange={live} index={exchanges.length} live />}
+      <ErrorNote error={stream.error} />
+      {conversation && (
+        <form className="card" onSubmit={ask} aria-label="Ask the table">
+          <label htmlFor="follow-up">{exchanges.length ? "Follow-up question" : "Question for the table"}</label>
+          <textarea id="follow-up" rows={3} value={question} onChange={(e) => setQuestion(e.target.value)} />
+          <div className="actions">
+            <button type="submit" disabled={stream.running || !question.trim() || !writes("conversations")}>
+              {stream.running ? "The table is debating…" : "Ask the table"}
+            </button>
+          </div>
+        </form>
+      )}
+    </div>
+  );
+}

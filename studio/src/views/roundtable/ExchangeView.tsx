@@ -1,0 +1,152 @@
+/** One question put to the table: the transcript grouped by round, stances, convergence and the synthesis. */
+import { memo } from "react";
+
+import { Badge, BulletList, StatusLine } from "../../components/ui";
+import { turnText, type Exchange, type RtRound, type RtSynthesis, type RtTurn } from "../../streams/roundtable";
+import { ConvergenceChart } from "./ConvergenceChart";
+
+const STANCE_TONES: Record<string, string> = { for: "good", against: "bad", conditional: "warn" };
+
+export function StanceBadge({ stance, confidence }: { stance: string | null; confidence: number | null }) {
+  if (!stance) return null;
+  const figure = confidence === null ? "" : ` · ${Math.round(confidence * 100)}%`;
+  return (
+    <Badge tone={STANCE_TONES[stance] ?? "neutral"} label={`Stance: ${stance}${confidence === null ? "" : `, confidence ${Math.round(confidence * 100)} percent`}`}>
+      {stance}
+      {figure}
+    </Badge>
+  );
+}
+
+const TurnCard = memo(function TurnCard({ turn }: { turn: RtTurn }) {
+  const streaming = turn.content === null;
+  return (
+    <li className={`rt-turn${turn.isDevilsAdvocate ? " rt-devil" : ""}`} aria-busy={streaming}>
+      <p className="turn-head">
+        <strong>{turn.agentName}</strong>
+        {turn.agentRole && <span className="muted"> {turn.agentRole}</span>}{" "}
+        {turn.isDevilsAdvocate && <Badge tone="warn">devil's advocate</Badge>} <StanceBadge stance={turn.stance} confidence={turn.confidence} />
+        {streaming && <Badge tone="live">speaking</Badge>}
+      </p>
+      {turn.keyPoint && (
+        <p className="key-point">
+          <strong>Key point:</strong> {turn.keyPoint}
+        </p>
+      )}
+      <p className="turn-text">{turnText(turn)}</p>
+    </li>
+  );
+});
+
+function RoundSection({ round }: { round: RtRound }) {
+  const title = round.roundNumber === 0 ? "Round 0: initial positions" : `Round ${round.roundNumber}: debate`;
+  return (
+    <section className="rt-round" aria-label={title} data-round={round.roundNumber}>
+      <h4>{title}</h4>
+      <ol className="rt-turns">
+        {round.turns.map((turn) => (
+          <TurnCard key={turn.agentId} turn={turn} />
+        ))}
+      </ol>
+    </section>
+  );
+}
+
+export function SynthesisCard({ synthesis }: { synthesis: RtSynthesis }) {
+  const notes = Array.isArray(synthesis.biasNotes) ? synthesis.biasNotes : synthesis.biasNotes ? [synthesis.biasNotes] : [];
+  return (
+    <section className="card synthesis" aria-label="Synthesis">
+      <h4>Synthesis</h4>
+      <p className="recommended">
+        <strong>Recommended action:</strong> {synthesis.recommendedAction ?? "—"}
+      </p>
+      <p>{synthesis.summary}</p>
+      <div className="watch-grid">
+        <div className="watch">
+          <h5>Risks</h5>
+          <BulletList items={synthesis.riskPoints} />
+        </div>
+        <div className="watch">
+          <h5>Conditions</h5>
+          <BulletList items={synthesis.conditions} />
+        </div>
+        <div className="watch">
+          <h5>Devil's advocate's main attack</h5>
+          <p>{synthesis.devilsAdvocateMainAttack ?? "—"}</p>
+        </div>
+      </div>
+      <h5>Consensus</h5>
+      <BulletList items={synthesis.consensus} />
+      <h5>How the debate evolved</h5>
+      <p>{synthesis.debateEvolution ?? "—"}</p>
+      <dl className="figures">
+        <dt>Confidence</dt>
+        <dd>{synthesis.confidenceLevel ?? "—"}</dd>
+        <dt>Urgency</dt>
+        <dd>{synthesis.urgency ?? "—"}</dd>
+        <dt>Rounds</dt>
+        <dd>{synthesis.roundCount ?? "—"}</dd>
+      </dl>
+      {synthesis.agentInsights && synthesis.agentInsights.length > 0 && (
+        <div className="table-wrap">
+          <table>
+            <caption>Each participant</caption>
+            <thead>
+              <tr>
+                <th scope="col">Agent</th>
+                <th scope="col">Role</th>
+                <th scope="col">Stance</th>
+                <th scope="col">Shifted</th>
+                <th scope="col">Key point</th>
+              </tr>
+            </thead>
+            <tbody>
+              {synthesis.agentInsights.map((a, i) => (
+                <tr key={i}>
+                  <td>{a.name}</td>
+                  <td>{a.role ?? ""}</td>
+                  <td>{a.stance ?? ""}</td>
+                  <td>{a.shifted ? "yes" : "no"}</td>
+                  <td>{a.keyPoint ?? ""}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+      {notes.length > 0 && (
+        <>
+          <h5>Bias notes</h5>
+          <BulletList items={notes} />
+        </>
+      )}
+    </section>
+  );
+}
+
+function statusOf(exchange: Exchange): string {
+  if (exchange.status === "done") return `Done after ${exchange.convergence.length} debate round(s).`;
+  if (exchange.status === "failed") return exchange.error ?? "Failed.";
+  const last = exchange.rounds[exchange.rounds.length - 1];
+  if (!last) return "Seating the table…";
+  if (exchange.synthesis) return "Writing the synthesis…";
+  return last.roundNumber === 0 ? "Round 0: the table states its positions…" : `Round ${last.roundNumber} of the debate…`;
+}
+
+export function ExchangeView({ exchange, index, live = false }: { exchange: Exchange; index: number; live?: boolean }) {
+  return (
+    <article className="exchange" aria-labelledby={`exchange-${index}`}>
+      <h3 id={`exchange-${index}`}>
+        Question {index + 1}: {exchange.question}
+      </h3>
+      {live && <StatusLine>{statusOf(exchange)}</StatusLine>}
+      {!live && exchange.status === "failed" && <p className="muted">{exchange.error}</p>}
+      {exchange.rounds.map((round) => (
+        <RoundSection key={round.roundNumber} round={round} />
+      ))}
+      <h4>Convergence</h4>
+      <ConvergenceChart points={exchange.convergence} threshold={exchange.threshold} />
+      {exchange.synthesis && <SynthesisCard synthesis={exchange.synthesis} />}
+    </article>
+  );
+}
