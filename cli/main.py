@@ -15,6 +15,7 @@ from rich.table import Table
 from store import keys as key_store
 from store import workspaces as ws_store
 from cli import duel as duel_cli
+from cli import eval as eval_cli
 from cli import panel as panel_cli
 from cli import workflow as workflow_cli
 from cli.common import console, fail, with_db
@@ -30,6 +31,7 @@ app.add_typer(model_app, name="model")
 app.add_typer(keys_app, name="keys")
 app.add_typer(workspaces_app, name="workspaces")
 app.add_typer(workflow_cli.app, name="workflow")
+app.add_typer(eval_cli.app, name="eval")
 duel_cli.register(app)
 panel_cli.register(app)
 
