@@ -19,7 +19,7 @@ from evals import prompts
 __all__ = ["AnswerRule", "Vote", "majority_vote", "parse_rule"]
 
 # "Answer: 42", "answer is 42", "final answer: (B)": the explicit marker the instructions ask for.
-_MARKER = re.compile(r"\banswer\s*(?:is|:|=)\s*(.+)", re.IGNORECASE)
+_MARKER = re.compile(r"\banswer\s*(?:is|:|=)\s*", re.IGNORECASE)
 _BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
 # A number as people write it: signs, thousands separators, decimals, a leading currency sign.
 _NUMBER = re.compile(r"-?\$?\s?\d[\d,]*(?:\.\d+)?|-?\$?\s?\.\d+")
@@ -53,7 +53,7 @@ class AnswerRule:
             return None
         if self.kind == "regex":
             return self._extract_regex(text)
-        candidates = [m.group(1) for m in _BOXED.finditer(text)] + [m.group(1) for m in _MARKER.finditer(text)]
+        candidates = [m.group(1) for m in _BOXED.finditer(text)] + _after_markers(text)
         # The last explicit answer wins (a model often restates it at the end); the whole text is the fallback.
         for candidate in reversed(candidates):
             if (value := self._read(candidate, whole=False)) is not None:
@@ -111,6 +111,13 @@ def parse_rule(spec: str) -> AnswerRule:
     raise ValueError(f"unknown answer rule {spec!r}: use number, choice, exact or regex:<pattern>")
 
 
+def _after_markers(text: str) -> list[str]:
+    """What follows each answer marker, up to the next marker or the end of its line."""
+    marks = list(_MARKER.finditer(text))
+    ends = [m.start() for m in marks[1:]] + [len(text)]
+    return [text[m.end():end].split("\n", 1)[0] for m, end in zip(marks, ends)]
+
+
 def canonical_number(text: str) -> str | None:
     """`"$1,234.50"` → `"1234.5"`, `"18."` → `"18"`, `"-0.0"` → `"0"`; None when `text` is no number."""
     cleaned = text.replace(",", "").replace("$", "").replace(" ", "").rstrip(".")
@@ -127,8 +134,7 @@ def canonical_number(text: str) -> str | None:
 
 def normalise_text(text: str) -> str:
     """Case-folded, whitespace collapsed, surrounding quotes, brackets and end punctuation removed."""
-    text = " ".join(text.split()).casefold()
-    return text.strip(" \t\"'`*_()[]{}").rstrip(".!?;:,").strip()
+    return " ".join(text.split()).casefold().strip(" \"'`*_()[]{}.!?;:,")
 
 
 def _read_choice(text: str, *, whole: bool) -> str | None:

@@ -144,22 +144,29 @@ async def run_jobs(
         raise ValueError(f"--concurrency must be at least 1 (got {concurrency})")
     semaphore = asyncio.Semaphore(concurrency)
     failures_in_a_row = 0
+    stopping = False  # once the run is stopping (an abort, Ctrl-C), no waiting job may start
 
     async def run(item_id: str, job: Callable[[], Awaitable[dict[str, Any]]]) -> None:
-        nonlocal failures_in_a_row
+        nonlocal failures_in_a_row, stopping
         async with semaphore:
-            try:
-                record = await job()
-            except MODEL_FAILURES as exc:
-                failures_in_a_row += 1
-                failed(item_id, describe_failure(exc))
-                if failures_in_a_row >= MAX_FAILURES_IN_A_ROW:
-                    raise EvalAborted(f"{failures_in_a_row} items in a row failed; the last: "
-                                      f"{describe_failure(exc)}") from exc
+            if stopping:
                 return
-            failures_in_a_row = 0
-            store.append(record)
-            finished(record)
+            try:
+                try:
+                    record = await job()
+                except MODEL_FAILURES as exc:
+                    failures_in_a_row += 1
+                    failed(item_id, describe_failure(exc))
+                    if failures_in_a_row >= MAX_FAILURES_IN_A_ROW:
+                        raise EvalAborted(f"{failures_in_a_row} items in a row failed; the last: "
+                                          f"{describe_failure(exc)}") from exc
+                    return
+                failures_in_a_row = 0
+                store.append(record)
+                finished(record)
+            except BaseException:
+                stopping = True
+                raise
 
     try:
         async with asyncio.TaskGroup() as group:  # a failure that stops the run cancels the rest
