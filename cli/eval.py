@@ -140,7 +140,8 @@ def run(
                                 help="Self-consistency's k; default agents × (rounds + 1), the debate's call count."),
     match_budget: bool = typer.Option(False, "--match-budget",
                                       help="Pick self-consistency's k so its tokens per item match the debate's."),
-    temperature: float = typer.Option(0.7, "--temperature", min=0.0, help="Sampling temperature of the sampled methods."),
+    temperature: float = typer.Option(0.7, "--temperature", min=0.0,
+                                      help="Sampling temperature of the sampled methods."),
     max_tokens: int = typer.Option(512, "--max-tokens", min=16, help="Output cap of every call."),
     concurrency: int = typer.Option(4, "--concurrency", min=1, help="Items asked at once."),
 ) -> None:
@@ -174,6 +175,9 @@ def run(
                 raise fail(str(exc), code=2) from exc
             except EvalAborted as exc:
                 raise fail(f"{exc}. What finished is kept in {out}; run the same command again to go on.") from exc
+            except KeyboardInterrupt:
+                raise fail(f"interrupted. What finished is kept in {out}; run the same command again to go on.",
+                           code=130) from None
     doc = write_reports(settings, records, out)
     console.print(_results_table(doc))
     if embedded:
@@ -186,7 +190,8 @@ def run(
 
 @app.command("judge")
 def judge(
-    pairs: Path = typer.Option(..., "--pairs", help="JSONL of {question, answer_a, answer_b, label?} (label A, B or tie)."),
+    pairs: Path = typer.Option(..., "--pairs",
+                               help="JSONL of {question, answer_a, answer_b, label?} (label A, B or tie)."),
     out: Path = typer.Option(..., "--out", help="Folder for judge.json, judge.md and the resumable judgements."),
     model: str = typer.Option(None, "--model", help="Judge model (`provider:model`); the default model when omitted."),
     seed: int = typer.Option(0, "--seed", help="Seeds the bootstrap intervals."),

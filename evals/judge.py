@@ -133,10 +133,11 @@ async def judge_pair(pair: JudgePair, *, factory: ModelFactory, model: str) -> d
 def summarise_judgements(records: list[dict[str, Any]], *, seed: int, model: str, pairs: str) -> dict[str, Any]:
     """Flip rate, first-position win rate and human agreement, each with a 95 % bootstrap interval."""
     def rate(outcomes: list[bool]) -> dict[str, Any]:
+        if not outcomes:
+            return {"n": 0, "rate": None, "ci_low": None, "ci_high": None}
         interval = bootstrap_interval([1.0 if o else 0.0 for o in outcomes], seed=seed)
-        known = bool(outcomes)
-        return {"n": len(outcomes), "rate": round(interval.value, 4) if known else None,
-                "ci_low": round(interval.low, 4) if known else None, "ci_high": round(interval.high, 4) if known else None}
+        return {"n": len(outcomes), "rate": round(interval.value, 4), "ci_low": round(interval.low, 4),
+                "ci_high": round(interval.high, 4)}
 
     decisive = [won for r in records for won, verdict in zip(r["first_shown_won"], (r["as_given"], r["swapped"]))
                 if verdict != "tie"]

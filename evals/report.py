@@ -119,14 +119,14 @@ def write_plot(doc: dict[str, Any], path: Path) -> None:
             if m["accuracy"] is None:
                 continue
             error = [[m["accuracy"] - m["ci_low"]], [m["ci_high"] - m["accuracy"]]]
-            axes.errorbar([m["tokens_per_item"]], [m["accuracy"]], yerr=error, fmt="o", capsize=4)
-            axes.annotate(m["label"], (m["tokens_per_item"], m["accuracy"]), textcoords="offset points",
-                          xytext=(6, 6), fontsize=8)
+            axes.errorbar([m["tokens_per_item"]], [m["accuracy"]], yerr=error, fmt="o", capsize=4, label=m["label"])
         axes.set_xlabel("tokens per item (input + output, all calls)")
         axes.set_ylabel("accuracy (95% bootstrap interval)")
         axes.set_ylim(-0.05, 1.05)
         axes.set_title(f"{doc['task']}, {doc['n']} items, {doc['model']}", fontsize=10)
         axes.grid(alpha=0.3)
+        if axes.get_legend_handles_labels()[0]:
+            axes.legend(fontsize=8, loc="best")
         if doc.get("note"):
             figure.text(0.01, 0.01, "Embedded 135M model: figures not meaningful.", fontsize=7, color="firebrick")
         figure.tight_layout()

@@ -135,7 +135,7 @@ async def run_jobs(
     finished: Callable[[dict[str, Any]], None],
     failed: Callable[[str, str], None],
 ) -> None:
-    """Run `jobs` (item id, job) at most `concurrency` at a time, appending each record to `store` as soon as it is made.
+    """Run `jobs` (item id, job), at most `concurrency` at a time, appending each record to `store` once made.
 
     A job whose model calls fail is reported to `failed` and left unrecorded, so a restart retries it;
     `MAX_FAILURES_IN_A_ROW` failures in a row raise `EvalAborted` and cancel the jobs still running.

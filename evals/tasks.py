@@ -66,7 +66,8 @@ def gsm8k_final_answer(solution: str) -> str:
     return value
 
 
-def select_gsm8k_subset(lines: list[str], *, size: int = GSM8K_SUBSET_SIZE, seed: int = GSM8K_SUBSET_SEED) -> list[dict]:
+def select_gsm8k_subset(lines: list[str], *, size: int = GSM8K_SUBSET_SIZE,
+                        seed: int = GSM8K_SUBSET_SEED) -> list[dict]:
     """Draw the shipped subset from GSM8K's test.jsonl lines: `size` distinct indices by `random.Random(seed)`,
     in file order, each kept with its question, final answer and worked solution."""
     chosen = sorted(random.Random(seed).sample(range(len(lines)), size))
