@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from importlib import resources
 
 import pytest
 
@@ -82,3 +83,8 @@ def test_bad_pairs_are_named(tmp_path, line, message):
     path.write_text(line + "\n")
     with pytest.raises(TaskError, match=message):
         load_pairs(path)
+
+
+def test_the_shipped_example_pairs_load():
+    pairs = load_pairs(resources.files("evals").joinpath("data", "judge_pairs_example.jsonl"))
+    assert len(pairs) == 8 and {p.label for p in pairs} == {"A", "B", "tie"}
