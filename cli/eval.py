@@ -17,7 +17,7 @@ from rich.table import Table
 from cli.common import console, fail
 from core.embedded import EmbeddedServerError, model_server
 from core.settings import get_settings
-from evals.judge import JUDGE_JSON, JUDGE_MD, judge_pairs
+from evals.judge import JUDGE_JSON, JUDGE_MD, judge_pairs, load_pairs
 from evals.methods import METHODS, MethodOptions
 from evals.report import EMBEDDED_MODEL_NOTE, PLOT_FILE, RESULTS_JSON, RESULTS_MD, write_reports
 from evals.runner import EvalAborted, Observer, RunSettings, RunSettingsMismatch, run_eval
@@ -198,6 +198,10 @@ def judge(
     concurrency: int = typer.Option(4, "--concurrency", min=1, help="Pairs judged at once."),
 ) -> None:
     """Measure the duel judge's position bias (verdict flips when the answers swap) and agreement with humans."""
+    try:
+        loaded = load_pairs(pairs)
+    except TaskError as exc:
+        raise fail(str(exc), code=2) from exc
     model_id = model or get_settings().default_model
     if model_id.startswith("local:"):
         console.print(f"[bold yellow]Note:[/] {EMBEDDED_MODEL_NOTE}")
@@ -215,14 +219,17 @@ def judge(
                 progress.console.print(f"[yellow]{escape(pair_id)} failed:[/] {escape(error)}")
 
             try:
-                doc = asyncio.run(judge_pairs(pairs, out, factory=factory, model=model_id, seed=seed,
+                doc = asyncio.run(judge_pairs(loaded, str(pairs), out, factory=factory, model=model_id, seed=seed,
                                               concurrency=concurrency, started=started,
                                               finished=lambda record: progress.update(bar, advance=1),
                                               failed=failed))
-            except (TaskError, RunSettingsMismatch) as exc:
+            except RunSettingsMismatch as exc:
                 raise fail(str(exc), code=2) from exc
             except EvalAborted as exc:
                 raise fail(f"{exc}. What finished is kept in {out}; run the same command again to go on.") from exc
+            except KeyboardInterrupt:
+                raise fail(f"interrupted. What finished is kept in {out}; run the same command again to go on.",
+                           code=130) from None
     table = Table("measure", "n", "rate", "95% CI", title=f"Judge bias · {model_id}")
     for name, key in (("position flip rate", "position_flip"), ("first-shown answer wins", "first_position_wins"),
                       ("agreement with humans", "human_agreement")):

@@ -174,18 +174,18 @@ def judge_markdown(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-async def judge_pairs(pairs_path: Path, folder: Path, *, factory: ModelFactory, model: str, seed: int,
+async def judge_pairs(pairs: list[JudgePair], source: str, folder: Path, *, factory: ModelFactory, model: str,
+                      seed: int,
                       concurrency: int = 4, started: Callable[[int, int], None] = lambda total, done: None,
                       finished: Callable[[dict[str, Any]], None] = lambda record: None,
                       failed: Callable[[str, str], None] = lambda pair_id, error: None) -> dict[str, Any]:
-    """Judge every pair not yet recorded under `folder`, then write judge.json and judge.md there.
+    """Judge every pair (read by `load_pairs` from `source`) not yet recorded under `folder`, then write
+    judge.json and judge.md there.
 
     Raises:
-        TaskError: the pairs file is unreadable or malformed.
-        RunSettingsMismatch: `folder` holds a judge run of another file, model or seed.
+        RunSettingsMismatch: `folder` holds a judge run of other pairs, another model or seed.
     """
-    pairs = load_pairs(pairs_path)
-    settings = {"pairs": str(pairs_path), "model": model, "seed": seed, "item_ids": [p.id for p in pairs]}
+    settings = {"pairs": source, "model": model, "seed": seed, "item_ids": [p.id for p in pairs]}
     prepare_folder(folder, settings, JUDGE_SETTINGS)
     store = ItemStore(folder, JUDGEMENTS_FILE)
     records = store.load()
@@ -198,7 +198,7 @@ async def judge_pairs(pairs_path: Path, folder: Path, *, factory: ModelFactory, 
 
     jobs = [(pair.id, partial(judge_pair, pair, factory=factory, model=model)) for pair in pairs if pair.id not in done]
     await run_jobs(jobs, store=store, concurrency=concurrency, finished=record_finished, failed=failed)
-    doc = summarise_judgements(records, seed=seed, model=model, pairs=pairs_path.name)
+    doc = summarise_judgements(records, seed=seed, model=model, pairs=Path(source).name)
     (folder / JUDGE_JSON).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     (folder / JUDGE_MD).write_text(judge_markdown(doc), encoding="utf-8")
     return doc

@@ -17,9 +17,9 @@ __all__ = ["EMBEDDED_MODEL_NOTE", "summarise", "write_plot", "write_reports"]
 RESULTS_JSON, RESULTS_MD, PLOT_FILE = "results.json", "results.md", "accuracy_vs_tokens.png"
 
 EMBEDDED_MODEL_NOTE = (
-    "The embedded model is SmolLM2-135M, a 135M-parameter model: its accuracy on these tasks is near zero, "
-    "and these figures only show that the pipeline runs. They say nothing about which method is better; "
-    "run against a real model for that."
+    "The embedded model is SmolLM2-135M, a 135M-parameter model: on these tasks its accuracy is near zero "
+    "and its verdicts close to chance, so these figures only show that the pipeline runs. They say nothing "
+    "about which method (or judge) is better; run against a real model for that."
 )
 
 

@@ -45,7 +45,8 @@ def pairs_file(tmp_path):
 async def test_flip_rate_position_bias_and_human_agreement(parley_env, llm, pairs_file, tmp_path):
     script_judge(llm)
     out = tmp_path / "judge"
-    doc = await judge_pairs(pairs_file, out, factory=ModelFactory(parley_env), model="openai:gpt-4o-mini", seed=0)
+    doc = await judge_pairs(load_pairs(pairs_file), str(pairs_file), out, factory=ModelFactory(parley_env),
+                            model="openai:gpt-4o-mini", seed=0)
 
     assert len(llm.requests) == 6 and all(JUDGE_MARK in r["messages"][0]["content"] for r in llm.requests)
     lines = (out / "judgements.jsonl").read_text().splitlines()
@@ -63,14 +64,16 @@ async def test_flip_rate_position_bias_and_human_agreement(parley_env, llm, pair
     assert "| position flip rate | 3 | 0.333 |" in (out / "judge.md").read_text()
 
     llm.reset()
-    again = await judge_pairs(pairs_file, out, factory=ModelFactory(parley_env), model="openai:gpt-4o-mini", seed=0)
+    again = await judge_pairs(load_pairs(pairs_file), str(pairs_file), out, factory=ModelFactory(parley_env),
+                              model="openai:gpt-4o-mini", seed=0)
     assert llm.requests == [] and again == doc  # resumed: every pair was already judged
 
 
 async def test_a_judge_run_of_another_model_is_refused(parley_env, llm, pairs_file, tmp_path):
-    await judge_pairs(pairs_file, tmp_path, factory=ModelFactory(parley_env), model="openai:gpt-4o-mini", seed=0)
+    pairs, factory = load_pairs(pairs_file), ModelFactory(parley_env)
+    await judge_pairs(pairs, str(pairs_file), tmp_path, factory=factory, model="openai:gpt-4o-mini", seed=0)
     with pytest.raises(RunSettingsMismatch, match="model: 'openai:gpt-4o' here"):
-        await judge_pairs(pairs_file, tmp_path, factory=ModelFactory(parley_env), model="openai:gpt-4o", seed=0)
+        await judge_pairs(pairs, str(pairs_file), tmp_path, factory=factory, model="openai:gpt-4o", seed=0)
 
 
 @pytest.mark.parametrize(("line", "message"), [
