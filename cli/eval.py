@@ -4,10 +4,10 @@ duel judge's position bias, in this process (no HTTP, no database)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import typer
 from rich.markup import escape
@@ -29,6 +29,8 @@ app = typer.Typer(help="Measure whether debate beats simpler methods on your mod
                   no_args_is_help=True)
 
 MAX_ROUNDTABLE_AGENTS = 5
+
+T = TypeVar("T")
 
 
 def _comma_list(value: str | None) -> list[str]:
@@ -76,6 +78,19 @@ def _model_factory(model_ids: list[str]) -> Iterator[ModelFactory]:
     finally:
         if server is not None:
             server.stop()
+
+
+def _run(work: Coroutine[Any, Any, T], out: Path) -> T:
+    """Run a resumable evaluation, turning each way it can stop into a clear message and exit code."""
+    kept = f"What finished is kept in {out}; run the same command again to go on."
+    try:
+        return asyncio.run(work)
+    except RunSettingsMismatch as exc:
+        raise fail(str(exc), code=2) from exc
+    except EvalAborted as exc:
+        raise fail(f"{exc}. {kept}") from exc
+    except KeyboardInterrupt:
+        raise fail(f"interrupted. {kept}", code=130) from None
 
 
 class ProgressBars(Observer):
@@ -168,16 +183,8 @@ def run(
                    TextColumn("accuracy {task.fields[accuracy]}"), TimeRemainingColumn()]
         with Progress(*columns, console=console) as progress:
             bars = ProgressBars(progress)
-            try:
-                records = asyncio.run(run_eval(loaded, settings, out, factory=factory, concurrency=concurrency,
-                                               observer=bars))
-            except RunSettingsMismatch as exc:
-                raise fail(str(exc), code=2) from exc
-            except EvalAborted as exc:
-                raise fail(f"{exc}. What finished is kept in {out}; run the same command again to go on.") from exc
-            except KeyboardInterrupt:
-                raise fail(f"interrupted. What finished is kept in {out}; run the same command again to go on.",
-                           code=130) from None
+            records = _run(run_eval(loaded, settings, out, factory=factory, concurrency=concurrency,
+                                    observer=bars), out)
     doc = write_reports(settings, records, out)
     console.print(_results_table(doc))
     if embedded:
@@ -218,18 +225,9 @@ def judge(
                 failures.append(pair_id)
                 progress.console.print(f"[yellow]{escape(pair_id)} failed:[/] {escape(error)}")
 
-            try:
-                doc = asyncio.run(judge_pairs(loaded, str(pairs), out, factory=factory, model=model_id, seed=seed,
-                                              concurrency=concurrency, started=started,
-                                              finished=lambda record: progress.update(bar, advance=1),
-                                              failed=failed))
-            except RunSettingsMismatch as exc:
-                raise fail(str(exc), code=2) from exc
-            except EvalAborted as exc:
-                raise fail(f"{exc}. What finished is kept in {out}; run the same command again to go on.") from exc
-            except KeyboardInterrupt:
-                raise fail(f"interrupted. What finished is kept in {out}; run the same command again to go on.",
-                           code=130) from None
+            doc = _run(judge_pairs(loaded, str(pairs), out, factory=factory, model=model_id, seed=seed,
+                                   concurrency=concurrency, started=started,
+                                   finished=lambda record: progress.update(bar, advance=1), failed=failed), out)
     table = Table("measure", "n", "rate", "95% CI", title=f"Judge bias · {model_id}")
     for name, key in (("position flip rate", "position_flip"), ("first-shown answer wins", "first_position_wins"),
                       ("agreement with humans", "human_agreement")):
