@@ -37,7 +37,9 @@ MAX_FAILURES_IN_A_ROW = 5
 RESPONSE_CHARS = 4000
 
 # What a model failure looks like once retries are spent; anything else is a bug and stops the run.
-MODEL_FAILURES = (openai.OpenAIError, ModelError, PanelError)
+# TimeoutError covers langchain-openai's own stream timeout (no chunk for a while, e.g. queued on a busy
+# local server), which is not an openai error.
+MODEL_FAILURES = (openai.OpenAIError, ModelError, PanelError, TimeoutError)
 
 
 class RunSettingsMismatch(ValueError):

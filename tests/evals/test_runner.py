@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from evals.methods import MethodOptions
-from evals.runner import EvalAborted, ItemStore, Observer, RunSettings, RunSettingsMismatch, run_eval
+from evals.runner import EvalAborted, ItemStore, Observer, RunSettings, RunSettingsMismatch, run_eval, run_jobs
 from evals.scoring import matched_samples, mean
 from evals.tasks import load_task
 from nodes.models import ModelFactory
@@ -144,3 +144,17 @@ async def test_match_budget_gives_self_consistency_the_debates_tokens(parley_env
     assert {r["samples"] for r in consistency} == {k} and {r["calls"] for r in consistency} == {k}
     assert mean([r["tokens"] for r in consistency]) == pytest.approx(debate, rel=0.5 / k + 0.05)
     assert [r["method"] for r in records][-1] == "self-consistency"  # it waited for single and debate
+
+
+async def test_a_timed_out_call_is_a_failed_item_not_a_crash(tmp_path):
+    async def stalled() -> dict:
+        raise TimeoutError("No streaming chunk received for 120.0s")  # langchain-openai's stream timeout is one
+
+    async def answered() -> dict:
+        return {"item": "b"}
+
+    failed, finished = [], []
+    await run_jobs([("a", stalled), ("b", answered)], store=ItemStore(tmp_path), concurrency=1,
+                   finished=finished.append, failed=lambda item, error: failed.append((item, error)))
+    assert failed == [("a", "TimeoutError: No streaming chunk received for 120.0s")]
+    assert finished == [{"item": "b"}] and ItemStore(tmp_path).load() == [{"item": "b"}]
