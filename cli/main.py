@@ -17,6 +17,7 @@ from store import keys as key_store
 from store import workspaces as ws_store
 from cli import agents as agents_cli
 from cli import duel as duel_cli
+from cli import eval as eval_cli
 from cli import panel as panel_cli
 from cli import roundtable as roundtable_cli
 from cli import workflow as workflow_cli
@@ -34,6 +35,7 @@ app.add_typer(keys_app, name="keys")
 app.add_typer(workspaces_app, name="workspaces")
 app.add_typer(workflow_cli.app, name="workflow")
 app.add_typer(agents_cli.app, name="agents")
+app.add_typer(eval_cli.app, name="eval")
 duel_cli.register(app)
 panel_cli.register(app)
 roundtable_cli.register(app)

@@ -109,7 +109,7 @@ def test_client_side_routes_get_the_page_when_a_browser_asks(http, path):
 
 def test_the_studio_never_shadows_the_api(http):
     # Unknown API paths keep the API's JSON answer, whatever the client accepts.
-    for path in ("/v1/nope", "/api/nope", "/healthz/nope", "/metrics", "/docs/nope"):
+    for path in ("/v1/nope", "/api/nope", "/healthz/nope", "/metrics/nope", "/docs/nope"):
         resp = http.get(path, headers=HTML)
         assert resp.status_code == 404, path
         assert resp.json() == {"error": f"No route for GET {path}"}
@@ -118,6 +118,7 @@ def test_the_studio_never_shadows_the_api(http):
     assert http.post("/nope", headers=HTML).json() == {"error": "No route for POST /nope"}
     assert http.put("/v1/me", headers=HTML).status_code == 405
     assert http.get("/healthz").headers["content-type"] == "application/json"
+    assert http.get("/metrics", headers=HTML).headers["content-type"].startswith("text/plain")
     assert http.get("/openapi.json").json()["info"]["title"] == "Parley"
     assert "/{path}" not in http.get("/openapi.json").json()["paths"]
     assert http.get("/docs").status_code == 200

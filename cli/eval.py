@@ -1,0 +1,241 @@
+"""`parley eval`: measure single answers, self-consistency, debate, panel and round table on a task, and the
+duel judge's position bias, in this process (no HTTP, no database)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from cli.common import console, fail
+from core.embedded import EmbeddedServerError, model_server
+from core.settings import get_settings
+from evals.judge import JUDGE_JSON, JUDGE_MD, judge_pairs, load_pairs
+from evals.methods import METHODS, MethodOptions
+from evals.report import EMBEDDED_MODEL_NOTE, PLOT_FILE, RESULTS_JSON, RESULTS_MD, write_reports
+from evals.runner import EvalAborted, Observer, RunSettings, RunSettingsMismatch, run_eval
+from evals.tasks import TaskError, load_task
+from nodes.models import ModelError, ModelFactory
+from nodes.panel import MAX_PANEL_SIZE, MIN_PANEL_SIZE
+
+app = typer.Typer(help="Measure whether debate beats simpler methods on your model, at equal compute.",
+                  no_args_is_help=True)
+
+MAX_ROUNDTABLE_AGENTS = 5
+
+T = TypeVar("T")
+
+
+def _comma_list(value: str | None) -> list[str]:
+    return [part.strip() for part in (value or "").split(",") if part.strip()]
+
+
+def _check_methods(methods: list[str], agents: int, match_budget: bool, samples: int | None) -> None:
+    unknown = [m for m in methods if m not in METHODS]
+    if not methods or unknown:
+        raise fail(f"unknown method(s) {', '.join(unknown) or '(none given)'}: choose from {', '.join(METHODS)}",
+                   code=2)
+    if len(set(methods)) != len(methods):
+        raise fail("--methods names a method twice", code=2)
+    if "panel" in methods and not MIN_PANEL_SIZE <= agents <= MAX_PANEL_SIZE:
+        raise fail(f"the panel seats {MIN_PANEL_SIZE}-{MAX_PANEL_SIZE} panelists; --agents is {agents}", code=2)
+    if "roundtable" in methods and agents > MAX_ROUNDTABLE_AGENTS:
+        raise fail(f"the round table seats at most {MAX_ROUNDTABLE_AGENTS} agents; --agents is {agents}", code=2)
+    if match_budget:
+        missing = [m for m in ("single", "debate", "self-consistency") if m not in methods]
+        if missing:
+            raise fail("--match-budget sizes self-consistency from the tokens of single and debate: add "
+                       f"{', '.join(missing)} to --methods", code=2)
+        if samples is not None:
+            raise fail("--match-budget chooses self-consistency's k itself: leave out --samples", code=2)
+
+
+@contextmanager
+def _model_factory(model_ids: list[str]) -> Iterator[ModelFactory]:
+    """A factory that reaches every model of the run, with the embedded model started when one needs it."""
+    settings = get_settings()
+    server = None
+    if any(m.startswith("local:") for m in model_ids):
+        console.print("[dim]Starting the embedded model…[/]")
+        try:
+            server = model_server(settings.parley_home, settings.parley_model_port).start(timeout=120)
+        except EmbeddedServerError as exc:
+            raise fail(str(exc)) from exc
+    try:
+        factory = ModelFactory(settings, local_base_url=server.url if server else None)
+        for model_id in model_ids:
+            factory.resolve(model_id)  # no key, no endpoint: say so now rather than once per item
+        yield factory
+    except ModelError as exc:
+        raise fail(str(exc), code=2) from exc
+    finally:
+        if server is not None:
+            server.stop()
+
+
+def _run(work: Coroutine[Any, Any, T], out: Path) -> T:
+    """Run a resumable evaluation, turning each way it can stop into a clear message and exit code."""
+    kept = f"What finished is kept in {out}; run the same command again to go on."
+    try:
+        return asyncio.run(work)
+    except RunSettingsMismatch as exc:
+        raise fail(str(exc), code=2) from exc
+    except EvalAborted as exc:
+        raise fail(f"{exc}. {kept}") from exc
+    except KeyboardInterrupt:
+        raise fail(f"interrupted. {kept}", code=130) from None
+
+
+class ProgressBars(Observer):
+    """One progress bar per method: items done, accuracy so far and time left."""
+
+    def __init__(self, progress: Progress) -> None:
+        super().__init__(method_started=self.started, item_finished=self.finished, item_failed=self.failed,
+                         samples_matched=self.matched)
+        self.progress = progress
+        self.bars: dict[str, Any] = {}
+        self.scores: dict[str, list[bool]] = {}
+        self.failures: list[str] = []
+
+    def _accuracy(self, method: str) -> str:
+        scores = self.scores[method]
+        return f"{sum(scores) / len(scores):.2f}" if scores else "–"
+
+    def started(self, method: str, total: int, done: list[dict[str, Any]]) -> None:
+        self.scores[method] = [bool(r["correct"]) for r in done]
+        self.bars[method] = self.progress.add_task(method, total=total, completed=len(done),
+                                                   accuracy=self._accuracy(method))
+
+    def finished(self, method: str, record: dict[str, Any]) -> None:
+        self.scores[method].append(bool(record["correct"]))
+        self.progress.update(self.bars[method], advance=1, accuracy=self._accuracy(method))
+
+    def failed(self, method: str, item_id: str, error: str) -> None:
+        self.failures.append(f"{method} / {item_id}: {error}")
+        self.progress.console.print(f"[yellow]{escape(method)} / {escape(item_id)} failed:[/] {escape(error)}")
+
+    def matched(self, k: int, debate_tokens: float, sample_tokens: float) -> None:
+        self.progress.console.print(
+            f"Self-consistency gets k={k}: debate {debate_tokens:.0f} tokens/item ÷ one answer {sample_tokens:.0f}.")
+
+
+def _results_table(doc: dict[str, Any]) -> Table:
+    table = Table("method", "n", "accuracy", "95% CI", "tokens/item", "cost/item", "calls/item", "s/item",
+                  title=f"{doc['task']} · {doc['model']}")
+    for m in doc["methods"]:
+        accuracy = "—" if m["accuracy"] is None else f"{m['accuracy']:.3f}"
+        interval = "—" if m["ci_low"] is None else f"[{m['ci_low']:.3f}, {m['ci_high']:.3f}]"
+        table.add_row(m["label"], str(m["n"]), accuracy, interval, f"{m['tokens_per_item']:.0f}",
+                      f"${m['cost_per_item']:.6f}", f"{m['calls_per_item']:.1f}", f"{m['seconds_per_item']:.1f}")
+    return table
+
+
+@app.command("run")
+def run(
+    task: str = typer.Option(..., "--task", help="arithmetic, gsm8k, or the path of a JSONL of {question, answer}."),
+    methods: str = typer.Option(..., "--methods", help=f"Comma list of: {', '.join(METHODS)}."),
+    out: Path = typer.Option(..., "--out", help="Folder for results (and for resuming an interrupted run)."),
+    n: int = typer.Option(20, "--n", help="Items to ask (the first n in the seed's order)."),
+    seed: int = typer.Option(0, "--seed", help="Seeds the arithmetic problems, the item order and the bootstrap."),
+    model: str = typer.Option(None, "--model", help="Model id (`provider:model`); the default model when omitted."),
+    models: str = typer.Option(None, "--models",
+                               help="Comma list of models dealt to debate agents, panelists and round-table seats."),
+    answer_rule: str = typer.Option(None, "--answer-rule",
+                                    help="For a JSONL task: number, choice, exact or regex:<pattern>."),
+    agents: int = typer.Option(3, "--agents", min=1, help="Debate agents, panelists and round-table seats (k)."),
+    rounds: int = typer.Option(1, "--rounds", min=0, help="Debate rounds after the first answers (r)."),
+    samples: int = typer.Option(None, "--samples", min=1,
+                                help="Self-consistency's k; default agents × (rounds + 1), the debate's call count."),
+    match_budget: bool = typer.Option(False, "--match-budget",
+                                      help="Pick self-consistency's k so its tokens per item match the debate's."),
+    temperature: float = typer.Option(0.7, "--temperature", min=0.0,
+                                      help="Sampling temperature of the sampled methods."),
+    max_tokens: int = typer.Option(512, "--max-tokens", min=16, help="Output cap of every call."),
+    concurrency: int = typer.Option(4, "--concurrency", min=1, help="Items asked at once."),
+) -> None:
+    """Run METHODS over a task and write results.json, results.md and accuracy_vs_tokens.png under --out."""
+    method_list = _comma_list(methods)
+    _check_methods(method_list, agents, match_budget, samples)
+    try:
+        loaded = load_task(task, n=n, seed=seed, rule=answer_rule)
+    except TaskError as exc:
+        raise fail(str(exc), code=2) from exc
+    model_id = model or get_settings().default_model
+    agent_models = _comma_list(models)
+    options = MethodOptions(agents=agents, rounds=rounds, samples=samples or agents * (rounds + 1),
+                            temperature=temperature, max_tokens=max_tokens, models=agent_models)
+    settings = RunSettings(task=loaded.name, answer_rule=loaded.rule.name, n=n, seed=seed, methods=method_list,
+                           model=model_id, options=options, match_budget=match_budget,
+                           item_ids=[item.id for item in loaded.items])
+    embedded = any(m.startswith("local:") for m in [model_id, *agent_models])
+    if embedded:
+        console.print(f"[bold yellow]Note:[/] {EMBEDDED_MODEL_NOTE}")
+
+    with _model_factory([model_id, *agent_models]) as factory:
+        columns = [TextColumn("{task.description:<16}"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("accuracy {task.fields[accuracy]}"), TimeRemainingColumn()]
+        with Progress(*columns, console=console) as progress:
+            bars = ProgressBars(progress)
+            records = _run(run_eval(loaded, settings, out, factory=factory, concurrency=concurrency,
+                                    observer=bars), out)
+    doc = write_reports(settings, records, out)
+    console.print(_results_table(doc))
+    if embedded:
+        console.print(f"[bold yellow]Note:[/] {EMBEDDED_MODEL_NOTE}")
+    console.print(f"Wrote {out / RESULTS_JSON}, {out / RESULTS_MD} and {out / PLOT_FILE}.")
+    if bars.failures:
+        raise fail(f"{len(bars.failures)} item(s) failed and are not in the results; run the same command "
+                   "again to retry them.")
+
+
+@app.command("judge")
+def judge(
+    pairs: Path = typer.Option(..., "--pairs",
+                               help="JSONL of {question, answer_a, answer_b, label?} (label A, B or tie)."),
+    out: Path = typer.Option(..., "--out", help="Folder for judge.json, judge.md and the resumable judgements."),
+    model: str = typer.Option(None, "--model", help="Judge model (`provider:model`); the default model when omitted."),
+    seed: int = typer.Option(0, "--seed", help="Seeds the bootstrap intervals."),
+    concurrency: int = typer.Option(4, "--concurrency", min=1, help="Pairs judged at once."),
+) -> None:
+    """Measure the duel judge's position bias (verdict flips when the answers swap) and agreement with humans."""
+    try:
+        loaded = load_pairs(pairs)
+    except TaskError as exc:
+        raise fail(str(exc), code=2) from exc
+    model_id = model or get_settings().default_model
+    if model_id.startswith("local:"):
+        console.print(f"[bold yellow]Note:[/] {EMBEDDED_MODEL_NOTE}")
+    failures: list[str] = []
+    with _model_factory([model_id]) as factory:
+        with Progress(TextColumn("judging"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                      console=console) as progress:
+            bar = progress.add_task("judge", total=None)
+
+            def started(total: int, done: int) -> None:
+                progress.update(bar, total=total, completed=done)
+
+            def failed(pair_id: str, error: str) -> None:
+                failures.append(pair_id)
+                progress.console.print(f"[yellow]{escape(pair_id)} failed:[/] {escape(error)}")
+
+            doc = _run(judge_pairs(loaded, str(pairs), out, factory=factory, model=model_id, seed=seed,
+                                   concurrency=concurrency, started=started,
+                                   finished=lambda record: progress.update(bar, advance=1), failed=failed), out)
+    table = Table("measure", "n", "rate", "95% CI", title=f"Judge bias · {model_id}")
+    for name, key in (("position flip rate", "position_flip"), ("first-shown answer wins", "first_position_wins"),
+                      ("agreement with humans", "human_agreement")):
+        value = doc[key]
+        rate = "—" if value["rate"] is None else f"{value['rate']:.3f}"
+        interval = "—" if value["ci_low"] is None else f"[{value['ci_low']:.3f}, {value['ci_high']:.3f}]"
+        table.add_row(name, str(value["n"]), rate, interval)
+    console.print(table)
+    console.print(f"Wrote {out / JUDGE_JSON} and {out / JUDGE_MD}.")
+    if failures:
+        raise fail(f"{len(failures)} pair(s) failed and are not counted; run the same command again to retry them.")

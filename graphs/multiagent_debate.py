@@ -1,0 +1,171 @@
+"""Multi-agent debate (Du et al. 2023): k agents answer a question on their own, then for r rounds each reads
+the others' latest answers and revises its own. The caller reads the last round's answers (and usually
+takes their majority).
+
+    ask_agents -> agent_answer x k (Send) -> close_round -> ask_agents ... | END
+
+Each agent sees its own previous answer and the others' from the previous round only, so a prompt's
+size does not grow with the number of rounds. `parley eval` uses this graph as its `debate` method.
+
+    from graphs.multiagent_debate import MultiAgentDebateContext, graph
+    out = await graph.ainvoke({"question": "What is 3+4*5?"}, context=MultiAgentDebateContext(agents=3, rounds=2))
+    out["final_answers"]
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, TypedDict
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langgraph.config import get_stream_writer
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from langgraph.types import Send
+
+from nodes.context import RunContext
+from nodes.failures import MODEL_RETRY
+from nodes.models import approx_text_tokens, clip_text
+from nodes.panel import MIN_ANSWER_TOKENS, content_text
+from nodes.prompts import multiagent_debate as prompts
+
+__all__ = ["MultiAgentDebateContext", "build_multiagent_debate_graph", "graph"]
+
+
+@dataclass(kw_only=True)
+class MultiAgentDebateContext(RunContext):
+    """Per-run knobs: how many agents, how many revision rounds, and how each agent samples.
+
+    `agent_models` are dealt to the seats in turn (agent i gets `agent_models[i % len]`); when empty,
+    every agent uses the run's model. Agents sample at `temperature` so that agents of one model start
+    from different answers, which is what gives the debate something to reconcile.
+    """
+
+    agents: int = 3
+    rounds: int = 1
+    agent_models: list[str] | None = None
+    temperature: float | None = 0.7
+    max_tokens: int | None = 512
+
+    def agent_model(self, agent: int) -> str | None:
+        return self.agent_models[agent % len(self.agent_models)] if self.agent_models else None
+
+
+def debate_context(runtime: Runtime | None) -> MultiAgentDebateContext:
+    """The run's MultiAgentDebateContext (see `RunContext.of`)."""
+    return MultiAgentDebateContext.of(runtime)
+
+
+# --- state ----------------------------------------------------------------------------------
+
+
+class DebateInput(TypedDict):
+    question: str  # sent as it is: add any answer-format instructions to it
+
+
+class DebateOutput(TypedDict, total=False):
+    final_answers: list[str]  # the last round's answers, in agent order
+    answers: list[dict[str, Any]]  # every answer of every round: {agent, round, model, content}
+
+
+class DebateState(DebateInput, DebateOutput, total=False):
+    round: int  # the round to ask next
+    answers: Annotated[list[dict[str, Any]], operator.add]
+
+
+class AgentTask(TypedDict):
+    """What one agent's turn receives through `Send`."""
+
+    question: str
+    agent: int
+    round: int
+    own: str | None  # this agent's answer in the previous round
+    others: list[str]  # the other agents' answers in the previous round
+
+
+# --- nodes ----------------------------------------------------------------------------------
+
+
+def ask_agents(state: DebateState, runtime: Runtime) -> list[Send]:
+    """Send every agent its turn: the question alone in round 0, with the previous round's answers after."""
+    ctx = debate_context(runtime)
+    if ctx.agents < 1 or ctx.rounds < 0:
+        raise ValueError(f"a debate needs at least one agent and no negative rounds (got {ctx.agents}, {ctx.rounds})")
+    round_number = state.get("round", 0)
+    previous = {a["agent"]: a["content"] for a in state.get("answers") or [] if a["round"] == round_number - 1}
+    return [
+        Send("agent_answer", AgentTask(
+            question=state["question"], agent=agent, round=round_number, own=previous.get(agent),
+            others=[previous[other] for other in sorted(previous) if other != agent],
+        ))
+        for agent in range(ctx.agents)
+    ]
+
+
+def revision_messages(task: AgentTask, *, prompt_budget: int | None) -> list[BaseMessage]:
+    """An agent's prompt: the question, then (after round 0) its own last answer and the others' to weigh.
+
+    With a `prompt_budget` (tokens, from the model's context window) every previous answer is cut to an
+    equal share of what the question leaves, so all of them reach the model.
+    """
+    question = task["question"]
+    if task["round"] == 0 or task["own"] is None:
+        return [HumanMessage(question)]
+    own, others = task["own"], list(task["others"])
+    if prompt_budget is not None:
+        room = prompt_budget - 2 * approx_text_tokens(question) - approx_text_tokens(prompts.REVISE_PROMPT)
+        share = max(MIN_ANSWER_TOKENS, room // (len(others) + 1))
+        own, others = clip_text(own, share), [clip_text(answer, share) for answer in others]
+    shown = "\n\n".join(prompts.OTHER_ANSWER.format(number=i + 1, answer=answer) for i, answer in enumerate(others))
+    return [
+        HumanMessage(question),
+        AIMessage(own),
+        HumanMessage(prompts.REVISE_PROMPT.format(answers=shown or "(none)", question=question)),
+    ]
+
+
+async def agent_answer(task: AgentTask, runtime: Runtime) -> dict[str, Any]:
+    """Answer the question as one agent, revising its previous answer in the light of the others'."""
+    ctx = debate_context(runtime)
+    model = ctx.agent_model(task["agent"])
+    messages = revision_messages(task, prompt_budget=ctx.factory.prompt_budget(model, ctx.max_tokens))
+    chat = ctx.chat(model, temperature=ctx.temperature, max_tokens=ctx.max_tokens,
+                    label=f"debate:{task['round']}:{task['agent']}")
+    reply = await chat.ainvoke(messages)
+    answer = {"agent": task["agent"], "round": task["round"], "model": ctx.model_id(model),
+              "content": content_text(reply.content).strip()}
+    get_stream_writer()({"event": "answer", **answer})
+    return {"answers": [answer]}
+
+
+def close_round(state: DebateState) -> dict[str, Any]:
+    """Close the round that just ended: its answers become the final ones so far, and the next round is due."""
+    finished = max(a["round"] for a in state["answers"])
+    final = sorted((a for a in state["answers"] if a["round"] == finished), key=lambda a: a["agent"])
+    return {"round": finished + 1, "final_answers": [a["content"] for a in final]}
+
+
+def next_step(state: DebateState, runtime: Runtime) -> list[Send] | Literal["__end__"]:
+    """Another revision round, or the end once `rounds` revisions have been made."""
+    if state["round"] > debate_context(runtime).rounds:
+        return END
+    return ask_agents(state, runtime)
+
+
+# --- wiring ---------------------------------------------------------------------------------
+
+
+def build_multiagent_debate_graph() -> StateGraph:
+    """Return the (uncompiled) multi-agent debate graph; its knobs are the `MultiAgentDebateContext`."""
+    builder = StateGraph(DebateState, context_schema=MultiAgentDebateContext, input_schema=DebateInput,
+                         output_schema=DebateOutput)
+    builder.add_node("agent_answer", agent_answer, retry_policy=MODEL_RETRY)
+    builder.add_node("close_round", close_round)
+    builder.add_conditional_edges(START, ask_agents, ["agent_answer"])
+    builder.add_edge("agent_answer", "close_round")
+    builder.add_conditional_edges("close_round", next_step, ["agent_answer", END])
+    return builder
+
+
+graph = build_multiagent_debate_graph().compile(name="multiagent_debate")

@@ -1,0 +1,91 @@
+"""`parley eval run` and `parley eval judge` in-process against the scripted model: files, resuming, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from cli.main import app
+from core.settings import get_settings
+from tests.support.duel import judgement
+
+
+def run(*args: str):
+    return CliRunner().invoke(app, ["eval", *args])
+
+
+def test_run_writes_the_results_and_resumes_without_asking_again(parley_env, llm, tmp_path):
+    llm.script(reply="Adding up the products... Answer: 12")
+    out = tmp_path / "out"
+    args = ["run", "--task", "arithmetic", "--methods", "single,debate", "--n", "3", "--seed", "5",
+            "--out", str(out), "--concurrency", "2"]
+    result = run(*args)
+    assert result.exit_code == 0, result.output
+    assert {"run.json", "items.jsonl", "results.json", "results.md", "accuracy_vs_tokens.png"} <= \
+        {p.name for p in out.iterdir()}
+    doc = json.loads((out / "results.json").read_text())
+    assert [m["name"] for m in doc["methods"]] == ["single", "debate"] and doc["n"] == 3 and doc["seed"] == 5
+    assert [m["calls_per_item"] for m in doc["methods"]] == [1.0, 6.0]
+    assert "near zero" not in result.output  # a hosted model gets no embedded-model warning
+    assert "single" in result.output and "results.md" in result.output
+    asked = len(llm.requests)
+    assert asked == 3 * (1 + 6)
+
+    again = run(*args)
+    assert again.exit_code == 0, again.output
+    assert len(llm.requests) == asked  # everything was done: nothing is asked twice
+    assert json.loads((out / "results.json").read_text()) == doc
+
+    other = run(*[a if a != "5" else "6" for a in args])
+    assert other.exit_code == 2 and "seed: 6 here, 5 in the stored run" in " ".join(other.output.split())
+
+
+def test_failed_items_make_the_run_exit_non_zero(parley_env, llm, tmp_path):
+    llm.script(status=400, times=1)
+    result = run("run", "--task", "arithmetic", "--methods", "single", "--n", "3", "--out", str(tmp_path),
+                 "--concurrency", "1")
+    assert result.exit_code == 1
+    flat = " ".join(result.output.split())
+    assert "HTTP 400" in flat and "1 item(s) failed" in flat and "run the same command again" in flat
+    assert json.loads((tmp_path / "results.json").read_text())["methods"][0]["n"] == 2
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--methods", "single,voting"], "unknown method(s) voting: choose from single, self-consistency"),
+    (["--methods", "single,single"], "names a method twice"),
+    (["--methods", "panel", "--agents", "1"], "the panel seats 2-7 panelists"),
+    (["--methods", "roundtable", "--agents", "6"], "the round table seats at most 5 agents"),
+    (["--methods", "debate,self-consistency", "--match-budget"], "add single to --methods"),
+    (["--methods", "single,debate,self-consistency", "--match-budget", "--samples", "4"], "leave out --samples"),
+    (["--methods", "single", "--task", "gsm8k", "--n", "500"], "gsm8k has 100 items"),
+    (["--methods", "single", "--task", "trivia"], "unknown task 'trivia'"),
+    (["--methods", "single", "--model", "mystery:model"], None),
+])
+def test_bad_input_is_refused_before_any_model_call(parley_env, llm, tmp_path, monkeypatch, args, message):
+    if message is None:  # a model that cannot be reached: no endpoint and no key
+        monkeypatch.delenv("OPENAI_BASE_URL")
+        monkeypatch.delenv("OPENAI_API_KEY")
+        get_settings.cache_clear()
+        message = "mystery:model: no API key"
+    task = [] if "--task" in args else ["--task", "arithmetic"]
+    result = run("run", *task, *args, "--out", str(tmp_path / "out"))
+    assert result.exit_code == 2, result.output
+    assert message in " ".join(result.output.split())
+    assert llm.requests == []
+
+
+def test_judge_command(parley_env, llm, tmp_path):
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text(json.dumps({"question": "2+2?", "answer_a": "Four.", "answer_b": "Five.", "label": "A"}) + "\n")
+    llm.script(match="Speaker A: Four", json=judgement("A"))
+    llm.script(match="Speaker A: Five", json=judgement("A"))  # whichever comes first wins: a flip
+    result = run("judge", "--pairs", str(pairs), "--out", str(tmp_path / "j"))
+    assert result.exit_code == 0, result.output
+    assert "position flip rate" in result.output and "judge.md" in result.output
+    doc = json.loads((tmp_path / "j" / "judge.json").read_text())
+    assert doc["position_flip"]["rate"] == 1.0 and doc["human_agreement"]["rate"] == 0.0
+
+    missing = run("judge", "--pairs", str(tmp_path / "none.jsonl"), "--out", str(tmp_path / "k"))
+    assert missing.exit_code == 2 and "cannot read" in missing.output

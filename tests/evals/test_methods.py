@@ -1,0 +1,72 @@
+"""Each method, run on one item against the scripted model server: what it asks, and the answer it reads."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from evals import prompts
+from evals.answers import parse_rule
+from evals.methods import METHODS, MethodOptions
+from nodes.context import RunContext
+from nodes.models import ModelFactory
+
+QUESTION = "What is the value of 1+2*3+4-5*1?\n\nEnd with `Answer: <number>`."
+NUMBER = parse_rule("number")
+
+
+def ctx(parley_env) -> RunContext:
+    return RunContext(models=ModelFactory(parley_env), model="openai:gpt-4o-mini")
+
+
+async def test_single_asks_once_at_temperature_zero(parley_env, llm):
+    llm.script(reply="1 + 6 + 4 - 5 = 6\nAnswer: 6")
+    context = ctx(parley_env)
+    attempt = await METHODS["single"](QUESTION, NUMBER, context, MethodOptions())
+    assert attempt.prediction == "6" and attempt.votes is None
+    assert len(llm.requests) == 1 and llm.requests[0]["temperature"] == 0.0
+    assert len(context.ledger.records) == 1
+
+
+async def test_self_consistency_takes_the_majority_of_k_samples(parley_env, llm):
+    llm.script(replies=["Answer: 7", "Answer: 6", "Answer: 6", "no idea", "Answer: 6"])
+    attempt = await METHODS["self-consistency"](QUESTION, NUMBER, ctx(parley_env),
+                                                MethodOptions(samples=5, temperature=0.9))
+    assert attempt.prediction == "6" and not attempt.tied
+    assert Counter(attempt.votes) == {"6": 3, "7": 1, None: 1}
+    assert attempt.response == "Answer: 6"  # the text shown is one that voted for the winner
+    assert len(llm.requests) == 5 and {r["temperature"] for r in llm.requests} == {0.9}
+
+
+async def test_debate_takes_the_majority_of_the_last_round(parley_env, llm):
+    llm.script(match="Other agents answered", replies=["Answer: 6", "Answer: 4", "Answer: 6"])
+    llm.script(replies=["Answer: 6", "Answer: 5", "Answer: 4"])
+    context = ctx(parley_env)
+    attempt = await METHODS["debate"](QUESTION, NUMBER, context, MethodOptions(agents=3, rounds=1))
+    assert attempt.prediction == "6" and sorted(attempt.votes) == ["4", "6", "6"]
+    assert len(llm.requests) == 6 and len(context.ledger.records) == 6
+
+
+async def test_panel_reads_the_arbitrators_answer(parley_env, llm):
+    llm.script(match="arbitrator of a panel", reply="Weighing the three answers: Answer: 6")
+    llm.script(reply="Answer: 5")
+    context = ctx(parley_env)
+    attempt = await METHODS["panel"](QUESTION, NUMBER, context, MethodOptions(agents=3))
+    assert attempt.prediction == "6"
+    assert len(llm.requests) == 4  # three panelists (one model resampled) and the arbitrator
+    assert len({r["temperature"] for r in llm.requests[:3]}) == 3  # the resampled seats differ
+
+
+async def test_roundtable_reads_the_recommended_action(parley_env, llm):
+    synthesis = {"summary": "The table agrees.", "debateEvolution": "Nobody moved.",
+                 "devilsAdvocateMainAttack": "The product may be wrong.", "consensus": ["6"], "riskPoints": [],
+                 "recommendedAction": "Report the result. Answer: 6", "conditions": [],
+                 "confidenceLevel": "high", "urgency": "low"}
+    llm.script(match="synthesizer of a round-table debate", json=synthesis)
+    llm.script(reply="I compute 6. Answer: 6")
+    context = ctx(parley_env)
+    attempt = await METHODS["roundtable"](QUESTION, NUMBER, context, MethodOptions(agents=2, rounds=1))
+    assert attempt.prediction == "6" and attempt.response == "Report the result. Answer: 6"
+    first_turn = next(r for r in llm.requests if "Careful solver" in r["messages"][0]["content"])
+    assert prompts.ROUNDTABLE_TOPIC in first_turn["messages"][1]["content"]
+    assert any("Sceptical checker" in r["messages"][0]["content"] for r in llm.requests)
+    assert len(context.ledger.records) == len(llm.requests)  # every call is on the item's bill

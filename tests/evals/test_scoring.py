@@ -1,0 +1,57 @@
+"""Bootstrap intervals on data whose answer is known, and equal-budget matching."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from evals.scoring import bootstrap_interval, matched_samples
+
+
+def test_constant_outcomes_have_no_spread():
+    assert bootstrap_interval([1.0] * 30, seed=1) == (bootstrap_interval([1.0] * 30, seed=2))
+    interval = bootstrap_interval([0.0] * 30, seed=1)
+    assert (interval.value, interval.low, interval.high) == (0.0, 0.0, 0.0)
+
+
+def test_half_right_out_of_100_matches_the_normal_approximation():
+    outcomes = [1.0, 0.0] * 50
+    interval = bootstrap_interval(outcomes, seed=7)
+    half_width = 1.96 * math.sqrt(0.5 * 0.5 / 100)  # ≈ 0.098
+    assert interval.value == 0.5
+    assert interval.low == pytest.approx(0.5 - half_width, abs=0.02)
+    assert interval.high == pytest.approx(0.5 + half_width, abs=0.02)
+    assert interval.low < 0.5 < interval.high
+
+
+def test_a_small_sample_gives_a_wide_interval_that_holds_its_mean():
+    interval = bootstrap_interval([1.0, 1.0, 1.0, 0.0, 0.0], seed=3)  # 3 of 5
+    assert interval.value == 0.6
+    assert interval.low <= 0.2 and interval.high >= 1.0 - 1e-9
+    # Every bootstrap mean of 5 items is a multiple of 0.2.
+    assert round(interval.low * 5, 9) == int(round(interval.low * 5))
+
+
+def test_the_seed_makes_intervals_reproducible():
+    data = [1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0]
+    assert bootstrap_interval(data, seed=11) == bootstrap_interval(data, seed=11)
+
+
+def test_no_data_gives_no_interval():
+    assert all(math.isnan(v) for v in vars(bootstrap_interval([], seed=0)).values())
+
+
+@pytest.mark.parametrize(("debate", "sample", "k"), [
+    (600.0, 100.0, 6),
+    (650.0, 100.0, 6),  # 6.5 rounds to the even 6
+    (680.0, 100.0, 7),
+    (40.0, 100.0, 1),  # never fewer than one sample
+])
+def test_matched_samples_spend_the_debates_tokens(debate, sample, k):
+    assert matched_samples(debate, sample) == k
+
+
+def test_matching_needs_a_positive_sample_cost():
+    with pytest.raises(ValueError, match="positive"):
+        matched_samples(600.0, 0.0)
