@@ -21,12 +21,15 @@ def stance(value: str, point: str) -> dict:
     return {"stance": value, "confidence": 0.9, "keyPoint": point}
 
 
-def script_disagreement(llm) -> None:
-    """Claire for, Marc against, every round: the table never converges and debates all three rounds."""
+def script_disagreement(llm, *, hold_synthesis: bool = False) -> None:
+    """Claire for, Marc against, every round: the table never converges and debates all three rounds.
+
+    With `hold_synthesis`, the synthesis waits at the gate "synthesis" until the test releases it."""
     llm.script(match="Record Claire's stance", json=stance("for", "The cash covers the lease."))
     llm.script(match="Record Marc's stance", json=stance("against", "The pipeline is not proven."))
     llm.script(match="Record Devil's Advocate's stance", json=stance("against", "Costs double."))
-    llm.script(match="You are the synthesizer of a round-table debate", json=SYNTHESIS)
+    llm.script(match="You are the synthesizer of a round-table debate", json=SYNTHESIS,
+               hold="synthesis" if hold_synthesis else None)
 
 
 def create_agent(page, name: str, role: str, persona: str) -> None:
@@ -39,7 +42,7 @@ def create_agent(page, name: str, role: str, persona: str) -> None:
 
 
 def test_a_question_streams_by_round_with_stances_chart_and_synthesis(studio, llm):
-    script_disagreement(llm)
+    script_disagreement(llm, hold_synthesis=True)
     page = studio.open("/roundtable")
     create_agent(page, "Claire", "Finance", "Cash first. Quote numbers.")
     create_agent(page, "Marc", "Sales", "Growth first.")
@@ -50,7 +53,9 @@ def test_a_question_streams_by_round_with_stances_chart_and_synthesis(studio, ll
 
     page.get_by_label("Question for the table").fill("Should we open a second office in Lyon?")
     page.get_by_role("button", name="Ask the table").click()
-    expect(page.get_by_role("status").filter(has_text="Round")).to_be_visible()  # live, while it runs
+    llm.wait_held("synthesis")  # every round is done and the synthesis is held: the run is surely live
+    expect(page.get_by_role("status").filter(has_text="Round")).to_be_visible()
+    llm.release("synthesis")
     synthesis = page.get_by_role("region", name="Synthesis")
     expect(synthesis).to_contain_text("Hire the Lyon sales lead first")
     expect(page.get_by_role("button", name="Ask the table")).to_be_visible()
