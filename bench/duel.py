@@ -103,9 +103,10 @@ async def model_time(base_url: str, rounds: int) -> tuple[float, float]:
     return select + 2 * rounds * turn + judge, select + 2 * rounds * turn + 2 * judge
 
 
-def start_process(command: list[str], env: dict[str, str], ready: str | None) -> tuple[subprocess.Popen, str]:
+def start_process(command: list[str], env: dict[str, str], ready: str | None,
+                  cwd: Path = ROOT) -> tuple[subprocess.Popen, str]:
     """Start a server; with `ready`, wait for the output line containing it. Its output is drained to stderr."""
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd)
     assert proc.stdout is not None
     line = ""
     if ready is not None:

@@ -47,10 +47,11 @@ class Settings(BaseSettings):
     parley_run_lease: float = Field(
         5.0, gt=0, description="Seconds a worker's hold on a run lasts without renewal; after that another worker "
         "resumes the run from its last checkpoint.")
-    parley_run_heartbeat: float = Field(1.0, gt=0, description="Seconds between a worker's lease renewals.")
+    parley_run_heartbeat: float = Field(
+        1.0, gt=0, description="Seconds between a worker's lease renewals, and its looks for runs to take over.")
     parley_run_poll: float = Field(
-        0.25, gt=0, description="Seconds between a worker's looks at the database: runs to take over, cancel "
-        "requests, new events of runs other workers execute.")
+        0.25, gt=0, description="Seconds between a worker's looks at the database for cancel requests and for "
+        "new events of runs other workers execute.")
     parley_run_durability: Literal["async", "sync"] = Field(
         "async", description="LangGraph checkpoint durability: `async` saves each step's checkpoint while the next "
         "runs, `sync` before it starts (slower; a crash then never repeats a finished step's model calls).")

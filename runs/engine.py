@@ -41,6 +41,9 @@ from store import runs as store
 log = logging.getLogger("parley.runs")
 
 RESUMED_REASON = "the worker running this turn stopped; it is streamed again from its start"
+# At most one write of a run's events per this many seconds: a model streaming a chunk every few
+# milliseconds then costs one insert per few chunks, for a few milliseconds more before listeners see them.
+WRITE_EVERY = 0.015
 
 
 @dataclass(frozen=True)
@@ -164,9 +167,14 @@ class EventWriter:
         self._task.cancel()
 
     async def _loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        wrote = 0.0
         while True:
             await self._wakeup.wait()
+            if not self._closing and (wait := wrote + WRITE_EVERY - loop.time()) > 0:
+                await asyncio.sleep(wait)  # let the events of the next few milliseconds join this write
             self._wakeup.clear()
+            wrote = loop.time()
             while self._queue or self._usage:
                 batch, self._queue = self._queue, []
                 usage, self._usage = self._usage, []
@@ -273,14 +281,15 @@ class RunEngine:
         """Execute a run here, from its start or from its last checkpoint, and store how it ends."""
         run_id = record["_id"]
         mode: ModeRun = MODES[record["kind"]](record, self.services)
-        live = self._live[run_id] = LiveRun(
-            run_id, first_seq=max(mode.first_seq, await store.last_seq(self.db, run_id=run_id) + 1))
+        resumed = record.get("claims", 1) > 1  # another worker began it
+        stored = await store.last_seq(self.db, run_id=run_id) if resumed else -1
+        live = self._live[run_id] = LiveRun(run_id, first_seq=max(mode.first_seq, stored + 1))
         barriers: dict[str, EventBarrier] | None = getattr(self.saver, "barriers", None)
         barrier = EventBarrier()
         if barriers is not None:
             barriers[run_id] = barrier
         writer = EventWriter(self.db, live, barrier)
-        earlier = await store.list_usage(self.db, run_id=run_id) if record.get("claims", 1) > 1 else []
+        earlier = await store.list_usage(self.db, run_id=run_id) if resumed else []
         ledger = RunLedger(records=earlier, sink=writer.add_usage)
         try:
             outcome = await self._outcome(record, mode, writer, ledger)
@@ -316,7 +325,6 @@ class RunEngine:
         config = {"configurable": {"thread_id": run_id},
                   **trace_config(run_id, kind, record["workspace"], record["user"])}
         try:
-            await store.mark_running(self.db, run_id=run_id, worker=self.worker)
             resuming = await self._restore(record, mode, graph, config, writer)
             if record.get("cancelRequested"):
                 self._stopping[run_id] = "cancel"
@@ -378,6 +386,7 @@ class RunEngine:
         resume from."""
         if record.get("claims", 1) <= 1:
             return False
+        await store.mark_running(self.db, run_id=record["_id"], worker=self.worker)
         snapshot = await graph.aget_state(config)
         resuming = bool(snapshot.values) or bool(snapshot.next)
         rows = await store.all_events(self.db, run_id=record["_id"])
@@ -437,21 +446,23 @@ class RunEngine:
     # --- tending ------------------------------------------------------------------------------
 
     async def _tend(self) -> None:
-        renewed = time.monotonic()
+        """Every poll: stop the runs someone cancelled. Every heartbeat: renew this worker's leases, stop the
+        runs another worker took over, and take over the runs whose lease expired."""
+        renewed = float("-inf")  # at once on start: runs a stopped worker left may be waiting
         while True:
             try:
                 now = time.monotonic()
                 local = list(self._tasks)
+                for run_id in await store.cancelled_runs(self.db, run_ids=local):
+                    self._stop(run_id, "cancel")
                 if now - renewed >= self.heartbeat:
                     held = await store.renew_leases(self.db, run_ids=local, worker=self.worker,
                                                     lease_seconds=self.lease)
                     renewed = now
                     for run_id in set(local) - held:
                         self._stop(run_id, "lost")
-                for run_id in await store.cancelled_runs(self.db, run_ids=local):
-                    self._stop(run_id, "cancel")
-                while (record := await store.claim_expired(self.db, worker=self.worker, lease_seconds=self.lease)):
-                    self._launch(record)
+                    while record := await store.claim_expired(self.db, worker=self.worker, lease_seconds=self.lease):
+                        self._launch(record)
             except PyMongoError as exc:
                 log.warning("run engine: database unreachable (%s)", exc)
                 if time.monotonic() - renewed > self.lease:

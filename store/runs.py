@@ -53,12 +53,12 @@ async def create_run(
     db: AsyncDatabase, *, run_id: str, kind: str, workspace: str, user: str, title: str, input: dict[str, Any],
     ref: dict[str, Any] | None, worker: str, lease_seconds: float,
 ) -> dict:
-    """Store a new run, already leased to `worker` (which starts it at once); return the record."""
+    """Store a new run, already `running` on `worker` (which starts it at once); return the record."""
     at = now()
     record = {
         "_id": run_id, "kind": kind, "workspace": workspace, "user": user, "title": title, "input": input,
-        "ref": ref or {}, "status": QUEUED, "worker": worker, "leaseUntil": at + timedelta(seconds=lease_seconds),
-        "heartbeatAt": at, "claims": 1, "cancelRequested": False, "createdAt": at, "startedAt": None,
+        "ref": ref or {}, "status": RUNNING, "worker": worker, "leaseUntil": at + timedelta(seconds=lease_seconds),
+        "heartbeatAt": at, "claims": 1, "cancelRequested": False, "createdAt": at, "startedAt": at,
         "finishedAt": None, "updatedAt": at, "usage": None, "result": None, "error": None,
     }
     await db.runs.insert_one(record)
@@ -98,10 +98,10 @@ async def release(db: AsyncDatabase, *, run_id: str, worker: str) -> None:
 
 
 async def mark_running(db: AsyncDatabase, *, run_id: str, worker: str) -> None:
+    """Note that a claimed run runs again (it may have been claimed before it ever started)."""
     at = now()
     await db.runs.update_one({"_id": run_id, "worker": worker},
-                             {"$set": {"status": RUNNING, "updatedAt": at},
-                              "$min": {"startedAt": at}})
+                             {"$set": {"status": RUNNING, "updatedAt": at, "startedAt": at}})
 
 
 async def finish(
