@@ -46,9 +46,9 @@ async def new_key(uri: str, db_name: str) -> str:
         await client.close()
 
 
-def one_round(follower: Worker, home: Path, key: str, db) -> tuple[float, float]:
+def one_round(follower: Worker, home: Path, key: str, db, settings: dict[str, str]) -> tuple[float, float]:
     """Kill a fresh holder mid-duel; return (seconds to claim, seconds to the first resumed event)."""
-    holder = Worker(home).wait_ready()
+    holder = Worker(home, env=settings).wait_ready()
     try:
         body = {"topic": "Should remote work be the default?", "userProfile": {"name": "Ada"}, "rounds": 5}
         with httpx.stream("POST", f"{holder.url}/api/debate", json=body, timeout=30,
@@ -97,12 +97,13 @@ def main() -> None:
         script_duel(llm, opponent_turn={"token_delay": 0.05})
         key = asyncio.run(new_key(uri, db_name))
         sync = MongoClient(uri, tz_aware=True)
-        follower = Worker(home, env={"PARLEY_RUN_LEASE": str(args.lease), "PARLEY_RUN_HEARTBEAT": str(args.heartbeat),
-                                     "PARLEY_RUN_POLL": str(args.poll)}).wait_ready()
+        settings = {"PARLEY_RUN_LEASE": str(args.lease), "PARLEY_RUN_HEARTBEAT": str(args.heartbeat),
+                    "PARLEY_RUN_POLL": str(args.poll)}
+        follower = Worker(home, env=settings).wait_ready()
         try:
             claims, resumes = [], []
             for n in range(args.rounds):
-                claimed, resumed = one_round(follower, home, key, sync[db_name])
+                claimed, resumed = one_round(follower, home, key, sync[db_name], settings)
                 claims.append(claimed)
                 resumes.append(resumed)
                 print(f"round {n + 1}: claimed {claimed:.2f} s after the kill, "

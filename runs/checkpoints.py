@@ -9,7 +9,7 @@ of a finished task is ever lost with a worker.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +35,8 @@ class EventBarrier:
     def __init__(self) -> None:
         self.received = self.stored = 0
         self.open = False  # nothing more will be stored: waiting would be forever
+        self.waiting = 0  # saves waiting now
+        self.on_wait: Callable[[], None] = lambda: None  # told when a save starts waiting (to store at once)
         self._changed = Signal()
 
     def received_one(self) -> None:
@@ -50,8 +52,15 @@ class EventBarrier:
 
     async def wait(self) -> None:
         target = self.received
-        while self.stored < target and not self.open:
-            await self._changed.wait()
+        if self.stored >= target or self.open:
+            return
+        self.waiting += 1
+        self.on_wait()
+        try:
+            while self.stored < target and not self.open:
+                await self._changed.wait()
+        finally:
+            self.waiting -= 1
 
 
 class BarrierSaver(MongoDBSaver):

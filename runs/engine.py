@@ -19,7 +19,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,9 +41,6 @@ from store import runs as store
 log = logging.getLogger("parley.runs")
 
 RESUMED_REASON = "the worker running this turn stopped; it is streamed again from its start"
-# At most one write of a run's events per this many seconds: a model streaming a chunk every few
-# milliseconds then costs one insert per few chunks, for a few milliseconds more before listeners see them.
-WRITE_EVERY = 0.015
 
 
 @dataclass(frozen=True)
@@ -74,11 +71,11 @@ def usage_totals(ledger: UsageLedger) -> dict[str, Any]:
             "totalTokens": ledger.total_tokens, "costUsd": round(ledger.total_cost, 8), "calls": len(ledger.records)}
 
 
-def _origin_row(origin: Origin | None) -> dict | None:
+def origin_row(origin: Origin | None) -> dict | None:
     return None if origin is None else {"task": origin.task, "checkpoints": [list(p) for p in origin.checkpoints]}
 
 
-def _origin_of(row: dict) -> Origin | None:
+def origin_of(row: dict) -> Origin | None:
     origin = row.get("origin")
     return None if origin is None else Origin(origin["task"], tuple(tuple(p) for p in origin["checkpoints"]))
 
@@ -120,37 +117,48 @@ class LiveRun:
 
 
 class EventWriter:
-    """Store one execution's events in order, each after the record changes that go with it, and its usage.
+    """Number one execution's events, show them to this worker's listeners, and store them in batches.
 
-    Writes queue here and go out in batches, off the path of the graph; an event reaches listeners once it
-    is stored (so an event id a listener saw is one every worker knows). The `barrier` learns how far the
-    events the graph's nodes sent are stored, for LangGraph to save task results only after their events.
+    An event is shown at once, unless it (or one before it) carries a change of the mode's records: then
+    it is shown once that change and the events up to it are stored (a client that sees a duel's `message`
+    can read it back). Events are stored in batches: every `WRITE_AFTER` seconds, at once when an event
+    carries a record change or LangGraph waits to save a task's results (`EventBarrier`), and never more
+    than `SHOWN_UNSTORED` events are shown before they are stored. A worker that resumes the run after this
+    one died numbers its events from `SHOWN_UNSTORED` past the last stored one, so an id a listener saw here
+    is never given to another event, and retracts the ids in between (see `RunEngine._restore`).
     """
+
+    SHOWN_UNSTORED = 256
+    WRITE_AFTER = 0.25
 
     def __init__(self, db: AsyncDatabase, live: LiveRun, barrier: EventBarrier) -> None:
         self.db, self.live, self.barrier = db, live, barrier
         self.next_seq = live.first_seq
-        self._queue: list[tuple[dict | None, Emit | None, int]] = []  # (row, emit, events received by then)
+        self._rows: list[dict] = []  # every event of this execution, in order
+        self._stores: dict[int, Callable[[], Awaitable[Any]]] = {}  # row index → the record change it carries
+        self._marks: list[tuple[int, int]] = []  # (rows queued, node events received) at each node event
         self._usage: list[UsageRecord] = []
+        self._stored = self._shown = 0
         self._closing = False
         self._wakeup = asyncio.Event()
+        barrier.on_wait = self._wakeup.set  # LangGraph waits to save results: store now
         self._task = asyncio.create_task(self._loop(), name=f"store events of {live.id}")
         self._task.add_done_callback(lambda _: barrier.release())
 
     def add(self, emit: Emit, origin: Origin | None = None) -> None:
-        row = {"seq": self.next_seq, "event": emit.event, "data": emit.data, "origin": _origin_row(origin)}
+        self._rows.append({"seq": self.next_seq, "event": emit.event, "data": emit.data, "origin": origin_row(origin)})
         self.next_seq += 1
-        self._queue.append((row, emit, self.barrier.received))
-        self._wakeup.set()
+        if emit.store is not None:
+            self._stores[len(self._rows) - 1] = emit.store
+            self._wakeup.set()
+        self._show()
 
     def received(self) -> None:
         """Note that the events of one node event are all queued (it may have given none)."""
-        self._queue.append((None, None, self.barrier.received))
-        self._wakeup.set()
+        self._marks.append((len(self._rows), self.barrier.received))
 
     def add_usage(self, record: UsageRecord) -> None:
         self._usage.append(record)
-        self._wakeup.set()
 
     def check(self) -> None:
         """Raise the failure of a write, if one failed."""
@@ -166,28 +174,40 @@ class EventWriter:
     def abandon(self) -> None:
         self._task.cancel()
 
+    def _show(self) -> None:
+        gate = min(self._stores, default=len(self._rows))  # the first event whose record change is not stored
+        limit = min(gate, self._stored + self.SHOWN_UNSTORED, len(self._rows))
+        if limit > self._shown:
+            self.live.publish(self._rows[self._shown:limit])
+            self._shown = limit
+
+    def _urgent(self) -> bool:
+        unstored = len(self._rows) - self._stored
+        return (self._closing or bool(self._stores) or unstored >= self.SHOWN_UNSTORED
+                or (self.barrier.waiting > 0 and (unstored > 0 or bool(self._marks))))
+
     async def _loop(self) -> None:
-        loop = asyncio.get_running_loop()
-        wrote = 0.0
         while True:
-            await self._wakeup.wait()
-            if not self._closing and (wait := wrote + WRITE_EVERY - loop.time()) > 0:
-                await asyncio.sleep(wait)  # let the events of the next few milliseconds join this write
+            if not self._urgent():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wakeup.wait(), self.WRITE_AFTER)
             self._wakeup.clear()
-            wrote = loop.time()
-            while self._queue or self._usage:
-                batch, self._queue = self._queue, []
-                usage, self._usage = self._usage, []
-                for _, emit, _ in batch:
-                    if emit is not None and emit.store is not None:
-                        await emit.store()
-                rows = [row for row, _, _ in batch if row is not None]
-                await store.append_events(self.db, run_id=self.live.id, events=rows)
-                await store.add_usage(self.db, run_id=self.live.id, records=usage)
-                self.live.publish(rows)
-                if batch:
-                    self.barrier.stored_upto(max(mark for _, _, mark in batch))
-            if self._closing:
+            upto, usage = len(self._rows), self._usage
+            self._usage = []
+            changes = sorted(i for i in self._stores if i < upto)
+            for index in changes:
+                await self._stores[index]()
+            await store.append_events(self.db, run_id=self.live.id, events=self._rows[self._stored:upto])
+            await store.add_usage(self.db, run_id=self.live.id, records=usage)
+            for index in changes:
+                del self._stores[index]
+            self._stored = upto
+            self._show()
+            received = [count for rows, count in self._marks if rows <= upto]
+            if received:
+                self._marks = [(rows, count) for rows, count in self._marks if rows > upto]
+                self.barrier.stored_upto(max(received))
+            if self._closing and self._stored == len(self._rows) and not self._usage:
                 return
 
 
@@ -283,7 +303,9 @@ class RunEngine:
         mode: ModeRun = MODES[record["kind"]](record, self.services)
         resumed = record.get("claims", 1) > 1  # another worker began it
         stored = await store.last_seq(self.db, run_id=run_id) if resumed else -1
-        live = self._live[run_id] = LiveRun(run_id, first_seq=max(mode.first_seq, stored + 1))
+        # Past the ids another worker may have shown without storing them (see EventWriter).
+        gap = EventWriter.SHOWN_UNSTORED if resumed else 0
+        live = self._live[run_id] = LiveRun(run_id, first_seq=max(mode.first_seq, stored + 1 + gap))
         barriers: dict[str, EventBarrier] | None = getattr(self.saver, "barriers", None)
         barrier = EventBarrier()
         if barriers is not None:
@@ -391,15 +413,18 @@ class RunEngine:
         resuming = bool(snapshot.values) or bool(snapshot.next)
         rows = await store.all_events(self.db, run_id=record["_id"])
         live_rows = [row for row in rows if not row.get("void") and row["event"] != RETRACT]
-        origins = {o for o in (_origin_of(row) for row in live_rows) if o is not None}
+        # Ids an earlier execution may have shown but not stored: events of tasks that had not finished.
+        unstored = list(range((rows[-1]["seq"] if rows else -1) + 1, writer.next_seq))
+        origins = {o for o in (origin_of(row) for row in live_rows) if o is not None}
         if resuming:
             saved = await saved_graphs(self.saver, record["_id"], namespaces(origins))
-            void = [row["seq"] for row in live_rows if not survives(_origin_of(row), saved)]
+            void = [row["seq"] for row in live_rows if not survives(origin_of(row), saved)]
         else:  # nothing was saved: the run starts over, and everything it sent is void
             void = [row["seq"] for row in live_rows]
         if void:
             await store.mark_void(self.db, run_id=record["_id"], seqs=void)
-            writer.add(Emit(RETRACT, {"seqs": void, "reason": RESUMED_REASON}))
+        if void or unstored:
+            writer.add(Emit(RETRACT, {"seqs": void + unstored, "reason": RESUMED_REASON}))
         await mode.resumed(dict(snapshot.values) if resuming else {})
         log.warning("run %s (%s) taken over by %s: %s, %d event(s) retracted", record["_id"], record["kind"],
                     self.worker, "resuming from its checkpoint" if resuming else "starting over", len(void))

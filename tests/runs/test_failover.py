@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from tests.support.duel import OPPONENT, OPPONENT_REPLY, USER_REPLY, script_duel
-from tests.support.workers import Worker, apply_retracts, follow, round_of
+from tests.support.workers import Worker, apply_retracts, follow, round_of, wait_until_saved
 
 PANEL = ["openai:gpt-5", "anthropic:claude-sonnet-4-5", "google:gemini-2.5-pro"]
 
@@ -38,11 +38,11 @@ def auth(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 
 
-def follow_and_kill(holder: Worker, follower: Worker, run_id: str, key: str, *, kill_after: int,
+def follow_and_kill(holder: Worker, follower: Worker, run_id: str, key: str, db, *, kill_after: int,
                     announcing: str, then: str | None = None) -> tuple[list, set[str]]:
     """Follow the run on `follower`; SIGKILL `holder` once `kill_after` events named `announcing` arrived (and,
-    with `then`, one event of that name after them). Return every event received, and the ids of the
-    announcing events seen before the kill."""
+    with `then`, one event of that name after them) and the steps that sent them have their results saved.
+    Return every event received, and the ids of the announcing events seen before the kill."""
     events, seen_before = [], set()
     for event in follow(f"{follower.url}/v1/runs/{run_id}/events", key):
         events.append(event)
@@ -51,6 +51,7 @@ def follow_and_kill(holder: Worker, follower: Worker, run_id: str, key: str, *, 
         if event.event == announcing and len(seen_before) < kill_after:
             seen_before.add(event.id)
         if len(seen_before) == kill_after and (then is None or (event.event == then and event.id not in seen_before)):
+            wait_until_saved(db, run_id, seen_before)
             holder.kill()
     assert holder.proc.poll() is not None, "the run ended before its worker could be killed"
     return events, seen_before
@@ -73,7 +74,7 @@ def test_a_duel_resumes_on_another_worker_when_its_worker_is_killed(workers, llm
     with httpx.stream("POST", f"{holder.url}/api/debate", json=body, headers=auth(key), timeout=30) as started:
         run_id = started.headers["x-run-id"]  # then hang up: the debate goes on without its first client
 
-    events, seen_before = follow_and_kill(holder, follower, run_id, key, kill_after=2, announcing="message",
+    events, seen_before = follow_and_kill(holder, follower, run_id, key, sync_db, kill_after=2, announcing="message",
                                           then="chunk")
     assert events[-1].event == "done"
     # The third turn was cut off: its start and the chunks the follower saw are retracted, then it is sent again.
@@ -130,7 +131,7 @@ def test_a_round_table_resumes_on_another_worker_when_its_worker_is_killed(worke
     asking = threading.Thread(target=ask)
     asking.start()
     run_id = _wait_for_run(sync_db, "roundtable")
-    events, seen_before = follow_and_kill(holder, follower, run_id, key, kill_after=2, announcing="message")
+    events, seen_before = follow_and_kill(holder, follower, run_id, key, sync_db, kill_after=2, announcing="message")
     asking.join(30)
     assert "error" in result  # the first client lost its connection with its worker
     assert events[-1].event == "done" and events[-1].json()["conversationId"] == conversation["id"]
@@ -171,7 +172,7 @@ def test_a_workflow_with_a_debate_node_resumes_on_another_worker(workers, llm, m
                       json={"workflow": workflow, "input": {"question": "Open in Lyon?"}}) as started:
         run_id = started.headers["x-run-id"]
 
-    events, seen_before = follow_and_kill(holder, follower, run_id, key, kill_after=3, announcing="progress")
+    events, seen_before = follow_and_kill(holder, follower, run_id, key, sync_db, kill_after=3, announcing="progress")
     kept = apply_retracts(events)
     assert events[-1].event == "done" and events[-1].json()["state"]["verdict"].startswith("Wait six months")
     assert [e.event for e in kept].count("node_end") == 1 and [e.event for e in kept].count("run_start") == 1

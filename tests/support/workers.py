@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import signal
@@ -9,12 +10,16 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import httpx
+from langgraph.checkpoint.mongodb import MongoDBSaver
+from pymongo.database import Database
 
 from core.embedded import free_port
+from runs.checkpoints import namespaces, saved_graphs, survives
+from runs.engine import origin_of
 from tests.support.sse import SseEvent, iter_sse
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,3 +89,19 @@ def round_of(request: dict) -> int | None:
     """The duel round a turn request is for (`Round N of M.` in its prompt)."""
     found = re.search(r"Round (\d+) of \d+\.", request["messages"][-1]["content"])
     return int(found.group(1)) if found else None
+
+
+def wait_until_saved(db: Database, run_id: str, ids: Iterable[str], timeout: float = 30) -> None:
+    """Wait until the steps that sent the events `ids` have their results saved in the run's checkpoints (so
+    those events would stand if the run resumed now). LangGraph saves a step's results just after its events
+    are stored, so a test that kills a worker the moment it sees an event would otherwise race that save."""
+    seqs = [int(i) for i in ids]
+    saver = MongoDBSaver(db.client, db_name=db.name)
+    deadline = time.monotonic() + timeout
+    while True:
+        origins = [origin_of(row) for row in db.run_events.find({"runId": run_id, "seq": {"$in": seqs}})]
+        saved = asyncio.run(saved_graphs(saver, run_id, namespaces(o for o in origins if o is not None)))
+        if len(origins) == len(seqs) and all(survives(origin, saved) for origin in origins):
+            return
+        assert time.monotonic() < deadline, f"the steps behind events {seqs} were not saved in {timeout} s"
+        time.sleep(0.05)
