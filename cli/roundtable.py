@@ -164,17 +164,16 @@ async def round_table_events(
         ApiError: what the conversation message route would answer (unknown conversation, no agents,
             allowance, rate limit).
     """
-    # glue: written against the old round-table service, re-pointed at the run engine when it landed.
-    # This process is a run engine worker while the question is debated (stopped early, its run is
-    # handed over and resumes on another worker) and asks through the conversation route's service,
-    # with the app state the HTTP app gives it.
+    # This process is a run engine worker for the one run it starts (stopped early, the run is handed over
+    # and resumes on a server's worker), and asks through the conversation route's own service, so the
+    # CLI checks, stores and bills a question exactly as the HTTP API does.
     settings = get_settings()
     if conversation_id is None:
         title = ConversationCreate(title=question[:MAX_TITLE_CHARS]).title
         conversation_id = (await conv_store.create_conversation(db, workspace=workspace, user=user,
                                                                  title=title))["_id"]
     saver = await asyncio.to_thread(mongodb_saver, uri, settings.mongodb_db)
-    engine = RunEngine(db, saver=saver, factory=factory, settings=settings)
+    engine = RunEngine(db, saver=saver, factory=factory, settings=settings, takes_over=False)
     limiter = RateLimiter(uri, settings.mongodb_db)
     app = SimpleNamespace(state=SimpleNamespace(db=db, ratelimiter=limiter, runs=engine))
     try:

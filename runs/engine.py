@@ -223,13 +223,15 @@ class RunEngine:
         factory: the model factory modes build their contexts with.
         settings: lease, heartbeat, poll interval and checkpoint durability (`PARLEY_RUN_*`).
         worker: this worker's name in run records (default `host:pid`).
+        takes_over: whether this worker resumes runs whose worker stopped (False for a short-lived process,
+            such as the CLI, that executes only the runs it starts).
     """
 
     def __init__(
         self, db: AsyncDatabase, *, saver: BaseCheckpointSaver, factory: ModelFactory, settings: Settings,
-        worker: str | None = None,
+        worker: str | None = None, takes_over: bool = True,
     ) -> None:
-        self.db, self.saver, self.settings = db, saver, settings
+        self.db, self.saver, self.settings, self.takes_over = db, saver, settings, takes_over
         self.services = Services(db=db, factory=factory, settings=settings)
         self.worker = worker or f"{socket.gethostname()}:{os.getpid()}"
         self.lease, self.heartbeat = settings.parley_run_lease, settings.parley_run_heartbeat
@@ -486,7 +488,8 @@ class RunEngine:
                     renewed = now
                     for run_id in set(local) - held:
                         self._stop(run_id, "lost")
-                    while record := await store.claim_expired(self.db, worker=self.worker, lease_seconds=self.lease):
+                    while self.takes_over and (record := await store.claim_expired(
+                            self.db, worker=self.worker, lease_seconds=self.lease)):
                         self._launch(record)
             except PyMongoError as exc:
                 log.warning("run engine: database unreachable (%s)", exc)

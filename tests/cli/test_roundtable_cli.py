@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from rich.console import Console
@@ -204,3 +205,18 @@ def test_a_model_failure_mid_debate_is_reported(parley_env, llm, sync_db):
     result = parley("roundtable", "Open now?")
     assert result.exit_code == 1 and "Model failure" in result.output and "400" in result.output
     assert "Claire:" in result.output  # round 0 was shown before the failure
+
+
+def test_the_command_leaves_runs_other_workers_left_to_the_servers(parley_env, llm, sync_db):
+    # A run whose server died: the servers sharing the database resume it, never a passing CLI process
+    # (which would exit with it half done).
+    stale = datetime.now(timezone.utc) - timedelta(minutes=5)
+    sync_db.runs.insert_one({"_id": "debate_stale", "kind": "duel", "workspace": "ws1", "user": "bob",
+                             "status": "running", "worker": "gone:1", "leaseUntil": stale, "claims": 1,
+                             "cancelRequested": False, "input": {}, "ref": {}})
+    assert parley("agents", "add", "Claire").exit_code == 0
+    result = parley("roundtable", "Open now?")
+    assert result.exit_code == 0, result.output
+    left = sync_db.runs.find_one({"_id": "debate_stale"})
+    assert left["worker"] == "gone:1" and left["claims"] == 1
+    assert sync_db.runs.count_documents({"kind": "roundtable", "status": "completed"}) == 1
