@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
+import tempfile
 import threading
 
 import typer
@@ -83,10 +85,12 @@ def serve(
         raise fail(str(exc)) from exc
     from api.main import create_app
 
+    metrics_dir = None  # one made here for the workers' metrics, removed at the end
     try:
         key = _first_local_key(services)
         url = f"http://{host}:{port}"
-        console.print(f"\n[bold green]Parley[/] on {url}  (docs: {url}/docs, model: {settings.default_model})")
+        console.print(f"\n[bold green]Parley[/] on {url}  (Studio: {url}/studio, API docs: {url}/docs, "
+                      f"model: {settings.default_model})")
         if key:
             console.print(f"A first key for this local install (all scopes), shown once:\n  [bold]{key}[/]")
         shown = key or "$PARLEY_KEY"
@@ -108,9 +112,14 @@ def serve(
         os.environ["MONGODB_URI"] = services.mongodb_uri(settings)
         if services.local_model_url:
             os.environ["PARLEY_LOCAL_BASE_URL"] = services.local_model_url
+        if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):  # so that /metrics sums every worker's counts
+            metrics_dir = tempfile.mkdtemp(prefix="parley-metrics-")
+            os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
         uvicorn.run("api.main:create_app", factory=True, host=host, port=port, workers=workers, log_level="info")
     finally:
         services.stop()
+        if metrics_dir:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
 
 
 def _raise_system_exit(signum: int, frame: object) -> None:

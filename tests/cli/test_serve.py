@@ -83,6 +83,10 @@ def test_serve_with_several_workers_shares_one_database(tmp_path, llm, parley_en
                               json={"workflow": workflow, "input": {"q": f"Question {i}"}}, timeout=60)
                    for i in range(4)]
         assert all(a.status_code == 200 and a.json()["status"] == "completed" for a in answers)
+        # Whichever worker answers /metrics counts every worker's runs (serve gave them a shared directory).
+        metrics = httpx.get(f"http://127.0.0.1:{port}/metrics").text
+        assert 'parley_runs_total{kind="workflow",status="completed"} 4.0' in metrics, metrics[:2000]
     finally:
         proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=30)
+        out, _ = proc.communicate(timeout=30)
+    assert f"Studio: http://127.0.0.1:{port}/studio" in out
