@@ -89,7 +89,7 @@ def serve(
     try:
         key = _first_local_key(services)
         url = f"http://{host}:{port}"
-        console.print(f"\n[bold green]Parley[/] on {url}  (Studio: {url}/studio, API docs: {url}/docs, "
+        console.print(f"\n[bold green]Parley[/] on {url}  (Studio: {url}/, API docs: {url}/docs, "
                       f"model: {settings.default_model})")
         if key:
             console.print(f"A first key for this local install (all scopes), shown once:\n  [bold]{key}[/]")

@@ -89,4 +89,4 @@ def test_serve_with_several_workers_shares_one_database(tmp_path, llm, parley_en
     finally:
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=30)
-    assert f"Studio: http://127.0.0.1:{port}/studio" in out
+    assert f"Studio: http://127.0.0.1:{port}/," in out
