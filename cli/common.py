@@ -1,9 +1,10 @@
-"""Helpers the CLI commands share: a console, and a database handle that works with or without MONGODB_URI."""
+"""Helpers the CLI commands share: a console, a database handle that works with or without MONGODB_URI, and a
+model factory that starts the embedded model when a command needs it."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
@@ -12,8 +13,9 @@ from pymongo.asynchronous.database import AsyncDatabase
 from rich.console import Console
 
 import store
-from core.embedded import EmbeddedServerError, database_server, running_database
+from core.embedded import EmbeddedServerError, database_server, model_server, running_database
 from core.settings import get_settings
+from nodes.models import ModelFactory
 
 T = TypeVar("T")
 
@@ -59,3 +61,22 @@ def with_db(fn: Callable[[AsyncDatabase], Awaitable[T]]) -> T:
 
     with database_uri() as uri:
         return asyncio.run(run(uri))
+
+
+@contextmanager
+def model_factory(model_ids: Iterable[str]) -> Iterator[ModelFactory]:
+    """The model factory for a command that calls `model_ids`; when one of them is the embedded model, it is
+    started for the block (and stopped after)."""
+    settings = get_settings()
+    if not any(m.startswith("local:") for m in model_ids):
+        yield ModelFactory(settings)
+        return
+    err_console.print("[dim]Starting the embedded model…[/]")
+    try:
+        server = model_server(settings.parley_home, settings.parley_model_port).start(timeout=120)
+    except EmbeddedServerError as exc:
+        raise fail(str(exc)) from exc
+    try:
+        yield ModelFactory(settings, local_base_url=server.url)
+    finally:
+        server.stop()

@@ -8,11 +8,10 @@ import openai
 import typer
 from rich.table import Table
 
-from cli.common import console, fail
-from core.embedded import EmbeddedServerError, model_server
+from cli.common import console, fail, model_factory
 from core.settings import get_settings
 from graphs.duel import DuelContext, graph
-from nodes.models import ModelError, ModelFactory
+from nodes.models import ModelError
 
 COLOURS = {"user": "bold cyan", "opponent": "bold magenta"}
 
@@ -34,25 +33,15 @@ def debate(
     """Debate TOPIC: your persona agent against an opponent chosen for it, then a judge's verdict."""
     settings = get_settings()
     model_id = model or settings.default_model
-    server = None
-    if model_id.startswith("local:"):
-        console.print("[dim]Starting the embedded model…[/]")
-        try:
-            server = model_server(settings.parley_home, settings.parley_model_port).start(timeout=120)
-        except EmbeddedServerError as exc:
-            raise fail(str(exc)) from exc
-    factory = ModelFactory(settings, local_base_url=server.url if server else None)
-    context = DuelContext(models=factory, model=model_id, rounds=rounds)
     profile = {"name": name, "bio": bio, "softMemory": {"traits": trait or [], "interests": interest or []}}
-    try:
-        result = asyncio.run(stream_debate(topic, profile, context))
-    except ModelError as exc:
-        raise fail(str(exc)) from exc
-    except openai.OpenAIError as exc:
-        raise fail(f"the model call failed: {exc}") from exc
-    finally:
-        if server is not None:
-            server.stop()
+    with model_factory([model_id]) as factory:
+        context = DuelContext(models=factory, model=model_id, rounds=rounds)
+        try:
+            result = asyncio.run(stream_debate(topic, profile, context))
+        except ModelError as exc:
+            raise fail(str(exc)) from exc
+        except openai.OpenAIError as exc:
+            raise fail(f"the model call failed: {exc}") from exc
     show_synthesis(result)
     ledger = context.ledger
     console.print(f"[dim]{model_id}: {len(ledger.records)} calls, {ledger.total_tokens} tokens, "

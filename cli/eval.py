@@ -14,8 +14,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from cli.common import console, fail
-from core.embedded import EmbeddedServerError, model_server
+from cli.common import console, fail, model_factory
 from core.settings import get_settings
 from evals.judge import JUDGE_JSON, JUDGE_MD, judge_pairs, load_pairs
 from evals.methods import METHODS, MethodOptions
@@ -60,24 +59,13 @@ def _check_methods(methods: list[str], agents: int, match_budget: bool, samples:
 @contextmanager
 def _model_factory(model_ids: list[str]) -> Iterator[ModelFactory]:
     """A factory that reaches every model of the run, with the embedded model started when one needs it."""
-    settings = get_settings()
-    server = None
-    if any(m.startswith("local:") for m in model_ids):
-        console.print("[dim]Starting the embedded model…[/]")
+    with model_factory(model_ids) as factory:
         try:
-            server = model_server(settings.parley_home, settings.parley_model_port).start(timeout=120)
-        except EmbeddedServerError as exc:
-            raise fail(str(exc)) from exc
-    try:
-        factory = ModelFactory(settings, local_base_url=server.url if server else None)
-        for model_id in model_ids:
-            factory.resolve(model_id)  # no key, no endpoint: say so now rather than once per item
+            for model_id in model_ids:
+                factory.resolve(model_id)  # no key, no endpoint: say so now rather than once per item
+        except ModelError as exc:
+            raise fail(str(exc), code=2) from exc
         yield factory
-    except ModelError as exc:
-        raise fail(str(exc), code=2) from exc
-    finally:
-        if server is not None:
-            server.stop()
 
 
 def _run(work: Coroutine[Any, Any, T], out: Path) -> T:

@@ -23,7 +23,7 @@ from cli import eval as eval_cli
 from cli import panel as panel_cli
 from cli import roundtable as roundtable_cli
 from cli import workflow as workflow_cli
-from cli.common import console, fail, with_db
+from cli.common import console, fail, model_factory, with_db
 from core.embedded import EmbeddedServerError, EmbeddedServices, model_server
 from core.settings import get_settings
 from nodes.models import ModelError, ModelFactory, UsageLedger
@@ -156,31 +156,22 @@ def model_chat(
     """Stream one completion through the model layer (starting the embedded model if it is needed)."""
     settings = get_settings()
     model_id = model or settings.default_model
-    server = None
-    if model_id.startswith("local:"):
-        try:
-            server = model_server(settings.parley_home, settings.parley_model_port).start(timeout=120)
-        except EmbeddedServerError as exc:
-            raise fail(str(exc)) from exc
-    factory = ModelFactory(settings, local_base_url=server.url if server else None)
     ledger = UsageLedger()
 
-    async def run() -> None:
+    async def run(factory: ModelFactory) -> None:
         chat = factory.chat(model_id, temperature=temperature, max_tokens=max_tokens, ledger=ledger)
         async for chunk in chat.astream([HumanMessage(prompt)]):
             console.print(chunk.content, end="", highlight=False, markup=False)
         console.print()
 
-    try:
-        asyncio.run(run())
-    except ModelError as exc:
-        raise fail(str(exc)) from exc
-    except OpenAIError as exc:
-        endpoint = factory.resolve(model_id).base_url or "OpenAI"
-        raise fail(f"the model call to {model_id} at {endpoint} failed: {exc}") from exc
-    finally:
-        if server is not None:
-            server.stop()
+    with model_factory([model_id]) as factory:
+        try:
+            asyncio.run(run(factory))
+        except ModelError as exc:
+            raise fail(str(exc)) from exc
+        except OpenAIError as exc:
+            endpoint = factory.resolve(model_id).base_url or "OpenAI"
+            raise fail(f"the model call to {model_id} at {endpoint} failed: {exc}") from exc
     rec = ledger.records[-1] if ledger.records else None
     if rec:
         console.print(

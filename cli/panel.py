@@ -10,11 +10,10 @@ from rich.table import Table
 
 from api.services.routers import PRESET_ID, preset_router
 from store import routers as router_store
-from cli.common import console, fail, with_db
-from core.embedded import EmbeddedServerError, model_server
+from cli.common import console, fail, model_factory, with_db
 from core.settings import get_settings
 from graphs.panel import PanelContext, PanelError, graph
-from nodes.models import ModelError, ModelFactory
+from nodes.models import ModelError
 from nodes.panel import DEFAULT_MIN_SUCCESSES, DEFAULT_PANEL_SIZE, MAX_PANEL_SIZE, MIN_PANEL_SIZE
 
 
@@ -67,13 +66,6 @@ def ask(
         allow_same_family = config.get("allow_same_family", False) and not (model and config.get("preset"))
     mode = "panel" if panel else "debate" if debate_on else "single"
 
-    server = None
-    if any(m.startswith("local:") for m in models + arbitrators):
-        try:
-            server = model_server(settings.parley_home, settings.parley_model_port).start(timeout=120)
-        except EmbeddedServerError as exc:
-            raise fail(str(exc)) from exc
-    context = PanelContext(models=ModelFactory(settings, local_base_url=server.url if server else None))
     state = {
         "messages": [{"role": "user", "content": question}],
         "models": models,
@@ -87,7 +79,7 @@ def ask(
         "min_successes": min(DEFAULT_MIN_SUCCESSES, size),
     }
 
-    async def run() -> dict[str, Any]:
+    async def run(context: PanelContext) -> dict[str, Any]:
         result: dict[str, Any] = {}
         async for kind, data in graph.astream(state, context=context, stream_mode=["custom", "values"]):
             if kind == "values":
@@ -101,13 +93,12 @@ def ask(
         console.print()
         return result
 
-    try:
-        result = asyncio.run(run())
-    except (PanelError, ModelError, ValueError) as exc:
-        raise fail(str(exc)) from exc
-    finally:
-        if server is not None:
-            server.stop()
+    with model_factory(models + arbitrators) as factory:
+        context = PanelContext(models=factory)
+        try:
+            result = asyncio.run(run(context))
+        except (PanelError, ModelError, ValueError) as exc:
+            raise fail(str(exc)) from exc
     if result.get("panelists"):
         console.print(_panel_table(result["panelists"]))
     answered_by = result.get("arbitrator") or result.get("model_used")

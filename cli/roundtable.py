@@ -23,8 +23,7 @@ from api.deps import Principal
 from api.errors import ApiError, describe_validation
 from api.ratelimit import RateLimiter
 from api.services import roundtable as service
-from cli.common import console, database_uri, fail
-from core.embedded import EmbeddedServerError, model_server
+from cli.common import console, database_uri, fail, model_factory
 from core.settings import get_settings
 from nodes.models import ModelFactory
 from runs import RunEngine
@@ -194,11 +193,6 @@ async def round_table_events(
 # --- the command ----------------------------------------------------------------------------
 
 
-def _needs_embedded_model(agents: list[dict], default_model: str) -> bool:
-    models = [a.get("model") or default_model for a in agents] + [default_model]
-    return any(m.startswith("local:") for m in models)
-
-
 def roundtable(
     question: str = typer.Argument(..., help="The question the agents debate: put the numbers and options in it."),
     conversation: str = typer.Option(None, help="Ask in this conversation (a follow-up); a new one by default."),
@@ -226,16 +220,7 @@ def roundtable(
         seated = asyncio.run(agents())
         if not any(not a.get("isDevilsAdvocate") for a in seated):  # before a conversation is created for nothing
             raise fail(f"{NO_AGENTS} Add one with `parley agents add NAME --workspace {workspace}`.")
-        server = None
-        if _needs_embedded_model(seated, settings.default_model):
-            console.print("[dim]Starting the embedded model…[/]")
-            try:
-                server = model_server(settings.parley_home, settings.parley_model_port).start(timeout=120)
-            except EmbeddedServerError as exc:
-                raise fail(str(exc)) from exc
-        factory = ModelFactory(settings, local_base_url=server.url if server else None)
-
-        async def run() -> dict[str, Any]:
+        async def run(factory: ModelFactory) -> dict[str, Any]:
             client, db = store.connect(uri, settings.mongodb_db)
             try:
                 await store.ensure_indexes(db)
@@ -250,12 +235,11 @@ def roundtable(
             finally:
                 await client.close()
 
-        try:
-            asyncio.run(run())
-        except ApiError as exc:
-            raise fail(escape(exc.message)) from exc
-        except RoundTableFailed as exc:
-            raise fail(escape(str(exc))) from exc
-        finally:
-            if server is not None:
-                server.stop()
+        models = [a.get("model") or settings.default_model for a in seated] + [settings.default_model]
+        with model_factory(models) as factory:
+            try:
+                asyncio.run(run(factory))
+            except ApiError as exc:
+                raise fail(escape(exc.message)) from exc
+            except RoundTableFailed as exc:
+                raise fail(escape(str(exc))) from exc

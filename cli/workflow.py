@@ -10,8 +10,7 @@ from typing import Any
 import typer
 from rich.markup import escape
 
-from cli.common import console, err_console, fail
-from core.embedded import EmbeddedServerError, model_server
+from cli.common import console, err_console, fail, model_factory
 from core.settings import get_settings
 from designer import (
     WorkflowContext,
@@ -27,7 +26,6 @@ from designer import (
     validate_workflow,
     workflow_json_schema,
 )
-from nodes.models import ModelFactory
 
 app = typer.Typer(help="Designer workflows: validate, run, schema.", no_args_is_help=True)
 
@@ -77,10 +75,6 @@ def examples() -> None:
         console.print(f"[bold]{name}[/]  {escape(spec.get('description', ''))}\n  [dim]{path}[/]")
 
 
-def _needs_local_model(spec: WorkflowSpec, default_model: str) -> bool:
-    return any(model.startswith("local:") for model in [default_model, *spec.models()])
-
-
 def _show(event: dict[str, Any], state: dict[str, Any]) -> None:
     kind = event["event"]
     if kind == "node_start":
@@ -121,16 +115,7 @@ def run(
             err_console.print(f"[red]✗[/] {escape(str(issue))}")
         raise fail("the input does not fit the workflow's state", code=2) from None
 
-    settings = get_settings()
-    server = None
-    if _needs_local_model(spec, settings.default_model):
-        try:
-            server = model_server(settings.parley_home, settings.parley_model_port).start(timeout=120)
-        except EmbeddedServerError as exc:
-            raise fail(str(exc)) from exc
-    context = WorkflowContext(models=ModelFactory(settings, local_base_url=server.url if server else None))
-
-    async def go() -> dict[str, Any]:
+    async def go(context: WorkflowContext) -> dict[str, Any]:
         shown: dict[str, Any] = {}
         done: dict[str, Any] = {}
         async for event in stream_workflow(spec, initial, context=context, graph=compile_workflow(spec)):
@@ -140,13 +125,11 @@ def run(
                 _show(event, shown)
         return done
 
-    try:
-        done = asyncio.run(go())
-    except WorkflowRunError as exc:
-        raise fail(str(exc)) from exc
-    finally:
-        if server is not None:
-            server.stop()
+    with model_factory([get_settings().default_model, *spec.models()]) as factory:
+        try:
+            done = asyncio.run(go(WorkflowContext(models=factory)))
+        except WorkflowRunError as exc:
+            raise fail(str(exc)) from exc
     if quiet:
         print(json.dumps(done["state"], ensure_ascii=False, indent=2, default=str))
         return
