@@ -21,7 +21,7 @@ from langgraph.graph import END, START, StateGraph
 
 from evals.runner import ItemStore, prepare_folder, run_jobs
 from evals.scoring import bootstrap_interval, mean
-from evals.tasks import TaskError
+from evals.tasks import TaskError, jsonl_records
 from graphs.duel import JUDGE_RETRY
 from nodes.duel import DuelContext, judge, judge_both_orders
 from nodes.models import ModelFactory
@@ -67,30 +67,14 @@ judge_graph = build_judge_graph().compile(name="judge_bias")
 
 def load_pairs(path: Path) -> list[JudgePair]:
     """Read a JSONL of pairs; raise TaskError naming the line of anything missing or malformed."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise TaskError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    pairs, seen = [], set()
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise TaskError(f"{path}, line {number}: not valid JSON ({exc.msg})") from exc
-        if not isinstance(record, dict):
-            raise TaskError(f"{path}, line {number}: expected an object with question, answer_a and answer_b")
+    pairs = []
+    for pair_id, number, record in jsonl_records(path, "question, answer_a and answer_b"):
         for key in ("question", "answer_a", "answer_b"):
             if not isinstance(record.get(key), str) or not record[key].strip():
                 raise TaskError(f"{path}, line {number}: '{key}' must be a non-empty string")
         label = record.get("label")
         if label is not None and label not in LABELS:
             raise TaskError(f"{path}, line {number}: 'label' must be A, B or tie (got {label!r})")
-        pair_id = str(record.get("id", f"line-{number}"))
-        if pair_id in seen:
-            raise TaskError(f"{path}, line {number}: id {pair_id!r} is used twice")
-        seen.add(pair_id)
         pairs.append(JudgePair(pair_id, record["question"], record["answer_a"], record["answer_b"], label))
     if not pairs:
         raise TaskError(f"{path} holds no pairs")

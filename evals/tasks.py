@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from evals import prompts
 from evals.answers import AnswerRule, canonical_number, parse_rule
@@ -84,15 +86,20 @@ def gsm8k_items() -> list[Item]:
     return [Item(r["id"], r["question"], r["answer"]) for r in map(json.loads, text.splitlines()) if r]
 
 
-def jsonl_items(path: Path) -> list[Item]:
-    """Items of a JSONL file of `{question, answer}` objects (an `id` is optional; the line number stands in)."""
+def jsonl_records(path: Path, expected: str) -> Iterator[tuple[str, int, dict[str, Any]]]:
+    """`(id, line number, object)` for each non-blank line of a JSONL file of objects (`expected` says what
+    each should hold, for the error); an `id` is optional (the line number stands in) and must be unique.
+
+    Raises:
+        TaskError: the file cannot be read, or a line is not JSON, not an object, or repeats an id.
+    """
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise TaskError(f"cannot read {path}: {exc.strerror or exc}") from exc
     except UnicodeDecodeError as exc:
         raise TaskError(f"{path} is not UTF-8 text: {exc}") from exc
-    items, seen = [], set()
+    seen = set()
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -101,15 +108,22 @@ def jsonl_items(path: Path) -> list[Item]:
         except json.JSONDecodeError as exc:
             raise TaskError(f"{path}, line {number}: not valid JSON ({exc.msg})") from exc
         if not isinstance(record, dict):
-            raise TaskError(f"{path}, line {number}: expected an object with 'question' and 'answer'")
+            raise TaskError(f"{path}, line {number}: expected an object with {expected}")
+        record_id = str(record.get("id", f"line-{number}"))
+        if record_id in seen:
+            raise TaskError(f"{path}, line {number}: id {record_id!r} is used twice")
+        seen.add(record_id)
+        yield record_id, number, record
+
+
+def jsonl_items(path: Path) -> list[Item]:
+    """Items of a JSONL file of `{question, answer}` objects (an `id` is optional; the line number stands in)."""
+    items = []
+    for item_id, number, record in jsonl_records(path, "'question' and 'answer'"):
         for key in ("question", "answer"):
             value = record.get(key)
             if not isinstance(value, str | int | float) or isinstance(value, bool) or not str(value).strip():
                 raise TaskError(f"{path}, line {number}: '{key}' must be a non-empty string or number")
-        item_id = str(record.get("id", f"line-{number}"))
-        if item_id in seen:
-            raise TaskError(f"{path}, line {number}: id {item_id!r} is used twice")
-        seen.add(item_id)
         items.append(Item(item_id, str(record["question"]), str(record["answer"])))
     if not items:
         raise TaskError(f"{path} holds no items")
