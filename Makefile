@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: run test cassettes bench studio screenshots clean
+.PHONY: run test cassettes bench studio screenshots openapi clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -68,6 +68,11 @@ studio/node_modules/.installed: studio/package-lock.json
 
 studio: studio/node_modules/.installed
 	cd studio && npm run build
+
+# docs/openapi.json: the API's OpenAPI document, as the app serves it at /openapi.json (a test fails when it is stale;
+# the Studio's build generates its TypeScript types from it).
+openapi: $(VENV)/.dev
+	$(BIN)/python -c 'import json; from api.main import create_app; print(json.dumps(create_app().openapi(), indent=2, ensure_ascii=False))' > docs/openapi.json
 
 # The README's screenshots (docs/screenshots/), taken by the Studio's browser tests.
 screenshots: $(VENV)/.dev

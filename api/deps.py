@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Request, Security
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from pymongo.asynchronous.database import AsyncDatabase
 
 from api.errors import ApiError
@@ -69,7 +70,18 @@ def presented_key(request: Request) -> str | None:
     return request.headers.get("x-api-key") or None
 
 
-async def get_principal(request: Request, db: Db) -> Principal:
+# The two ways to present a key, declared so that the OpenAPI document shows them on every route that needs one;
+# `presented_key` reads the same headers.
+BEARER = HTTPBearer(auto_error=False, scheme_name="bearer", description="`Authorization: Bearer <key>`")
+API_KEY = APIKeyHeader(name="x-api-key", auto_error=False, scheme_name="apiKey", description="The key, as is.")
+
+
+async def get_principal(
+    request: Request,
+    db: Db,
+    _bearer: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)] = None,
+    _api_key: Annotated[str | None, Security(API_KEY)] = None,
+) -> Principal:
     """Authenticate the request's key or raise 401."""
     plaintext = presented_key(request)
     record = await find_key(db, plaintext=plaintext) if plaintext else None

@@ -9,6 +9,7 @@ path, once, so routes only raise `ApiError`.
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -95,6 +96,16 @@ def describe_validation(errors: list[dict[str, Any]]) -> str:
     return "Invalid request: " + "; ".join(parts)
 
 
+def allowed_methods(app: FastAPI, path: str) -> list[str]:
+    """Every method the API answers on `path`, from its OpenAPI document (a 405's `Allow`). Routing alone knows
+    only the methods of the one route it tried, not those of the path's other routes."""
+    matches = [(template.count("{"), item) for template, item in app.openapi()["paths"].items()
+               if re.fullmatch(re.sub(r"\\{[^/]+?\\}", "[^/]+", re.escape(template)), path)]
+    # `/v1/workflows/runs` is its own resource, not a workflow whose id is "runs": the most literal templates win.
+    fewest = min((params for params, _ in matches), default=0)
+    return sorted({m.upper() for params, item in matches if params == fewest for m in item})
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Register the handlers that turn every failure into a clear JSON body."""
 
@@ -114,7 +125,10 @@ def install_error_handlers(app: FastAPI) -> None:
         message = exc.detail if isinstance(exc.detail, str) else "HTTP error"
         if exc.status_code == 404 and message == "Not Found":
             message = f"No route for {request.method} {request.url.path}"
-        return error_response(request, ApiError(exc.status_code, message, headers=dict(exc.headers or {})))
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            headers["Allow"] = ", ".join(allowed_methods(request.app, request.url.path)) or headers.get("Allow", "")
+        return error_response(request, ApiError(exc.status_code, message, headers=headers))
 
     @app.exception_handler(ConnectionFailure)
     async def _db_down(request: Request, exc: ConnectionFailure) -> JSONResponse:

@@ -11,6 +11,7 @@ from fastapi import FastAPI
 
 import store
 from api.errors import install_error_handlers
+from api.openapi import install_openapi
 from api.ratelimit import RateLimiter
 from api.routes import ROUTERS, STARTUP_HOOKS
 from api.sse import KEEPALIVE_SECONDS
@@ -81,4 +82,5 @@ def create_app(settings: Settings | None = None, *, services: EmbeddedServices |
     install_error_handlers(app)
     for router in ROUTERS:
         app.include_router(router)
+    install_openapi(app)
     return app

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic.json_schema import SkipJsonSchema
 from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
@@ -28,10 +29,12 @@ MAX_DOCUMENT_CHARS = 100_000
 MAX_AGENT_DOCUMENT_CHARS = 1_000_000
 MAX_AGENT_DOCUMENTS = 50
 
-Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100)]
+# Declared in the JSON Schema only: stripping leaves nothing of a blank string, which the length check refuses.
+NOT_BLANK = Field(json_schema_extra={"pattern": r"\S"})
+Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100), NOT_BLANK]
 Role = Annotated[str, StringConstraints(strip_whitespace=True, max_length=200)]
 Persona = Annotated[str, StringConstraints(strip_whitespace=True, max_length=8000)]
-ModelId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+ModelId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200), NOT_BLANK]
 
 
 class AgentCreate(BaseModel):
@@ -44,9 +47,10 @@ class AgentCreate(BaseModel):
 
 
 class AgentUpdate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # At least one field (`changes` refuses an empty update); a null name is refused, so it is not declared.
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"minProperties": 1})
 
-    name: Name | None = None
+    name: Name | SkipJsonSchema[None] = None
     role: Role | None = None
     persona: Persona | None = None
     model: ModelId | None = None
@@ -67,7 +71,7 @@ class AgentUpdate(BaseModel):
 class DocumentCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    title: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+    title: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200), NOT_BLANK]
     text: Annotated[str, StringConstraints(min_length=1)]
 
 

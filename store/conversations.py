@@ -10,7 +10,7 @@ import base64
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
@@ -27,18 +27,20 @@ INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
 
 
 MAX_TITLE_CHARS = 500
+# Declared in the JSON Schema only: stripping leaves nothing of a blank string, which the length check refuses.
+NOT_BLANK = Field(json_schema_extra={"pattern": r"\S"})
 
 
 class ConversationCreate(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    title: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_TITLE_CHARS)]
+    title: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_TITLE_CHARS), NOT_BLANK]
 
 
 class MessageCreate(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    content: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=20_000)]
+    content: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=20_000), NOT_BLANK]
 
 
 def public_conversation(doc: dict) -> dict:

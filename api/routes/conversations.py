@@ -9,12 +9,13 @@ from fastapi.responses import JSONResponse
 
 from api.deps import Db, Principal, require_scope
 from api.errors import ApiError
+from api.openapi import RUN_ID_HEADER, errors, streamed
 from api.services import roundtable as service
 from api.sse import sse_response
 from store import conversations as store
 from store.conversations import ConversationCreate, MessageCreate
 
-router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
+router = APIRouter(prefix="/v1/conversations", tags=["conversations"], responses=errors(403))
 
 Reader = Annotated[Principal, Depends(require_scope("conversations"))]
 Writer = Annotated[Principal, Depends(require_scope("conversations", write=True))]
@@ -26,7 +27,8 @@ async def create_conversation(body: ConversationCreate, principal: Writer, db: D
     return {"conversation": store.public_conversation(doc)}
 
 
-@router.get("", summary="List the workspace's conversations, newest first")
+@router.get("", summary="List the workspace's conversations, newest first",
+            responses=errors((400, "`limit` is out of range, or `cursor` is not one this route gave.")))
 async def list_conversations(
     principal: Reader,
     db: Db,
@@ -46,7 +48,8 @@ async def list_conversations(
     return body
 
 
-@router.get("/{conversation_id}", summary="Get a conversation with its messages and debate rounds")
+@router.get("/{conversation_id}", summary="Get a conversation with its messages and debate rounds",
+            responses=errors(404))
 async def get_conversation(conversation_id: str, principal: Reader, db: Db) -> dict:
     doc = await store.get_conversation(db, workspace=principal.workspace, conversation_id=conversation_id)
     if doc is None:
@@ -60,14 +63,22 @@ async def get_conversation(conversation_id: str, principal: Reader, db: Db) -> d
     }}
 
 
-@router.delete("/{conversation_id}", status_code=204, summary="Delete a conversation, its messages and rounds")
+@router.delete("/{conversation_id}", status_code=204, summary="Delete a conversation, its messages and rounds",
+               responses=errors(404))
 async def delete_conversation(conversation_id: str, principal: Writer, db: Db) -> Response:
     if not await store.delete_conversation(db, workspace=principal.workspace, conversation_id=conversation_id):
         raise ApiError(404, "Conversation not found")
     return Response(status_code=204)
 
 
-@router.post("/{conversation_id}/message", summary="Ask the table a question and run the whole debate")
+@router.post("/{conversation_id}/message", summary="Ask the table a question and run the whole debate", responses={
+    **streamed("The debate's result as JSON; its events as Server-Sent Events with `stream=true` or "
+               "`Accept: text/event-stream`.", json_too=True, headers=RUN_ID_HEADER),
+    **errors(404, (409, "The Idempotency-Key was used for another question, or its debate is still being set up."),
+             (429, "More calls on this route than its rate allows."),
+             (500, "The debate could not run: no agents in the workspace, an exhausted token allowance, or a "
+                   "model failure (the seed's contract; the message says which).")),
+})
 async def post_message(
     conversation_id: str,
     body: MessageCreate,

@@ -13,6 +13,7 @@ from sse_starlette import EventSourceResponse
 
 from api.deps import Db, Engine, Principal, get_principal, presented_key, require_scope
 from api.errors import ApiError
+from api.openapi import RUN_ID_HEADER, errors, request_body, streamed
 from api.services import duel as service
 from api.services.duel import DebateNotFound, public_debate
 from api.sse import sse_response
@@ -42,10 +43,23 @@ class UserProfile(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    name: StrictStr = Field(min_length=1, max_length=100)
+    # The pattern is documentation: `parse_debate_request` refuses a blank name with its own message.
+    name: StrictStr = Field(min_length=1, max_length=100, json_schema_extra={"pattern": r"\S"})
     avatar: StrictStr | None = None
     bio: StrictStr | None = Field(None, max_length=2000)
     softMemory: SoftMemory | None = None
+
+
+class DebateBody(BaseModel):
+    """The body of `POST /api/debate`, as `parse_debate_request` accepts it (it documents the route, which reads and
+    checks its raw body itself so that each refusal has the seed's message)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    topic: StrictStr = Field(min_length=1, max_length=2000, json_schema_extra={"pattern": r"\S"},
+                             description="The question to debate; not blank.")
+    userProfile: UserProfile = Field(description="Your persona: the agent that argues your side is built from it.")
+    rounds: int | None = Field(None, ge=1, le=10, description="Exchanges before the verdict; the default when omitted.")
 
 
 def parse_debate_request(raw: bytes) -> DebateRequest:
@@ -98,7 +112,18 @@ def keepalive(request: Request) -> float:
     return request.app.state.sse_keepalive
 
 
-@router.post("/api/debate", summary="Start a debate, streamed as Server-Sent Events")
+@router.post("/api/debate", summary="Start a debate, streamed as Server-Sent Events", response_class=EventSourceResponse,
+             openapi_extra=request_body(DebateBody, description="The topic, your persona and the number of rounds."),
+             responses={
+                 **streamed("The debate's events: `init`, `start`, `chunk`, `message`, … `synthesis`, `done`.", headers={
+                     **RUN_ID_HEADER, "X-Debate-Id": {"description": "The debate's id.", "schema": {"type": "string"}},
+                     "X-Debate-Events": {"description": "Where to resume its events.", "schema": {"type": "string"}}}),
+                 **errors((400, "The body is not a JSON object as declared; the message names the field."),
+                          (401, "No key, an unknown key, or one without the `debate` scope."),
+                          (403, "The key is read-only."), (413, "The body exceeds 24 KB."),
+                          (429, "More than 8 debates a minute for this user; `retryAfter` says when to retry."),
+                          (500, "The debate could not be started.")),
+             })
 async def start_debate(request: Request, principal: Starter, engine: Engine) -> EventSourceResponse:
     client_ip = request.client.host if request.client else "unknown"
     decision = await request.app.state.ratelimiter.hit(
@@ -117,7 +142,8 @@ async def start_debate(request: Request, principal: Starter, engine: Engine) -> 
         "X-Debate-Id": record["_id"], "X-Run-Id": record["_id"], "X-Debate-Events": service.events_url(record)})
 
 
-@router.get("/api/debates", summary="The caller's debates, newest first")
+@router.get("/api/debates", summary="The caller's debates, newest first",
+            responses=errors((400, "A query parameter is invalid, or `cursor` is not one this route gave.")))
 async def list_debates(
     principal: Reader,
     db: Db,
@@ -131,7 +157,7 @@ async def list_debates(
         raise ApiError(400, f"Invalid cursor: {exc}") from exc
 
 
-@router.get("/api/debate/{debate_id}", summary="One of the caller's debates")
+@router.get("/api/debate/{debate_id}", summary="One of the caller's debates", responses=errors(404))
 async def get_debate(debate_id: str, principal: Reader, db: Db) -> dict[str, Any]:
     try:
         return public_debate(await service.get_debate(db, principal.caller, debate_id))
@@ -146,7 +172,13 @@ async def events_reader(request: Request, db: Db, token: str | None = None) -> P
     return await require_scope("debate", denied_status=401)(await get_principal(request, db))
 
 
-@router.get("/api/debate/{debate_id}/events", summary="Replay a debate's events, then follow it live")
+@router.get("/api/debate/{debate_id}/events", summary="Replay a debate's events, then follow it live",
+            response_class=EventSourceResponse, responses={
+    **streamed("The debate's events, each with its sequence number as `id:`."),
+    **errors((400, "`Last-Event-ID` (or `lastEventId`) is not an integer."),
+             (401, "No key and no stream token, an unknown key, or a wrong stream token."), 404, 503)},
+    # A browser's EventSource cannot send headers: the debate's stream `token` stands in for the key.
+    openapi_extra={"security": [{"bearer": []}, {"apiKey": []}, {}]})
 async def debate_events(
     request: Request,
     debate_id: str,

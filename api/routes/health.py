@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 
 import store
 from api.deps import Db, Factory
+from api.openapi import errors
 from nodes.models import ModelError
 
 router = APIRouter(tags=["health"])
@@ -46,7 +47,10 @@ async def _model_status(factory) -> dict:
     return status
 
 
-@router.get("/healthz", summary="Model and database reachability")
+@router.get("/healthz", summary="Model and database reachability", responses={
+    200: {"description": "Both are reachable."},
+    503: {"description": "The model endpoint or the database is unreachable; the body says which.",
+          "content": {"application/json": {"schema": {"type": "object"}}}}})
 async def healthz(request: Request, db: Db, factory: Factory) -> JSONResponse:
     model = await _model_status(factory)
     services = request.app.state.services

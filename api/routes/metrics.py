@@ -11,7 +11,8 @@ router = APIRouter(tags=["health"])
 
 
 @router.get("/metrics", summary="Prometheus metrics: runs, model calls and latency, SSE listeners, rate limits",
-            response_class=Response)
+            response_class=Response, responses={200: {"description": "Prometheus' text format.", "content": {
+                "text/plain": {"schema": {"type": "string"}}}}})
 def metrics() -> Response:
     body, content_type = render()
     return Response(body, media_type=content_type)

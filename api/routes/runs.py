@@ -6,9 +6,11 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
+from sse_starlette import EventSourceResponse
 
 from api.deps import CurrentPrincipal, Engine, Principal
 from api.errors import ApiError
+from api.openapi import errors, streamed
 from api.sse import sse_response
 from runs import RunNotFound
 from store import runs as store
@@ -59,7 +61,8 @@ async def _run_of(engine, principal: Principal, run_id: str, *, write: bool = Fa
     return record
 
 
-@router.get("", summary="The workspace's runs of every kind, newest first")
+@router.get("", summary="The workspace's runs of every kind, newest first",
+            responses=errors((400, "A query parameter is invalid, or `cursor` is not one this route gave.")))
 async def list_runs(
     principal: CurrentPrincipal,
     engine: Engine,
@@ -77,12 +80,18 @@ async def list_runs(
     return {"data": [public_run(r) for r in rows], "nextCursor": next_cursor}
 
 
-@router.get("/{run_id}", summary="One run: status, worker, usage, result")
+NO_RUN = (404, "No run with this id in the workspace, or one of a kind the key may not see.")
+
+
+@router.get("/{run_id}", summary="One run: status, worker, usage, result", responses=errors(NO_RUN))
 async def get_run(run_id: str, principal: CurrentPrincipal, engine: Engine) -> dict[str, Any]:
     return public_run(await _run_of(engine, principal, run_id), detail=True)
 
 
-@router.get("/{run_id}/events", summary="Replay a run's events, then follow it live until it ends")
+@router.get("/{run_id}/events", summary="Replay a run's events, then follow it live until it ends",
+            response_class=EventSourceResponse, responses={
+    **streamed("The run's events, each with its sequence number as `id:`."),
+    **errors((400, "`Last-Event-ID` (or `lastEventId`) is not an integer."), NO_RUN)})
 async def run_events(
     run_id: str,
     request: Request,
@@ -99,7 +108,8 @@ async def run_events(
     return sse_response(engine.follow(run_id, after=after), keepalive=request.app.state.sse_keepalive)
 
 
-@router.post("/{run_id}/cancel", status_code=202, summary="Stop a run; it is stored `cancelled` with what it did")
+@router.post("/{run_id}/cancel", status_code=202, summary="Stop a run; it is stored `cancelled` with what it did",
+             responses=errors(403, NO_RUN, (409, "The run has already ended; `run` is its record.")))
 async def cancel_run(run_id: str, principal: CurrentPrincipal, engine: Engine) -> JSONResponse:
     record = await _run_of(engine, principal, run_id, write=True)
     if record["status"] in store.FINISHED:

@@ -6,9 +6,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Request, Response
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from sse_starlette import EventSourceResponse
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from api.deps import Db, Principal, require_scope
+from api.openapi import RUN_ID_HEADER, WORKFLOW_REF, errors, streamed
 from api.services import workflows as service
 from api.sse import sse_response
 from designer import WorkflowError, validate_workflow, workflow_json_schema
@@ -30,7 +32,16 @@ class RunRequest(BaseModel):
 class InlineRunRequest(RunRequest):
     """A workflow given in the request, and its input."""
 
-    workflow: dict[str, Any] = Field(..., description="A workflow document (see GET /v1/workflows/schema).")
+    workflow: Annotated[dict[str, Any], WithJsonSchema(WORKFLOW_REF)] = Field(
+        ..., description="A workflow document (see GET /v1/workflows/schema).")
+
+
+# Answers of the routes that start a run.
+INVALID_RUN = (422, "The workflow has problems (`errors` lists each, naming its node), or the input does not fit "
+                    "its declared state keys.")
+STARTS_RUN = errors(INVALID_RUN, (402, "The workspace's token allowance is used up."),
+                    (429, "More workflow runs than the workspace's rate allows."))
+ENDED_BADLY = errors((502, "The run failed (a model call, a node); the body names the failed node and the run."))
 
 
 @router.get("/schema", summary="JSON Schema of a workflow document")
@@ -38,7 +49,8 @@ async def workflow_schema() -> dict[str, Any]:
     return workflow_json_schema()
 
 
-@router.post("/validate", summary="Check a workflow document without storing it (200 whether valid or not)")
+@router.post("/validate", summary="Check a workflow document without storing it (200 whether valid or not)",
+             responses=errors((422, "The body is not JSON."), 403))
 async def validate(document: Annotated[Any, Body()], principal: Reader) -> dict[str, Any]:
     """The same checks as saving; each problem names its node (when it has one) and its JSON path."""
     try:
@@ -48,12 +60,14 @@ async def validate(document: Annotated[Any, Body()], principal: Reader) -> dict[
     return {"valid": True, "errors": []}
 
 
-@router.post("", status_code=201, summary="Store a workflow (checked first)")
-async def create_workflow(document: Annotated[dict[str, Any], Body()], principal: Writer, db: Db) -> dict[str, Any]:
+@router.post("", status_code=201, summary="Store a workflow (checked first)", responses=errors(
+    (422, "The document has problems; `errors` lists each, naming its node and JSON path."), 403))
+async def create_workflow(document: Annotated[dict[str, Any], Body(), WithJsonSchema(WORKFLOW_REF)], principal: Writer,
+                          db: Db) -> dict[str, Any]:
     return await service.create_workflow(db, principal, document)
 
 
-@router.get("", summary="The workspace's workflows")
+@router.get("", summary="The workspace's workflows", responses=errors(403))
 async def list_workflows(principal: Reader, db: Db) -> dict[str, Any]:
     return await service.list_workflows(db, principal)
 
@@ -67,48 +81,57 @@ def _stream(request: Request, run: dict):
     return sse_response(request.app.state.runs.follow(run["_id"]), headers={"X-Run-Id": run["_id"]})
 
 
-@router.post("/runs", summary="Run an inline workflow and return its final state")
+@router.post("/runs", summary="Run an inline workflow and return its final state",
+             responses={200: {"description": "The run's record once it has ended.", "headers": RUN_ID_HEADER},
+                        **STARTS_RUN, **ENDED_BADLY, **errors(403)})
 async def run_inline(body: InlineRunRequest, principal: Writer, request: Request) -> dict[str, Any]:
     run = await service.start_run(request.app, principal, document=body.workflow, input=body.input)
     return await _answer(request, run)
 
 
-@router.post("/runs/stream", summary="Run an inline workflow, streamed as Server-Sent Events")
+@router.post("/runs/stream", summary="Run an inline workflow, streamed as Server-Sent Events",
+             response_class=EventSourceResponse,
+             responses={**streamed("The run's events.", headers=RUN_ID_HEADER), **STARTS_RUN, **errors(403)})
 async def stream_inline(body: InlineRunRequest, principal: Writer, request: Request):
     run = await service.start_run(request.app, principal, document=body.workflow, input=body.input)
     return _stream(request, run)
 
 
-@router.get("/runs/{run_id}", summary="One run of any workflow of the workspace")
+@router.get("/runs/{run_id}", summary="One run of any workflow of the workspace", responses=errors(403, 404))
 async def get_run(run_id: str, principal: Reader, db: Db) -> dict[str, Any]:
     return await service.get_run(db, principal, run_id)
 
 
-@router.get("/{workflow_id}", summary="One workflow")
+@router.get("/{workflow_id}", summary="One workflow", responses=errors(403, 404))
 async def get_workflow(workflow_id: str, principal: Reader, db: Db) -> dict[str, Any]:
     return service.public_workflow(await service.get_workflow(db, principal, workflow_id))
 
 
-@router.delete("/{workflow_id}", status_code=204, summary="Delete a workflow (its runs stay)")
+@router.delete("/{workflow_id}", status_code=204, summary="Delete a workflow (its runs stay)",
+               responses=errors(403, 404))
 async def delete_workflow(workflow_id: str, principal: Writer, db: Db) -> Response:
     await service.delete_workflow(db, principal, workflow_id)
     return Response(status_code=204)
 
 
-@router.post("/{workflow_id}/runs", summary="Run a stored workflow and return its final state and usage")
+@router.post("/{workflow_id}/runs", summary="Run a stored workflow and return its final state and usage",
+             responses={200: {"description": "The run's record once it has ended.", "headers": RUN_ID_HEADER},
+                        **STARTS_RUN, **ENDED_BADLY, **errors(403, 404)})
 async def run_workflow(workflow_id: str, principal: Writer, request: Request,
                        body: RunRequest | None = None) -> dict[str, Any]:
     run = await service.start_run(request.app, principal, workflow_id=workflow_id, input=body.input if body else None)
     return await _answer(request, run)
 
 
-@router.post("/{workflow_id}/runs/stream", summary="Run a stored workflow, streamed as Server-Sent Events")
+@router.post("/{workflow_id}/runs/stream", summary="Run a stored workflow, streamed as Server-Sent Events",
+             response_class=EventSourceResponse,
+             responses={**streamed("The run's events.", headers=RUN_ID_HEADER), **STARTS_RUN, **errors(403, 404)})
 async def stream_workflow_run(workflow_id: str, principal: Writer, request: Request,
                               body: RunRequest | None = None):
     run = await service.start_run(request.app, principal, workflow_id=workflow_id, input=body.input if body else None)
     return _stream(request, run)
 
 
-@router.get("/{workflow_id}/runs", summary="Runs of a stored workflow, newest first")
+@router.get("/{workflow_id}/runs", summary="Runs of a stored workflow, newest first", responses=errors(403, 404))
 async def list_runs(workflow_id: str, principal: Reader, db: Db) -> dict[str, Any]:
     return await service.list_runs(db, principal, workflow_id)

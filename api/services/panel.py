@@ -16,11 +16,11 @@ import json
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.background import BackgroundTask
 
@@ -45,13 +45,29 @@ RouterMode = Literal["debate", "panel", "fallback", "direct"]
 # --- request --------------------------------------------------------------------------------
 
 
+def _content_required(schema: dict[str, Any]) -> None:
+    schema["required"] = [*schema.get("required", []), "content"]
+
+
+UNSUPPORTED = ("tools", "functions", "tool_choice", "function_call")
+
+
+def _declare_no_tools(schema: dict[str, Any]) -> None:
+    """`_no_tools` refuses these fields unless they are empty (falsy): say so in the JSON Schema."""
+    for name in UNSUPPORTED:
+        schema["properties"][name] = {"enum": [None, False, 0, "", [], {}],
+                                      "description": "Not supported: only an empty value is accepted."}
+
+
 class ChatMessage(BaseModel):
     """One message of the conversation, as OpenAI's API takes it."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", json_schema_extra=_content_required)
 
     role: Literal["system", "developer", "user", "assistant"]
-    content: str | list[dict[str, Any]] | None = None
+    # `_has_content` refuses a missing, null or blank content, so only non-blank text or parts are declared.
+    content: Annotated[str | list[dict[str, Any]] | None, WithJsonSchema({"anyOf": [
+        {"type": "string", "pattern": r"\S"}, {"type": "array", "items": {"type": "object"}}]})] = None
     name: str | None = None
 
     @model_validator(mode="after")
@@ -65,7 +81,7 @@ class ChatCompletionRequest(BaseModel):
     """`POST /v1/chat/completions`: OpenAI's body plus Parley's `debate` and `panel` flags."""
 
     # Fields other OpenAI clients send (top_p, user, seed, ...) are accepted and not acted on.
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", json_schema_extra=_declare_no_tools)
 
     model: str = Field(min_length=1, description="`router/<id>`, `router/debate`, or a `provider:model` id.")
     messages: list[ChatMessage] = Field(min_length=1)
@@ -81,7 +97,7 @@ class ChatCompletionRequest(BaseModel):
     @model_validator(mode="after")
     def _no_tools(self) -> ChatCompletionRequest:
         extra = self.model_extra or {}
-        for unsupported in ("tools", "functions", "tool_choice", "function_call"):
+        for unsupported in UNSUPPORTED:
             if extra.get(unsupported):
                 raise ValueError(f"'{unsupported}' is not supported by Parley's chat completions")
         return self

@@ -8,9 +8,10 @@ request, so it always exists and follows the deployment's configuration.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.json_schema import SkipJsonSchema
 from pydantic.alias_generators import to_camel
 from pymongo.asynchronous.database import AsyncDatabase
 
@@ -21,6 +22,10 @@ from nodes.panel import DEFAULT_PANEL_SIZE, MAX_PANEL_SIZE, MIN_PANEL_SIZE, TooF
 
 PRESET_ID = "debate"
 ROUTER_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+
+
+# `_clean_models` refuses a blank model id; declared in the JSON Schema as a pattern.
+ModelId = Annotated[str, Field(json_schema_extra={"pattern": r"\S"})]
 
 
 class _RouterFields(BaseModel):
@@ -43,7 +48,7 @@ class RouterCreate(_RouterFields):
     """A new router."""
 
     id: str = Field(pattern=ROUTER_ID_PATTERN, description="Unique in the workspace; used as `router/<id>`.")
-    models: list[str] = Field(min_length=1, max_length=32, description="Fallback list of `provider:model`, in order.")
+    models: list[ModelId] = Field(min_length=1, max_length=32, description="Fallback list of `provider:model`, in order.")
     arbitrator: str | None = Field(None, min_length=1, description="Arbitrator of debates; the deployment's when null.")
     debate: bool = Field(False, description="Debate every request unless it says `debate: false`.")
     panel_size: int = Field(DEFAULT_PANEL_SIZE, ge=MIN_PANEL_SIZE, le=MAX_PANEL_SIZE, description="Panelists (2-7).")
@@ -55,13 +60,14 @@ class RouterCreate(_RouterFields):
 
 
 class RouterUpdate(_RouterFields):
-    """A partial change; fields left out keep their value, `null` clears the optional ones."""
+    """A partial change; fields left out keep their value, `null` clears the optional ones (the others refuse it,
+    so their null is not declared)."""
 
-    models: list[str] | None = Field(None, min_length=1, max_length=32)
+    models: Annotated[list[ModelId], Field(min_length=1, max_length=32)] | SkipJsonSchema[None] = None
     arbitrator: str | None = Field(None, min_length=1)
-    debate: bool | None = None
-    panel_size: int | None = Field(None, ge=MIN_PANEL_SIZE, le=MAX_PANEL_SIZE)
-    allow_same_family: bool | None = None
+    debate: bool | SkipJsonSchema[None] = None
+    panel_size: Annotated[int, Field(ge=MIN_PANEL_SIZE, le=MAX_PANEL_SIZE)] | SkipJsonSchema[None] = None
+    allow_same_family: bool | SkipJsonSchema[None] = None
     system_prompt: str | None = None
     arbitrator_prompt: str | None = None
 
