@@ -89,6 +89,8 @@ def parse_debate_request(raw: bytes) -> DebateRequest:
         raise ApiError(400, f"{where}: {first['msg']}") from exc
     if not str(profile["name"]).strip():
         raise ApiError(400, "userProfile.name must not be blank")
+    if isinstance(rounds, float) and rounds.is_integer():
+        rounds = int(rounds)  # JSON has one number type: 8.0 is the integer 8 (as JSON Schema says)
     if rounds is not None and (not isinstance(rounds, int) or isinstance(rounds, bool) or not 1 <= rounds <= 10):
         raise ApiError(400, "rounds must be an integer from 1 to 10")
     return DebateRequest(topic=topic.strip(), user_profile=profile, rounds=rounds)

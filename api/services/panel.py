@@ -74,7 +74,18 @@ class ChatMessage(BaseModel):
     def _has_content(self) -> ChatMessage:
         if self.content is None or (isinstance(self.content, str) and not self.content.strip()):
             raise ValueError(f"a {self.role} message needs non-empty content")
+        if isinstance(self.content, list) and not _storable(self.content):
+            raise ValueError("content parts may not hold a NUL character in a key or an integer beyond 64 bits")
         return self
+
+
+def _storable(value: Any) -> bool:
+    """Whether MongoDB can store `value` (a run keeps its messages): no NUL in a key, integers within 64 bits."""
+    if isinstance(value, dict):
+        return all("\x00" not in key and _storable(item) for key, item in value.items())
+    if isinstance(value, list):
+        return all(_storable(item) for item in value)
+    return not isinstance(value, int) or -(2**63) <= value < 2**63
 
 
 class ChatCompletionRequest(BaseModel):
@@ -107,7 +118,8 @@ class ChatCompletionRequest(BaseModel):
         return self.max_completion_tokens or self.max_tokens
 
     def openai_messages(self) -> list[dict[str, Any]]:
-        return [m.model_dump(exclude_none=True) for m in self.messages]
+        # Only what a model reads: other keys a client sends are accepted (as OpenAI's API does) and dropped.
+        return [m.model_dump(include={"role", "content", "name"}, exclude_none=True) for m in self.messages]
 
 
 # --- planning -------------------------------------------------------------------------------

@@ -384,3 +384,11 @@ def test_start_up_fails_debates_an_earlier_version_left_running(parley_env, sync
         statuses = {d["_id"]: d["status"] for d in sync_db.debates.find()}
     assert statuses == {"debate_legacy": "failed", "debate_done": "completed", "debate_live": "in_progress"}
     assert sync_db.debates.find_one({"_id": "debate_legacy"})["error"].startswith("Debate interrupted")
+
+
+def test_rounds_written_as_a_whole_float_is_that_integer(http, make_key, llm):
+    script_duel(llm)
+    resp, events = post_debate(http, make_key(["debate"]), {**BODY, "rounds": 1.0})
+    assert resp.status_code == 200 and sum(e.event == "message" for e in events) == 2
+    resp, _ = post_debate(http, make_key(["debate"]), {**BODY, "rounds": 1.5})
+    assert resp.status_code == 400 and resp.json() == {"error": "rounds must be an integer from 1 to 10"}

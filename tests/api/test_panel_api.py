@@ -598,3 +598,22 @@ def test_messages_without_content_are_400(api, llm):
                                                   "tools": [{"type": "function", "function": {"name": "f"}}]})
     assert resp.status_code == 400 and "'tools' is not supported" in resp.json()["error"]["message"]
     assert llm.requests == []
+
+
+def test_keys_a_model_does_not_read_are_dropped_not_stored(api, llm, sync_db):
+    # OpenAI's API ignores message keys it does not know; so does Parley, and it never stores them (a key with a
+    # NUL byte or an integer beyond 64 bits is something MongoDB cannot hold).
+    llm.script(model="gpt-4o", reply="Hello.")
+    message = {"role": "user", "content": "Hi", "name": "ada", "x\u0000y": 1, "big": 2**70}
+    resp = api.post("/v1/chat/completions", json={"model": "openai:gpt-4o", "messages": [message]})
+    assert resp.status_code == 200, resp.text
+    stored = sync_db.runs.find_one({"_id": resp.headers["x-run-id"]})
+    assert stored["input"]["graph"]["messages"] == [{"role": "user", "content": "Hi", "name": "ada"}]
+
+
+def test_content_parts_mongodb_cannot_store_are_a_400(api, llm):
+    parts = [{"type": "text", "text": "Hi", "x\u0000y": 1}]
+    resp = api.post("/v1/chat/completions", json={"model": "openai:gpt-4o", "messages": [
+        {"role": "user", "content": parts}]})
+    assert resp.status_code == 400 and "NUL" in resp.json()["error"]["message"], resp.text
+    assert not llm.requests
