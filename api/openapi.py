@@ -160,9 +160,12 @@ def _workflow_schemas() -> dict[str, dict[str, Any]]:
 
 
 def _rebase_refs(value: Any) -> Any:
+    """Point the references of a standalone JSON Schema (`#/$defs/X`) at the spec's components: each `$ref`, and
+    the values of a discriminator's `mapping` (references too)."""
+    if isinstance(value, str) and value.startswith("#/$defs/"):
+        return value.replace("#/$defs/", "#/components/schemas/", 1)
     if isinstance(value, dict):
-        return {k: (v.replace("#/$defs/", "#/components/schemas/") if k == "$ref" else _rebase_refs(v))
-                for k, v in value.items()}
+        return {k: _rebase_refs(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_rebase_refs(v) for v in value]
     return value

@@ -2,15 +2,12 @@
 import { createContext, useCallback, useContext, useEffect, useMemo, useState, type ReactNode } from "react";
 
 import { ApiError, bindApi, describeError, request, type Api } from "../api/client";
+import type { components } from "../api/openapi";
 
 const STORAGE_KEY = "parley.apiKey";
 
-/** What `GET /v1/me` says about the key. */
-export interface Me {
-  user: string;
-  workspace: string;
-  scopes: string[];
-}
+/** What `GET /v1/me` says about the key (its type generated from docs/openapi.json). */
+export type Me = components["schemas"]["Me"];
 
 interface Session {
   key: string;
