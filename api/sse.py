@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator, Sequence
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from core.metrics import sse_listener
@@ -35,6 +37,24 @@ class CountedEventSourceResponse(EventSourceResponse):
         route = getattr(scope.get("route"), "path", None) or scope.get("path", "")
         with sse_listener(route):
             await super().__call__(scope, receive, send)
+
+
+# An event id: an integer, as `Last-Event-ID` (header) or `lastEventId` (query, for EventSource clients).
+EVENT_ID_PATTERN = r"^\s*-?[0-9]+\s*$"
+
+
+def resume_after(request: Request, last_event_id: str | None) -> int:
+    """The id after which a listener resumes (-1: from the start), from `Last-Event-ID` or `lastEventId`.
+
+    Raises:
+        ValueError: the id is not an integer.
+    """
+    resume = request.headers.get("last-event-id") or last_event_id
+    if resume in (None, ""):
+        return -1
+    if not re.fullmatch(EVENT_ID_PATTERN, resume):
+        raise ValueError(resume)
+    return int(resume)
 
 
 def sse_response(

@@ -15,6 +15,16 @@ from store import agents, conversations, runs
 Database = AsyncDatabase
 
 
+def storable(value: object) -> bool:
+    """Whether MongoDB can hold `value` (client-supplied data Parley keeps): no NUL character in a key, integers
+    within 64 bits."""
+    if isinstance(value, dict):
+        return all("\x00" not in str(key) and storable(item) for key, item in value.items())
+    if isinstance(value, list):
+        return all(storable(item) for item in value)
+    return not isinstance(value, int) or -(2**63) <= value < 2**63
+
+
 def connect(uri: str, db_name: str) -> tuple[AsyncMongoClient, AsyncDatabase]:
     """Open a client for `uri` (lazy: nothing is sent until the first command)."""
     client: AsyncMongoClient = AsyncMongoClient(uri, serverSelectionTimeoutMS=3000, tz_aware=True)

@@ -11,12 +11,13 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 from pymongo.errors import PyMongoError
 from sse_starlette import EventSourceResponse
 
+import store
 from api.deps import Db, Engine, Principal, get_principal, presented_key, require_scope
 from api.errors import ApiError
 from api.openapi import RUN_ID_HEADER, errors, request_body, streamed
 from api.services import duel as service
 from api.services.duel import DebateNotFound, public_debate
-from api.sse import sse_response
+from api.sse import EVENT_ID_PATTERN, resume_after, sse_response
 from runs import RunFailure
 from runs.modes.duel import DebateRequest, start_duel
 
@@ -89,6 +90,8 @@ def parse_debate_request(raw: bytes) -> DebateRequest:
         raise ApiError(400, f"{where}: {first['msg']}") from exc
     if not str(profile["name"]).strip():
         raise ApiError(400, "userProfile.name must not be blank")
+    if not store.storable(profile):  # it is kept with the debate and echoed back
+        raise ApiError(400, "userProfile may not hold a NUL character in a key or an integer beyond 64 bits")
     if isinstance(rounds, float) and rounds.is_integer():
         rounds = int(rounds)  # JSON has one number type: 8.0 is the integer 8 (as JSON Schema says)
     if rounds is not None and (not isinstance(rounds, int) or isinstance(rounds, bool) or not 1 <= rounds <= 10):
@@ -188,11 +191,11 @@ async def debate_events(
     engine: Engine,
     principal: Annotated[Principal | None, Depends(events_reader)],
     token: Annotated[str | None, Query(description="The debate's stream token (for EventSource).")] = None,
-    last_event_id: Annotated[str | None, Query(alias="lastEventId", description="Resume after this event id.")] = None,
+    last_event_id: Annotated[str | None, Query(alias="lastEventId", json_schema_extra={"pattern": EVENT_ID_PATTERN},
+                                                    description="Resume after this event id (an integer).")] = None,
 ) -> EventSourceResponse:
-    resume = request.headers.get("last-event-id") or last_event_id
     try:
-        after = int(resume) if resume not in (None, "") else -1
+        after = resume_after(request, last_event_id)
     except ValueError as exc:
         raise ApiError(400, "Last-Event-ID must be an integer event id") from exc
     try:

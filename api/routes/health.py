@@ -10,7 +10,6 @@ from fastapi.responses import JSONResponse
 
 import store
 from api.deps import Db, Factory
-from api.openapi import errors
 from nodes.models import ModelError
 
 router = APIRouter(tags=["health"])

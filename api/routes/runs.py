@@ -11,7 +11,7 @@ from sse_starlette import EventSourceResponse
 from api.deps import CurrentPrincipal, Engine, Principal
 from api.errors import ApiError
 from api.openapi import errors, streamed
-from api.sse import sse_response
+from api.sse import EVENT_ID_PATTERN, resume_after, sse_response
 from runs import RunNotFound
 from store import runs as store
 
@@ -97,11 +97,11 @@ async def run_events(
     request: Request,
     principal: CurrentPrincipal,
     engine: Engine,
-    last_event_id: Annotated[str | None, Query(alias="lastEventId", description="Resume after this event id.")] = None,
+    last_event_id: Annotated[str | None, Query(alias="lastEventId", json_schema_extra={"pattern": EVENT_ID_PATTERN},
+                                                    description="Resume after this event id (an integer).")] = None,
 ):
-    resume = request.headers.get("last-event-id") or last_event_id
     try:
-        after = int(resume) if resume not in (None, "") else -1
+        after = resume_after(request, last_event_id)
     except ValueError as exc:
         raise ApiError(400, "Last-Event-ID must be an integer event id", code="invalid_request") from exc
     await _run_of(engine, principal, run_id)

@@ -32,6 +32,7 @@ from nodes.models import ModelFactory, approx_tokens
 from nodes.panel import DEFAULT_MIN_SUCCESSES, DEFAULT_PANEL_SIZE, TooFewFamiliesError, pick_panelists, to_messages
 from runs import RunEngine
 from runs.modes.panel import response_model, start_panel
+import store
 from store import workspaces as ws_store
 
 log = logging.getLogger("parley.panel")
@@ -74,18 +75,10 @@ class ChatMessage(BaseModel):
     def _has_content(self) -> ChatMessage:
         if self.content is None or (isinstance(self.content, str) and not self.content.strip()):
             raise ValueError(f"a {self.role} message needs non-empty content")
-        if isinstance(self.content, list) and not _storable(self.content):
+        if isinstance(self.content, list) and not store.storable(self.content):
             raise ValueError("content parts may not hold a NUL character in a key or an integer beyond 64 bits")
         return self
 
-
-def _storable(value: Any) -> bool:
-    """Whether MongoDB can store `value` (a run keeps its messages): no NUL in a key, integers within 64 bits."""
-    if isinstance(value, dict):
-        return all("\x00" not in key and _storable(item) for key, item in value.items())
-    if isinstance(value, list):
-        return all(_storable(item) for item in value)
-    return not isinstance(value, int) or -(2**63) <= value < 2**63
 
 
 class ChatCompletionRequest(BaseModel):

@@ -392,3 +392,19 @@ def test_rounds_written_as_a_whole_float_is_that_integer(http, make_key, llm):
     assert resp.status_code == 200 and sum(e.event == "message" for e in events) == 2
     resp, _ = post_debate(http, make_key(["debate"]), {**BODY, "rounds": 1.5})
     assert resp.status_code == 400 and resp.json() == {"error": "rounds must be an integer from 1 to 10"}
+
+
+def test_a_profile_mongodb_cannot_store_is_a_400(http, make_key, llm):
+    body = {**BODY, "userProfile": {**PROFILE, "x\u0000y": 1}}
+    resp, _ = post_debate(http, make_key(["debate"]), body)
+    assert resp.status_code == 400 and "NUL" in resp.json()["error"]
+    assert not llm.requests
+
+
+@pytest.mark.parametrize("last", ["1_0", "x", "\u0661"])  # Python's int() takes the first and last; an event id does not
+def test_a_last_event_id_that_is_not_a_plain_integer_is_a_400(http, make_key, llm, last):
+    script_duel(llm)
+    key = make_key(["debate"])
+    _, events = post_debate(http, key)
+    resp = http.get(f"/api/debate/{events[0].json()['id']}/events", params={"lastEventId": last}, headers=auth(key))
+    assert resp.status_code == 400 and resp.json() == {"error": "Last-Event-ID must be an integer event id"}
