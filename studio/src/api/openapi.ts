@@ -2019,7 +2019,7 @@ export interface operations {
         parameters: {
             query?: {
                 token?: string | null;
-                /** @description Resume after this event id. */
+                /** @description Resume after this event id (an integer). */
                 lastEventId?: string | null;
             };
             header?: never;
@@ -4647,7 +4647,7 @@ export interface operations {
     run_events_v1_runs__run_id__events_get: {
         parameters: {
             query?: {
-                /** @description Resume after this event id. */
+                /** @description Resume after this event id (an integer). */
                 lastEventId?: string | null;
             };
             header?: never;
