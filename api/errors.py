@@ -21,8 +21,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 log = logging.getLogger("parley.api")
 
 OPENAI_STYLE_PREFIXES = ("/v1/chat/", "/v1/routers", "/v1/models")
-# The duel seed's clients compare bodies such as {"error": "Unauthorized"} exactly: no `code` there.
+# The duel seed's routes: their documented refusals keep the seed's exact body, even where Parley knows a code.
 SEED_STYLE_PREFIXES = ("/api/",)
+# Bodies the seeds spell out word for word: their clients may compare them exactly, so they carry no `code`.
+# Every other error body has one.
+SEED_EXACT_MESSAGES = frozenset({
+    "Unauthorized", "Missing topic or userProfile", "Rate limit exceeded", "Failed to start debate",  # duel seed
+    "Conversation not found", "Not found", "No agents found. Please create agents first.",  # round-table seed
+})
 UNPROCESSABLE_PREFIXES = ("/v1/workflows",)
 
 _OPENAI_TYPES = {
@@ -38,6 +44,18 @@ _OPENAI_TYPES = {
     502: "upstream_error",
     503: "service_unavailable",
 }
+
+# The `code` of an error raised without one: what its status says.
+DEFAULT_CODES = {
+    400: "invalid_request", 401: "unauthorized", 402: "insufficient_credits", 403: "forbidden", 404: "not_found",
+    405: "method_not_allowed", 406: "not_acceptable", 409: "conflict", 413: "body_too_large",
+    415: "unsupported_media_type", 422: "invalid_request", 429: "rate_limited", 499: "cancelled",
+    500: "internal_error", 502: "upstream_error", 503: "service_unavailable", 504: "upstream_timeout",
+}
+
+
+def default_code(status: int) -> str:
+    return DEFAULT_CODES.get(status, "internal_error" if status >= 500 else "invalid_request")
 
 
 class ApiError(Exception):
@@ -68,11 +86,13 @@ def run_error(error: dict[str, Any]) -> ApiError:
 
 def error_body(path: str, err: ApiError) -> dict[str, Any]:
     """Render `err` in the shape of the API family `path` belongs to."""
+    code = err.code or default_code(err.status)
     if path.startswith(OPENAI_STYLE_PREFIXES):
-        return {"error": {"message": err.message, "type": err.type, "code": err.code, **err.extra}}
+        return {"error": {"message": err.message, "type": err.type, "code": code, **err.extra}}
     body: dict[str, Any] = {"error": err.message}
-    if err.code and not path.startswith(SEED_STYLE_PREFIXES):
-        body["code"] = err.code
+    seed_exact = err.message in SEED_EXACT_MESSAGES and (path.startswith(SEED_STYLE_PREFIXES) or err.code is None)
+    if not seed_exact:
+        body["code"] = code
     body.update(err.extra)
     return body
 
@@ -129,6 +149,12 @@ def install_error_handlers(app: FastAPI) -> None:
         if exc.status_code == 405:
             headers["Allow"] = ", ".join(allowed_methods(request.app, request.url.path)) or headers.get("Allow", "")
         return error_response(request, ApiError(exc.status_code, message, headers=headers))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        # Starlette calls this for anything no other handler took, then re-raises it for the server's log.
+        err = ApiError(500, "Internal error: the server log has the cause", code="internal_error")
+        return error_response(request, err)
 
     @app.exception_handler(ConnectionFailure)
     async def _db_down(request: Request, exc: ConnectionFailure) -> JSONResponse:

@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 import store
+from api.entry import EntryGuard
 from api.errors import install_error_handlers
 from api.openapi import install_openapi
 from api.ratelimit import RateLimiter
@@ -80,6 +81,7 @@ def create_app(settings: Settings | None = None, *, services: EmbeddedServices |
     )
     app.state.startup_hooks = list(STARTUP_HOOKS)
     install_error_handlers(app)
+    app.add_middleware(EntryGuard, max_body_bytes=settings.parley_max_body_bytes)
     for router in ROUTERS:
         app.include_router(router)
     install_openapi(app)

@@ -10,6 +10,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
+from core.limits import INT64_MAX, INT64_MIN, MAX_EVENT_ID_DIGITS
 from core.metrics import sse_listener
 from runs.events import Event
 
@@ -40,19 +41,19 @@ class CountedEventSourceResponse(EventSourceResponse):
 
 
 # An event id: an integer, as `Last-Event-ID` (header) or `lastEventId` (query, for EventSource clients).
-EVENT_ID_PATTERN = r"^\s*-?[0-9]+\s*$"
+EVENT_ID_PATTERN = rf"^\s*-?[0-9]{{1,{MAX_EVENT_ID_DIGITS}}}\s*$"
 
 
 def resume_after(request: Request, last_event_id: str | None) -> int:
     """The id after which a listener resumes (-1: from the start), from `Last-Event-ID` or `lastEventId`.
 
     Raises:
-        ValueError: the id is not an integer.
+        ValueError: the id is not an integer MongoDB can compare (64 bits).
     """
     resume = request.headers.get("last-event-id") or last_event_id
     if resume in (None, ""):
         return -1
-    if not re.fullmatch(EVENT_ID_PATTERN, resume):
+    if not re.fullmatch(EVENT_ID_PATTERN, resume) or not INT64_MIN <= int(resume) <= INT64_MAX:
         raise ValueError(resume)
     return int(resume)
 

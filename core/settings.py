@@ -13,6 +13,8 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from core.limits import MAX_BODY_BYTES
+
 EMBEDDED_MODEL_ID = "local:smollm2"
 HOSTED_DEFAULT_MODEL = "gpt-4o-mini"
 # The `router/debate` preset's panel when an endpoint is configured: one model of each of three families.
@@ -43,6 +45,8 @@ class Settings(BaseSettings):
     parley_arbitrator_model: str | None = Field(None, description="Arbitrator of the preset; default model when unset.")
     parley_model_port: int = Field(0, description="Port of the embedded model server; 0 picks a free one.")
     parley_db_port: int = Field(0, description="Port of the embedded database; 0 picks a free one.")
+    parley_max_body_bytes: int = Field(
+        MAX_BODY_BYTES, ge=1024, description="Bytes of the largest request body any route reads (413 beyond).")
     parley_request_timeout: float = Field(120.0, description="Seconds before one model call times out.")
     parley_run_lease: float = Field(
         5.0, gt=0, description="Seconds a worker's hold on a run lasts without renewal; after that another worker "

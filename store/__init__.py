@@ -10,19 +10,16 @@ from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import PyMongoError
 
+from core.limits import refuse_unstorable
 from store import agents, conversations, runs
 
 Database = AsyncDatabase
 
 
 def storable(value: object) -> bool:
-    """Whether MongoDB can hold `value` (client-supplied data Parley keeps): no NUL character in a key, integers
-    within 64 bits."""
-    if isinstance(value, dict):
-        return all("\x00" not in str(key) and storable(item) for key, item in value.items())
-    if isinstance(value, list):
-        return all(storable(item) for item in value)
-    return not isinstance(value, int) or -(2**63) <= value < 2**63
+    """Whether MongoDB can hold `value` (client-supplied data Parley keeps); `core.limits.refuse_unstorable` says
+    why not."""
+    return refuse_unstorable(value) is None
 
 
 def connect(uri: str, db_name: str) -> tuple[AsyncMongoClient, AsyncDatabase]:

@@ -6,6 +6,8 @@ below zero.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
 from pymongo import ReturnDocument
@@ -52,6 +54,22 @@ async def settle_credit(db: AsyncDatabase, workspace: str, *, reserved: float, a
     )
     if charged.modified_count == 0:
         await db.workspaces.update_one({"_id": workspace}, {"$set": {"creditUsd": 0.0}})
+
+
+@asynccontextmanager
+async def released_on_failure(db: AsyncDatabase, workspace: str, *, credit: float = 0.0,
+                              tokens: int = 0) -> AsyncIterator[None]:
+    """Give a reservation back if the block fails: wrap everything between reserving and handing the reservation
+    to the run that settles it, so no failure in between (a database refusal, a cancelled request) keeps credit.
+    """
+    try:
+        yield
+    except BaseException:
+        if credit > 0:
+            await settle_credit(db, workspace, reserved=credit, actual=0.0)
+        if tokens > 0:
+            await settle_allowance(db, workspace, reserved=tokens, actual=0)
+        raise
 
 
 async def set_allowance(db: AsyncDatabase, workspace: str, tokens: int) -> int:

@@ -18,6 +18,7 @@ from api.openapi import RUN_ID_HEADER, errors, request_body, streamed
 from api.services import duel as service
 from api.services.duel import DebateNotFound, public_debate
 from api.sse import EVENT_ID_PATTERN, resume_after, sse_response
+from core.limits import MAX_PAGE, ROUTE_BODY_BYTES
 from runs import RunFailure
 from runs.modes.duel import DebateRequest, start_duel
 
@@ -25,7 +26,6 @@ log = logging.getLogger("parley.duel")
 
 router = APIRouter(tags=["duel"])
 
-MAX_BODY_BYTES = 24 * 1024
 RATE_LIMIT = "8/minute"
 
 Starter = Annotated[Principal, Depends(require_scope("debate", write=True, denied_status=401))]
@@ -99,19 +99,6 @@ def parse_debate_request(raw: bytes) -> DebateRequest:
     return DebateRequest(topic=topic.strip(), user_profile=profile, rounds=rounds)
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, refused with 413 as soon as it is known to exceed `limit` bytes."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise ApiError(413, f"Request body exceeds {limit // 1024} KB")
-    body = bytearray()
-    async for part in request.stream():
-        body += part
-        if len(body) > limit:
-            raise ApiError(413, f"Request body exceeds {limit // 1024} KB")
-    return bytes(body)
-
-
 def keepalive(request: Request) -> float:
     """Seconds of silence before an SSE stream sends a `: ping` comment (the app's `sse_keepalive`)."""
     return request.app.state.sse_keepalive
@@ -125,7 +112,7 @@ def keepalive(request: Request) -> float:
                      "X-Debate-Events": {"description": "Where to resume its events.", "schema": {"type": "string"}}}),
                  **errors((400, "The body is not a JSON object as declared; the message names the field."),
                           (401, "No key, an unknown key, or one without the `debate` scope."),
-                          (403, "The key is read-only."), (413, "The body exceeds 24 KB."),
+                          (403, "The key is read-only."), (413, f"The body exceeds {ROUTE_BODY_BYTES['/api/debate'] // 1024} KB."),
                           (429, "More than 8 debates a minute for this user; `retryAfter` says when to retry."),
                           (500, "The debate could not be started.")),
              })
@@ -137,7 +124,7 @@ async def start_debate(request: Request, principal: Starter, engine: Engine) -> 
     if not decision.allowed:
         raise ApiError(429, "Rate limit exceeded", headers={"Retry-After": str(decision.retry_after)},
                        extra={"retryAfter": decision.retry_after})
-    debate = parse_debate_request(await read_body(request, MAX_BODY_BYTES))
+    debate = parse_debate_request(await request.body())
     try:
         record = await start_duel(engine, principal.caller, debate)
     except (RunFailure, PyMongoError) as exc:
@@ -154,7 +141,8 @@ async def list_debates(
     db: Db,
     limit: Annotated[int, Query(ge=1, le=100, description="Debates per page.")] = 20,
     cursor: Annotated[str | None, Query(description="`nextCursor` of the previous page.")] = None,
-    page: Annotated[int | None, Query(ge=1, description="1-based page number (instead of a cursor).")] = None,
+    page: Annotated[int | None, Query(ge=1, le=MAX_PAGE,
+                                      description="1-based page number (instead of a cursor).")] = None,
 ) -> dict[str, Any]:
     try:
         return await service.list_debates(db, principal.caller, limit=limit, cursor=cursor, page=page)

@@ -32,7 +32,7 @@ from nodes.models import ModelFactory, approx_tokens
 from nodes.panel import DEFAULT_MIN_SUCCESSES, DEFAULT_PANEL_SIZE, TooFewFamiliesError, pick_panelists, to_messages
 from runs import RunEngine
 from runs.modes.panel import response_model, start_panel
-import store
+from core.limits import MAX_CHAT_MESSAGES
 from store import workspaces as ws_store
 
 log = logging.getLogger("parley.panel")
@@ -75,8 +75,6 @@ class ChatMessage(BaseModel):
     def _has_content(self) -> ChatMessage:
         if self.content is None or (isinstance(self.content, str) and not self.content.strip()):
             raise ValueError(f"a {self.role} message needs non-empty content")
-        if isinstance(self.content, list) and not store.storable(self.content):
-            raise ValueError("content parts may not hold a NUL character in a key or an integer beyond 64 bits")
         return self
 
 
@@ -88,7 +86,7 @@ class ChatCompletionRequest(BaseModel):
     model_config = ConfigDict(extra="allow", json_schema_extra=_declare_no_tools)
 
     model: str = Field(min_length=1, description="`router/<id>`, `router/debate`, or a `provider:model` id.")
-    messages: list[ChatMessage] = Field(min_length=1)
+    messages: list[ChatMessage] = Field(min_length=1, max_length=MAX_CHAT_MESSAGES)
     temperature: float | None = Field(None, ge=0, le=2)
     max_tokens: int | None = Field(None, ge=1)
     max_completion_tokens: int | None = Field(None, ge=1)
@@ -231,9 +229,10 @@ async def chat_completion(app: FastAPI, body: ChatCompletionRequest, principal: 
     engine: RunEngine = app.state.runs
     question = next((m.content for m in reversed(body.messages) if m.role == "user" and isinstance(m.content, str)),
                     body.model)
-    record = await start_panel(engine, principal.caller, graph_input=graph_input(plan, body),
-                               plan=dataclasses.asdict(plan), reserved=reserved, question=question,
-                               streamed=body.stream)
+    async with ws_store.released_on_failure(app.state.db, principal.workspace, credit=reserved):
+        record = await start_panel(engine, principal.caller, graph_input=graph_input(plan, body),
+                                   plan=dataclasses.asdict(plan), reserved=reserved, question=question,
+                                   streamed=body.stream)
     headers = {"X-Run-Id": record["_id"]}
     if body.stream:
         return stream_response(engine, record, headers)

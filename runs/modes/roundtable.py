@@ -165,7 +165,7 @@ async def _start(engine: RunEngine, caller: Caller, conversation: dict, content:
         raise RunFailure(
             f"Insufficient token allowance: the workspace has {left} tokens left and a minimum debate needs about "
             f"{needed}. Raise it with `parley workspaces allowance {caller.workspace} --set N`.", status=500)
-    try:
+    async with ws_store.released_on_failure(db, caller.workspace, tokens=needed if reserved else 0):
         exchange, _ = await conv_store.start_exchange(db, conversation=conversation, content=content)
         record = await engine.submit(
             "roundtable", caller=caller, title=content[:200],
@@ -175,10 +175,6 @@ async def _start(engine: RunEngine, caller: Caller, conversation: dict, content:
                    "conversation": {"_id": conversation["_id"], "workspace": conversation["workspace"]},
                    "idempotency": key},
         )
-    except BaseException:
-        if reserved:
-            await ws_store.settle_allowance(db, caller.workspace, reserved=needed, actual=0)
-        raise
     if key:
         await conv_store.set_idempotency_run(db, **key, run_id=record["_id"])
     return record["_id"]

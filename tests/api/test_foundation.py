@@ -83,7 +83,7 @@ def test_openapi_docs_are_served(http):
 def test_unknown_route_is_json_404(http):
     resp = http.get("/nope")
     assert resp.status_code == 404
-    assert resp.json() == {"error": "No route for GET /nope"}
+    assert resp.json() == {"error": "No route for GET /nope", "code": "not_found"}
 
 
 @pytest.fixture

@@ -601,14 +601,24 @@ def test_messages_without_content_are_400(api, llm):
 
 
 def test_keys_a_model_does_not_read_are_dropped_not_stored(api, llm, sync_db):
-    # OpenAI's API ignores message keys it does not know; so does Parley, and it never stores them (a key with a
-    # NUL byte or an integer beyond 64 bits is something MongoDB cannot hold).
+    # OpenAI's API ignores message keys it does not know; so does Parley, and it never stores them.
     llm.script(model="gpt-4o", reply="Hello.")
-    message = {"role": "user", "content": "Hi", "name": "ada", "x\u0000y": 1, "big": 2**70}
+    message = {"role": "user", "content": "Hi", "name": "ada", "seed_hint": {"x": 1}}
     resp = api.post("/v1/chat/completions", json={"model": "openai:gpt-4o", "messages": [message]})
     assert resp.status_code == 200, resp.text
     stored = sync_db.runs.find_one({"_id": resp.headers["x-run-id"]})
     assert stored["input"]["graph"]["messages"] == [{"role": "user", "content": "Hi", "name": "ada"}]
+
+
+@pytest.mark.parametrize("message", [
+    {"role": "user", "content": "Hi", "x\u0000y": 1},
+    {"role": "user", "content": "Hi", "big": 2**70},
+])
+def test_keys_mongodb_cannot_store_are_a_400_even_where_unread(api, llm, message):
+    # Every body is checked where it enters, whatever a route would later read of it: one rule, no exceptions.
+    resp = api.post("/v1/chat/completions", json={"model": "openai:gpt-4o", "messages": [message]})
+    assert resp.status_code == 400 and resp.json()["error"]["code"] == "unstorable_value", resp.text
+    assert not llm.requests
 
 
 def test_content_parts_mongodb_cannot_store_are_a_400(api, llm):

@@ -78,7 +78,7 @@ def test_agent_crud_keeps_creation_order(http, key, make_key):
     assert http.delete(f"/v1/agents/{second['id']}", headers=auth(key)).status_code == 204
     assert http.get(f"/v1/agents/{second['id']}", headers=auth(key)).status_code == 404
     other = make_key(["conversations"], workspace="ws2")
-    assert http.get(f"/v1/agents/{first['id']}", headers=auth(other)).json() == {"error": "Agent not found"}
+    assert http.get(f"/v1/agents/{first['id']}", headers=auth(other)).json() == {"error": "Agent not found", "code": "not_found"}
     assert http.delete(f"/v1/agents/{first['id']}", headers=auth(other)).status_code == 404
 
 

@@ -112,10 +112,10 @@ def test_the_studio_never_shadows_the_api(http):
     for path in ("/v1/nope", "/api/nope", "/healthz/nope", "/metrics/nope", "/docs/nope"):
         resp = http.get(path, headers=HTML)
         assert resp.status_code == 404, path
-        assert resp.json() == {"error": f"No route for GET {path}"}
+        assert resp.json() == {"error": f"No route for GET {path}", "code": "not_found"}
     # API clients (no text/html) still get JSON for unknown paths; other methods are untouched.
-    assert http.get("/nope").json() == {"error": "No route for GET /nope"}
-    assert http.post("/nope", headers=HTML).json() == {"error": "No route for POST /nope"}
+    assert http.get("/nope").json() == {"error": "No route for GET /nope", "code": "not_found"}
+    assert http.post("/nope", headers=HTML).json() == {"error": "No route for POST /nope", "code": "not_found"}
     assert http.put("/v1/me", headers=HTML).status_code == 405
     assert http.get("/healthz").headers["content-type"] == "application/json"
     assert http.get("/metrics", headers=HTML).headers["content-type"].startswith("text/plain")
