@@ -367,42 +367,47 @@ class _Checker:
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[set[str]]:
-    """The strongly connected components of `graph` that contain a cycle (Tarjan's algorithm)."""
+    """The strongly connected components of `graph` that contain a cycle (Tarjan's algorithm, with an explicit
+    stack: a workflow of thousands of nodes must not exhaust Python's recursion limit)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
     on_stack: set[str] = set()
     found: list[set[str]] = []
-    counter = 0
 
-    def visit(node: str) -> None:
-        nonlocal counter
-        index[node] = low[node] = counter
-        counter += 1
-        stack.append(node)
-        on_stack.add(node)
-        for succ in graph.get(node, ()):
-            if succ not in graph:
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, successors = work[-1]
+            succ = next((s for s in successors if s in graph), None)
+            if succ is not None:
+                if succ not in index:
+                    index[succ] = low[succ] = len(index)
+                    stack.append(succ)
+                    on_stack.add(succ)
+                    work.append((succ, iter(sorted(graph[succ]))))
+                elif succ in on_stack:
+                    low[node] = min(low[node], index[succ])
                 continue
-            if succ not in index:
-                visit(succ)
-                low[node] = min(low[node], low[succ])
-            elif succ in on_stack:
-                low[node] = min(low[node], index[succ])
-        if low[node] == index[node]:
-            component = set()
-            while True:
-                member = stack.pop()
-                on_stack.discard(member)
-                component.add(member)
-                if member == node:
-                    break
-            if len(component) > 1 or node in graph.get(node, ()):
-                found.append(component)
-
-    for node in graph:
-        if node not in index:
-            visit(node)
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                if len(component) > 1 or node in graph[node]:
+                    found.append(component)
     return found
 
 

@@ -247,14 +247,19 @@ async def finish_deletions(db: AsyncDatabase) -> int:
 
 
 # --- idempotency ----------------------------------------------------------------------------
+# A key is the caller's own: the same Idempotency-Key sent by two users of a workspace names two requests.
+
+
+def _key_id(workspace: str, user: str, conversation_id: str, key: str) -> str:
+    return f"{workspace}:{user}:{conversation_id}:{key}"
 
 
 async def claim_idempotency_key(
-    db: AsyncDatabase, *, workspace: str, conversation_id: str, key: str, fingerprint: str
+    db: AsyncDatabase, *, workspace: str, user: str, conversation_id: str, key: str, fingerprint: str
 ) -> dict | None:
     """Claim `key` for a new run; None when claimed now, else the existing record (running or done)."""
     record = {
-        "_id": f"{workspace}:{conversation_id}:{key}", "conversationId": conversation_id, "status": "running",
+        "_id": _key_id(workspace, user, conversation_id, key), "conversationId": conversation_id, "status": "running",
         "fingerprint": fingerprint, "result": None, "createdAt": datetime.now(UTC),
     }
     try:
@@ -264,29 +269,29 @@ async def claim_idempotency_key(
         return await db.idempotency_keys.find_one({"_id": record["_id"]})
 
 
-async def get_idempotency_record(db: AsyncDatabase, *, workspace: str, conversation_id: str, key: str) -> dict | None:
-    return await db.idempotency_keys.find_one({"_id": f"{workspace}:{conversation_id}:{key}"})
+async def get_idempotency_record(db: AsyncDatabase, *, workspace: str, user: str, conversation_id: str, key: str) -> dict | None:
+    return await db.idempotency_keys.find_one({"_id": _key_id(workspace, user, conversation_id, key)})
 
 
 async def complete_idempotency_key(
-    db: AsyncDatabase, *, workspace: str, conversation_id: str, key: str, result: dict
+    db: AsyncDatabase, *, workspace: str, user: str, conversation_id: str, key: str, result: dict
 ) -> None:
     await db.idempotency_keys.update_one(
-        {"_id": f"{workspace}:{conversation_id}:{key}"},
+        {"_id": _key_id(workspace, user, conversation_id, key)},
         {"$set": {"status": "done", "result": result, "completedAt": datetime.now(UTC)}},
     )
 
 
 async def set_idempotency_run(
-    db: AsyncDatabase, *, workspace: str, conversation_id: str, key: str, run_id: str
+    db: AsyncDatabase, *, workspace: str, user: str, conversation_id: str, key: str, run_id: str
 ) -> None:
     """Note the run a key started, so a retry can follow it."""
-    await db.idempotency_keys.update_one({"_id": f"{workspace}:{conversation_id}:{key}"}, {"$set": {"runId": run_id}})
+    await db.idempotency_keys.update_one({"_id": _key_id(workspace, user, conversation_id, key)}, {"$set": {"runId": run_id}})
 
 
-async def release_idempotency_key(db: AsyncDatabase, *, workspace: str, conversation_id: str, key: str) -> None:
+async def release_idempotency_key(db: AsyncDatabase, *, workspace: str, user: str, conversation_id: str, key: str) -> None:
     """Forget a key whose run failed, so a retry runs the debate again."""
-    await db.idempotency_keys.delete_one({"_id": f"{workspace}:{conversation_id}:{key}", "status": "running"})
+    await db.idempotency_keys.delete_one({"_id": _key_id(workspace, user, conversation_id, key), "status": "running"})
 
 
 async def release_stale_keys(db: AsyncDatabase, *, older_than: datetime) -> int:

@@ -113,7 +113,8 @@ async def ask_table(
     db = engine.db
     key = None
     if idempotency_key:
-        key = {"workspace": caller.workspace, "conversation_id": conversation["_id"], "key": idempotency_key}
+        key = {"workspace": caller.workspace, "user": caller.user, "conversation_id": conversation["_id"],
+               "key": idempotency_key}
         fingerprint = hashlib.sha256(content.encode()).hexdigest()
         existing = await conv_store.claim_idempotency_key(db, **key, fingerprint=fingerprint)
         if existing is not None:

@@ -443,6 +443,19 @@ def test_idempotent_retry_returns_the_first_result_without_a_second_debate(http,
     assert replay[-1][2]["synthesis"] == first.json()["synthesis"] and len(llm.requests) == calls
 
 
+def test_an_idempotency_key_is_the_callers_own(http, key, make_key, table, llm):
+    # Two users of one workspace who happen to send the same Idempotency-Key ask two questions: neither gets the
+    # other's answer, nor a 409 for the other's use of the key.
+    _, conversation = table
+    bob = make_key(["conversations"], user="bob")
+    headers = {"Idempotency-Key": "shared-1"}
+    first = ask(http, key, conversation["id"], headers=headers)
+    calls = len(llm.requests)
+    second = ask(http, bob, conversation["id"], "A different question?", headers=headers)
+    assert first.status_code == 200 and second.status_code == 200, second.text
+    assert len(llm.requests) > calls  # Bob's question was debated, not answered from Alice's run
+
+
 def test_retry_while_the_first_run_is_going_waits_for_it(http, key, table, llm, parley):
     _, conversation = table
     llm.script(match="This is round 0", hold="round 0")  # the first run stays under way until released

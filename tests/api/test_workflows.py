@@ -263,3 +263,13 @@ def test_a_run_takes_its_tokens_from_the_allowance(http, auth, sync_db):
     run = http.post(f"/v1/workflows/{workflow['id']}/runs", headers=auth, json={"input": {"topic": "x"}}).json()
     left = sync_db.workspaces.find_one({"_id": "ws1"})["allowanceTokens"]
     assert left == 100000 - run["usage"]["totalTokens"]
+
+
+def test_a_thousand_node_workflow_is_validated_and_stored(http, auth):
+    nodes = [{"id": f"n{i}", "type": "llm", "inputs": {"prompt": "Go on from {text}"}, "output_key": "text"}
+             for i in range(1000)]
+    document = {"name": "long", "state": {"text": {"type": "string"}}, "nodes": nodes, "entry": "n0",
+                "edges": [{"from": f"n{i}", "to": f"n{i + 1}"} for i in range(999)], "finish": ["n999"]}
+    checked = http.post("/v1/workflows/validate", headers=auth, json=document)
+    assert checked.status_code == 200 and checked.json()["valid"] is True, checked.text
+    assert create(http, auth, document)["name"] == "long"

@@ -315,3 +315,19 @@ def test_a_condition_whose_every_route_stays_in_the_loop_has_no_exit():
         "key": "review", "cases": [{"op": "contains", "value": "ok", "goto": "check"}], "default": "write"}})
     issue = only_issue(doc)
     assert issue.path == "nodes[0]" and "the loop through 'write' → 'check' → 'gate' has no exit" in issue.message
+
+
+def chain(length: int, *, back_to_start: bool) -> dict:
+    nodes = [{"id": f"n{i}", "type": "llm", "inputs": {"prompt": "Go on from {text}"}, "output_key": "text"}
+             for i in range(length)]
+    edges = [{"from": f"n{i}", "to": f"n{i + 1}"} for i in range(length - 1)]
+    if back_to_start:
+        edges.append({"from": f"n{length - 1}", "to": "n0"})
+    return wf(nodes, {"text": "string"}, edges, **({} if back_to_start else {"finish": [f"n{length - 1}"]}))
+
+
+def test_a_thousand_node_workflow_is_checked_without_recursion():
+    # The loop check walked the graph recursively: 1,000 nodes in a row exhausted Python's recursion limit (a 500).
+    validate_workflow(chain(1000, back_to_start=False))
+    issue = only_issue(chain(1000, back_to_start=True))
+    assert (issue.node, issue.path) == ("n0", "nodes[0]") and "has no exit" in issue.message
