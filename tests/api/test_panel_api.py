@@ -499,6 +499,21 @@ def test_credit_is_reserved_during_a_debate_and_settled_after(server, key, llm, 
     assert balance(sync_db) == pytest.approx(10.0 - meta(box["resp"])["cost"])
 
 
+def test_a_failure_between_reserving_and_starting_gives_the_credit_back(server, api, llm, sync_db):
+    # The run settles what it reserved however it ends, but a request can fail before its run exists (here the
+    # database refuses the run record: a unique index on titles the test adds). That credit used to stay taken.
+    llm.script(reply="Fine.")
+    question = [{"role": "user", "content": "The same question twice?"}]
+    first = api.post("/v1/chat/completions", json={"model": "claude-opus-4-5", "messages": question, "max_tokens": 1000})
+    assert first.status_code == 200, first.text
+    sync_db.runs.create_index("title", unique=True)
+    before = balance(sync_db)
+    again = api.post("/v1/chat/completions", json={"model": "claude-opus-4-5", "messages": question,
+                                                   "max_tokens": 100_000})
+    assert again.status_code == 500 and again.json()["error"]["code"] == "internal_error", again.text
+    assert balance(sync_db) == pytest.approx(before)
+
+
 def test_panel_reserves_three_calls(server, key, llm, sync_db):
     llm.script(model="gpt-5", hold="gpt-5", reply="Slow.")
     sdk = openai.OpenAI(base_url=server.url + "/v1", api_key=key, max_retries=0)
