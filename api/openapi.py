@@ -49,11 +49,13 @@ class WorkflowIssue(BaseModel):
 
 
 class SeedError(BaseModel):
-    """The duel seed's error body (`/api/...`): `{"error": "<message>"}`, with `retryAfter` on a 429."""
+    """The duel seed's error body (`/api/...`): `{"error": "<message>"}`, with `retryAfter` on a 429. The refusals
+    the seed spells out have exactly that body; Parley's others add a `code`."""
 
     model_config = ConfigDict(extra="forbid")
 
     error: str = Field(description="What went wrong, for a person to read.")
+    code: str | None = Field(None, description="A stable machine code, absent on the seed's own refusals.")
     retryAfter: int | None = Field(None, description="Seconds to wait before trying again (429 only).")
     details: list[ValidationIssue] | None = Field(None, description="Each bad field (a malformed query only).")
 
@@ -64,7 +66,8 @@ class ParleyError(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     error: str = Field(description="What went wrong, for a person to read.")
-    code: str | None = Field(None, description="A stable machine code, e.g. `scope_denied`, `run_not_found`.")
+    code: str | None = Field(None, description="A stable machine code, e.g. `scope_denied`, `run_not_found`; absent "
+                             "only on the round-table seed's own refusals.")
     details: list[ValidationIssue] | None = Field(None, description="Each bad field of an invalid request.")
     errors: list[WorkflowIssue] | None = Field(None, description="Each problem of a workflow or of its input.")
 
@@ -102,13 +105,17 @@ WHEN = {
     403: "The key may not do this: it is read-only, or lacks the scope the route needs.",
     404: "Nothing with this id in the caller's workspace.",
     409: "The request conflicts with the resource's current state.",
-    413: "The request body is too large.",
+    413: "The request body is larger than the server's limit (`PARLEY_MAX_BODY_BYTES`, 4 MB by default).",
     422: "The request is well-formed but cannot be processed; `errors` lists each problem.",
     429: "Too many requests; retry after `Retry-After` seconds.",
     500: "The work could not be done; the message says why.",
     502: "The model endpoint failed to answer.",
     503: "The database is unreachable.",
 }
+# What every body is refused for where it enters (`api/entry.py`), whatever the operation.
+BODY_REFUSALS = ("A body that is not JSON (`invalid_json`), nests deeper than 64 levels (`too_deep`), or holds what "
+                 "MongoDB cannot store: a NUL character in a key, a lone UTF-16 surrogate, an integer beyond 64 bits "
+                 "(`unstorable_value`).")
 RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before trying again.", "schema": {"type": "integer"}}}
 
 
@@ -243,6 +250,9 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
             invalid = "422" if path.startswith(UNPROCESSABLE_PREFIXES) else "400"
             if _takes_input(op) and invalid not in responses:
                 responses[invalid] = {"description": WHEN[int(invalid)]}
+            if "requestBody" in op:  # `api.entry.EntryGuard` holds every body to these
+                responses.setdefault("413", {"description": WHEN[413]})
+                responses[invalid]["description"] += " " + BODY_REFUSALS
             if op.get("security"):  # it takes a key (`api.deps.get_principal`)
                 responses.setdefault("401", {"description": WHEN[401]})
                 responses.setdefault("503", {"description": WHEN[503]})

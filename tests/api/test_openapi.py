@@ -9,6 +9,7 @@ import schemathesis
 from schemathesis.engine import Status, events, from_schema
 
 from api.main import create_app
+from api.openapi import operations
 
 SPEC_FILE = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
 
@@ -77,7 +78,7 @@ def test_schemathesis_finds_nothing(parley, http, make_key):
         "workers": 1,
         "request-timeout": 60,
         "max-stream-events": 200,
-        "generation": {"max-examples": 4, "deterministic": True, "no-shrink": True, "database": "none"},
+        "generation": {"max-examples": 25, "deterministic": True, "no-shrink": True, "database": "none"},
         "phases": {"stateful": {"max-steps": 12}},
         "checks": {"positive_data_acceptance": {"expected-statuses": ACCEPTED}},
         "operations": [{"include-name": op, "checks": checks} for op, checks in _operation_checks().items()],
@@ -97,7 +98,13 @@ def test_schemathesis_finds_nothing(parley, http, make_key):
 
 def _operation_checks() -> dict[str, dict]:
     checks: dict[str, dict] = {}
-    for op, extra in SEMANTIC_REFUSALS.items():
+    refusals = {op: list(extra) for op, extra in SEMANTIC_REFUSALS.items()}
+    # A body the schema admits may still hold what MongoDB cannot store (a NUL in a key, a lone surrogate, an
+    # integer past 64 bits): every body operation documents that refusal, which no JSON Schema can express.
+    for method, path, op in operations(create_app().openapi()):
+        if "requestBody" in op:
+            refusals.setdefault(f"{method.upper()} {path}", []).append("422" if path.startswith("/v1/workflows") else "400")
+    for op, extra in refusals.items():
         checks.setdefault(op, {})["positive_data_acceptance"] = {"expected-statuses": ACCEPTED + extra}
     for op in LAX_BOOLEANS:
         checks.setdefault(op, {})["negative_data_rejection"] = {"enabled": False}
