@@ -11,6 +11,7 @@ request one. Unpriced models cost 0, so requests using only them need no credit 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import logging
@@ -185,7 +186,8 @@ def estimate_cost(factory: ModelFactory, plan: Plan, body: ChatCompletionRequest
 
 async def reserve(app: FastAPI, plan: Plan, body: ChatCompletionRequest, *, workspace: str) -> float:
     """Reserve the estimated cost from the workspace's credit; 402 when the balance cannot cover it."""
-    amount, per_call = estimate_cost(app.state.factory, plan, body)
+    # Converting and counting a long conversation takes a while: not on the loop that serves every other request.
+    amount, per_call = await asyncio.to_thread(estimate_cost, app.state.factory, plan, body)
     if amount <= 0:
         return 0.0
     if await ws_store.reserve_credit(app.state.db, workspace, amount):

@@ -275,3 +275,19 @@ def test_the_reported_unstorable_values_are_refused_and_nothing_is_stored(http, 
     after = {name: sync_db[name].count_documents({}) for name in sync_db.list_collection_names()}
     assert after == before, "something was stored"
     assert not llm.requests and credit(sync_db) == 100.0
+
+
+def test_the_largest_chat_a_client_may_send_does_not_hold_up_anyone_else(parley, http, key, llm):
+    # As many messages as allowed, as large a body as allowed: answered, and other requests are served meanwhile.
+    llm.script(reply="Read it all.")
+    text = "word " * 340
+    messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"{i} {text}"} for i in range(2047)]
+    messages.append({"role": "user", "content": "And so?"})
+    body = json.dumps({"model": "openai:gpt-4o", "messages": messages}).encode()
+    assert 3 * 1024 * 1024 < len(body) < 4 * 1024 * 1024
+    with Watch(f"{parley.url}/v1/workflows/schema") as watch:
+        resp = http.post("/v1/chat/completions", content=body,
+                         headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+        time.sleep(0.2)  # the watch keeps timing for a moment after the answer (a floor, not a condition)
+    assert resp.status_code == 200, resp.text[:300]
+    assert watch.count > 3 and watch.longest < 1.0, f"another request waited {watch.longest:.2f} s"
