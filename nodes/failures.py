@@ -31,7 +31,7 @@ _CUT = " [cut]"
 _SECRET_SHAPES = re.compile(
     r"\bsk-[A-Za-z0-9_-]{3,}"
     r"|(?i:\bbearer\s+)[A-Za-z0-9._~+/=-]+"
-    r"|(?i:\b(?:api[_-]?key|x-api-key|authorization|token)[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]+"
+    r"|(?i:\b(?:api[_-]?key|x-api-key|authorization|token)[\"']?\s*[:=]\s*[\"']?(?:bearer\s+)?)[^\s\"',}]+"
 )
 # Keys Parley was configured with (and sent to an endpoint): redacted wherever they appear.
 _SECRETS: set[str] = set()
