@@ -33,8 +33,9 @@ _SECRET_SHAPES = re.compile(
     r"|(?i:\bbearer\s+)[A-Za-z0-9._~+/=-]+"
     r"|(?i:\b(?:api[_-]?key|x-api-key|authorization|token)[\"']?\s*[:=]\s*[\"']?(?:bearer\s+)?)[^\s\"',}]+"
 )
-# Keys Parley was configured with (and sent to an endpoint): redacted wherever they appear.
-_SECRETS: set[str] = set()
+# Keys Parley was configured with (and sent to an endpoint): redacted wherever they appear. Replaced, never
+# changed in place, so a thread reading it never sees it change size.
+_SECRETS: frozenset[str] = frozenset()
 _PLACEHOLDER_KEYS = {"sk-none", "sk-local"}
 
 
@@ -75,8 +76,9 @@ class IncompleteAnswerError(ModelCallError):
 
 def register_secret(value: str | None) -> None:
     """Redact `value` (a configured API key) from every model failure's text from now on."""
-    if value and len(value) >= 4 and value not in _PLACEHOLDER_KEYS:
-        _SECRETS.add(value)
+    global _SECRETS
+    if value and len(value) >= 4 and value not in _PLACEHOLDER_KEYS and value not in _SECRETS:
+        _SECRETS = _SECRETS | {value}
 
 
 def upstream_text(text: str, secrets: Iterable[str] = ()) -> str:
