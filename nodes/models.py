@@ -381,6 +381,9 @@ class _Recorded(RunnableBinding):
 # --- the chat client ------------------------------------------------------------------------
 
 
+_HAS_CHUNK_TIMEOUT = "stream_chunk_timeout" in ChatOpenAI.model_fields
+
+
 class _BoundedChatOpenAI(ChatOpenAI):
     """`ChatOpenAI` whose every call, streamed or not, ends: within `call_deadline` seconds in all, with a
     finish_reason when streamed, and with any upstream text in its failure capped and redacted.
@@ -440,8 +443,6 @@ class _BoundedChatOpenAI(ChatOpenAI):
     def _timed_out(self, exc: TimeoutError, deadline_passed: bool, chunks: int | None) -> Exception:
         if deadline_passed:
             return ModelDeadlineError(self._model_id, self.call_deadline)
-        if isinstance(exc, ModelDeadlineError | ModelIdleError):
-            return exc
         # langchain-openai's StreamChunkTimeoutError: no chunk within stream_chunk_timeout.
         return ModelIdleError(self._model_id, getattr(exc, "timeout_s", None) or self.stream_chunk_timeout or 0,
                               getattr(exc, "chunks_received", chunks))
@@ -710,13 +711,15 @@ class ModelFactory:
             "model": resolved.model_name,
             "api_key": resolved.api_key,
             "timeout": read_timeout,
-            # langchain-openai's own gap limit between streamed chunks (120 s unless told) follows the setting.
-            "stream_chunk_timeout": read_timeout,
             "call_deadline": self.settings.parley_model_call_deadline,
             "parley_model_id": resolved.model_id,
             "max_retries": 0,  # retries are node policies (RetryPolicy), never hidden in the client
             "stream_usage": quirks.stream_usage,
         }
+        if _HAS_CHUNK_TIMEOUT:
+            # langchain-openai's own limit on the gap between streamed chunks (120 s unless told) follows the
+            # setting; older releases have none (and would send an unknown field on to the endpoint).
+            kwargs["stream_chunk_timeout"] = read_timeout
         if resolved.base_url:
             kwargs["base_url"] = resolved.base_url
         if temperature is not None:

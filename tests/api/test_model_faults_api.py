@@ -78,6 +78,29 @@ def test_a_duel_against_an_endless_stream_fails_at_the_call_deadline(api, llm, s
     assert run["status"] == "failed" and run["error"]["message"] == message
 
 
+def test_a_streamed_chat_completion_against_an_endless_stream_ends_with_an_error_chunk(api, llm, sync_db):
+    llm.script(model="gpt-4o-mini", endless="empty")
+    body = {"model": MODEL, "messages": QUESTION, "stream": True}
+    resp = api.post("/v1/chat/completions", json=body)
+    data = [line.removeprefix("data: ") for line in resp.text.splitlines() if line.startswith("data: ")]
+    error = json.loads(data[-1])["error"]
+    assert error["code"] == "all_models_failed" and "PARLEY_MODEL_CALL_DEADLINE" in error["message"]
+    assert only_run(sync_db, "panel")["status"] == "failed"
+
+
+def test_a_duel_against_a_stream_of_comments_says_so_after_the_request_timeout(parley_env, make_key, llm, sync_db):
+    parley_env.parley_request_timeout = 0.5  # the scripted answers that do come take milliseconds
+    script_duel(llm, opponent_turn={"endless": "comments"})
+    with ServerThread(create_app(parley_env)) as running:
+        resp = httpx.post(running.url + "/api/debate", json=DUEL, timeout=60,
+                          headers={"Authorization": f"Bearer {make_key(['debate'])}"})
+    events = parse_sse(resp.text)
+    message = events[-1].json()["message"]
+    assert events[-1].event == "error" and "internal error" not in message  # it used to be, after 120 s
+    assert "sent no data for 0.5 s" in message and "PARLEY_REQUEST_TIMEOUT" in message
+    assert sync_db.runs.find_one({"_id": events[0].json()["id"]})["status"] == "failed"
+
+
 # --- streams cut off mid-answer -------------------------------------------------------------
 
 
