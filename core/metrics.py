@@ -34,6 +34,9 @@ disable_created_metrics()
 # CPU), so the buckets span both ends.
 _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 320)
 
+# The `model` label of calls to a model the deployment did not configure (see `ModelFactory.metric_label`).
+OTHER_MODEL = "other"
+
 RUNS = Counter("parley_runs", "Runs that ended, by mode (duel, panel, roundtable, workflow) and outcome.",
                ["kind", "status"])
 MODEL_CALLS = Counter("parley_model_calls", "Model calls that ended, by model and outcome (ok, error).",
@@ -61,7 +64,11 @@ def record_model_call(
     model: str, *, ok: bool, seconds: float, first_token_seconds: float | None = None,
     input_tokens: int = 0, output_tokens: int = 0, cost: float = 0.0,
 ) -> None:
-    """Record one finished model call; `first_token_seconds` None means it was not streamed (TTFT = latency)."""
+    """Record one finished model call; `first_token_seconds` None means it was not streamed (TTFT = latency).
+
+    `model` is a configured model id or `OTHER_MODEL`, never a string straight from a request: each distinct
+    value is a series kept for the life of the process.
+    """
     MODEL_CALLS.labels(model=model, outcome="ok" if ok else "error").inc()
     MODEL_LATENCY.labels(model=model).observe(seconds)
     if ok:

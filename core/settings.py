@@ -47,7 +47,12 @@ class Settings(BaseSettings):
     parley_db_port: int = Field(0, description="Port of the embedded database; 0 picks a free one.")
     parley_max_body_bytes: int = Field(
         MAX_BODY_BYTES, ge=1024, description="Bytes of the largest request body any route reads (413 beyond).")
-    parley_request_timeout: float = Field(120.0, description="Seconds before one model call times out.")
+    parley_request_timeout: float = Field(
+        120.0, gt=0, description="Seconds a model call waits for its next piece of data: the HTTP read timeout, "
+        "and the longest gap between streamed chunks (keep-alive comments do not count).")
+    parley_model_call_deadline: float = Field(
+        300.0, gt=0, description="Seconds one model call may take in all, streamed or not; past it the call fails "
+        "as a timeout, however steadily the endpoint keeps sending (empty deltas, a slow drip).")
     parley_run_lease: float = Field(
         5.0, gt=0, description="Seconds a worker's hold on a run lasts without renewal; after that another worker "
         "resumes the run from its last checkpoint.")

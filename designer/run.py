@@ -19,6 +19,7 @@ from designer.context import WorkflowContext
 from designer.spec import WorkflowSpec
 from designer.usage import run_usage
 from designer.validate import Issue, suggest, type_matches
+from nodes.failures import describe_failure, is_model_failure
 
 
 class WorkflowInputError(ValueError):
@@ -133,6 +134,8 @@ def run_error(exc: BaseException) -> WorkflowRunError:
         return exc
     if isinstance(exc, GraphRecursionError):
         message = "the run took too many steps; a loop in the workflow may never exit"
+    elif is_model_failure(exc):  # the model layer's account, upstream text capped and redacted there
+        message = f"the model failed ({describe_failure(exc)})"
     else:
         message = str(exc) or exc.__class__.__name__
     error = WorkflowRunError(message, node=getattr(exc, "workflow_node", None))

@@ -31,6 +31,14 @@ from pydantic import BaseModel, Field
 
 from core import metrics
 from core.settings import Settings, get_settings
+from nodes.failures import (
+    IncompleteAnswerError,
+    ModelDeadlineError,
+    ModelError,
+    ModelIdleError,
+    register_secret,
+    scrub_failure,
+)
 
 SchemaT = TypeVar("SchemaT", bound=BaseModel)
 
@@ -293,8 +301,10 @@ class _CallRecorder(AsyncCallbackHandler):
     a call that was not streamed has none, and counts its whole latency.
     """
 
-    def __init__(self, ledger: UsageLedger | None, model_id: str, price: Price, label: str | None) -> None:
+    def __init__(self, ledger: UsageLedger | None, model_id: str, price: Price, label: str | None,
+                 metric_label: str) -> None:
         self.ledger, self.model_id, self.price, self.label = ledger, model_id, price, label
+        self.metric_label = metric_label  # the `model` label in /metrics: the id itself, or `other`
         self._prompt_tokens: dict[Any, int] = {}
         self._started: dict[Any, float] = {}
         self._first_token: dict[Any, float] = {}
@@ -312,7 +322,7 @@ class _CallRecorder(AsyncCallbackHandler):
         self._first_token.pop(run_id, None)
         self._prompt_tokens.pop(run_id, None)
         if started is not None:
-            metrics.record_model_call(self.model_id, ok=False, seconds=time.perf_counter() - started)
+            metrics.record_model_call(self.metric_label, ok=False, seconds=time.perf_counter() - started)
 
     async def on_llm_end(self, response: LLMResult, *, run_id: Any = None, **kwargs: Any) -> None:
         ended = time.perf_counter()
@@ -350,7 +360,7 @@ class _CallRecorder(AsyncCallbackHandler):
         started = self._started.pop(run_id, ended)
         first_token = self._first_token.pop(run_id, None)
         metrics.record_model_call(
-            self.model_id, ok=True, seconds=ended - started,
+            self.metric_label, ok=True, seconds=ended - started,
             first_token_seconds=None if first_token is None else first_token - started,
             input_tokens=input_tokens, output_tokens=output_tokens, cost=record.cost,
         )
@@ -366,6 +376,80 @@ class _Recorded(RunnableBinding):
 
     def _merge_configs(self, *configs: RunnableConfig | None) -> RunnableConfig:
         return merge_configs(ensure_config(merge_configs(*configs)), self.config)
+
+
+# --- the chat client ------------------------------------------------------------------------
+
+
+_HAS_CHUNK_TIMEOUT = "stream_chunk_timeout" in ChatOpenAI.model_fields
+
+
+class _BoundedChatOpenAI(ChatOpenAI):
+    """`ChatOpenAI` whose every call, streamed or not, ends: within `call_deadline` seconds in all, with a
+    finish_reason when streamed, and with any upstream text in its failure capped and redacted.
+
+    Every model call of every mode goes through one of these (`ModelFactory._build`), so these guarantees
+    hold everywhere. The gap allowed between streamed chunks is langchain-openai's `stream_chunk_timeout`,
+    set from the per-read timeout; keep-alive comments do not reset it.
+    """
+
+    call_deadline: float = Field(300.0, gt=0, exclude=True)
+    parley_model_id: str = Field("", exclude=True)
+
+    async def _astream(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None,
+                       **kwargs: Any) -> Any:
+        deadline = asyncio.get_running_loop().time() + self.call_deadline
+        source = super()._astream(messages, stop, run_manager, **kwargs)
+        chunks, finished = 0, False
+        try:
+            while True:
+                bound = asyncio.timeout_at(deadline)
+                try:
+                    async with bound:
+                        chunk = await anext(source)
+                except StopAsyncIteration:
+                    break
+                except TimeoutError as exc:
+                    raise self._timed_out(exc, bound.expired(), chunks) from exc
+                chunks += 1
+                finished = finished or bool((chunk.generation_info or {}).get("finish_reason"))
+                yield chunk
+        except Exception as exc:
+            scrub_failure(exc, self._secrets())
+            raise
+        finally:
+            await source.aclose()
+        if not finished:  # the SDK takes a stream that just stops for a complete one
+            raise IncompleteAnswerError(self._model_id, chunks)
+
+    async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None,
+                         **kwargs: Any) -> Any:
+        if self.streaming:  # answered through `_astream`, which keeps the deadline itself
+            return await super()._agenerate(messages, stop, run_manager, **kwargs)
+        bound = asyncio.timeout(self.call_deadline)
+        try:
+            async with bound:
+                return await super()._agenerate(messages, stop, run_manager, **kwargs)
+        except TimeoutError as exc:
+            raise self._timed_out(exc, bound.expired(), None) from exc
+        except Exception as exc:
+            scrub_failure(exc, self._secrets())
+            raise
+
+    @property
+    def _model_id(self) -> str:
+        return self.parley_model_id or self.model_name
+
+    def _timed_out(self, exc: TimeoutError, deadline_passed: bool, chunks: int | None) -> Exception:
+        if deadline_passed:
+            return ModelDeadlineError(self._model_id, self.call_deadline)
+        # langchain-openai's StreamChunkTimeoutError: no chunk within stream_chunk_timeout.
+        return ModelIdleError(self._model_id, getattr(exc, "timeout_s", None) or self.stream_chunk_timeout or 0,
+                              getattr(exc, "chunks_received", chunks))
+
+    def _secrets(self) -> tuple[str, ...]:
+        key = self.openai_api_key
+        return (key.get_secret_value(),) if key is not None else ()
 
 
 # --- context-size guard ---------------------------------------------------------------------
@@ -437,10 +521,6 @@ class ResolvedModel:
     model_name: str
     base_url: str | None
     api_key: str
-
-
-class ModelError(RuntimeError):
-    """A model id cannot be resolved or a provider is misconfigured."""
 
 
 def load_json_overrides(path: Path) -> dict[str, Any]:
@@ -518,6 +598,7 @@ class ModelFactory:
             api_key = key_from_env or ("sk-none" if base_url else "")
             if not api_key:
                 raise ModelError(f"{model_id}: no API key (set {provider.api_key_env}) and no OPENAI_BASE_URL")
+        register_secret(api_key)  # an endpoint that echoes it back must not get it into a message
         return ResolvedModel(model_id, provider_name, provider, model_name, base_url, api_key)
 
     def provider(self, model_id: str | None = None) -> Provider:
@@ -538,6 +619,24 @@ class ModelFactory:
 
     def price(self, model_id: str) -> Price:
         return lookup_price(model_id, self.prices)
+
+    def metric_label(self, model_id: str) -> str:
+        """The `model` label of `model_id` in `/metrics`: the id itself when the deployment knows it, else `other`.
+
+        Requests name models freely, and every distinct label is a series `/metrics` keeps for good, so only
+        ids the deployment configured get their own: the settings' models (default, `router/debate` preset,
+        arbitrator), and the price table's names (built in and `prices.json`, exactly as written there) under
+        a provider of the provider table or of those models. Models of a workspace's own routers count as
+        `other` unless they are among these.
+        """
+        configured = {self.default_model, self.settings.arbitrator_model, *self.settings.debate_models}
+        if model_id in configured:
+            return model_id
+        provider, name = split_model_id(model_id)
+        providers = {*self.providers, *(split_model_id(m)[0] for m in configured)}
+        if (provider is None or provider in providers) and name in self.prices:
+            return model_id
+        return metrics.OTHER_MODEL
 
     def chat(
         self,
@@ -591,7 +690,8 @@ class ModelFactory:
             if cache is not None:
                 cache[key] = runnable
         # Building a client (and a structured-output schema) costs milliseconds; binding a callback does not.
-        recorder = _CallRecorder(ledger, resolved.model_id, self.price(resolved.model_id), label)
+        recorder = _CallRecorder(ledger, resolved.model_id, self.price(resolved.model_id), label,
+                                 self.metric_label(resolved.model_id))
         return _Recorded(bound=runnable, config={"callbacks": [recorder]})
 
     def _build(
@@ -606,13 +706,20 @@ class ModelFactory:
         max_tokens = _output_cap(quirks, max_tokens)
         if temperature is not None and quirks.max_temperature is not None:
             temperature = min(temperature, quirks.max_temperature)
+        read_timeout = timeout or self.settings.parley_request_timeout
         kwargs: dict[str, Any] = {
             "model": resolved.model_name,
             "api_key": resolved.api_key,
-            "timeout": timeout or self.settings.parley_request_timeout,
+            "timeout": read_timeout,
+            "call_deadline": self.settings.parley_model_call_deadline,
+            "parley_model_id": resolved.model_id,
             "max_retries": 0,  # retries are node policies (RetryPolicy), never hidden in the client
             "stream_usage": quirks.stream_usage,
         }
+        if _HAS_CHUNK_TIMEOUT:
+            # langchain-openai's own limit on the gap between streamed chunks (120 s unless told) follows the
+            # setting; older releases have none (and would send an unknown field on to the endpoint).
+            kwargs["stream_chunk_timeout"] = read_timeout
         if resolved.base_url:
             kwargs["base_url"] = resolved.base_url
         if temperature is not None:
@@ -628,7 +735,7 @@ class ModelFactory:
             kwargs["extra_body"] = extra_body
         if (http_client := self._loop_http_client(kwargs["timeout"])) is not None:
             kwargs["http_async_client"] = http_client
-        client = ChatOpenAI(**kwargs)
+        client = _BoundedChatOpenAI(**kwargs)
         if schema is None:
             return self._guarded(resolved, max_tokens, client)
         if quirks.structured_method == "json_object_schema":

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-import openai
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
 
 from graphs.duel import DuelContext
 from graphs.duel import graph as duel_graph
 from nodes.duel import TurnInterrupted
+from nodes.failures import describe_failure as model_failure, is_model_failure
 from nodes.models import ModelError, UsageLedger
 from runs.modes.base import Emit, ModeRun, Outcome, RunFailure, with_checkpointer
 from store import debates as store
@@ -47,14 +47,11 @@ def new_debate_id() -> str:
 
 
 def describe_failure(exc: BaseException) -> str:
-    """What to tell the client about a failed debate, without leaking internals."""
+    """What to tell the client about a failed debate: the model layer's account of a model failure (upstream
+    text capped and redacted there), nothing of Parley's internals otherwise."""
     cause = exc.__cause__ if isinstance(exc, TurnInterrupted) and exc.__cause__ else exc
-    if isinstance(cause, openai.APITimeoutError):
-        detail = "the model timed out"
-    elif isinstance(cause, openai.APIConnectionError):
-        detail = "the model could not be reached"
-    elif isinstance(cause, openai.APIStatusError):
-        detail = f"the model answered HTTP {cause.status_code}"
+    if is_model_failure(cause):
+        detail = f"the model failed ({model_failure(cause)})"
     elif isinstance(cause, ValueError):
         detail = "the model's answer could not be used"
     else:

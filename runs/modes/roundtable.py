@@ -19,14 +19,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-import openai
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
 from pymongo.asynchronous.database import AsyncDatabase
 
 from graphs.roundtable import RoundTableContext, estimate_minimum_tokens, format_history
 from graphs.roundtable import graph as roundtable_graph
-from nodes.models import ModelError, UsageLedger
+from nodes.failures import describe_failure, is_model_failure
+from nodes.models import UsageLedger
 from runs.modes.base import Emit, ModeRun, Outcome, RunFailure, with_checkpointer
 from store import agents as agent_store
 from store import conversations as conv_store
@@ -182,12 +182,10 @@ async def _start(engine: RunEngine, caller: Caller, conversation: dict, content:
 
 
 def failure_message(exc: BaseException) -> str:
-    if isinstance(exc, openai.APIStatusError):
-        return f"Model failure: the model endpoint answered {exc.status_code} ({exc.message})"
-    if isinstance(exc, openai.APIError):
-        return f"Model failure: {exc.__class__.__name__}: {exc.message}"
-    if isinstance(exc, ModelError):
-        return f"Model failure: {exc}"
+    """The model layer's account of a model failure (upstream text capped and redacted there), or the kind of
+    any other failure."""
+    if is_model_failure(exc):
+        return f"Model failure: {describe_failure(exc)}"
     return f"The debate failed: {exc.__class__.__name__}"
 
 

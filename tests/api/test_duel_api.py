@@ -255,7 +255,8 @@ def test_a_model_failure_mid_debate_sends_error_and_marks_it_failed(http, make_k
     kinds = [e.event for e in events if e.event != "chunk"]
     assert kinds[:3] == ["init", "start", "message"] and kinds[-1] == "error"
     assert "done" not in kinds and "synthesis" not in kinds
-    assert events[-1].json() == {"message": "Debate generation failed: the model answered HTTP 500"}
+    # The endpoint's error text is the scripted opponent reply.
+    assert events[-1].json() == {"message": f"Debate generation failed: the model failed (HTTP 500: {OPPONENT_REPLY})"}
     assert [int(e.id) for e in events] == list(range(len(events)))
     record = sync_db.debates.find_one({"_id": events[0].json()["id"]})
     assert record["status"] == "failed" and record["error"] == events[-1].json()["message"]

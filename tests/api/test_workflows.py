@@ -221,7 +221,7 @@ def test_a_failing_node_is_a_502_or_an_error_event_and_the_run_is_stored_failed(
     assert resp.status_code == 502
     body = resp.json()
     assert body["code"] == "workflow_failed" and body["node"] == "brief"
-    assert body["error"].startswith("At node 'brief':")
+    assert body["error"] == "At node 'brief': the model failed (HTTP 500: Scripted error 500.)"
     stored = http.get(f"/v1/workflows/runs/{body['runId']}", headers=auth).json()
     assert stored["status"] == "failed" and stored["failedNode"] == "brief" and stored["output"] is None
     assert stored["usage"]["nodes"]["outline"]["calls"] == 1  # what was spent before the failure is kept

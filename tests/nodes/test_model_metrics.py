@@ -10,7 +10,8 @@ from pydantic import BaseModel
 
 from nodes.models import BUILTIN_PROVIDERS, ModelFactory, UsageLedger
 
-PRICES = {"metered": (1.0, 2.0)}
+# Price-table names are configured models: /metrics labels them by name (any other id is `other`).
+PRICES = {"metered": (1.0, 2.0), "metered-json": (1.0, 2.0), "metered-down": (1.0, 2.0)}
 
 
 def sample(name: str, **labels: str) -> float:

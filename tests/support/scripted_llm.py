@@ -58,6 +58,8 @@ from starlette.routing import Route
 __all__ = ["Rule", "ScriptedLLM", "ScriptState", "create_app", "default_reply", "sample_from_schema"]
 
 _HANG_SECONDS = 600.0
+ENDLESS = ("empty", "drip", "comments")
+_ENDLESS_PACE = 0.05
 _DROP_MESSAGE = "ASGI callable returned without completing response."
 
 
@@ -71,6 +73,13 @@ class Rule:
     the server defaults. ``hold`` names a gate the answer waits at until it is
     released; with ``pause_after`` a streamed answer sends that many chunks
     first, then waits there. A rule with ``times`` is removed after that many uses.
+
+    Broken endpoints: ``drop_after`` breaks the connection after that many content
+    chunks (no end of body); ``end_after`` ends the body cleanly after that many,
+    without a ``finish_reason`` or ``[DONE]``, and closes the connection. ``endless``
+    never finishes, sending every ``token_delay`` (0.05 s unless set): ``"empty"``
+    empty deltas, ``"drip"`` a word at a time, ``"comments"`` SSE comments only; a
+    request that is not streamed gets a 200 whose JSON body never completes.
     """
 
     model: str | None = None
@@ -85,8 +94,14 @@ class Rule:
     hold: str | None = None
     pause_after: int | None = None
     drop_after: int | None = None
+    end_after: int | None = None
+    endless: str | None = None
     times: int | None = None
     uses: int = field(default=0, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.endless not in (None, *ENDLESS):
+            raise ValueError(f"endless must be one of {ENDLESS}, not {self.endless!r}")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Rule:
@@ -426,17 +441,24 @@ class _EventStream:
     """Raw ASGI SSE response: unlike StreamingResponse it can drop the connection mid-body, or pause at a gate."""
 
     def __init__(self, events: list[tuple[dict[str, Any], bool]], token_delay: float, drop_after: int | None,
-                 pause: tuple[int, Gate] | None = None, state: ScriptState | None = None):
+                 pause: tuple[int, Gate] | None = None, state: ScriptState | None = None,
+                 end_after: int | None = None):
         self.events, self.token_delay, self.drop_after = events, token_delay, drop_after
-        self.pause, self.state = pause, state
+        self.pause, self.state, self.end_after = pause, state, end_after
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         headers = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache")]
+        if self.end_after is not None:
+            headers.append((b"connection", b"close"))
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         sent = 0
         for event, is_content in self.events:
             if is_content and self.drop_after is not None and sent >= self.drop_after:
                 return  # uvicorn closes the socket without the final chunk, like a crashed upstream
+            if is_content and self.end_after is not None and sent >= self.end_after:
+                # A complete HTTP body that stops mid-answer: no finish_reason, no [DONE].
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                return
             if is_content and self.pause is not None and sent == self.pause[0]:
                 await _wait_at(self.pause[1], self.state)
             if is_content and sent and self.token_delay:
@@ -445,6 +467,46 @@ class _EventStream:
                         "more_body": True})
             sent += is_content
         await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False})
+
+
+class _EndlessStream:
+    """A 200 that never finishes, sending something every `pace` seconds until the server stops: empty
+    deltas, a word at a time, or SSE comments when streamed; whitespace inside a JSON body when not."""
+
+    def __init__(self, kind: str, pace: float, streamed: bool, model: str, cid: str, state: ScriptState):
+        self.kind, self.pace, self.streamed, self.state = kind, pace, streamed, state
+        self.base = {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()), "model": model}
+
+    def _piece(self, n: int) -> bytes:
+        if not self.streamed:
+            return b" "  # JSON allows any amount of leading whitespace, so the body is never wrong, only unfinished
+        if self.kind == "comments":
+            return b": keep-alive\n\n"
+        delta = {"content": "" if self.kind == "empty" else "drip "}
+        if n == 0:
+            delta["role"] = "assistant"
+        event = {**self.base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}]}
+        return b"data: " + json.dumps(event).encode() + b"\n\n"
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        kind = b"text/event-stream; charset=utf-8" if self.streamed else b"application/json"
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", kind)]})
+        gone = asyncio.Event()
+
+        async def watch() -> None:  # the client hanging up is the only end (besides the server stopping)
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            gone.set()
+
+        watcher = asyncio.create_task(watch())
+        try:
+            for n in itertools.count():
+                if self.state.closing.is_set() or gone.is_set():
+                    return
+                await send({"type": "http.response.body", "body": self._piece(n), "more_body": True})
+                await asyncio.sleep(self.pace)
+        finally:
+            watcher.cancel()
 
 
 def _usage(body: dict[str, Any], answer: _Answer) -> dict[str, int]:
@@ -509,11 +571,13 @@ async def chat_completions(request: Request) -> Any:
     if rule is not None and rule.status:
         return error_response(rule.status, reply)
 
-    answer = build_answer(body, rule, reply, state)
     cid = f"chatcmpl-scripted-{next(_ids)}"
+    if rule is not None and rule.endless:
+        return _EndlessStream(rule.endless, token_delay or _ENDLESS_PACE, bool(body.get("stream")), model, cid, state)
+    answer = build_answer(body, rule, reply, state)
     if body.get("stream"):
         return _EventStream(_stream_events(body, answer, cid), token_delay, rule.drop_after if rule else None,
-                            pause, state)
+                            pause, state, rule.end_after if rule else None)
 
     # Without streaming the client still waits for the whole generation, as with a real model.
     if token_delay and len(answer.chunks) > 1:

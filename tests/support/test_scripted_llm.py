@@ -231,6 +231,40 @@ def test_drop_after_breaks_the_stream(llm, client):
     assert len(received) == 3
 
 
+def test_end_after_ends_the_body_cleanly_without_finish_reason_or_done(llm):
+    llm.script(reply="one two three four five", end_after=2)
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    resp = httpx.post(llm.base_url + "/chat/completions", json=body, timeout=10)
+    events = [line.removeprefix("data: ") for line in resp.text.splitlines() if line.startswith("data: ")]
+    assert resp.headers["connection"] == "close" and "[DONE]" not in events
+    chunks = [json.loads(e)["choices"][0] for e in events]
+    assert "".join(c["delta"].get("content") or "" for c in chunks) == "one two "
+    assert all(c["finish_reason"] is None for c in chunks)
+
+
+@pytest.mark.parametrize("endless, stream, piece", [
+    ("empty", True, 'data: {'), ("drip", True, '"content": "drip "'), ("comments", True, ": keep-alive"),
+    ("empty", False, " "),
+])
+def test_endless_answers_keep_sending_and_never_finish(llm, endless, stream, piece):
+    llm.script(endless=endless, token_delay=0.01)
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": stream}
+    received = ""
+    with httpx.stream("POST", llm.base_url + "/chat/completions", json=body, timeout=10) as resp:
+        for text in resp.iter_text():
+            received += text
+            if received.count(piece) >= 20:  # far more than any answer's worth of pieces, and still going
+                break
+    assert "[DONE]" not in received and "finish_reason\": \"stop" not in received
+    if endless == "empty":
+        assert '"content": ""' in received or not stream
+
+
+def test_an_unknown_endless_kind_is_refused():
+    with pytest.raises(ValueError, match="endless must be one of"):
+        Rule.from_dict({"endless": "forever"})
+
+
 def test_hang_lets_the_client_time_out(llm, client):
     llm.script(hang=True, times=1)
     with pytest.raises(openai.APITimeoutError):
