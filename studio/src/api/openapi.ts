@@ -1289,7 +1289,7 @@ export interface components {
             error: string;
             /**
              * Code
-             * @description A stable machine code, e.g. `scope_denied`, `run_not_found`.
+             * @description A stable machine code, e.g. `scope_denied`, `run_not_found`; absent only on the round-table seed's own refusals.
              * @default null
              */
             code: string | null;
@@ -1502,7 +1502,8 @@ export interface components {
         };
         /**
          * SeedError
-         * @description The duel seed's error body (`/api/...`): `{"error": "<message>"}`, with `retryAfter` on a 429.
+         * @description The duel seed's error body (`/api/...`): `{"error": "<message>"}`, with `retryAfter` on a 429. The refusals
+         *     the seed spells out have exactly that body; Parley's others add a `code`.
          */
         SeedError: {
             /**
@@ -1510,6 +1511,12 @@ export interface components {
              * @description What went wrong, for a person to read.
              */
             error: string;
+            /**
+             * Code
+             * @description A stable machine code, absent on the seed's own refusals.
+             * @default null
+             */
+            code: string | null;
             /**
              * Retryafter
              * @description Seconds to wait before trying again (429 only).
@@ -1832,7 +1839,7 @@ export interface operations {
                     "text/event-stream": Record<string, never>;
                 };
             };
-            /** @description The body is not a JSON object as declared; the message names the field. */
+            /** @description The body is not a JSON object as declared; the message names the field. A body that is not JSON (`invalid_json`), nests deeper than 64 levels (`too_deep`), or holds what MongoDB cannot store: a NUL character in a key, a lone UTF-16 surrogate, an integer beyond 64 bits (`unstorable_value`). */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2102,7 +2109,7 @@ export interface operations {
                     "text/event-stream": Record<string, never>;
                 };
             };
-            /** @description The body is invalid, `debate`/`panel` without a router, or a router whose models cannot fill a panel of distinct families. */
+            /** @description The body is invalid, `debate`/`panel` without a router, or a router whose models cannot fill a panel of distinct families. A body that is not JSON (`invalid_json`), nests deeper than 64 levels (`too_deep`), or holds what MongoDB cannot store: a NUL character in a key, a lone UTF-16 surrogate, an integer beyond 64 bits (`unstorable_value`). */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2140,6 +2147,15 @@ export interface operations {
             };
             /** @description `router/<id>` names no router of the workspace. */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIError"];
+                };
+            };
+            /** @description The request body is larger than the server's limit (`PARLEY_MAX_BODY_BYTES`, 4 MB by default). */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2245,7 +2261,7 @@ export interface operations {
                     "application/json": unknown;
                 };
             };
-            /** @description A field is invalid, or debate is on and the models cannot fill a panel of distinct families. */
+            /** @description A field is invalid, or debate is on and the models cannot fill a panel of distinct families. A body that is not JSON (`invalid_json`), nests deeper than 64 levels (`too_deep`), or holds what MongoDB cannot store: a NUL character in a key, a lone UTF-16 surrogate, an integer beyond 64 bits (`unstorable_value`). */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2274,6 +2290,15 @@ export interface operations {
             };
             /** @description A router with this id exists already, or the id is the preset's (`debate`). */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIError"];
+                };
+            };
+            /** @description The request body is larger than the server's limit (`PARLEY_MAX_BODY_BYTES`, 4 MB by default). */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2459,7 +2484,7 @@ export interface operations {
                     "application/json": unknown;
                 };
             };
-            /** @description A field is invalid or null where it cannot be, or debate would be on with too few model families. */
+            /** @description A field is invalid or null where it cannot be, or debate would be on with too few model families. A body that is not JSON (`invalid_json`), nests deeper than 64 levels (`too_deep`), or holds what MongoDB cannot store: a NUL character in a key, a lone UTF-16 surrogate, an integer beyond 64 bits (`unstorable_value`). */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2497,6 +2522,15 @@ export interface operations {
             };
             /** @description The router is the built-in `debate` preset, which cannot be changed. */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIError"];
+                };
+            };
+            /** @description The request body is larger than the server's limit (`PARLEY_MAX_BODY_BYTES`, 4 MB by default). */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2588,7 +2622,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A field is invalid, or `model` names no known model. */
+            /** @description A field is invalid, or `model` names no known model. A body that is not JSON (`invalid_json`), nests deeper than 64 levels (`too_deep`), or holds what MongoDB cannot store: a NUL character in a key, a lone UTF-16 surrogate, an integer beyond 64 bits (`unstorable_value`). */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2608,6 +2642,15 @@ export interface operations {
             };
             /** @description The key may not do this: it is read-only, or lacks the scope the route needs. */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The request body is larger than the server's limit (`PARLEY_MAX_BODY_BYTES`, 4 MB by default). */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2786,7 +2829,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A field is invalid, `name` is null, nothing is to change, or `model` names no known model. */
+            /** @description A field is invalid, `name` is null, nothing is to change, or `model` names no known model. A body that is not JSON (`invalid_json`), nests deeper than 64 levels (`too_deep`), or holds what MongoDB cannot store: a NUL character in a key, a lone UTF-16 surrogate, an integer beyond 64 bits (`unstorable_value`). */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2815,6 +2858,15 @@ export interface operations {
             };
             /** @description Nothing with this id in the caller's workspace. */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The request body is larger than the server's limit (`PARLEY_MAX_BODY_BYTES`, 4 MB by default). */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2928,7 +2980,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is invalid; the message names the field at fault. */
+            /** @description The request is invalid; the message names the field at fault. A body that is not JSON (`invalid_json`), nests deeper than 64 levels (`too_deep`), or holds what MongoDB cannot store: a NUL character in a key, a lone UTF-16 surrogate, an integer beyond 64 bits (`unstorable_value`). */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3407,7 +3459,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is invalid; the message names the field at fault. */
+            /** @description The request is invalid; the message names the field at fault. A body that is not JSON (`invalid_json`), nests deeper than 64 levels (`too_deep`), or holds what MongoDB cannot store: a NUL character in a key, a lone UTF-16 surrogate, an integer beyond 64 bits (`unstorable_value`). */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3427,6 +3479,15 @@ export interface operations {
             };
             /** @description The key may not do this: it is read-only, or lacks the scope the route needs. */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The request body is larger than the server's limit (`PARLEY_MAX_BODY_BYTES`, 4 MB by default). */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3611,7 +3672,7 @@ export interface operations {
                     "text/event-stream": Record<string, never>;
                 };
             };
-            /** @description The request is invalid; the message names the field at fault. */
+            /** @description The request is invalid; the message names the field at fault. A body that is not JSON (`invalid_json`), nests deeper than 64 levels (`too_deep`), or holds what MongoDB cannot store: a NUL character in a key, a lone UTF-16 surrogate, an integer beyond 64 bits (`unstorable_value`). */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3649,6 +3710,15 @@ export interface operations {
             };
             /** @description The Idempotency-Key was used for another question, or its debate is still being set up. */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The request body is larger than the server's limit (`PARLEY_MAX_BODY_BYTES`, 4 MB by default). */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3751,7 +3821,16 @@ export interface operations {
                     "application/json": components["schemas"]["ParleyError"];
                 };
             };
-            /** @description The body is not JSON. */
+            /** @description The request body is larger than the server's limit (`PARLEY_MAX_BODY_BYTES`, 4 MB by default). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The body is not JSON. A body that is not JSON (`invalid_json`), nests deeper than 64 levels (`too_deep`), or holds what MongoDB cannot store: a NUL character in a key, a lone UTF-16 surrogate, an integer beyond 64 bits (`unstorable_value`). */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -3862,7 +3941,16 @@ export interface operations {
                     "application/json": components["schemas"]["ParleyError"];
                 };
             };
-            /** @description The document has problems; `errors` lists each, naming its node and JSON path. */
+            /** @description The request body is larger than the server's limit (`PARLEY_MAX_BODY_BYTES`, 4 MB by default). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The document has problems; `errors` lists each, naming its node and JSON path. A body that is not JSON (`invalid_json`), nests deeper than 64 levels (`too_deep`), or holds what MongoDB cannot store: a NUL character in a key, a lone UTF-16 surrogate, an integer beyond 64 bits (`unstorable_value`). */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -3935,7 +4023,16 @@ export interface operations {
                     "application/json": components["schemas"]["ParleyError"];
                 };
             };
-            /** @description The workflow has problems (`errors` lists each, naming its node), or the input does not fit its declared state keys. */
+            /** @description The request body is larger than the server's limit (`PARLEY_MAX_BODY_BYTES`, 4 MB by default). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The workflow has problems (`errors` lists each, naming its node), or the input does not fit its declared state keys. A body that is not JSON (`invalid_json`), nests deeper than 64 levels (`too_deep`), or holds what MongoDB cannot store: a NUL character in a key, a lone UTF-16 surrogate, an integer beyond 64 bits (`unstorable_value`). */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -4026,7 +4123,16 @@ export interface operations {
                     "application/json": components["schemas"]["ParleyError"];
                 };
             };
-            /** @description The workflow has problems (`errors` lists each, naming its node), or the input does not fit its declared state keys. */
+            /** @description The request body is larger than the server's limit (`PARLEY_MAX_BODY_BYTES`, 4 MB by default). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The workflow has problems (`errors` lists each, naming its node), or the input does not fit its declared state keys. A body that is not JSON (`invalid_json`), nests deeper than 64 levels (`too_deep`), or holds what MongoDB cannot store: a NUL character in a key, a lone UTF-16 surrogate, an integer beyond 64 bits (`unstorable_value`). */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -4393,7 +4499,16 @@ export interface operations {
                     "application/json": components["schemas"]["ParleyError"];
                 };
             };
-            /** @description The workflow has problems (`errors` lists each, naming its node), or the input does not fit its declared state keys. */
+            /** @description The request body is larger than the server's limit (`PARLEY_MAX_BODY_BYTES`, 4 MB by default). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The workflow has problems (`errors` lists each, naming its node), or the input does not fit its declared state keys. A body that is not JSON (`invalid_json`), nests deeper than 64 levels (`too_deep`), or holds what MongoDB cannot store: a NUL character in a key, a lone UTF-16 surrogate, an integer beyond 64 bits (`unstorable_value`). */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -4495,7 +4610,16 @@ export interface operations {
                     "application/json": components["schemas"]["ParleyError"];
                 };
             };
-            /** @description The workflow has problems (`errors` lists each, naming its node), or the input does not fit its declared state keys. */
+            /** @description The request body is larger than the server's limit (`PARLEY_MAX_BODY_BYTES`, 4 MB by default). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The workflow has problems (`errors` lists each, naming its node), or the input does not fit its declared state keys. A body that is not JSON (`invalid_json`), nests deeper than 64 levels (`too_deep`), or holds what MongoDB cannot store: a NUL character in a key, a lone UTF-16 surrogate, an integer beyond 64 bits (`unstorable_value`). */
             422: {
                 headers: {
                     [name: string]: unknown;
