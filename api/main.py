@@ -77,6 +77,8 @@ def create_app(settings: Settings | None = None, *, services: EmbeddedServices |
         version=API_VERSION,
         description="Multi-agent LLM debates: duels, panels and round tables, as LangGraph graphs.",
         lifespan=lifespan,
+        docs_url=None,  # FastAPI's own pages load their scripts from a CDN; api.routes.docs serves them from here
+        redoc_url=None,
     )
     app.state.startup_hooks = list(STARTUP_HOOKS)
     install_error_handlers(app)
