@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 import store
 from api.errors import install_error_handlers
@@ -24,6 +25,10 @@ from runs.checkpoints import mongodb_saver
 log = logging.getLogger("parley.api")
 
 API_VERSION = "0.1.0"
+
+# How uvicorn must serve the app (`parley serve`, the tests' servers): forwarded headers are the app's business,
+# believed only from PARLEY_TRUSTED_PROXIES, where uvicorn by itself would believe any from 127.0.0.1.
+UVICORN_OPTIONS = {"proxy_headers": False}
 
 
 def create_app(settings: Settings | None = None, *, services: EmbeddedServices | None = None) -> FastAPI:
@@ -81,6 +86,10 @@ def create_app(settings: Settings | None = None, *, services: EmbeddedServices |
         redoc_url=None,
     )
     app.state.startup_hooks = list(STARTUP_HOOKS)
+    if settings.parley_trusted_proxies:
+        # The client address (which rate limits count by) and scheme come from X-Forwarded-* only when the
+        # connection is from one of these proxies; from anyone else the headers are ignored.
+        app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.parley_trusted_proxies)
     install_error_handlers(app)
     for router in ROUTERS:
         app.include_router(router)

@@ -83,7 +83,7 @@ def serve(
         services = EmbeddedServices.start(settings, report=lambda msg: console.print(f"[cyan]•[/] {msg}"))
     except EmbeddedServerError as exc:
         raise fail(str(exc)) from exc
-    from api.main import create_app
+    from api.main import UVICORN_OPTIONS, create_app
 
     metrics_dir = None  # one made here for the workers' metrics, removed at the end
     try:
@@ -105,7 +105,8 @@ def serve(
         # embedded servers below are stopped rather than orphaned.
         signal.signal(signal.SIGTERM, _raise_system_exit)
         if workers == 1:
-            uvicorn.run(create_app(settings, services=services), host=host, port=port, log_level="info")
+            uvicorn.run(create_app(settings, services=services), host=host, port=port, log_level="info",
+                        **UVICORN_OPTIONS)
             return
         # Each worker process builds its own app; the embedded servers started here are shared through the
         # environment it inherits.
@@ -115,7 +116,8 @@ def serve(
         if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):  # so that /metrics sums every worker's counts
             metrics_dir = tempfile.mkdtemp(prefix="parley-metrics-")
             os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
-        uvicorn.run("api.main:create_app", factory=True, host=host, port=port, workers=workers, log_level="info")
+        uvicorn.run("api.main:create_app", factory=True, host=host, port=port, workers=workers, log_level="info",
+                    **UVICORN_OPTIONS)
     finally:
         services.stop()
         if metrics_dir:
