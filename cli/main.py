@@ -13,6 +13,7 @@ import typer
 import uvicorn
 from langchain_core.messages import HumanMessage
 from openai import OpenAIError
+from rich.markup import escape
 from rich.table import Table
 
 from store import keys as key_store
@@ -200,6 +201,42 @@ def keys_create(
         raise fail(str(exc), code=2) from exc
     console.print(f"Created {record['_id']} for {user} in {workspace} with scopes {', '.join(record['scopes'])}.")
     print(plaintext)
+
+
+def _when(moment) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M UTC") if moment else ""
+
+
+@keys_app.command("list")
+def keys_list(
+    workspace: str = typer.Option(None, help="Only this workspace's keys."),
+    user: str = typer.Option(None, help="Only this user's keys."),
+) -> None:
+    """List API keys, oldest first, revoked ones too: id, user, workspace, scopes, created, last used (to the
+    minute) and status. Never a key itself: it was shown once, when it was created."""
+    keys = with_db(lambda db: key_store.list_keys(db, workspace=workspace, user=user))
+    if not keys:
+        console.print("No keys" + (" match." if workspace or user else " yet. Create one with `parley keys create`."))
+        return
+    table = Table("id", "user", "workspace", "scopes", "created", "last used", "status", title="API keys")
+    for key in keys:
+        status = f"revoked {_when(key.get('revokedAt'))}".strip() if key.get("revoked") else "active"
+        table.add_row(key["_id"], escape(key["user"]), escape(key["workspace"]), ", ".join(key.get("scopes", [])),
+                      _when(key.get("createdAt")), _when(key.get("lastUsedAt")) or "never", status)
+    console.print(table)
+
+
+@keys_app.command("revoke")
+def keys_revoke(key_id: str = typer.Argument(..., help="The key's id (`key_…`, from `parley keys list`).")) -> None:
+    """Revoke a key: every request with it is refused (401) from now on, by every Parley process."""
+    record, revoked_now = with_db(lambda db: key_store.revoke_key(db, key_id=key_id))
+    if record is None:
+        raise fail(f"no key {escape(key_id)} (see `parley keys list`)", code=2)
+    owner = f"{escape(record['user'])} in {escape(record['workspace'])}"
+    if revoked_now:
+        console.print(f"Revoked {key_id} ({owner}).")
+    else:
+        console.print(f"{key_id} ({owner}) was already revoked, {_when(record.get('revokedAt'))}.")
 
 
 @workspaces_app.command("credit")
