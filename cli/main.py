@@ -25,7 +25,7 @@ from cli import panel as panel_cli
 from cli import roundtable as roundtable_cli
 from cli import workflow as workflow_cli
 from cli.common import console, fail, model_factory, with_db
-from core.embedded import EmbeddedServerError, EmbeddedServices, model_server
+from core.embedded import EmbeddedServerError, EmbeddedServices, die_with, model_server
 from core.settings import get_settings
 from nodes.models import ModelError, ModelFactory, UsageLedger
 
@@ -117,7 +117,8 @@ def serve(
         if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):  # so that /metrics sums every worker's counts
             metrics_dir = tempfile.mkdtemp(prefix="parley-metrics-")
             os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
-        uvicorn.run("api.main:create_app", factory=True, host=host, port=port, workers=workers, log_level="info",
+        os.environ[SERVE_PID] = str(os.getpid())
+        uvicorn.run("cli.main:worker_app", factory=True, host=host, port=port, workers=workers, log_level="info",
                     **UVICORN_OPTIONS)
     finally:
         services.stop()
@@ -127,6 +128,19 @@ def serve(
 
 def _raise_system_exit(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
+
+
+SERVE_PID = "PARLEY_SERVE_PID"  # set by `parley serve --workers N` for its workers
+
+
+def worker_app():
+    """The app of one worker of `parley serve --workers N`: it stops (SIGTERM) when serve dies, even killed hard."""
+    set_death_signal = die_with(int(os.environ[SERVE_PID]))
+    if set_death_signal is not None:
+        set_death_signal()
+    from api.main import create_app
+
+    return create_app()
 
 
 @model_app.command("serve")

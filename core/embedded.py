@@ -56,12 +56,13 @@ PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True) if sys.platform == "linux" else None
 
 
-def _die_with(parent_pid: int) -> Callable[[], None] | None:
-    """A `preexec_fn` that makes the child get SIGTERM when the thread that forked it dies (Linux).
+def die_with(parent_pid: int) -> Callable[[], None] | None:
+    """A function that makes the process calling it get SIGTERM when its parent dies (Linux; None elsewhere).
 
-    The kernel sends the signal when the forking *thread* exits, so only long-lived threads spawn
-    children: the main thread, or a `ManagedProcess`'s supervisor thread. Should the parent have died
-    between the fork and the prctl, the child exits at once rather than run orphaned.
+    Used as a `preexec_fn`, or called first thing in a child that another library started (a worker of
+    `parley serve --workers`). The kernel sends the signal when the *thread* that forked the child exits,
+    so only long-lived threads spawn children: the main thread, or a `ManagedProcess`'s supervisor thread.
+    Should the parent have died before the call, the process exits at once rather than run orphaned.
     """
     if _libc is None:
         return None
@@ -175,7 +176,7 @@ class ManagedProcess:
                 stdin=subprocess.DEVNULL,
                 env={**os.environ, **(self.env or {})},
                 start_new_session=True,  # Ctrl-C in a terminal reaches Parley, which stops us in order
-                preexec_fn=_die_with(os.getpid()),
+                preexec_fn=die_with(os.getpid()),
             )
 
     def _wait_ready(self, timeout: float, on_wait: Callable[[float], None] | None = None) -> None:

@@ -50,8 +50,8 @@ class Serve:
     """`python -m cli.main serve` in a subprocess, its output collected as it comes; stopped (killed if need be)
     by `close()`."""
 
-    def __init__(self, home: Path, *, env: dict[str, str], args: tuple[str, ...] = ()) -> None:
-        self.home, self.port = home, free_port()
+    def __init__(self, home: Path, *, env: dict[str, str], args: tuple[str, ...] = (), port: int = 0) -> None:
+        self.home, self.port = home, port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen([sys.executable, "-m", "cli.main", "serve", "--port", str(self.port), *args],
                                      cwd=ROOT, env={**env, "PARLEY_HOME": str(home)}, stdout=subprocess.PIPE,
@@ -201,3 +201,23 @@ def test_serve_with_several_workers_shares_one_database(tmp_path, llm, parley_en
     finally:
         output = serve.close()
     assert f"Studio: {serve.url}/," in output
+
+
+def test_killing_serve_hard_takes_its_workers_with_it(tmp_path, llm, parley_env):
+    serve = Serve(tmp_path, env={**os.environ}, args=("--workers", "2"))  # on the tests' database, which lives on
+    try:
+        serve.wait_healthy(90)
+        children = _children(serve.proc.pid)  # the workers and multiprocessing's resource tracker
+        assert len([pid for pid in children if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]) == 2
+        serve.proc.kill()
+        serve.proc.wait()
+        for pid in children:
+            eventually(lambda: not _alive(pid), f"child {pid} ended after its parent", timeout=30)
+    finally:
+        serve.close()
+    # The port is free again: a new serve can listen on it.
+    serve = Serve(tmp_path, env={**os.environ}, port=serve.port)
+    try:
+        serve.wait_healthy(60)
+    finally:
+        serve.close()
