@@ -53,7 +53,9 @@ def free_port() -> int:
 
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True) if sys.platform == "linux" else None
+_libc = ctypes.CDLL(ctypes.util.find_library("c")) if sys.platform == "linux" else None
+if _libc is not None:  # int prctl(int option, unsigned long arg2, ...): the signal goes as an unsigned long
+    _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
 
 
 def die_with(parent_pid: int) -> Callable[[], None] | None:
