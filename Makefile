@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: run test cassettes bench studio screenshots openapi clean
+.PHONY: run test chromium cassettes bench studio screenshots openapi clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -49,8 +49,25 @@ $(VENV)/.dev: pyproject.toml $(VENV)/.embedded
 run: $(VENV)/.run
 	$(BIN)/parley serve
 
-test: $(VENV)/.dev
+test: $(VENV)/.dev chromium
 	$(BIN)/python -m pytest
+
+# The Studio's browser tests drive Debian's Chromium (Playwright cannot download its own browser here): when it is
+# missing, apt-get installs it, as root or through sudo without a password. Where that cannot be done this says
+# how, and the browser tests fail with the same words. PARLEY_CHROMIUM names another binary (nothing is installed).
+CHROMIUM ?= $(or $(PARLEY_CHROMIUM),/usr/bin/chromium)
+chromium:
+	@if [ -x "$(CHROMIUM)" ]; then exit 0; fi; \
+	if [ -z "$$PARLEY_CHROMIUM" ] && command -v apt-get >/dev/null; then \
+		if [ "$$(id -u)" = 0 ]; then sudo=; elif sudo -n true 2>/dev/null; then sudo="sudo -n"; else sudo=no; fi; \
+		if [ "$$sudo" != no ]; then \
+			echo "==> Installing Chromium for the Studio's browser tests (apt-get install chromium)"; \
+			$$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium \
+				>/dev/null || echo "ERROR: apt-get could not install chromium" >&2; \
+		fi; \
+	fi; \
+	[ -x "$(CHROMIUM)" ] || echo "WARNING: The Studio's browser tests need Chromium at $(CHROMIUM). Install it with" \
+		"\`apt-get install -y chromium\` (Debian/Ubuntu), or set PARLEY_CHROMIUM to a Chromium binary." >&2
 
 # Re-record the model-layer cassettes from the real embedded model.
 cassettes: $(VENV)/.dev
@@ -82,7 +99,7 @@ openapi: $(VENV)/.dev
 	$(BIN)/python -c 'import json; from api.main import create_app; print(json.dumps(create_app().openapi(), indent=2, ensure_ascii=False))' > docs/openapi.json
 
 # The README's screenshots (docs/screenshots/), taken by the Studio's browser tests.
-screenshots: $(VENV)/.dev
+screenshots: $(VENV)/.dev chromium
 	PARLEY_SCREENSHOTS=docs/screenshots $(BIN)/python -m pytest tests/studio -q
 
 clean:

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 import store
 from api.entry import EntryGuard
@@ -25,6 +26,10 @@ from runs.checkpoints import mongodb_saver
 log = logging.getLogger("parley.api")
 
 API_VERSION = "0.1.0"
+
+# How uvicorn must serve the app (`parley serve`, the tests' servers): forwarded headers are the app's business,
+# believed only from PARLEY_TRUSTED_PROXIES, where uvicorn by itself would believe any from 127.0.0.1.
+UVICORN_OPTIONS = {"proxy_headers": False}
 
 
 def create_app(settings: Settings | None = None, *, services: EmbeddedServices | None = None) -> FastAPI:
@@ -78,8 +83,14 @@ def create_app(settings: Settings | None = None, *, services: EmbeddedServices |
         version=API_VERSION,
         description="Multi-agent LLM debates: duels, panels and round tables, as LangGraph graphs.",
         lifespan=lifespan,
+        docs_url=None,  # FastAPI's own pages load their scripts from a CDN; api.routes.docs serves them from here
+        redoc_url=None,
     )
     app.state.startup_hooks = list(STARTUP_HOOKS)
+    if settings.parley_trusted_proxies:
+        # The client address (which rate limits count by) and scheme come from X-Forwarded-* only when the
+        # connection is from one of these proxies; from anyone else the headers are ignored.
+        app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.parley_trusted_proxies)
     install_error_handlers(app)
     app.add_middleware(EntryGuard, max_body_bytes=settings.parley_max_body_bytes)
     for router in ROUTERS:

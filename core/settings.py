@@ -66,8 +66,16 @@ class Settings(BaseSettings):
         "runs, `sync` before it starts (slower; a crash then never repeats a finished step's model calls).")
     parley_run_keep_checkpoints: bool = Field(
         False, description="Keep a run's LangGraph checkpoints after it ends (for debugging and time travel).")
+    parley_trusted_proxies: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Addresses or networks (comma list, e.g. `127.0.0.1,10.0.0.0/8`) of the reverse proxies whose "
+        "X-Forwarded-For and X-Forwarded-Proto headers are believed; from any other peer they are ignored, so "
+        "the client address (which rate limits count by) is the connection's. Empty (the default) trusts none.")
+    parley_stream_token_grace: float = Field(
+        3600.0, ge=0, description="Seconds a duel's stream token (`?token=` of its events URL) keeps working after "
+        "the duel ended; it works throughout the duel itself.")
 
-    @field_validator("parley_debate_models", mode="before")
+    @field_validator("parley_debate_models", "parley_trusted_proxies", mode="before")
     @classmethod
     def _split_comma_list(cls, value: object) -> object:
         if isinstance(value, str):

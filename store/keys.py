@@ -1,4 +1,4 @@
-"""API keys: stored as SHA-256 hashes, never in plaintext."""
+"""API keys: stored as SHA-256 hashes, never in plaintext; listed and revoked by id (`parley keys`)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,15 @@ import hashlib
 import hmac
 import secrets
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
+from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 
 SCOPES = ("debate", "chat", "conversations", "workflows", "readonly", "admin")
 KEY_PREFIX = "pk_"
+# A key's `lastUsedAt` is written at most this often, so authenticating is not a write per request.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
 def hash_key(plaintext: str) -> str:
@@ -41,10 +44,40 @@ async def create_key(db: AsyncDatabase, *, user: str, workspace: str, scopes: li
 
 
 async def find_key(db: AsyncDatabase, *, plaintext: str) -> dict | None:
-    """Return the live key record matching `plaintext`, or None."""
+    """Return the live (not revoked) key record matching `plaintext`, or None; note that it was used.
+
+    Nothing caches the answer: a key revoked a moment ago is refused on its next request.
+    """
     digest = hash_key(plaintext)
     record = await db.api_keys.find_one({"hash": digest})
     # The lookup is by hash; the constant-time comparison guards against a store that matched loosely.
     if record is None or record.get("revoked") or not hmac.compare_digest(record["hash"], digest):
         return None
+    used = datetime.now(UTC)
+    last = record.get("lastUsedAt")
+    if last is None or used - _aware(last) >= LAST_USED_RESOLUTION:
+        await db.api_keys.update_one({"_id": record["_id"]}, {"$set": {"lastUsedAt": used}})
+        record["lastUsedAt"] = used
     return record
+
+
+async def list_keys(db: AsyncDatabase, *, workspace: str | None = None, user: str | None = None) -> list[dict]:
+    """Every key (revoked ones too), oldest first, optionally of one workspace and/or user; never their hashes."""
+    query = {k: v for k, v in (("workspace", workspace), ("user", user)) if v is not None}
+    return await db.api_keys.find(query, {"hash": 0}).sort([("createdAt", 1), ("_id", 1)]).to_list()
+
+
+async def revoke_key(db: AsyncDatabase, *, key_id: str) -> tuple[dict | None, bool]:
+    """Revoke the key `key_id`. Return its record (None when there is no such key, never its hash) and whether
+    this call revoked it (False when it had been revoked before)."""
+    revoked = await db.api_keys.find_one_and_update(
+        {"_id": key_id, "revoked": {"$ne": True}}, {"$set": {"revoked": True, "revokedAt": datetime.now(UTC)}},
+        projection={"hash": 0}, return_document=ReturnDocument.AFTER)
+    if revoked is not None:
+        return revoked, True
+    return await db.api_keys.find_one({"_id": key_id}, {"hash": 0}), False
+
+
+def _aware(moment: datetime) -> datetime:
+    # pymongo hands back naive UTC datetimes unless the client was made tz_aware.
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

@@ -4,7 +4,8 @@ from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI
 
-from api.routes import agents, chat, conversations, duel, health, me, metrics, routers, runs, studio, workflows
+from api.routes import (agents, chat, conversations, docs, duel, health, me, metrics, routers, runs, studio,
+                        workflows)
 from api.services import duel as duel_service
 from api.services import roundtable
 
@@ -19,6 +20,7 @@ ROUTERS = [
     workflows.router,
     runs.router,
     me.router,
+    docs.router,
     studio.router,  # last: it answers only what no API route does (the Studio's pages and files)
 ]
 

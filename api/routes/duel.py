@@ -12,7 +12,7 @@ from pymongo.errors import PyMongoError
 from sse_starlette import EventSourceResponse
 
 import store
-from api.deps import Db, Engine, Principal, get_principal, presented_key, require_scope
+from api.deps import AppSettings, Db, Engine, Principal, get_principal, presented_key, require_scope
 from api.errors import ApiError
 from api.openapi import RUN_ID_HEADER, errors, request_body, streamed
 from api.services import duel as service
@@ -169,7 +169,8 @@ async def events_reader(request: Request, db: Db, token: str | None = None) -> P
             response_class=EventSourceResponse, responses={
     **streamed("The debate's events, each with its sequence number as `id:`."),
     **errors((400, "`Last-Event-ID` (or `lastEventId`) is not an integer."),
-             (401, "No key and no stream token, an unknown key, or a wrong stream token."), 404, 503)},
+             (401, "No key and no stream token, an unknown key, or a wrong or expired stream token (it expires "
+                   "PARLEY_STREAM_TOKEN_GRACE seconds, an hour by default, after the debate ended)."), 404, 503)},
     # A browser's EventSource cannot send headers: the debate's stream `token` stands in for the key.
     openapi_extra={"security": [{"bearer": []}, {"apiKey": []}, {}]})
 async def debate_events(
@@ -177,8 +178,10 @@ async def debate_events(
     debate_id: str,
     db: Db,
     engine: Engine,
+    settings: AppSettings,
     principal: Annotated[Principal | None, Depends(events_reader)],
-    token: Annotated[str | None, Query(description="The debate's stream token (for EventSource).")] = None,
+    token: Annotated[str | None, Query(description="The debate's stream token (for EventSource); it works while "
+                                             "the debate runs and PARLEY_STREAM_TOKEN_GRACE seconds after.")] = None,
     last_event_id: Annotated[str | None, Query(alias="lastEventId", json_schema_extra={"pattern": EVENT_ID_PATTERN},
                                                     description="Resume after this event id (an integer).")] = None,
 ) -> EventSourceResponse:
@@ -188,7 +191,7 @@ async def debate_events(
         raise ApiError(400, "Last-Event-ID must be an integer event id") from exc
     try:
         record = await service.authorise_events(db, debate_id, caller=principal.caller if principal else None,
-                                                token=token)
+                                                token=token, token_grace=settings.parley_stream_token_grace)
     except DebateNotFound as exc:
         if principal is None:  # a wrong stream token is a failed authentication, not a missing debate
             raise ApiError(401, "Unauthorized") from exc

@@ -6,6 +6,7 @@ Starting and running a debate is the run engine's (`runs.modes.duel`); a debate'
 from __future__ import annotations
 
 import secrets
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from fastapi import FastAPI
@@ -81,11 +82,24 @@ async def list_debates(db: AsyncDatabase, caller: Caller, *, limit: int, cursor:
     return body
 
 
-async def authorise_events(db: AsyncDatabase, debate_id: str, *, caller: Caller | None, token: str | None) -> dict:
-    """The debate whose events may be read by `caller` (its owner) or with its stream `token`."""
+def stream_token_expired(record: dict, *, grace: float) -> bool:
+    """A debate's stream token works while the debate runs and for `grace` seconds after it ended (an ended
+    debate is not written again, so its `updatedAt` is when it ended)."""
+    if record["status"] == store.IN_PROGRESS:
+        return False
+    ended = record["updatedAt"] if record["updatedAt"].tzinfo else record["updatedAt"].replace(tzinfo=UTC)
+    return datetime.now(UTC) - ended > timedelta(seconds=grace)
+
+
+async def authorise_events(db: AsyncDatabase, debate_id: str, *, caller: Caller | None, token: str | None,
+                           token_grace: float) -> dict:
+    """The debate whose events may be read by `caller` (its owner) or with its stream `token`, while that token
+    has not expired (`token_grace` seconds after the debate ended)."""
     if caller is not None:
         return await get_debate(db, caller, debate_id)
     record = await store.get_debate(db, debate_id=debate_id)
     if record is None or not secrets.compare_digest(record.get("streamToken") or "", token or ""):
         raise DebateNotFound(debate_id)
+    if stream_token_expired(record, grace=token_grace):
+        raise DebateNotFound(debate_id)  # answered as a wrong token is: nothing says the debate exists
     return record

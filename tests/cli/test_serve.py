@@ -1,19 +1,25 @@
-"""`parley serve` as a user runs it: embedded database started, served, and stopped on SIGTERM."""
+"""`parley serve` as a user runs it: embedded database started, supervised, served, and stopped with it."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import httpx
 
-from core.embedded import free_port
+from core.embedded import database_server, free_port
+from tests.support.wait import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
+# Variables that would make serve use something other than its embedded servers.
+CONFIGURED = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL", "MONGODB_URI", "MONGODB_DB", "PARLEY_LOCAL_BASE_URL",
+              "PARLEY_TRUSTED_PROXIES")
 
 
 def _alive(pid: int) -> bool:
@@ -23,70 +29,195 @@ def _alive(pid: int) -> bool:
         return False
     # A zombie is dead for our purposes.
     status = Path(f"/proc/{pid}/status")
-    return status.exists() and "zombie" not in status.read_text()
+    try:
+        return "zombie" not in status.read_text()
+    except OSError:
+        return False
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "stat").read_text().rsplit(")", 1)[1].split()[1] == str(pid):
+                found.append(int(entry.name))
+        except OSError:
+            continue  # it ended while we looked
+    return found
+
+
+class Serve:
+    """`python -m cli.main serve` in a subprocess, its output collected as it comes; stopped (killed if need be)
+    by `close()`."""
+
+    def __init__(self, home: Path, *, env: dict[str, str], args: tuple[str, ...] = (), port: int = 0) -> None:
+        self.home, self.port = home, port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen([sys.executable, "-m", "cli.main", "serve", "--port", str(self.port), *args],
+                                     cwd=ROOT, env={**env, "PARLEY_HOME": str(home)}, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True)
+        self.lines: list[str] = []
+        self.reader = threading.Thread(target=lambda: self.lines.extend(self.proc.stdout), daemon=True)
+        self.reader.start()
+
+    @property
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def wait_healthy(self, timeout: float = 90) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                health = httpx.get(self.url + "/healthz", timeout=2)
+                if health.status_code == 200:
+                    return health.json()
+            except httpx.HTTPError:
+                pass
+            assert self.proc.poll() is None, f"parley serve exited:\n{self.output}"
+            assert time.monotonic() < deadline, f"parley serve did not come up:\n{self.output}"
+            time.sleep(0.2)
+
+    def first_key(self) -> str:
+        """The all-scopes key serve prints on an empty embedded database."""
+        lines = self.output.splitlines()
+        at = next(i for i, line in enumerate(lines) if "A first key for this local install" in line)
+        return lines[at + 1].strip()
+
+    def database_pid(self) -> int:
+        return int(json.loads((self.home / "run" / "database.json").read_text())["pid"])
+
+    def close(self) -> str:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.reader.join(10)
+        return self.output
+
+
+def scripted_env(llm) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in CONFIGURED}
+    return {**env, "OPENAI_BASE_URL": llm.base_url, "OPENAI_API_KEY": "sk-test"}
 
 
 def test_serve_starts_embedded_database_and_stops_it_on_sigterm(tmp_path, llm):
-    port = free_port()
-    env = {**os.environ, "OPENAI_BASE_URL": llm.base_url, "OPENAI_API_KEY": "sk-test", "PARLEY_HOME": str(tmp_path)}
-    env.pop("MONGODB_URI", None)
-    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "serve", "--port", str(port)], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    serve = Serve(tmp_path, env=scripted_env(llm))
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
-                break
-            except httpx.HTTPError:
-                assert proc.poll() is None and time.monotonic() < deadline, "parley serve did not come up"
-                time.sleep(0.2)
-        assert health.status_code == 200 and health.json()["database"] == {"ok": True, "embedded": True}
-        db_pid = int(__import__("json").loads((tmp_path / "run" / "database.json").read_text())["pid"])
+        health = serve.wait_healthy(60)
+        assert health["database"] == {"ok": True, "embedded": True}
+        db_pid = serve.database_pid()
         assert _alive(db_pid)
-        proc.send_signal(signal.SIGTERM)
-        output, _ = proc.communicate(timeout=30)
-        assert "A first key for this local install" in output and "curl" in output
-        deadline = time.monotonic() + 15
-        while _alive(db_pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not _alive(db_pid), "the embedded database outlived parley serve"
-        assert not (tmp_path / "run" / "database.json").exists()
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        output = serve.close()
+    assert serve.proc.returncode is not None
+    assert "A first key for this local install" in output and "curl" in output
+    eventually(lambda: not _alive(db_pid), "the embedded database stopped with parley serve", timeout=15)
+    assert not (tmp_path / "run" / "database.json").exists()
+
+
+def test_serve_restarts_its_embedded_database_after_a_kill(tmp_path, llm):
+    serve = Serve(tmp_path, env=scripted_env(llm))
+    try:
+        serve.wait_healthy(60)
+        auth = {"Authorization": f"Bearer {serve.first_key()}"}
+        assert httpx.get(serve.url + "/api/debates", headers=auth).status_code == 200
+        first = serve.database_pid()
+        os.kill(first, signal.SIGKILL)
+        killed = time.monotonic()
+        eventually(lambda: not _alive(first), "the killed database is gone", timeout=10)
+
+        def served() -> bool:
+            try:
+                return httpx.get(serve.url + "/api/debates", headers=auth, timeout=5).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        # Served again, by a new process on the same data (the key is the one stored before the kill).
+        eventually(served, "the API answers again after the database was killed", timeout=20)
+        assert time.monotonic() - killed < 15
+        eventually(lambda: serve.database_pid() != first, "the pid file names the new database", timeout=10)
+        second = serve.database_pid()
+        assert _alive(second)
+        assert serve.wait_healthy(10)["database"]["ok"] is True
+        eventually(lambda: "embedded database restarted" in serve.output, "the restart is logged", timeout=10)
+        assert "exited with code -9; restarting it in" in serve.output
+    finally:
+        serve.close()
+    eventually(lambda: not _alive(second), "the restarted database stopped with parley serve", timeout=15)
+
+
+def test_killing_serve_hard_takes_its_embedded_servers_with_it(tmp_path):
+    """SIGKILL leaves serve no chance to stop its children: the kernel's parent-death signal does."""
+    env = {k: v for k, v in os.environ.items() if k not in CONFIGURED}  # embedded model and database
+    serve = Serve(tmp_path, env=env)
+    try:
+        health = serve.wait_healthy(180)
+        assert health["database"]["embedded"] is True and health["model"]["model"] == "local:smollm2"
+        children = _children(serve.proc.pid)
+        commands = {pid: Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode() for pid in children}
+        assert serve.database_pid() in children
+        assert any("llama_cpp.server" in command for command in commands.values()), commands
+        serve.proc.kill()
+        serve.proc.wait()
+        for pid in children:
+            eventually(lambda: not _alive(pid), f"child {commands[pid][:80]} ended after its parent", timeout=30)
+    finally:
+        serve.close()
+    # Nothing holds the data directory any more: a new database opens it.
+    database_server(tmp_path).start(timeout=60).stop()
+
+
+def test_serve_ignores_forwarded_for_unless_a_proxy_is_configured(tmp_path, llm):
+    serve = Serve(tmp_path, env=scripted_env(llm))
+    try:
+        serve.wait_healthy(60)
+        auth = {"Authorization": f"Bearer {serve.first_key()}"}
+        answers = [httpx.post(serve.url + "/api/debate", json={}, headers={**auth, "X-Forwarded-For": f"203.0.113.{i}"})
+                   .status_code for i in range(10)]
+        assert answers == [400] * 8 + [429] * 2
+    finally:
+        serve.close()
 
 
 def test_serve_with_several_workers_shares_one_database(tmp_path, llm, parley_env, make_key):
-    port = free_port()
-    env = {**os.environ, "PARLEY_HOME": str(tmp_path)}
-    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "serve", "--port", str(port), "--workers", "2"],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    serve = Serve(tmp_path, env={**os.environ}, args=("--workers", "2"))
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, "parley serve --workers 2 did not come up"
-            time.sleep(0.2)
-        children = [p for p in Path("/proc").iterdir() if p.name.isdigit() and (p / "stat").exists()
-                    and (p / "stat").read_text().rsplit(")", 1)[1].split()[1] == str(proc.pid)]
-        assert len(children) >= 2  # the two workers under uvicorn's supervisor
+        serve.wait_healthy(90)
+        assert len(_children(serve.proc.pid)) >= 2  # the two workers under uvicorn's supervisor
         key = make_key(["workflows"])
         workflow = {"version": 1, "name": "One answer", "state": {"q": {"type": "string"}, "a": {"type": "string"}},
                     "nodes": [{"id": "a", "type": "llm", "inputs": {"prompt": "{q}"}, "output_key": "a"}],
                     "edges": [], "entry": "a", "finish": ["a"]}
-        answers = [httpx.post(f"http://127.0.0.1:{port}/v1/workflows/runs", headers={"Authorization": f"Bearer {key}"},
+        answers = [httpx.post(serve.url + "/v1/workflows/runs", headers={"Authorization": f"Bearer {key}"},
                               json={"workflow": workflow, "input": {"q": f"Question {i}"}}, timeout=60)
                    for i in range(4)]
         assert all(a.status_code == 200 and a.json()["status"] == "completed" for a in answers)
         # Whichever worker answers /metrics counts every worker's runs (serve gave them a shared directory).
-        metrics = httpx.get(f"http://127.0.0.1:{port}/metrics").text
+        metrics = httpx.get(serve.url + "/metrics").text
         assert 'parley_runs_total{kind="workflow",status="completed"} 4.0' in metrics, metrics[:2000]
     finally:
-        proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=30)
-    assert f"Studio: http://127.0.0.1:{port}/," in out
+        output = serve.close()
+    assert f"Studio: {serve.url}/," in output
+
+
+def test_killing_serve_hard_takes_its_workers_with_it(tmp_path, llm, parley_env):
+    serve = Serve(tmp_path, env={**os.environ}, args=("--workers", "2"))  # on the tests' database, which lives on
+    try:
+        serve.wait_healthy(90)
+        children = _children(serve.proc.pid)  # the workers and multiprocessing's resource tracker
+        assert len([pid for pid in children if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]) == 2
+        serve.proc.kill()
+        serve.proc.wait()
+        for pid in children:
+            eventually(lambda: not _alive(pid), f"child {pid} ended after its parent", timeout=30)
+    finally:
+        serve.close()
+    # The port is free again: a new serve can listen on it.
+    serve = Serve(tmp_path, env={**os.environ}, port=serve.port)
+    try:
+        serve.wait_healthy(60)
+    finally:
+        serve.close()

@@ -26,6 +26,9 @@ LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking
 DESKTOP = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}
 KEY_STORAGE = "parley.apiKey"  # where the Studio keeps the key (studio/src/session/session.tsx)
+# `make test` (its `chromium` target) says the same when it cannot install the browser.
+MISSING_CHROMIUM = ("The Studio's browser tests need Chromium at {path}. Install it with `apt-get install -y chromium` "
+                    "(Debian/Ubuntu), or set PARLEY_CHROMIUM to a Chromium binary.")
 
 # Expectations wait for what is on screen; two shared cores under load can take a while to get there.
 expect.set_options(timeout=20_000)
@@ -36,11 +39,7 @@ expect.set_options(timeout=20_000)
 @pytest.fixture(scope="package")
 def browser() -> Iterator[Browser]:
     if not Path(CHROMIUM).is_file():
-        pytest.fail(
-            f"The Studio's browser tests need Chromium at {CHROMIUM}. Install it with "
-            "`apt-get install -y chromium` (Debian/Ubuntu), or set PARLEY_CHROMIUM to a Chromium binary.",
-            pytrace=False,
-        )
+        pytest.fail(MISSING_CHROMIUM.format(path=CHROMIUM), pytrace=False)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
         yield browser

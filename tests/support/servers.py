@@ -10,6 +10,7 @@ from typing import TypeVar
 
 import uvicorn
 
+from api.main import UVICORN_OPTIONS
 from core.embedded import free_port
 
 T = TypeVar("T")
@@ -21,7 +22,8 @@ class ServerThread:
     def __init__(self, app, port: int | None = None) -> None:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
+                                                    **UVICORN_OPTIONS))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     def start(self, timeout: float = 30.0) -> ServerThread:

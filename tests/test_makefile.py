@@ -1,0 +1,95 @@
+"""`make test` installs the Chromium the browser tests need, or says how, in the browser tests' own words.
+
+The Makefile's `chromium` target runs here with a PATH of stand-ins: an `apt-get` that records its arguments
+and puts a file where Chromium goes, an `id` that says who we are, a `sudo` that works or refuses.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.studio.conftest import MISSING_CHROMIUM
+
+ROOT = Path(__file__).resolve().parents[1]
+MAKE = shutil.which("make")
+
+
+@pytest.fixture
+def machine(tmp_path):
+    """Build the stand-ins; `machine(uid=..., apt=..., sudo=...)` returns a function running `make chromium`."""
+    bin_dir, calls, chromium = tmp_path / "bin", tmp_path / "calls", tmp_path / "usr-bin" / "chromium"
+    bin_dir.mkdir()
+    chromium.parent.mkdir()
+    for name in ("env", "true"):
+        os.symlink(shutil.which(name), bin_dir / name)
+
+    def tool(name: str, body: str) -> None:
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+
+    def make(*, uid: int = 0, apt: bool = True, sudo: bool | None = None, parley_chromium: str | None = None,
+             present: bool = False):
+        tool("id", f'echo {uid}')
+        if apt:
+            tool("apt-get", f'echo "${{DEBIAN_FRONTEND:+$DEBIAN_FRONTEND }}apt-get $*" >> {calls}\n'
+                            f'case "$*" in *install*) printf "#!/bin/sh\\n" > {chromium}; /bin/chmod +x {chromium};; esac')
+        if sudo is not None:
+            tool("sudo", f'echo "sudo $*" >> {calls}\n[ "$1" = -n ] && shift\n' + ('exec "$@"' if sudo else "exit 1"))
+        if present:
+            chromium.write_text("#!/bin/sh\n")
+            chromium.chmod(0o755)
+        env = {"PATH": str(bin_dir), "HOME": str(tmp_path), "CMAKE_BUILD_PARALLEL_LEVEL": "1"}
+        if parley_chromium:
+            env["PARLEY_CHROMIUM"] = parley_chromium
+        args = [MAKE, "--no-print-directory", "-s", "chromium"]
+        if not parley_chromium:
+            args.append(f"CHROMIUM={chromium}")
+        done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+        recorded = calls.read_text().splitlines() if calls.exists() else []
+        return done, recorded, chromium
+
+    return make
+
+
+def test_as_root_apt_get_installs_chromium(machine):
+    done, calls, chromium = machine(uid=0)
+    assert done.returncode == 0, done.stderr
+    assert calls == ["apt-get update -qq", "noninteractive apt-get install -y -qq chromium"]
+    assert os.access(chromium, os.X_OK)
+    assert "Installing Chromium" in done.stdout and done.stderr == ""
+
+
+def test_a_user_with_passwordless_sudo_installs_it_through_sudo(machine):
+    done, calls, chromium = machine(uid=1000, sudo=True)
+    assert done.returncode == 0, done.stderr
+    assert calls[0] == "sudo -n true" and "sudo -n apt-get update -qq" in calls
+    assert "noninteractive apt-get install -y -qq chromium" in calls and os.access(chromium, os.X_OK)
+
+
+def test_where_nothing_can_install_it_make_says_what_the_browser_tests_say(machine):
+    done, calls, chromium = machine(uid=1000, sudo=False)
+    assert done.returncode == 0  # the rest of the suite still runs; the browser tests fail with the same words
+    assert calls == ["sudo -n true"] and not chromium.exists()
+    assert done.stderr.strip() == "WARNING: " + MISSING_CHROMIUM.format(path=chromium)
+
+
+def test_without_apt_get_make_says_how_to_install_it(machine):
+    done, calls, chromium = machine(uid=0, apt=False)
+    assert done.returncode == 0 and calls == [] and not chromium.exists()
+    assert done.stderr.strip() == "WARNING: " + MISSING_CHROMIUM.format(path=chromium)
+
+
+def test_an_installed_chromium_is_left_alone_quietly(machine):
+    done, calls, _ = machine(uid=0, present=True)
+    assert done.returncode == 0 and calls == [] and done.stdout == "" and done.stderr == ""
+
+
+def test_a_chromium_named_by_parley_chromium_is_never_installed(machine, tmp_path):
+    missing = tmp_path / "elsewhere" / "chrome"
+    done, calls, _ = machine(uid=0, parley_chromium=str(missing))
+    assert calls == [] and done.stderr.strip() == "WARNING: " + MISSING_CHROMIUM.format(path=missing)
