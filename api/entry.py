@@ -18,11 +18,19 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.errors import UNPROCESSABLE_PREFIXES, ApiError, error_body
-from core.limits import MAX_JSON_DEPTH, OFF_LOOP_BYTES, ROUTE_BODY_BYTES, Refusal, refuse_unstorable
+from core.limits import (
+    MAX_JSON_DEPTH,
+    OFF_LOOP_BYTES,
+    ROUTE_BODY_BYTES,
+    ROUTE_LIST_ITEMS,
+    Refusal,
+    refuse_unstorable,
+)
 
 
-def check_json(raw: bytes, *, max_depth: int = MAX_JSON_DEPTH) -> Refusal | None:
-    """Why `raw` is not an acceptable JSON body, or None when it is (an empty body is left to the route)."""
+def check_json(raw: bytes, path: str, *, max_depth: int = MAX_JSON_DEPTH) -> Refusal | None:
+    """Why `raw` is not an acceptable JSON body for `path`, or None when it is (an empty body is left to the
+    route)."""
     if not raw.strip():
         return None
     try:
@@ -31,6 +39,10 @@ def check_json(raw: bytes, *, max_depth: int = MAX_JSON_DEPTH) -> Refusal | None
         return Refusal("too_deep", f"The JSON nests deeper than {max_depth} levels")
     except ValueError as exc:  # includes a body that is not UTF-8
         return Refusal("invalid_json", f"Request body is not valid JSON: {str(exc)[:200]}")
+    if isinstance(value, dict):
+        for field, most in ROUTE_LIST_ITEMS.get(path, {}).items():
+            if isinstance(value.get(field), list) and len(value[field]) > most:
+                return Refusal("invalid_request", f"{field}: at most {most} items ({len(value[field])} sent)")
     return refuse_unstorable(value, max_depth=max_depth)
 
 
@@ -74,7 +86,9 @@ class EntryGuard:
 
         if _is_json(scope):
             raw = bytes(body)
-            refusal = await asyncio.to_thread(check_json, raw) if len(raw) >= OFF_LOOP_BYTES else check_json(raw)
+            path = scope["path"]
+            refusal = await asyncio.to_thread(check_json, raw, path) if len(raw) >= OFF_LOOP_BYTES else check_json(
+                raw, path)
             if refusal is not None:
                 status = 422 if scope["path"].startswith(UNPROCESSABLE_PREFIXES) else 400
                 await self._refuse(scope, receive, send, ApiError(status, refusal.message, code=refusal.code))
