@@ -53,6 +53,8 @@ INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
     *conversations.INDEXES,
     *runs.INDEXES,
     ("debates", [("workspace", 1), ("user", 1), ("createdAt", -1), ("_id", -1)], {}),
+    # `fail_runless` at every worker's start looks for in-progress debates: a seek, not a scan of them all.
+    ("debates", [("status", 1)], {}),
 ]
 
 
