@@ -96,13 +96,14 @@ class CallerTally(monitoring.CommandListener):
         return dict(self.ops), dict(self.sent), dict(self.received)
 
 
-def report(title: str, before: tuple, after: tuple, per: int) -> None:
+def report(title: str, before: tuple, after: tuple, per: int, db_cpu: float) -> None:
     ops = {k: v - before[0].get(k, 0) for k, v in after[0].items() if v - before[0].get(k, 0)}
     sent = {k: after[1][k] - before[1].get(k, 0) for k in ops}
     received = {k: after[2][k] - before[2].get(k, 0) for k in ops}
     total = sum(ops.values())
     print(f"\n{title}: {total / per:.1f} operations, {sum(sent.values()) / per / 1024:.1f} KB sent, "
-          f"{sum(received.values()) / per / 1024:.1f} KB received per run ({per} runs)")
+          f"{sum(received.values()) / per / 1024:.1f} KB received, database CPU {db_cpu * 1000 / per:.0f} ms "
+          f"per run ({per} runs)")
     print(f"  {'ops/run':>7} {'KB sent':>8} {'KB recv':>8}  {'collection':<18} {'command':<13} caller")
     for key in sorted(ops, key=lambda k: (-ops[k], k)):
         who, collection, command = key
@@ -118,12 +119,17 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.05, help="seconds before each model call's first token")
     parser.add_argument("--token-delay", type=float, default=0.005, help="seconds between streamed chunks")
     parser.add_argument("--idle", type=float, default=5.0, help="seconds to watch the engine hold nothing")
+    parser.add_argument("--durability", choices=["async", "sync", "exit"], default=None,
+                        help="LangGraph's durability for every run, past PARLEY_RUN_DURABILITY's choices: 'exit' "
+                             "saves only when the graph ends, to see what checkpointing each step costs "
+                             "(a run killed mid-way then starts over: an experiment, not a setting)")
     args = parser.parse_args()
 
     tally = CallerTally()
     monitoring.register(tally)  # every client built from now on, Parley's included
 
     from api.main import create_app
+    from bench.costs import cpu_seconds
     from bench.duel import TURN, one_debate, script
     from bench.panel import ARBITRATOR, PANEL, panel_request, provision
     from core.embedded import database_server
@@ -139,6 +145,8 @@ def main() -> None:
     settings = Settings(_env_file=None, openai_base_url=base_url, openai_api_key="sk-bench",
                         openai_model="openai:gpt-4o-mini", mongodb_uri=db_server.url, mongodb_db="bench",
                         parley_home=home, parley_debate_models=PANEL, parley_arbitrator_model=ARBITRATOR)
+    if args.durability:
+        settings = settings.model_copy(update={"parley_run_durability": args.durability})
     print(f"scripted model: {args.latency * 1000:.0f} ms before the first token, {args.token_delay * 1000:.0f} ms "
           f"between chunks; poll {settings.parley_run_poll} s, heartbeat {settings.parley_run_heartbeat} s, "
           f"durability {settings.parley_run_durability}", flush=True)
@@ -150,6 +158,9 @@ def main() -> None:
                     for i in range(count)]
         finally:
             await client.close()
+
+    def db_cpu() -> float:
+        return cpu_seconds(db_server.process.pid)
 
     try:
         chat_key = run_sync(lambda: provision(db_server.url))
@@ -164,26 +175,26 @@ def main() -> None:
                     await panel_request(http)  # warm-up
                     await one_debate(duel_http, duel_keys.pop(), 1)
                     await asyncio.sleep(2 * settings.parley_run_heartbeat)  # let the warm-up's ends settle
-                    before = tally.snapshot()
+                    before, cpu0 = tally.snapshot(), db_cpu()
                     started = time.perf_counter()
                     await asyncio.sleep(args.idle)
                     report(f"engine holding no run, per second ({time.perf_counter() - started:.1f} s)",
-                           before, tally.snapshot(), max(1, round(time.perf_counter() - started)))
+                           before, tally.snapshot(), max(1, round(time.perf_counter() - started)), db_cpu() - cpu0)
                     if args.panel:
-                        before, walls = tally.snapshot(), []
+                        before, walls, cpu0 = tally.snapshot(), [], db_cpu()
                         for _ in range(args.panel):
                             walls.append(await panel_request(http))
                         await asyncio.sleep(2 * settings.parley_run_heartbeat)  # checkpoint deletion included
                         report(f"panel request (JSON; median wall {sorted(walls)[len(walls) // 2] * 1000:.0f} ms, "
                                f"+{2 * settings.parley_run_heartbeat:.0f} s idle after the last)", before,
-                               tally.snapshot(), args.panel)
+                               tally.snapshot(), args.panel, db_cpu() - cpu0)
                     if args.duel:
-                        before, walls = tally.snapshot(), []
+                        before, walls, cpu0 = tally.snapshot(), [], db_cpu()
                         for _ in range(args.duel):
                             walls.append((await one_debate(duel_http, duel_keys.pop(), args.rounds))["wall"])
                         await asyncio.sleep(2 * settings.parley_run_heartbeat)
                         report(f"{args.rounds}-round duel (SSE; median wall {sorted(walls)[len(walls) // 2]:.2f} s)",
-                               before, tally.snapshot(), args.duel)
+                               before, tally.snapshot(), args.duel, db_cpu() - cpu0)
 
             asyncio.run(drive())
     finally:
