@@ -11,6 +11,8 @@ own processes. It measures
 
 - `--panel N` panel requests one after another (3 panelists + 1 arbitrator),
 - `--duel N` 5-round duels one after another (SSE, `--rounds`),
+- `--roundtable N` round-table questions one after another (5 agents + devil's advocate, 3 rounds, as in
+  bench/roundtable.py),
 - what the engine asks while it holds no run, over `--idle` seconds,
 
 and prints, per run, each (caller, collection, command): operations and KB sent and received.
@@ -116,6 +118,7 @@ def main() -> None:
     parser.add_argument("--panel", type=int, default=5, help="panel requests one after another")
     parser.add_argument("--duel", type=int, default=3, help="duels one after another")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--roundtable", type=int, default=1, help="round-table questions one after another")
     parser.add_argument("--latency", type=float, default=0.05, help="seconds before each model call's first token")
     parser.add_argument("--token-delay", type=float, default=0.005, help="seconds between streamed chunks")
     parser.add_argument("--idle", type=float, default=5.0, help="seconds to watch the engine hold nothing")
@@ -154,17 +157,39 @@ def main() -> None:
     async def debate_keys(count: int) -> list[str]:
         client, db = connect(db_server.url, "bench")
         try:
-            return [(await create_key(db, user=f"duel{i}", workspace="bench", scopes=["debate"]))[1]
+            return [(await create_key(db, user=f"duel{i}", workspace="bench", scopes=["debate", "conversations"]))[1]
                     for i in range(count)]
         finally:
             await client.close()
+
+    async def round_tables(http: httpx.AsyncClient, key: str) -> None:
+        from bench.roundtable import QUESTION, TITLE, agents, script_split_table
+
+        httpx.post(base_url.removesuffix("/v1") + "/_reset").raise_for_status()
+        script_split_table(base_url)
+        headers = {"x-api-key": key}
+        for agent in agents():
+            (await http.post("/v1/agents", json={k: agent[k] for k in ("name", "role", "persona")},
+                             headers=headers)).raise_for_status()
+        conversations = [(await http.post("/v1/conversations", json={"title": TITLE},
+                                          headers=headers)).json()["conversation"] for _ in range(args.roundtable)]
+        before, walls, cpu0 = tally.snapshot(), [], db_cpu()
+        for conversation in conversations:
+            started = time.perf_counter()
+            resp = await http.post(f"/v1/conversations/{conversation['id']}/message", json={"content": QUESTION},
+                                   headers=headers)
+            resp.raise_for_status()
+            walls.append(time.perf_counter() - started)
+        await asyncio.sleep(2 * settings.parley_run_heartbeat)
+        report(f"round-table question (3 rounds, 6 seats; median wall {sorted(walls)[len(walls) // 2]:.2f} s; "
+               f"the conversation's creation not counted)", before, tally.snapshot(), args.roundtable, db_cpu() - cpu0)
 
     def db_cpu() -> float:
         return cpu_seconds(db_server.process.pid)
 
     try:
         chat_key = run_sync(lambda: provision(db_server.url))
-        duel_keys = run_sync(lambda: debate_keys(args.duel + 1))
+        duel_keys = run_sync(lambda: debate_keys(args.duel + 2))
         script(base_url, TURN)
         with ServerThread(create_app(settings)) as server:
 
@@ -195,6 +220,8 @@ def main() -> None:
                         await asyncio.sleep(2 * settings.parley_run_heartbeat)
                         report(f"{args.rounds}-round duel (SSE; median wall {sorted(walls)[len(walls) // 2]:.2f} s)",
                                before, tally.snapshot(), args.duel, db_cpu() - cpu0)
+                    if args.roundtable:
+                        await round_tables(duel_http, duel_keys.pop())
 
             asyncio.run(drive())
     finally:
