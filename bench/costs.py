@@ -109,11 +109,12 @@ class Meter:
         self._start = self._read()
 
     def stop(self) -> Costs:
-        # Read /metrics first and the CPU after it: the scrape's own cost is not counted in the run's.
+        # /metrics is read before the CPU, so this scrape's cost is left out; the one in `start()` is counted
+        # in Parley's CPU (about a millisecond, spread over the runs measured).
         db = scrape_db(self.url)
-        cpu, db_cpu, now = cpu_seconds(self.parley_pid), cpu_seconds(self.db_pid) if self.db_pid else 0.0, time.perf_counter()
+        cpu, now = cpu_seconds(self.parley_pid), time.perf_counter()
+        db_cpu = cpu_seconds(self.db_pid) if self.db_pid else 0.0
         parley0, db0, counts0, t0 = self._start
-        # The scrape at start is counted in Parley's CPU of the run: a few ms, said in the README.
         return Costs(cpu - parley0, db_cpu - db0, db - counts0, now - t0)
 
 

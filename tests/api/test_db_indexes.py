@@ -1,9 +1,9 @@
-"""Every query Parley sends while it serves runs seeks through an index: none scans a collection that grows with
-the runs stored (issue 16: "with many stored runs 50 concurrent requests took 89x one").
+"""Every query Parley sends while it serves runs seeks through an index: none scans a collection that grows
+with the runs stored (issue 16: "with many stored runs 50 concurrent requests took 89x one").
 
 The filters are the ones Parley really sends (captured by a command listener during a duel, a panel
-request, a round-table question and the engine's tending: cancel polls, lease renewals, take-over scans, checkpoint saves and
-deletion), checked against the indexes the database really holds (Parley's `store.INDEXES`, LangGraph's
+request, a round-table question and the engine's tending: cancel polls, lease renewals, take-over scans,
+checkpoint saves and deletion), checked against the indexes the database really holds (Parley's `store.INDEXES`, LangGraph's
 saver's, the rate limiter's): a filter is covered when the first field of some index is constrained by
 it (equality, `$in` or a range), as MongoDB needs to bound an index scan. The embedded server's
 `explain` is not used: it reports COLLSCAN even for `{_id: ...}` updates.
@@ -74,7 +74,8 @@ def covered(query: dict, indexes: list[list[str]]) -> bool:
     return any(keys[0] in fields for keys in indexes)
 
 
-def test_every_query_of_a_duel_a_panel_request_a_round_table_and_the_engine_seeks_an_index(parley_env, make_key, llm, sync_db):
+def test_every_query_of_a_duel_a_panel_request_a_round_table_and_the_engine_seeks_an_index(
+        parley_env, make_key, llm, sync_db):
     parley_env.parley_debate_models = list(PANEL)
     parley_env.parley_arbitrator_model = "anthropic:claude-opus-4-5"
     sync_db.workspaces.insert_one({"_id": "ws1", "creditUsd": 10.0})

@@ -12,7 +12,7 @@ import pytest
 import store
 from api.main import create_app
 from store.monitor import COLLECTIONS, COMMANDS, OTHER
-from tests.api.test_observability import DUEL, auth, scrape, value
+from tests.api.test_observability import DUEL, auth, scrape
 from tests.support.duel import script_duel
 from tests.support.servers import ServerThread, run_sync
 from tests.support.wait import eventually
