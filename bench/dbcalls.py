@@ -126,6 +126,10 @@ def main() -> None:
                         help="LangGraph's durability for every run, past PARLEY_RUN_DURABILITY's choices: 'exit' "
                              "saves only when the graph ends, to see what checkpointing each step costs "
                              "(a run killed mid-way then starts over: an experiment, not a setting)")
+    parser.add_argument("--poll", type=float, default=None,
+                        help="PARLEY_RUN_POLL for the experiment (cancel polls; default: the setting's)")
+    parser.add_argument("--write-after", type=float, default=None,
+                        help="EventWriter.WRITE_AFTER for the experiment: seconds between event batches")
     args = parser.parse_args()
 
     tally = CallerTally()
@@ -150,9 +154,18 @@ def main() -> None:
                         parley_home=home, parley_debate_models=PANEL, parley_arbitrator_model=ARBITRATOR)
     if args.durability:
         settings = settings.model_copy(update={"parley_run_durability": args.durability})
+    if args.poll:
+        settings = settings.model_copy(update={"parley_run_poll": args.poll})
+    if args.write_after:
+        from runs.engine import EventWriter
+
+        EventWriter.WRITE_AFTER = args.write_after
+    from runs.engine import EventWriter
+
     print(f"scripted model: {args.latency * 1000:.0f} ms before the first token, {args.token_delay * 1000:.0f} ms "
           f"between chunks; poll {settings.parley_run_poll} s, heartbeat {settings.parley_run_heartbeat} s, "
-          f"durability {settings.parley_run_durability}", flush=True)
+          f"durability {settings.parley_run_durability}, event batches every {EventWriter.WRITE_AFTER} s",
+          flush=True)
 
     async def debate_keys(count: int) -> list[str]:
         client, db = connect(db_server.url, "bench")
