@@ -16,6 +16,7 @@ from limits.storage import MongoDBStorage
 from limits.strategies import MovingWindowRateLimiter
 
 from core.metrics import record_rate_limited
+from store.monitor import LISTENER
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class RateLimiter:
                 database_name=self._db_name,
                 counter_collection_name="ratelimit_counters",
                 window_collection_name="ratelimit_windows",
+                event_listeners=[LISTENER],  # passed to its MongoClient: its commands are counted
             )
             self._limiter = MovingWindowRateLimiter(self._storage)
         return self._limiter

@@ -4,7 +4,9 @@ Parley and the scripted model server run as separate processes, so Parley's own 
 read from /proc without the model's. Prints:
   (a) wall time of one debate ÷ the model time on its critical path (and ÷ the sum of all calls);
   (b) Parley CPU milliseconds per chunk streamed from the model to the SSE client;
-  (c) N concurrent debates on one worker: all complete? p50/p99/max gap between chunks of a turn.
+  (c) N concurrent debates on one worker: all complete? p50/p99/max gap between chunks of a turn;
+and with (a) and (c), per debate: Parley's and the embedded database's CPU and the database operations and
+bytes by collection and command (from Parley's /metrics, see bench/costs.py).
 
     .venv/bin/python bench/duel.py [--latency 0.05] [--token-delay 0.005] [--concurrent 100]
 
@@ -35,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 import store  # noqa: E402
 from store.keys import create_key  # noqa: E402
+from bench.costs import Meter  # noqa: E402
 from core.embedded import database_server, free_port  # noqa: E402
 from tests.support.sse import SseParser  # noqa: E402
 
@@ -163,6 +166,10 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))] if ordered else float("nan")
 
 
+def db_pid(db_server) -> int | None:
+    return db_server.process.pid if db_server is not None and db_server.process is not None else None
+
+
 async def run(args: argparse.Namespace) -> None:
     """Start the database, the scripted model and Parley; measure; stop them whatever happens."""
     home = Path(tempfile.mkdtemp(prefix="parley-bench-"))
@@ -173,7 +180,7 @@ async def run(args: argparse.Namespace) -> None:
         if not uri:
             db_server = database_server(home).start(timeout=90)
             uri = db_server.url
-        await measure(args, home, uri, started)
+        await measure(args, home, uri, started, db_pid(db_server))
     finally:
         for proc in reversed(started):
             # SIGINT lets uvicorn shut down cleanly (and a profiler wrapping Parley write its file).
@@ -187,7 +194,8 @@ async def run(args: argparse.Namespace) -> None:
             db_server.stop()
 
 
-async def measure(args: argparse.Namespace, home: Path, uri: str, started: list[subprocess.Popen]) -> None:
+async def measure(args: argparse.Namespace, home: Path, uri: str, started: list[subprocess.Popen],
+                  database_pid: int | None = None) -> None:
     db_name = "bench_" + uuid.uuid4().hex[:8]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MONGODB_", "PARLEY_"))}
     env["PYTHONPATH"] = str(ROOT)
@@ -218,7 +226,10 @@ async def measure(args: argparse.Namespace, home: Path, uri: str, started: list[
         await one_debate(client, keys.pop(), 1)  # warm-up: imports, connections, indexes
 
         critical, total = await model_time(base_url, args.rounds)
+        meter = Meter(f"http://127.0.0.1:{port}", parley.pid, database_pid)
+        meter.start()
         alone = [await one_debate(client, keys.pop(), args.rounds) for _ in range(3)]
+        alone_costs = meter.stop()
         wall = statistics.median(r["wall"] for r in alone)
         alone_gaps = [g for r in alone for g in r["gaps"]]
         print(f"(a) one debate, {args.rounds} rounds, latency {args.latency * 1000:.0f} ms + "
@@ -229,6 +240,8 @@ async def measure(args: argparse.Namespace, home: Path, uri: str, started: list[
         print(f"    gap between chunks of a turn, one debate alone: "
               f"p50 {percentile(alone_gaps, 0.5) * 1000:.1f} ms, "
               f"p99 {percentile(alone_gaps, 0.99) * 1000:.1f} ms")
+        print(alone_costs.line(3, "debate") + (" (database CPU not read: MONGODB_URI)" if not database_pid else ""))
+        print(alone_costs.db.table(3, "database, per debate alone"), flush=True)
 
         async def batch_cpu(turn: str) -> tuple[float, int]:
             script(base_url, turn)
@@ -248,10 +261,12 @@ async def measure(args: argparse.Namespace, home: Path, uri: str, started: list[
         if not args.concurrent:
             return
         cpu0, llm_cpu0, own_cpu0 = cpu_seconds(parley.pid), cpu_seconds(llm.pid), time.process_time()
+        meter.start()
         t0 = time.perf_counter()
         many = await asyncio.gather(*[one_debate(client, keys.pop(), args.rounds)
                                       for _ in range(args.concurrent)], return_exceptions=True)
         elapsed = time.perf_counter() - t0
+        many_costs = meter.stop()
         cpu = cpu_seconds(parley.pid) - cpu0
         llm_cpu, own_cpu = cpu_seconds(llm.pid) - llm_cpu0, time.process_time() - own_cpu0
         ok = [r for r in many if isinstance(r, dict) and r["done"]]
@@ -264,6 +279,8 @@ async def measure(args: argparse.Namespace, home: Path, uri: str, started: list[
         print(f"    CPU seconds in those {elapsed:.1f} s on {os.cpu_count()} cores: Parley {cpu:.1f} "
               f"({cpu * 1000 / max(chunks, 1):.3f} ms per chunk), scripted model {llm_cpu:.1f}, "
               f"SSE clients {own_cpu:.1f}; load average now {os.getloadavg()[0]:.1f}")
+        print(many_costs.line(args.concurrent, "debate"))
+        print(many_costs.db.table(args.concurrent, "database, per debate in (c)"))
         failures = [r for r in many if not (isinstance(r, dict) and r["done"])]
         if failures:
             print(f"    failures: {failures[:3]}")

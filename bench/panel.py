@@ -7,9 +7,14 @@ counts in the floor and only Parley's counts against it. The script reports wall
 
 - the panel graph in-process (`graph.ainvoke`),
 - Parley over HTTP (`POST /v1/chat/completions`, `model: router/debate`), JSON and streamed,
-- a sequential baseline: the same three panelists asked one after another, then the arbitrator.
+- a sequential baseline: the same three panelists asked one after another, then the arbitrator;
 
-Run from the repository root:  .venv/bin/python bench/panel.py [--latency 0.5] [--runs 5]
+and what a request costs besides the models, with Parley as its own process (`uvicorn`): CPU of Parley
+and of the embedded database, and the database operations and bytes by collection and command (from
+Parley's `/metrics`), per request for `--in-a-row` requests one after another and inside a `--burst`.
+
+Run from the repository root:  .venv/bin/python bench/panel.py [--latency 0.5] [--runs 5] [--in-a-row 20]
+[--burst 20] [--costs-only]
 """
 
 from __future__ import annotations
@@ -106,16 +111,89 @@ async def bench_http(url: str, key: str, base_url: str, runs: int) -> dict[str, 
     return out
 
 
+BODY = {"model": "router/debate", "messages": [{"role": "user", "content": QUESTION}]}
+
+
+async def panel_request(http: httpx.AsyncClient, stream: bool = False) -> float:
+    """One panel request (JSON or streamed to its end); its wall time."""
+    started = time.perf_counter()
+    if stream:
+        async with http.stream("POST", "/v1/chat/completions", json={**BODY, "stream": True}) as resp:
+            resp.raise_for_status()
+            async for _ in resp.aiter_lines():
+                pass
+    else:
+        (await http.post("/v1/chat/completions", json=BODY)).raise_for_status()
+    return time.perf_counter() - started
+
+
+async def request_costs(url: str, key: str, meter, *, in_a_row: int, burst: int, title: str = "") -> dict:
+    """Costs per panel request: `in_a_row` requests one after another, then `burst` at once; print both."""
+    limits = httpx.Limits(max_connections=burst + 10, max_keepalive_connections=burst + 10)
+    out: dict = {}
+    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=600,
+                                 limits=limits) as http:
+        await panel_request(http)  # warm-up: connections, imports, first checkpoint
+        if in_a_row:
+            meter.start()
+            walls = [await panel_request(http) for _ in range(in_a_row)]
+            costs = meter.stop()
+            out["one"], out["row"] = statistics.median(walls), costs
+            print(f"{title}{in_a_row} panel requests in a row: median wall {statistics.median(walls) * 1000:.0f} ms",
+                  flush=True)
+            print(costs.line(in_a_row, "request"))
+            print(costs.db.table(in_a_row, "database, per request"), flush=True)
+        if burst:
+            meter.start()
+            started = time.perf_counter()
+            walls = await asyncio.gather(*[panel_request(http) for _ in range(burst)])
+            elapsed = time.perf_counter() - started
+            costs = meter.stop()
+            out["burst"], out["burst_costs"] = elapsed, costs
+            ratio = f" = {elapsed / out['one']:.2f} x one request" if "one" in out else ""
+            print(f"{title}{burst} concurrent panel requests: all answered in {elapsed:.2f} s{ratio} "
+                  f"(slowest {max(walls):.2f} s)")
+            print(costs.line(burst, "request"))
+            print(costs.db.table(burst, "database, per request in the burst"), flush=True)
+    return out
+
+
+def start_parley_for(db_url: str, base_url: str, home: Path, db_name: str = "bench"):
+    """Parley as its own process on the bench's database and scripted model; (process, url)."""
+    from bench.costs import start_parley
+    from core.embedded import free_port
+
+    port = free_port()
+    env = {"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "sk-bench", "MONGODB_URI": db_url, "MONGODB_DB": db_name,
+           "PARLEY_HOME": str(home), "PARLEY_DEBATE_MODELS": ",".join(PANEL), "PARLEY_ARBITRATOR_MODEL": ARBITRATOR}
+    return start_parley(env, port), f"http://127.0.0.1:{port}"
+
+
+async def provision(db_url: str, db_name: str = "bench", credit: float = 1000.0) -> str:
+    """Indexes, credit for the bench workspace and a chat key; the key."""
+    from store import connect, ensure_indexes
+    from store.keys import create_key
+    from store.workspaces import add_credit
+
+    client, db = connect(db_url, db_name)
+    try:
+        await ensure_indexes(db)
+        await add_credit(db, "bench", credit)
+        return (await create_key(db, user="bench", workspace="bench", scopes=["chat"]))[1]
+    finally:
+        await client.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--latency", type=float, default=0.5, help="seconds each scripted model call takes")
     parser.add_argument("--runs", type=int, default=5, help="measured runs per variant (after one warm-up)")
+    parser.add_argument("--in-a-row", type=int, default=20, help="requests one after another for the costs")
+    parser.add_argument("--burst", type=int, default=20, help="concurrent requests for the costs (0 skips)")
+    parser.add_argument("--costs-only", action="store_true", help="only the costs, not the wall ÷ floor runs")
     args = parser.parse_args()
 
     from api.main import create_app
-    from store import connect, ensure_indexes
-    from store.keys import create_key
-    from store.workspaces import add_credit
     from core.embedded import database_server
     from core.settings import Settings
     from nodes.models import ModelFactory
@@ -130,25 +208,27 @@ def main() -> None:
     print(f"scripted latency {args.latency * 1000:.0f} ms per call; floor = slowest of 3 parallel bare-SDK calls "
           f"+ 1 bare-SDK call, measured next to each run; {args.runs} runs each (median, worst)\n", flush=True)
     try:
-        factory = ModelFactory(settings)
-        local = asyncio.run(bench_in_process(factory, base_url, args.runs))
-        summarise("panel graph, in-process", *local["graph"])
-        summarise("sequential baseline, in-process", *local["sequential"])
+        key = run_sync(lambda: provision(db_server.url))
+        if not args.costs_only:
+            factory = ModelFactory(settings)
+            local = asyncio.run(bench_in_process(factory, base_url, args.runs))
+            summarise("panel graph, in-process", *local["graph"])
+            summarise("sequential baseline, in-process", *local["sequential"])
+            with ServerThread(create_app(settings)) as server:
+                remote = asyncio.run(bench_http(server.url, key, base_url, args.runs))
+            summarise("HTTP debate, JSON", *remote["json"])
+            summarise("HTTP debate, streamed", *remote["stream"])
+            summarise("HTTP debate, streamed: first token", *remote["first"])
+        if args.in_a_row or args.burst:
+            from bench.costs import Meter, stop_process
 
-        async def provision() -> str:
-            client, db = connect(db_server.url, "bench")
-            await ensure_indexes(db)
-            await add_credit(db, "bench", 100.0)
-            key = (await create_key(db, user="bench", workspace="bench", scopes=["chat"]))[1]
-            await client.close()
-            return key
-
-        key = run_sync(provision)
-        with ServerThread(create_app(settings)) as server:
-            remote = asyncio.run(bench_http(server.url, key, base_url, args.runs))
-        summarise("HTTP debate, JSON", *remote["json"])
-        summarise("HTTP debate, streamed", *remote["stream"])
-        summarise("HTTP debate, streamed: first token", *remote["first"])
+            print("\nParley as its own process (uvicorn), costs per request:", flush=True)
+            parley, url = start_parley_for(db_server.url, base_url, home)
+            try:
+                asyncio.run(request_costs(url, key, Meter(url, parley.pid, db_server.process.pid),
+                                          in_a_row=args.in_a_row, burst=args.burst))
+            finally:
+                stop_process(parley)
     finally:
         db_server.stop()
         scripted.terminate()

@@ -2,7 +2,8 @@
 
 The definitions live here, below `api/`, so the model layer (`nodes/models.py`) can record into them
 without importing FastAPI. Each behaviour records through one function (`record_run`,
-`record_model_call`, `sse_listener`, `record_rate_limited`); nothing else touches the metric objects.
+`record_model_call`, `sse_listener`, `record_rate_limited`, `record_db_command`); nothing else touches the
+metric objects.
 
 Several worker processes: set `PROMETHEUS_MULTIPROC_DIR` to an empty directory shared by the workers
 before they start; prometheus-client then keeps each process's values in files there and `render`
@@ -53,6 +54,10 @@ MODEL_TTFT = Histogram("parley_model_time_to_first_token_seconds",
 SSE_LISTENERS = Gauge("parley_sse_listeners", "Server-Sent Events responses open now, by route.", ["route"],
                       multiprocess_mode="livesum")
 RATE_LIMITED = Counter("parley_rate_limit_refusals", "Requests refused by a rate limit, by route.", ["route"])
+DB_OPERATIONS = Counter("parley_db_operations", "Database commands Parley sent, by collection and command "
+                        "(find, insert, update, findAndModify, delete, getMore, ...).", ["collection", "command"])
+DB_BYTES = Counter("parley_db_bytes", "BSON bytes of database commands (sent) and their replies (received), by "
+                   "collection and command.", ["collection", "command", "direction"])
 
 
 def record_run(kind: str, status: str) -> None:
@@ -91,6 +96,14 @@ def sse_listener(route: str) -> Iterator[None]:
 
 def record_rate_limited(route: str) -> None:
     RATE_LIMITED.labels(route=route).inc()
+
+
+def record_db_command(collection: str, command: str, *, sent: int, received: int) -> None:
+    """Count one database command and its bytes each way; `collection` and `command` come from bounded sets
+    (`store.monitor`), never straight from the wire."""
+    DB_OPERATIONS.labels(collection=collection, command=command).inc()
+    DB_BYTES.labels(collection=collection, command=command, direction="sent").inc(sent)
+    DB_BYTES.labels(collection=collection, command=command, direction="received").inc(received)
 
 
 def render() -> tuple[bytes, str]:

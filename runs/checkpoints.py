@@ -20,6 +20,7 @@ from pymongo import MongoClient
 
 from nodes.events import Origin
 from runs.events import Signal
+from store.monitor import LISTENER
 
 NS_SEP = "|"
 
@@ -80,8 +81,9 @@ class BarrierSaver(MongoDBSaver):
 
 
 def mongodb_saver(uri: str, db_name: str) -> BarrierSaver:
-    """LangGraph's MongoDB checkpointer on Parley's database (collections `checkpoints`, `checkpoint_writes`)."""
-    return BarrierSaver(MongoClient(uri, tz_aware=True), db_name)
+    """LangGraph's MongoDB checkpointer on Parley's database (collections `checkpoints`, `checkpoint_writes`),
+    its commands counted (`store.monitor`)."""
+    return BarrierSaver(MongoClient(uri, tz_aware=True, event_listeners=[LISTENER]), db_name)
 
 
 @dataclass

@@ -12,6 +12,7 @@ from pymongo.errors import PyMongoError
 
 from core.limits import refuse_unstorable
 from store import agents, conversations, runs
+from store.monitor import LISTENER
 
 Database = AsyncDatabase
 
@@ -23,8 +24,10 @@ def storable(value: object) -> bool:
 
 
 def connect(uri: str, db_name: str) -> tuple[AsyncMongoClient, AsyncDatabase]:
-    """Open a client for `uri` (lazy: nothing is sent until the first command)."""
-    client: AsyncMongoClient = AsyncMongoClient(uri, serverSelectionTimeoutMS=3000, tz_aware=True)
+    """Open a client for `uri` (lazy: nothing is sent until the first command); its commands are counted
+    (`store.monitor`)."""
+    client: AsyncMongoClient = AsyncMongoClient(uri, serverSelectionTimeoutMS=3000, tz_aware=True,
+                                                event_listeners=[LISTENER])
     return client, client[db_name]
 
 
@@ -50,6 +53,8 @@ INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
     *conversations.INDEXES,
     *runs.INDEXES,
     ("debates", [("workspace", 1), ("user", 1), ("createdAt", -1), ("_id", -1)], {}),
+    # `fail_runless` at every worker's start looks for in-progress debates: a seek, not a scan of them all.
+    ("debates", [("status", 1)], {}),
 ]
 
 

@@ -1,0 +1,162 @@
+"""What each kind of database command of the run engine costs the embedded database, alone, and how that grows
+with what is stored.
+
+Each command is sent `--reps` times, in the shape and size the engine sends it (the filters of
+store/runs.py and of LangGraph's MongoDBSaver, documents of the sizes bench/dbcalls.py measured), against
+the embedded database (`secantusd-py`), first empty and then holding `--stored` finished runs (each with
+its events, usage rows and, with `--checkpoints`, three checkpoints and their writes, as
+PARLEY_RUN_KEEP_CHECKPOINTS=true leaves them). It prints the database process's CPU and the wall time per
+command. Multiply by the counts per run of bench/dbcalls.py for the cost of each write and poll of a run.
+
+Run from the repository root:  .venv/bin/python bench/dbops.py [--reps 100] [--stored 10000] [--checkpoints]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from pymongo import MongoClient, UpdateOne  # noqa: E402
+
+from bench.costs import cpu_seconds  # noqa: E402
+
+ACTIVE = ["queued", "running"]
+BLOB = b"x" * 2400  # a panel checkpoint: ~2.5 KB sent per put (bench/dbcalls.py)
+WRITE = b"x" * 1900  # a task's writes: ~2 KB per put_writes
+
+
+def indexes(db) -> None:
+    import store
+
+    for collection, keys, options in store.INDEXES:
+        db[collection].create_index(keys, **options)
+    # What MongoDBSaver creates on start-up.
+    db.checkpoints.create_index([("thread_id", 1), ("checkpoint_ns", 1), ("checkpoint_id", -1)], unique=True)
+    db.checkpoint_writes.create_index([("thread_id", 1), ("checkpoint_ns", 1), ("checkpoint_id", -1),
+                                       ("task_id", 1), ("idx", 1)], unique=True)
+
+
+def seed(db, runs: int, checkpoints: bool, chunk: int = 500) -> float:
+    """`runs` finished panel runs, each with 8 events, 4 usage rows and a billing row; seconds it took."""
+    started, at = time.perf_counter(), datetime.now(UTC)
+    for first in range(0, runs, chunk):
+        ids = [f"old_{i}" for i in range(first, min(runs, first + chunk))]
+        db.runs.insert_many([{"_id": r, "kind": "panel", "workspace": "bench", "user": "bench", "title": "t",
+                              "input": {"messages": [{"role": "user", "content": "q" * 200}]}, "ref": {},
+                              "status": "completed", "worker": "w0", "leaseUntil": None, "heartbeatAt": at,
+                              "claims": 1, "cancelRequested": False, "createdAt": at, "startedAt": at,
+                              "finishedAt": at, "updatedAt": at, "usage": {"calls": 4}, "result": {"a": "r" * 400},
+                              "error": None} for r in ids])
+        db.run_events.insert_many([{"runId": r, "seq": s, "event": "answer", "data": {"t": "e" * 200},
+                                    "origin": None, "at": at} for r in ids for s in range(8)])
+        db.run_usage.insert_many([{"runId": r, "model": f"m{k}", "input_tokens": 10, "output_tokens": 10, "at": at}
+                                  for r in ids for k in range(4)])
+        db.usage.insert_many([{"workspace": "bench", "user": "bench", "requestId": r, "mode": "panel",
+                               "model": "m", "createdAt": at} for r in ids])
+        if checkpoints:
+            db.checkpoints.insert_many([{"thread_id": r, "checkpoint_ns": "", "checkpoint_id": f"c{s}",
+                                         "checkpoint": BLOB} for r in ids for s in range(3)])
+            db.checkpoint_writes.insert_many([{"thread_id": r, "checkpoint_ns": "", "checkpoint_id": f"c{s}",
+                                               "task_id": "t", "task_path": "", "idx": 0, "value": WRITE}
+                                              for r in ids for s in range(3)])
+    return time.perf_counter() - started
+
+
+def commands(db, k: int):
+    """(name, command) pairs for the k-th live run, in the order one run sends them."""
+    run, at = f"live_{k}", datetime.now(UTC)
+    held = [run, f"live_{k - 1}"]
+    yield "runs insert (create_run)", lambda: db.runs.insert_one(
+        {"_id": run, "kind": "panel", "workspace": "bench", "status": "running", "worker": "w1",
+         "leaseUntil": at + timedelta(seconds=5), "cancelRequested": False, "createdAt": at, "input": {"q": "q" * 900}})
+    yield "runs find (cancelled_runs)", lambda: list(db.runs.find(
+        {"_id": {"$in": held}, "cancelRequested": True}, {"_id": 1}))
+    yield "runs update (renew_leases)", lambda: db.runs.update_many(
+        {"_id": {"$in": held}, "worker": "w1", "status": {"$in": ACTIVE}},
+        {"$set": {"leaseUntil": at + timedelta(seconds=5), "heartbeatAt": at}})
+    yield "runs find (renew_leases)", lambda: list(db.runs.find(
+        {"_id": {"$in": held}, "worker": "w1", "status": {"$in": ACTIVE}}, {"_id": 1}))
+    yield "runs findAndModify (claim_expired)", lambda: db.runs.find_one_and_update(
+        {"status": {"$in": ACTIVE}, "leaseUntil": {"$lt": at - timedelta(days=1)}},
+        {"$set": {"worker": "w1"}, "$inc": {"claims": 1}}, sort=[("leaseUntil", 1)])
+    yield "checkpoints update (put)", lambda: db.checkpoints.update_one(
+        {"thread_id": run, "checkpoint_ns": "", "checkpoint_id": f"c{time.perf_counter_ns()}"},
+        {"$set": {"checkpoint": BLOB, "type": "msgpack", "metadata": {}}}, upsert=True)
+    yield "checkpoint_writes update (put_writes, 2 writes)", lambda: db.checkpoint_writes.bulk_write([
+        UpdateOne({"thread_id": run, "checkpoint_ns": "", "checkpoint_id": "c1", "task_id": "t",
+                   "task_path": "", "idx": i}, {"$set": {"channel": "answers", "value": WRITE[:950]}}, upsert=True)
+        for i in range(2)])
+    yield "run_events insert (a batch of 4)", lambda: db.run_events.insert_many(
+        [{"runId": run, "seq": time.perf_counter_ns() + s, "event": "chunk", "data": {"t": "e" * 500},
+          "origin": None, "at": at} for s in range(4)])
+    yield "run_usage insert (add_usage)", lambda: db.run_usage.insert_many(
+        [{"runId": run, "model": "m", "input_tokens": 10, "output_tokens": 10, "at": at}])
+    yield "run_events find (events_after)", lambda: list(db.run_events.find(
+        {"runId": run, "seq": {"$gt": -1}}).sort("seq", 1).limit(1000))
+    yield "runs find (get_run)", lambda: db.runs.find_one({"_id": run})
+    yield "checkpoints find (get_tuple)", lambda: list(db.checkpoints.find(
+        {"thread_id": run, "checkpoint_ns": ""}, sort=[("checkpoint_id", -1)], limit=1))
+    yield "runs update (finish)", lambda: db.runs.update_one(
+        {"_id": run, "worker": "w1", "status": {"$in": ACTIVE}},
+        {"$set": {"status": "completed", "result": {"a": "r" * 900}, "leaseUntil": None, "finishedAt": at}})
+    yield "usage insert (record_usage)", lambda: db.usage.insert_many(
+        [{"workspace": "bench", "requestId": run, "model": f"m{i}", "createdAt": at} for i in range(4)])
+    yield "checkpoints delete (delete_thread)", lambda: db.checkpoints.delete_many({"thread_id": run})
+    yield "checkpoint_writes delete (delete_thread)", lambda: db.checkpoint_writes.delete_many({"thread_id": run})
+
+
+def measure(db, pid: int, reps: int, offset: int) -> dict[str, tuple[float, float]]:
+    """Per command: (database CPU ms, wall ms), over `reps` runs' worth of each."""
+    cpu: dict[str, float] = {}
+    wall: dict[str, float] = {}
+    for k in range(offset, offset + reps):
+        for name, send in commands(db, k):
+            c0, t0 = cpu_seconds(pid), time.perf_counter()
+            send()
+            wall[name] = wall.get(name, 0.0) + time.perf_counter() - t0
+            cpu[name] = cpu.get(name, 0.0) + cpu_seconds(pid) - c0
+    return {name: (cpu[name] * 1000 / reps, wall[name] * 1000 / reps) for name in cpu}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=100)
+    parser.add_argument("--stored", type=int, default=10_000, help="finished runs stored for the second round")
+    parser.add_argument("--checkpoints", action="store_true", help="the stored runs keep 3 checkpoints each")
+    args = parser.parse_args()
+
+    from core.embedded import database_server
+
+    home = Path(tempfile.mkdtemp(prefix="parley-bench-"))
+    server = database_server(home / "db").start(timeout=90)
+    client = MongoClient(server.url, tz_aware=True)
+    try:
+        pid = server.process.pid
+        db = client.bench
+        indexes(db)
+        measure(db, pid, 5, 10_000_000)  # warm-up
+        empty = measure(db, pid, args.reps, 0)
+        took = seed(db, args.stored, args.checkpoints)
+        print(f"seeded {args.stored} finished runs ({'with' if args.checkpoints else 'without'} checkpoints) "
+              f"in {took:.0f} s", flush=True)
+        stored = measure(db, pid, args.reps, args.reps)
+        print(f"\nper command, {args.reps} reps (CPU resolution {1000 / 100:.0f} ms per tick: read the averages)")
+        print(f"{'command':<46} {'empty: db CPU ms':>16} {'wall ms':>8} {'stored: db CPU ms':>18} {'wall ms':>8}")
+        for name, (cpu, wall) in empty.items():
+            cpu2, wall2 = stored[name]
+            print(f"{name:<46} {cpu:16.2f} {wall:8.2f} {cpu2:18.2f} {wall2:8.2f}"
+                  f"{'   <- grows' if cpu2 > 2 * cpu + 0.5 else ''}")
+    finally:
+        client.close()
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()
