@@ -122,7 +122,7 @@ class LiveRun:
         self.id, self.first_seq = run_id, first_seq
         self.rows: list[dict] = []
         self.ended = False
-        self.storage_failed = False  # the execution stopped because the database failed (listeners are told)
+        self.storage_failed = False  # the database failed: listeners are told (the run may go on, or stop)
         self._changed = Signal()
 
     def publish(self, rows: list[dict]) -> None:
@@ -132,6 +132,12 @@ class LiveRun:
     def end(self) -> None:
         self.ended = True
         self._changed.notify()
+
+    def storage_down(self, down: bool = True) -> None:
+        """Note that the database is unreachable (its listeners' streams end, see `RunEngine.follow`), or back."""
+        if down != self.storage_failed:
+            self.storage_failed = down
+            self._changed.notify()
 
     async def follow(self, after: int) -> AsyncIterator[list[Event]]:
         """Batches of the events after `after` (as `listener_view` shows them), until this execution ends."""
@@ -144,7 +150,7 @@ class LiveRun:
                 if shown:
                     yield shown
                 continue
-            if self.ended:
+            if self.ended or self.storage_failed:
                 return
             await self._changed.wait()
 
@@ -606,6 +612,9 @@ class RunEngine:
                 local = list(self._tasks)
                 for run_id in await store.cancelled_runs(self.db, run_ids=local):
                     self._stop(run_id, "cancel")
+                for live in self._live.values():
+                    if not live.ended:
+                        live.storage_down(False)
                 if now - renewed >= self.heartbeat:
                     held = await store.renew_leases(self.db, run_ids=local, worker=self.worker,
                                                     lease_seconds=self.lease)
@@ -617,6 +626,8 @@ class RunEngine:
                         self._launch(record)
             except PyMongoError as exc:
                 log.warning("run engine: database unreachable (%s)", exc)
+                for live in self._live.values():  # their listeners' streams end now, with an error
+                    live.storage_down()
                 if time.monotonic() - renewed > self.lease:
                     for run_id in list(self._tasks):  # our leases have run out: others may hold these runs now
                         self._stop(run_id, "lost")
