@@ -7,7 +7,10 @@ every heartbeat; when a worker dies its leases expire and another worker claims 
 from its last checkpoint (finished tasks are not run again; the events of unfinished ones are retracted
 and sent again, see `runs.events`). Listeners follow a run from any worker: from memory on the worker
 executing it, by polling the database elsewhere. A cancel request reaches the executing worker within a
-poll interval and stops the run's graph, and with it its model calls.
+poll interval and stops the run's graph, and with it its model calls; a run whose cancel was recorded ends
+`cancelled` (the end of a run is claimed before it is stored, see `store.runs.conclude`). A run past its
+deadline (`PARLEY_RUN_DEADLINE`) is stopped and stored `failed` (`run_deadline`). When the database fails,
+listeners' streams end with a `storage_unavailable` error (docs/operations-runs.md).
 """
 
 from __future__ import annotations
