@@ -8,11 +8,14 @@ import random
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
 
 import httpx
 import pytest
 
 from api.routes import duel as duel_routes
+from nodes.models import ModelFactory
+from runs.engine import RunStopped, StopGuard
 from tests.support.duel import script_duel
 
 CANCELS = 50
@@ -84,3 +87,18 @@ def test_fifty_cancels_at_random_points_are_all_honoured(http, make_key, llm, pa
     for r in results:
         if r["status"] == 409:  # the duel had ended before the cancel came
             assert r["run"]["status"] == "completed"
+
+
+async def test_a_run_told_to_stop_starts_no_model_call(parley_env, llm):
+    """The guard every model call of a run inherits: once the run is told to stop, no request is sent."""
+    told = []
+    engine = SimpleNamespace(_stopping={"run_1": "cancel"}, _still_running=told.append)
+    model = ModelFactory().chat("openai:scripted")
+    for call in (lambda config: model.ainvoke("Hi", config=config),
+                 lambda config: model.astream("Hi", config=config).__anext__()):
+        with pytest.raises(RunStopped):
+            await call({"callbacks": [StopGuard(engine, "run_1")]})
+    assert llm.requests == [] and told == ["run_1", "run_1"]  # and the stop was delivered again
+    engine._stopping.clear()
+    assert (await model.ainvoke("Hi", config={"callbacks": [StopGuard(engine, "run_1")]})).content
+    assert len(llm.requests) == 1
