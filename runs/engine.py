@@ -606,15 +606,19 @@ class RunEngine:
     # --- tending ------------------------------------------------------------------------------
 
     async def _tend(self) -> None:
-        """Every poll: stop the runs someone cancelled. Every heartbeat: renew this worker's leases, stop the
-        runs another worker took over, and take over the runs whose lease expired."""
+        """Every poll: stop the runs someone cancelled (again, while they still execute). Every heartbeat:
+        renew this worker's leases, stop the runs another worker took over, and take over the runs whose lease
+        expired."""
         renewed = float("-inf")  # at once on start: runs a stopped worker left may be waiting
         while True:
             try:
                 now = time.monotonic()
                 local = list(self._tasks)
                 for run_id in await store.cancelled_runs(self.db, run_ids=local):
-                    self._stop(run_id, "cancel")
+                    if run_id in self._stopping:  # still executing: a cancellation lost in the graph, again
+                        self._still_running(run_id)
+                    else:
+                        self._stop(run_id, "cancel")
                 for live in self._live.values():
                     if not live.ended:
                         live.storage_down(False)
