@@ -3,7 +3,8 @@ its model calls (`run_usage`).
 
 A run is `queued` → `running` → `completed`, `failed` or `cancelled`. The worker executing it holds a
 lease (`worker`, `leaseUntil`) that it renews while it runs; once a lease has expired, any worker may
-claim the run and resume it. Times are the workers' clocks (keep them in sync, e.g. with NTP): the
+claim the run and resume it. Before a worker stores a run's end it claims it (`conclude`), unless a cancel
+was asked for first (`request_cancel`): of the two, the first recorded wins. Times are the workers' clocks (keep them in sync, e.g. with NTP): the
 embedded database cannot evaluate `$$NOW` in a query.
 """
 

@@ -108,7 +108,10 @@ async def run_events(
 
 
 @router.post("/{run_id}/cancel", status_code=202, summary="Stop a run; it is stored `cancelled` with what it did",
-             responses=errors(403, NO_RUN, (409, "The run has already ended (or had finished and was being stored); `run` is its record.")))
+             responses=errors((403, "The key is read-only, lacks the kind's scope, or is neither the run's owner's "
+                                    "nor an admin key (`not_run_owner`)."), NO_RUN,
+                              (409, "The run has already ended (or had finished and was being stored); `run` is "
+                                    "its record.")))
 async def cancel_run(run_id: str, principal: CurrentPrincipal, engine: Engine) -> JSONResponse:
     record = await _run_of(engine, principal, run_id, write=True)
     if record["status"] not in store.FINISHED:
