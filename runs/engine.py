@@ -29,7 +29,7 @@ from typing import Any
 from langchain_core.callbacks import AsyncCallbackHandler
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import PyMongoError
+from pymongo.errors import ConnectionFailure, PyMongoError
 
 from core.metrics import record_run
 from core.settings import Settings
@@ -633,8 +633,9 @@ class RunEngine:
                         self._launch(record)
             except PyMongoError as exc:
                 log.warning("run engine: database unreachable (%s)", exc)
-                for live in self._live.values():  # their listeners' streams end now, with an error
-                    live.storage_down()
+                if isinstance(exc, ConnectionFailure):
+                    for live in self._live.values():  # their listeners' streams end now, with an error
+                        live.storage_down()
                 if time.monotonic() - renewed > self.lease:
                     for run_id in list(self._tasks):  # our leases have run out: others may hold these runs now
                         self._stop(run_id, "lost")
