@@ -77,11 +77,16 @@ class ApiError(Exception):
         self.headers, self.extra = headers or {}, extra or {}
 
 
-def run_error(error: dict[str, Any]) -> ApiError:
+RUN_ID_HEADER = "X-Run-Id"
+
+
+def run_error(error: dict[str, Any], *, run_id: str | None = None) -> ApiError:
     """The HTTP error for a run that failed or could not start (a run's stored `error`, or a `RunFailure`'s):
-    its `status`, `message` and `code`, every other field as extra body fields."""
+    its `status`, `message` and `code`, every other field as extra body fields; the run's id, when there is
+    a run, in `X-Run-Id` (as on every answer about a run)."""
     extra = {k: v for k, v in error.items() if k not in ("message", "status", "code")}
-    return ApiError(error.get("status", 500), error["message"], code=error.get("code"), extra=extra)
+    headers = {RUN_ID_HEADER: run_id} if run_id else None
+    return ApiError(error.get("status", 500), error["message"], code=error.get("code"), extra=extra, headers=headers)
 
 
 def error_body(path: str, err: ApiError) -> dict[str, Any]:

@@ -61,6 +61,10 @@ class Settings(BaseSettings):
     parley_run_poll: float = Field(
         0.25, gt=0, description="Seconds between a worker's looks at the database for cancel requests and for "
         "new events of runs other workers execute.")
+    parley_run_deadline: float = Field(
+        1800.0, gt=0, description="Seconds a run may take in all, from its creation: past it the run is stopped and "
+        "stored `failed` with the code `run_deadline` (its usage billed and its reservation settled as for any "
+        "failure).")
     parley_run_durability: Literal["async", "sync"] = Field(
         "async", description="LangGraph checkpoint durability: `async` saves each step's checkpoint while the next "
         "runs, `sync` before it starts (slower; a crash then never repeats a finished step's model calls).")

@@ -7,7 +7,10 @@ every heartbeat; when a worker dies its leases expire and another worker claims 
 from its last checkpoint (finished tasks are not run again; the events of unfinished ones are retracted
 and sent again, see `runs.events`). Listeners follow a run from any worker: from memory on the worker
 executing it, by polling the database elsewhere. A cancel request reaches the executing worker within a
-poll interval and stops the run's graph, and with it its model calls.
+poll interval and stops the run's graph, and with it its model calls; a run whose cancel was recorded ends
+`cancelled` (the end of a run is claimed before it is stored, see `store.runs.conclude`). A run past its
+deadline (`PARLEY_RUN_DEADLINE`) is stopped and stored `failed` (`run_deadline`). When the database fails,
+listeners' streams end with a `storage_unavailable` error (docs/operations-runs.md).
 """
 
 from __future__ import annotations
@@ -23,9 +26,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from langchain_core.callbacks import AsyncCallbackHandler
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import PyMongoError
+from pymongo.errors import ConnectionFailure, PyMongoError
 
 from core.metrics import record_run
 from core.settings import Settings
@@ -33,14 +37,16 @@ from core.telemetry import trace_config
 from nodes.events import EVENT_SINK, Origin, TaskEvent
 from nodes.models import ModelFactory, UsageLedger, UsageRecord
 from runs.checkpoints import EventBarrier, namespaces, saved_graphs, survives
-from runs.events import RETRACT, TERMINAL, Event, Signal, listener_view
+from runs.events import RETRACT, TERMINAL, Event, Signal, listener_view, storage_failure
 from runs.modes import MODES
-from runs.modes.base import Emit, ModeRun, Outcome, Services
+from runs.modes.base import Emit, ModeRun, Outcome, RunFailure, Services
 from store import runs as store
 
 log = logging.getLogger("parley.runs")
 
 RESUMED_REASON = "the worker running this turn stopped; it is streamed again from its start"
+# Why a run stops that is delivered again if the run goes on (see `RunEngine._still_running`).
+REPEATED = ("cancel", "deadline", "failed", "storage")
 
 
 @dataclass(frozen=True)
@@ -80,6 +86,35 @@ def origin_of(row: dict) -> Origin | None:
     return None if origin is None else Origin(origin["task"], tuple(tuple(p) for p in origin["checkpoints"]))
 
 
+class RunStopped(RuntimeError):
+    """A model call refused because its run was told to stop (cancelled, past its deadline, ...)."""
+
+
+class StopGuard(AsyncCallbackHandler):
+    """Refuse to start a model call of a run that was told to stop.
+
+    Stopping a run cancels its task; should that cancellation be lost on its way through the graph, a
+    node could go on to its next model call. Every model call of a run inherits this callback, which
+    raises `RunStopped` before the request is sent (and delivers the stop again).
+    """
+
+    raise_error = True  # LangChain re-raises what this handler raises, so the model call does not start
+
+    def __init__(self, engine: RunEngine, run_id: str) -> None:
+        self.engine, self.run_id = engine, run_id
+
+    def _check(self) -> None:
+        if self.run_id in self.engine._stopping:
+            self.engine._still_running(self.run_id)
+            raise RunStopped(f"run {self.run_id} was told to stop")
+
+    async def on_chat_model_start(self, *args: Any, **kwargs: Any) -> None:
+        self._check()
+
+    async def on_llm_start(self, *args: Any, **kwargs: Any) -> None:
+        self._check()
+
+
 # --- one execution ----------------------------------------------------------------------------
 
 
@@ -90,6 +125,7 @@ class LiveRun:
         self.id, self.first_seq = run_id, first_seq
         self.rows: list[dict] = []
         self.ended = False
+        self.storage_failed = False  # the database failed: listeners are told (the run may go on, or stop)
         self._changed = Signal()
 
     def publish(self, rows: list[dict]) -> None:
@@ -99,6 +135,12 @@ class LiveRun:
     def end(self) -> None:
         self.ended = True
         self._changed.notify()
+
+    def storage_down(self, down: bool = True) -> None:
+        """Note that the database is unreachable (its listeners' streams end, see `RunEngine.follow`), or back."""
+        if down != self.storage_failed:
+            self.storage_failed = down
+            self._changed.notify()
 
     async def follow(self, after: int) -> AsyncIterator[list[Event]]:
         """Batches of the events after `after` (as `listener_view` shows them), until this execution ends."""
@@ -111,7 +153,7 @@ class LiveRun:
                 if shown:
                     yield shown
                 continue
-            if self.ended:
+            if self.ended or self.storage_failed:
                 return
             await self._changed.wait()
 
@@ -131,8 +173,10 @@ class EventWriter:
     SHOWN_UNSTORED = 256
     WRITE_AFTER = 0.25
 
-    def __init__(self, db: AsyncDatabase, live: LiveRun, barrier: EventBarrier) -> None:
-        self.db, self.live, self.barrier = db, live, barrier
+    def __init__(self, db: AsyncDatabase, live: LiveRun, barrier: EventBarrier,
+                 on_failure: Callable[[], None] = lambda: None) -> None:
+        self.db, self.live, self.barrier, self.on_failure = db, live, barrier, on_failure
+        self.failure: BaseException | None = None
         self.next_seq = live.first_seq
         self._rows: list[dict] = []  # every event of this execution, in order
         self._stores: dict[int, Callable[[], Awaitable[Any]]] = {}  # row index → the record change it carries
@@ -143,7 +187,7 @@ class EventWriter:
         self._wakeup = asyncio.Event()
         barrier.on_wait = self._wakeup.set  # LangGraph waits to save results: store now
         self._task = asyncio.create_task(self._loop(), name=f"store events of {live.id}")
-        self._task.add_done_callback(lambda _: barrier.release())
+        self._task.add_done_callback(self._done)
 
     def add(self, emit: Emit, origin: Origin | None = None) -> None:
         self._rows.append({"seq": self.next_seq, "event": emit.event, "data": emit.data, "origin": origin_row(origin)})
@@ -173,6 +217,13 @@ class EventWriter:
 
     def abandon(self) -> None:
         self._task.cancel()
+
+    def _done(self, task: asyncio.Task) -> None:
+        self.barrier.release()
+        if not task.cancelled() and task.exception() is not None:
+            self.failure = task.exception()
+            if isinstance(self.failure, PyMongoError):  # the run stops now, not at its next step
+                self.on_failure()
 
     def _show(self) -> None:
         gate = min(self._stores, default=len(self._rows))  # the first event whose record change is not stored
@@ -291,11 +342,20 @@ class RunEngine:
         task.add_done_callback(forget)
 
     def _stop(self, run_id: str, reason: str) -> None:
+        """Stop executing a run here, for `reason` (the first one given stands): cancel its task."""
         task = self._tasks.get(run_id)
         if task is None or run_id in self._closing or run_id in self._stopping:
             return
         self._stopping[run_id] = reason
         task.cancel()
+
+    def _still_running(self, run_id: str) -> None:
+        """The run sent an event, or began a model call, after it was told to stop: its cancellation was lost in
+        the graph's machinery (one that lands as a step's task returns can be), so deliver it again. Nothing
+        is repeated for a hand-over (`lost`, `shutdown`), which must not be interrupted."""
+        task = self._tasks.get(run_id)
+        if task is not None and run_id not in self._closing and self._stopping.get(run_id) in REPEATED:
+            task.cancel()
 
     # --- executing ----------------------------------------------------------------------------
 
@@ -304,33 +364,51 @@ class RunEngine:
         run_id = record["_id"]
         mode: ModeRun = MODES[record["kind"]](record, self.services)
         resumed = record.get("claims", 1) > 1  # another worker began it
-        stored = await store.last_seq(self.db, run_id=run_id) if resumed else -1
-        # Past the ids another worker may have shown without storing them (see EventWriter).
-        gap = EventWriter.SHOWN_UNSTORED if resumed else 0
-        live = self._live[run_id] = LiveRun(run_id, first_seq=max(mode.first_seq, stored + 1 + gap))
+        deadline = self._deadline(record)
         barriers: dict[str, EventBarrier] | None = getattr(self.saver, "barriers", None)
-        barrier = EventBarrier()
-        if barriers is not None:
-            barriers[run_id] = barrier
-        writer = EventWriter(self.db, live, barrier)
-        earlier = await store.list_usage(self.db, run_id=run_id) if resumed else []
-        ledger = RunLedger(records=earlier, sink=writer.add_usage)
+        live: LiveRun | None = None
         try:
+            stored = await store.last_seq(self.db, run_id=run_id) if resumed else -1
+            # Past the ids another worker may have shown without storing them (see EventWriter).
+            gap = EventWriter.SHOWN_UNSTORED if resumed else 0
+            live = self._live[run_id] = LiveRun(run_id, first_seq=max(mode.first_seq, stored + 1 + gap))
+            barrier = EventBarrier()
+            if barriers is not None:
+                barriers[run_id] = barrier
+            writer = EventWriter(self.db, live, barrier, on_failure=lambda: self._stop(run_id, "storage"))
+            earlier = await store.list_usage(self.db, run_id=run_id) if resumed else []
+            ledger = RunLedger(records=earlier, sink=writer.add_usage)
             outcome = await self._outcome(record, mode, writer, ledger)
             if outcome is not None:
                 await self._conclude(record, outcome, writer, ledger)
+        except PyMongoError as exc:  # before the graph ran, or while its end was decided
+            log.error("run %s: storage failed (%s); it will be resumed once its lease expires", run_id, exc)
+            if live is not None:
+                live.storage_failed = True
         finally:
-            live.end()
+            deadline.cancel()
+            if live is not None:
+                live.end()
             self._live.pop(run_id, None)
             self._failures.pop(run_id, None)
             if barriers is not None:
                 barriers.pop(run_id, None)
+
+    def _deadline(self, record: dict) -> asyncio.TimerHandle:
+        """Stop the run once `PARLEY_RUN_DEADLINE` seconds have passed since it was created (a resumed run
+        keeps the deadline it had)."""
+        created = record.get("createdAt")
+        elapsed = (store.now() - created).total_seconds() if created is not None else 0.0
+        left = max(0.0, self.settings.parley_run_deadline - elapsed)
+        return asyncio.get_running_loop().call_later(left, self._stop, record["_id"], "deadline")
 
     def _sink(self, run_id: str, mode: ModeRun, writer: EventWriter) -> Callable[[TaskEvent], None]:
         """Where the run's nodes send their events: translated and queued at once, in the order they are sent
         (nested graphs' too), before the task that sent them can have its results saved."""
 
         def take(event: TaskEvent) -> None:
+            if run_id in self._stopping:
+                self._still_running(run_id)
             writer.barrier.received_one()
             try:
                 for emit in mode.translate("custom", event):
@@ -347,7 +425,8 @@ class RunEngine:
         run_id, kind = record["_id"], record["kind"]
         graph = mode.graph(self.saver)
         config = {"configurable": {"thread_id": run_id},
-                  **trace_config(run_id, kind, record["workspace"], record["user"])}
+                  **trace_config(run_id, kind, record["workspace"], record["user"]),
+                  "callbacks": [StopGuard(self, run_id)]}
         try:
             resuming = await self._restore(record, mode, graph, config, writer)
             if record.get("cancelRequested"):
@@ -361,31 +440,28 @@ class RunEngine:
             modes = [m for m in mode.stream_mode if m != "custom"] + ["values"]
             sink = EVENT_SINK.set(self._sink(run_id, mode, writer))
             try:
-                async for part_mode, part in graph.astream(
+                parts = graph.astream(
                     None if resuming else mode.graph_input(), config, context=mode.context(ledger),
                     stream_mode=modes, durability=self.settings.parley_run_durability,
-                ):
-                    writer.check()
-                    if part_mode == "values":
-                        state = part
-                        if "values" not in mode.stream_mode:
-                            continue
-                    for emit in mode.translate(part_mode, part):
-                        writer.add(emit)
+                )
+                async with contextlib.aclosing(parts):  # its tasks stop with it, however the loop is left
+                    async for part_mode, part in parts:
+                        writer.check()
+                        if run_id in self._stopping:  # told to stop, and the cancellation was lost on its way
+                            raise asyncio.CancelledError
+                        if part_mode == "values":
+                            state = part
+                            if "values" not in mode.stream_mode:
+                                continue
+                        for emit in mode.translate(part_mode, part):
+                            writer.add(emit)
             finally:
                 EVENT_SINK.reset(sink)
-            self._closing.add(run_id)
-            return await mode.completed(state, ledger)
+            if run_id in self._stopping:
+                raise asyncio.CancelledError
+            return await self._end(record, mode, ledger, lambda: mode.completed(state, ledger), "completed")
         except asyncio.CancelledError:
-            reason = self._stopping.get(run_id, "shutdown")
-            if reason == "failed":
-                self._closing.add(run_id)
-                return await mode.failed(self._failures[run_id], ledger)
-            if reason != "cancel":
-                await self._hand_over(run_id, writer, reason)
-                return None
-            self._closing.add(run_id)
-            return await mode.cancelled(ledger)
+            return await self._stopped(record, mode, writer, ledger)
         except store.EventConflict:
             await self._hand_over(run_id, writer, "lost")
             return None
@@ -393,16 +469,72 @@ class RunEngine:
             # The database cannot take the run's writes: leave the run to be resumed when it can.
             log.error("run %s: storage failed (%s); it will be resumed once its lease expires", run_id, exc)
             writer.abandon()
+            writer.live.storage_failed = True
             return None
         except Exception as exc:  # the top of a run: the mode records the failure and tells the listeners
+            if run_id in self._stopping:  # a node turned the stop into a failure (StopGuard's, say)
+                return await self._stopped(record, mode, writer, ledger)
             log.warning("run %s (%s) failed: %s", run_id, kind, exc, exc_info=True)
-            self._closing.add(run_id)
+            return await self._failed(record, mode, ledger, exc)
+
+    async def _stopped(self, record: dict, mode: ModeRun, writer: EventWriter, ledger: RunLedger) -> Outcome | None:
+        """How a run told to stop ends: cancelled, failed (its mode refused to go on, or past its deadline), or
+        not at all here (handed over to another worker, or left until storage is back)."""
+        run_id = record["_id"]
+        reason = self._stopping.get(run_id, "shutdown")
+        if reason == "failed":
+            return await self._failed(record, mode, ledger, self._failures[run_id])
+        if reason == "deadline":
+            seconds = self.settings.parley_run_deadline
+            log.warning("run %s (%s) stopped: past its deadline of %s s", run_id, record["kind"], seconds)
+            return await self._failed(record, mode, ledger, RunFailure(
+                f"The run took longer than its deadline of {seconds:g} s (PARLEY_RUN_DEADLINE) and was stopped",
+                status=504, code="run_deadline"))
+        if reason == "storage":
+            log.error("run %s: storage failed (%s); it will be resumed once its lease expires", run_id,
+                      writer.failure)
+            writer.live.storage_failed = True
+            return None
+        if reason != "cancel":
+            await self._hand_over(run_id, writer, reason)
+            return None
+        self._closing.add(run_id)
+        return await mode.cancelled(ledger)
+
+    async def _failed(self, record: dict, mode: ModeRun, ledger: RunLedger, exc: Exception) -> Outcome | None:
+        async def failure() -> Outcome:
             try:
                 return await mode.failed(exc, ledger)
+            except PyMongoError:
+                raise
             except Exception:
-                log.exception("run %s: the failure could not be recorded", run_id)
+                log.exception("run %s: the failure could not be recorded", record["_id"])
                 return Outcome("failed", [Emit("error", {"message": "internal error"})],
                                error={"message": "internal error", "status": 500})
+
+        return await self._end(record, mode, ledger, failure, "failed")
+
+    async def _end(self, record: dict, mode: ModeRun, ledger: RunLedger, store_end: Callable[[], Awaitable[Outcome]],
+                   status: str) -> Outcome | None:
+        """Claim the run's end as `status`, then let the mode store it (`store_end`). A cancel recorded before
+        the claim wins: the run ends cancelled, whatever its graph did after the request."""
+        run_id = record["_id"]
+        self._closing.add(run_id)
+        claimed = await store.conclude(self.db, run_id=run_id, worker=self.worker, status=status)
+        if claimed is None or claimed.get("worker") != self.worker or claimed["status"] in store.FINISHED:
+            log.warning("run %s: another worker holds it now", run_id)
+            return None
+        if claimed.get("concluding") != status:  # cancelled before it could end
+            return await mode.cancelled(ledger)
+        try:
+            return await store_end()
+        except PyMongoError:
+            raise
+        except Exception as exc:
+            if status == "failed":
+                raise
+            log.warning("run %s (%s) failed: %s", run_id, record["kind"], exc, exc_info=True)
+            return await self._failed(record, mode, ledger, exc)
 
     async def _restore(self, record: dict, mode: ModeRun, graph: Any, config: dict, writer: EventWriter) -> bool:
         """For a run another execution began: void the events of tasks that will run again (announcing
@@ -463,6 +595,7 @@ class RunEngine:
             writer.live.publish(rows)
         except (PyMongoError, store.EventConflict) as exc:
             log.error("run %s: its end could not be stored (%s)", run_id, exc)
+            writer.live.storage_failed = isinstance(exc, PyMongoError)
             return
         if not self.settings.parley_run_keep_checkpoints:
             try:
@@ -473,15 +606,22 @@ class RunEngine:
     # --- tending ------------------------------------------------------------------------------
 
     async def _tend(self) -> None:
-        """Every poll: stop the runs someone cancelled. Every heartbeat: renew this worker's leases, stop the
-        runs another worker took over, and take over the runs whose lease expired."""
+        """Every poll: stop the runs someone cancelled (again, while they still execute). Every heartbeat:
+        renew this worker's leases, stop the runs another worker took over, and take over the runs whose lease
+        expired."""
         renewed = float("-inf")  # at once on start: runs a stopped worker left may be waiting
         while True:
             try:
                 now = time.monotonic()
                 local = list(self._tasks)
                 for run_id in await store.cancelled_runs(self.db, run_ids=local):
-                    self._stop(run_id, "cancel")
+                    if run_id in self._stopping:  # still executing: a cancellation lost in the graph, again
+                        self._still_running(run_id)
+                    else:
+                        self._stop(run_id, "cancel")
+                for live in self._live.values():
+                    if not live.ended:
+                        live.storage_down(False)
                 if now - renewed >= self.heartbeat:
                     held = await store.renew_leases(self.db, run_ids=local, worker=self.worker,
                                                     lease_seconds=self.lease)
@@ -493,6 +633,9 @@ class RunEngine:
                         self._launch(record)
             except PyMongoError as exc:
                 log.warning("run engine: database unreachable (%s)", exc)
+                if isinstance(exc, ConnectionFailure):
+                    for live in self._live.values():  # their listeners' streams end now, with an error
+                        live.storage_down()
                 if time.monotonic() - renewed > self.lease:
                     for run_id in list(self._tasks):  # our leases have run out: others may hold these runs now
                         self._stop(run_id, "lost")
@@ -509,8 +652,18 @@ class RunEngine:
     async def follow(self, run_id: str, *, after: int = -1) -> AsyncIterator[list[Event]]:
         """The run's events after `after` in batches, then the live ones as they come, until its last one.
 
-        Served from memory while this worker executes the run, from the database otherwise (polled).
+        Served from memory while this worker executes the run, from the database otherwise (polled). When the
+        database fails, the stream ends with an `error` event whose `code` is `storage_unavailable` (without
+        an id: the run goes on once storage is back, and a listener resumes from the last id it saw).
         """
+        try:
+            async for batch in self._follow(run_id, after=after):
+                yield batch
+        except PyMongoError as exc:
+            log.warning("run %s: a listener's stream ends, storage failed (%s)", run_id, exc)
+            yield [storage_failure()]
+
+    async def _follow(self, run_id: str, *, after: int) -> AsyncIterator[list[Event]]:
         while True:
             live = self._live.get(run_id)
             if live is not None and not live.ended and after + 1 >= live.first_seq:
@@ -519,6 +672,9 @@ class RunEngine:
                     yield batch
                     if batch[-1].terminal:
                         return
+                if live.storage_failed:
+                    yield [storage_failure()]
+                    return
                 continue  # the execution here stopped without an end (handed over): read on from the database
             rows = await store.events_after(self.db, run_id=run_id, after=after)
             if rows:
@@ -556,8 +712,12 @@ class RunEngine:
             pass
         return await self.get(run_id)
 
-    async def cancel(self, run_id: str) -> dict | None:
+    async def cancel(self, run_id: str) -> tuple[dict | None, bool]:
         """Ask for a run to stop: at once when this worker executes it, else within a poll interval of the
-        worker that does. Return the record (unchanged when the run had already ended)."""
-        self._stop(run_id, "cancel")
-        return await store.request_cancel(self.db, run_id=run_id)
+        worker that does. Return the record and whether the request was recorded (False: the run had ended,
+        or had finished and was being stored; it is left as it is). A recorded request is kept: the run
+        ends `cancelled`."""
+        record, accepted = await store.request_cancel(self.db, run_id=run_id)
+        if accepted:
+            self._stop(run_id, "cancel")
+        return record, accepted

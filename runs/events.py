@@ -20,6 +20,7 @@ from typing import Any
 
 TERMINAL = ("done", "error", "cancelled")
 RETRACT = "retract"
+STORAGE_UNAVAILABLE = "storage_unavailable"
 
 
 @dataclass(frozen=True)
@@ -64,3 +65,10 @@ def listener_view(rows: Iterable[dict], *, after: int) -> list[Event]:
             continue
         shown.append(Event(row["event"], row["data"], row["seq"]))
     return shown
+
+
+def storage_failure() -> Event:
+    """The `error` that ends a listener's stream when the database fails. It has no id and is not stored: the
+    run is resumed once storage is back, and a listener that reconnects with the last id it saw reads on."""
+    message = "Storage is unavailable: this stream ends; the run resumes once the database is back"
+    return Event("error", {"message": message, "code": STORAGE_UNAVAILABLE, "status": 503})

@@ -89,13 +89,10 @@ async def end_debate(db: AsyncDatabase, *, debate_id: str, status: str, error: s
     return result.modified_count == 1
 
 
-async def get_debate(db: AsyncDatabase, *, debate_id: str, user: str | None = None,
-                     workspace: str | None = None) -> dict | None:
-    """The debate `debate_id`, restricted to its owner when `user` and `workspace` are given."""
-    query: dict = {"_id": debate_id}
-    if user is not None:
-        query.update(user=user, workspace=workspace)
-    return await db.debates.find_one(query)
+async def get_debate(db: AsyncDatabase, *, debate_id: str, visible: dict | None = None) -> dict | None:
+    """The debate `debate_id`, restricted by `visible` (`{"workspace", "user"?}`: whose debates the caller sees)
+    when given."""
+    return await db.debates.find_one({"_id": debate_id, **(visible or {})})
 
 
 async def list_debates(

@@ -3,7 +3,8 @@ its model calls (`run_usage`).
 
 A run is `queued` → `running` → `completed`, `failed` or `cancelled`. The worker executing it holds a
 lease (`worker`, `leaseUntil`) that it renews while it runs; once a lease has expired, any worker may
-claim the run and resume it. Times are the workers' clocks (keep them in sync, e.g. with NTP): the
+claim the run and resume it. Before a worker stores a run's end it claims it (`conclude`), unless a cancel
+was asked for first (`request_cancel`): of the two, the first recorded wins. Times are the workers' clocks (keep them in sync, e.g. with NTP): the
 embedded database cannot evaluate `$$NOW` in a query.
 """
 
@@ -29,6 +30,7 @@ DUPLICATE_KEY = 11000
 INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
     ("runs", [("status", 1), ("leaseUntil", 1)], {}),
     ("runs", [("workspace", 1), ("createdAt", -1), ("_id", -1)], {}),
+    ("runs", [("workspace", 1), ("user", 1), ("createdAt", -1), ("_id", -1)], {}),  # a user's own runs
     ("run_events", [("runId", 1), ("seq", 1)], {"unique": True}),
     ("run_usage", [("runId", 1)], {}),
 ]
@@ -59,7 +61,7 @@ async def create_run(
         "_id": run_id, "kind": kind, "workspace": workspace, "user": user, "title": title, "input": input,
         "ref": ref or {}, "status": RUNNING, "worker": worker, "leaseUntil": at + timedelta(seconds=lease_seconds),
         "heartbeatAt": at, "claims": 1, "cancelRequested": False, "createdAt": at, "startedAt": at,
-        "finishedAt": None, "updatedAt": at, "usage": None, "result": None, "error": None,
+        "finishedAt": None, "updatedAt": at, "usage": None, "result": None, "error": None, "concluding": None,
     }
     await db.runs.insert_one(record)
     return record
@@ -104,16 +106,33 @@ async def mark_running(db: AsyncDatabase, *, run_id: str, worker: str) -> None:
                              {"$set": {"status": RUNNING, "updatedAt": at, "startedAt": at}})
 
 
+async def conclude(db: AsyncDatabase, *, run_id: str, worker: str, status: str) -> dict | None:
+    """Claim a run's end as `status` (`completed` or `failed`) before its mode stores it, unless a cancel was
+    asked for first: of a cancel request and this claim, the first to be recorded wins (`request_cancel`
+    refuses a run whose end is claimed). Return the record as it now is (None when there is no such run);
+    the claim holds when its `concluding` is `status`."""
+    record = await db.runs.find_one_and_update(
+        {"_id": run_id, "worker": worker, "status": {"$in": list(ACTIVE)}, "cancelRequested": {"$ne": True}},
+        {"$set": {"concluding": status, "updatedAt": now()}}, return_document=ReturnDocument.AFTER,
+    )
+    return record or await db.runs.find_one({"_id": run_id})
+
+
 async def finish(
     db: AsyncDatabase, *, run_id: str, worker: str, status: str, result: Any = None, error: dict | None = None,
     usage: dict | None = None,
 ) -> bool:
-    """Record how a run ended, if `worker` still holds it; False when it does not (another worker took over)."""
+    """Record how a run ended, if `worker` still holds it; False when it does not (another worker took over).
+
+    Only a run whose end was claimed as `status` (`conclude`) is stored `completed` or `failed`: never one whose
+    cancel was acknowledged."""
     at = now()
+    query: dict[str, Any] = {"_id": run_id, "worker": worker, "status": {"$in": list(ACTIVE)}}
+    if status != CANCELLED:
+        query["concluding"] = status
     done = await db.runs.update_one(
-        {"_id": run_id, "worker": worker, "status": {"$in": list(ACTIVE)}},
-        {"$set": {"status": status, "result": result, "error": error, "usage": usage, "finishedAt": at,
-                  "updatedAt": at, "leaseUntil": None}},
+        query, {"$set": {"status": status, "result": result, "error": error, "usage": usage, "finishedAt": at,
+                         "updatedAt": at, "leaseUntil": None}},
     )
     return done.modified_count == 1
 
@@ -123,13 +142,16 @@ async def set_ref(db: AsyncDatabase, *, run_id: str, ref: dict[str, Any]) -> Non
     await db.runs.update_one({"_id": run_id}, {"$set": {f"ref.{k}": v for k, v in ref.items()}})
 
 
-async def request_cancel(db: AsyncDatabase, *, run_id: str) -> dict | None:
-    """Ask for an unfinished run to be cancelled; return the record as it now is (None when there is no such run)."""
+async def request_cancel(db: AsyncDatabase, *, run_id: str) -> tuple[dict | None, bool]:
+    """Ask for an unfinished run to be cancelled. Return the record as it now is (None when there is no such
+    run) and whether the request was recorded: not for a run that has ended or whose end is being stored."""
     record = await db.runs.find_one_and_update(
-        {"_id": run_id, "status": {"$in": list(ACTIVE)}}, {"$set": {"cancelRequested": True, "updatedAt": now()}},
-        return_document=ReturnDocument.AFTER,
+        {"_id": run_id, "status": {"$in": list(ACTIVE)}, "concluding": None},
+        {"$set": {"cancelRequested": True, "updatedAt": now()}}, return_document=ReturnDocument.AFTER,
     )
-    return record or await db.runs.find_one({"_id": run_id})
+    if record is not None:
+        return record, True
+    return await db.runs.find_one({"_id": run_id}), False
 
 
 async def cancelled_runs(db: AsyncDatabase, *, run_ids: list[str]) -> list[str]:
@@ -148,15 +170,17 @@ async def get_run(db: AsyncDatabase, *, run_id: str, workspace: str | None = Non
 
 
 async def list_runs(
-    db: AsyncDatabase, *, workspace: str, kinds: list[str], status: str | None = None, limit: int = 20,
+    db: AsyncDatabase, *, visible: dict[str, Any], status: str | None = None, limit: int = 20,
     cursor: str | None = None,
 ) -> tuple[list[dict], str | None]:
-    """A workspace's runs of `kinds`, newest first: one page and the cursor of the next (None at the end)."""
-    query: dict[str, Any] = {"workspace": workspace, "kind": {"$in": kinds}}
+    """The runs matching `visible` (a workspace's, as `api.services.visibility.visible_runs` builds it), newest
+    first: one page and the cursor of the next (None at the end)."""
+    parts: list[dict[str, Any]] = [visible]
     if status:
-        query["status"] = status
+        parts.append({"status": status})
     if cursor:
-        query.update(older_than(cursor))
+        parts.append(older_than(cursor))
+    query = parts[0] if len(parts) == 1 else {"$and": parts}
     rows = await db.runs.find(query, {"input": 0, "result": 0}).sort(
         [("createdAt", DESCENDING), ("_id", DESCENDING)]).limit(limit + 1).to_list()
     more = len(rows) > limit

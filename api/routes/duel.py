@@ -153,7 +153,7 @@ async def list_debates(
 @router.get("/api/debate/{debate_id}", summary="One of the caller's debates", responses=errors(404))
 async def get_debate(debate_id: str, principal: Reader, db: Db) -> dict[str, Any]:
     try:
-        return public_debate(await service.get_debate(db, principal.caller, debate_id))
+        return public_debate(await service.get_debate(db, principal, debate_id))
     except DebateNotFound as exc:
         raise ApiError(404, "Debate not found") from exc
 
@@ -190,8 +190,8 @@ async def debate_events(
     except ValueError as exc:
         raise ApiError(400, "Last-Event-ID must be an integer event id") from exc
     try:
-        record = await service.authorise_events(db, debate_id, caller=principal.caller if principal else None,
-                                                token=token, token_grace=settings.parley_stream_token_grace)
+        record = await service.authorise_events(db, debate_id, principal=principal, token=token,
+                                                token_grace=settings.parley_stream_token_grace)
     except DebateNotFound as exc:
         if principal is None:  # a wrong stream token is a failed authentication, not a missing debate
             raise ApiError(401, "Unauthorized") from exc

@@ -11,14 +11,13 @@ from sse_starlette import EventSourceResponse
 from api.deps import CurrentPrincipal, Engine, Principal
 from api.errors import ApiError
 from api.openapi import errors, streamed
+from api.services import visibility
 from api.sse import EVENT_ID_PATTERN, resume_after, sse_response
 from runs import RunNotFound
 from store import runs as store
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
 
-# The scope a key needs to see a run of each kind (the scope of the mode's own routes).
-SCOPES = {"duel": "debate", "panel": "chat", "roundtable": "conversations", "workflow": "workflows"}
 Kind = Literal["duel", "panel", "roundtable", "workflow"]
 Status = Literal["queued", "running", "completed", "failed", "cancelled"]
 
@@ -42,26 +41,25 @@ def public_run(record: dict, *, detail: bool = False) -> dict[str, Any]:
     return view
 
 
-def readable_kinds(principal: Principal) -> list[str]:
-    return [kind for kind, scope in SCOPES.items() if principal.allows(scope) or principal.readonly]
-
-
 async def _run_of(engine, principal: Principal, run_id: str, *, write: bool = False) -> dict:
-    """The caller's run `run_id`; 404 when it is another workspace's or of a kind the key may not see."""
+    """The run `run_id` if the key may see it (`visibility`); 404 when it may not, as when there is none."""
     try:
         record = await engine.get(run_id, workspace=principal.workspace)
     except RunNotFound:
         record = None
-    if record is None or record["kind"] not in readable_kinds(principal):
+    if record is None or not visibility.may_see(principal, record):
         raise ApiError(404, f"No run '{run_id}' in this workspace", code="run_not_found")
-    if write and principal.readonly and "admin" not in principal.scopes:
+    scope = visibility.RULES[record["kind"]].scope
+    if write and principal.readonly and not visibility.is_admin(principal):
         raise ApiError(403, "This key is read-only", code="read_only_key")
-    if write and not principal.allows(SCOPES[record["kind"]]):
-        raise ApiError(403, f"This key lacks the '{SCOPES[record['kind']]}' scope", code="scope_denied")
+    if write and not principal.allows(scope):
+        raise ApiError(403, f"This key lacks the '{scope}' scope", code="scope_denied")
+    if write and not visibility.may_cancel(principal, record):
+        raise ApiError(403, "Only the user who started this run, or an admin key, may stop it", code="not_run_owner")
     return record
 
 
-@router.get("", summary="The workspace's runs of every kind, newest first",
+@router.get("", summary="The runs of the workspace the key may see, of every kind, newest first",
             responses=errors((400, "A query parameter is invalid, or `cursor` is not one this route gave.")))
 async def list_runs(
     principal: CurrentPrincipal,
@@ -71,16 +69,17 @@ async def list_runs(
     limit: Annotated[int, Query(ge=1, le=100, description="Runs per page.")] = 20,
     cursor: Annotated[str | None, Query(description="`nextCursor` of the previous page.")] = None,
 ) -> dict[str, Any]:
-    kinds = [k for k in readable_kinds(principal) if kind in (None, k)]
+    visible = visibility.visible_runs(principal, [kind] if kind else list(visibility.RULES))
     try:
-        rows, next_cursor = await store.list_runs(engine.db, workspace=principal.workspace, kinds=kinds,
-                                                  status=status, limit=limit, cursor=cursor)
+        rows, next_cursor = await store.list_runs(engine.db, visible=visible, status=status, limit=limit,
+                                                  cursor=cursor)
     except ValueError as exc:
         raise ApiError(400, f"cursor: {exc}", code="invalid_request") from exc
     return {"data": [public_run(r) for r in rows], "nextCursor": next_cursor}
 
 
-NO_RUN = (404, "No run with this id in the workspace, or one of a kind the key may not see.")
+NO_RUN = (404, "No run with this id in the workspace, or one the key may not see (another user's duel or chat "
+                "run, or a kind outside its scopes).")
 
 
 @router.get("/{run_id}", summary="One run: status, worker, usage, result", responses=errors(NO_RUN))
@@ -109,10 +108,17 @@ async def run_events(
 
 
 @router.post("/{run_id}/cancel", status_code=202, summary="Stop a run; it is stored `cancelled` with what it did",
-             responses=errors(403, NO_RUN, (409, "The run has already ended; `run` is its record.")))
+             responses=errors((403, "The key is read-only, lacks the kind's scope, or is neither the run's owner's "
+                                    "nor an admin key (`not_run_owner`)."), NO_RUN,
+                              (409, "The run has already ended (or had finished and was being stored); `run` is "
+                                    "its record.")))
 async def cancel_run(run_id: str, principal: CurrentPrincipal, engine: Engine) -> JSONResponse:
     record = await _run_of(engine, principal, run_id, write=True)
-    if record["status"] in store.FINISHED:
-        raise ApiError(409, f"Run '{run_id}' has already ended ({record['status']})", code="run_finished",
-                       extra={"run": public_run(record)})
-    return JSONResponse(public_run(await engine.cancel(run_id), detail=False), status_code=202)
+    if record["status"] not in store.FINISHED:
+        record, accepted = await engine.cancel(run_id)
+        if accepted:
+            return JSONResponse(public_run(record), status_code=202)
+    # It ended, or had finished its work and its end was being stored when the request came.
+    status = record["status"] if record["status"] in store.FINISHED else record.get("concluding")
+    raise ApiError(409, f"Run '{run_id}' has already ended ({status})", code="run_finished",
+                   extra={"run": public_run(record)})

@@ -12,6 +12,8 @@ from typing import Any
 from fastapi import FastAPI
 from pymongo.asynchronous.database import AsyncDatabase
 
+from api.deps import Principal
+from api.services import visibility
 from runs import Caller
 from store import debates as store
 
@@ -61,9 +63,9 @@ def events_url(record: dict) -> str:
     return f"/api/debate/{record['_id']}/events?token={record.get('streamToken', '')}"
 
 
-async def get_debate(db: AsyncDatabase, caller: Caller, debate_id: str) -> dict:
-    """The caller's debate, as stored."""
-    record = await store.get_debate(db, debate_id=debate_id, user=caller.user, workspace=caller.workspace)
+async def get_debate(db: AsyncDatabase, principal: Principal, debate_id: str) -> dict:
+    """The debate, as stored, if the key may see it (its owner's or an admin's, see `visibility`)."""
+    record = await store.get_debate(db, debate_id=debate_id, visible=visibility.owned(principal, "duel"))
     if record is None:
         raise DebateNotFound(debate_id)
     return record
@@ -71,7 +73,7 @@ async def get_debate(db: AsyncDatabase, caller: Caller, debate_id: str) -> dict:
 
 async def list_debates(db: AsyncDatabase, caller: Caller, *, limit: int, cursor: str | None,
                        page: int | None) -> dict[str, Any]:
-    """One page of the caller's debates, newest first."""
+    """One page of the caller's own debates, newest first (an admin key too lists only its user's)."""
     rows, next_cursor, total = await store.list_debates(
         db, user=caller.user, workspace=caller.workspace, limit=limit, cursor=cursor, page=page,
     )
@@ -91,12 +93,12 @@ def stream_token_expired(record: dict, *, grace: float) -> bool:
     return datetime.now(UTC) - ended > timedelta(seconds=grace)
 
 
-async def authorise_events(db: AsyncDatabase, debate_id: str, *, caller: Caller | None, token: str | None,
+async def authorise_events(db: AsyncDatabase, debate_id: str, *, principal: Principal | None, token: str | None,
                            token_grace: float) -> dict:
-    """The debate whose events may be read by `caller` (its owner) or with its stream `token`, while that token
-    has not expired (`token_grace` seconds after the debate ended)."""
-    if caller is not None:
-        return await get_debate(db, caller, debate_id)
+    """The debate whose events may be read by `principal` (as `get_debate`) or with its stream `token`, while that
+    token has not expired (`token_grace` seconds after the debate ended)."""
+    if principal is not None:
+        return await get_debate(db, principal, debate_id)
     record = await store.get_debate(db, debate_id=debate_id)
     if record is None or not secrets.compare_digest(record.get("streamToken") or "", token or ""):
         raise DebateNotFound(debate_id)

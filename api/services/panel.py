@@ -241,7 +241,8 @@ async def chat_completion(app: FastAPI, body: ChatCompletionRequest, principal: 
     finished = await engine.wait(record["_id"])
     if finished["status"] != "completed":
         log.warning("chat completion %s failed: %s", record["_id"], (finished.get("error") or {}).get("message"))
-        raise run_error(finished.get("error") or {"message": "The request was cancelled", "status": 499})
+        raise run_error(finished.get("error") or {"message": "The request was cancelled", "status": 499},
+                        run_id=record["_id"])
     return JSONResponse(finished["result"], headers=headers)
 
 
@@ -303,8 +304,8 @@ def stream_response(engine: RunEngine, record: dict, headers: dict[str, str]) ->
                     done = data["completion"]
                     yield chunk({}, "stop", usage=done["usage"], _meta=done["_meta"])
                     yield ServerSentEvent(data="[DONE]")
-                elif event.event == "error":
-                    yield _error_event(run_error(data["error"]))
+                elif event.event == "error":  # the run's own error, or the stream's (storage failed)
+                    yield _error_event(run_error(data.get("error") or data))
                 elif event.event == "cancelled":
                     yield _error_event(ApiError(499, data["message"], code="cancelled"))
                 else:

@@ -67,4 +67,5 @@ async def result_of(app: FastAPI, asked: Asked) -> dict[str, Any]:
     record = await app.state.runs.wait(asked.run_id)
     if record["status"] == "completed":
         return record["result"]
-    raise run_error(record.get("error") or {"message": "The debate was cancelled", "status": 500})
+    raise run_error(record.get("error") or {"message": "The debate was cancelled", "status": 500},
+                    run_id=asked.run_id)

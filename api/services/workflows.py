@@ -162,5 +162,6 @@ async def run_to_end(app: FastAPI, run: dict) -> dict[str, Any]:
     if finished["status"] != "completed":
         error = finished.get("error") or {"message": "The workflow run was cancelled", "status": 502}
         raise ApiError(error.get("status", 502), error["message"], code=error.get("code", "workflow_failed"),
-                       extra={"runId": run["_id"], "node": error.get("node"), "usage": error.get("usage")})
+                       extra={"runId": run["_id"], "node": error.get("node"), "usage": error.get("usage")},
+                       headers={"X-Run-Id": run["_id"]})
     return public_run(await store.find_run(app.state.db, workspace=finished["workspace"], run_id=run["_id"]))

@@ -143,10 +143,11 @@ class DuelRun(ModeRun):
         ], result={"winner": synthesis.get("winner"), "messages": len(messages)})
 
     async def failed(self, exc: BaseException, ledger: UsageLedger) -> Outcome:
-        message = describe_failure(exc)
+        error = exc.error if isinstance(exc, RunFailure) else {"message": describe_failure(exc), "status": 500}
         await self._bill(ledger)
-        await store.end_debate(self.services.db, debate_id=self.run_id, status=store.FAILED, error=message)
-        return Outcome("failed", [Emit("error", {"message": message})], error={"message": message, "status": 500})
+        await store.end_debate(self.services.db, debate_id=self.run_id, status=store.FAILED, error=error["message"])
+        event = {"message": error["message"], **({"code": error["code"]} if error.get("code") else {})}
+        return Outcome("failed", [Emit("error", event)], error=error)
 
     async def cancelled(self, ledger: UsageLedger) -> Outcome:
         await self._bill(ledger)

@@ -20,7 +20,7 @@ from langgraph.pregel import Pregel
 from graphs.panel import graph as panel_graph
 from nodes.models import UsageLedger
 from nodes.panel import AllModelsFailedError, PanelContext, PanelError, TooFewFamiliesError, TooFewPanelistsError
-from runs.modes.base import Emit, ModeRun, Outcome, with_checkpointer
+from runs.modes.base import Emit, ModeRun, Outcome, RunFailure, with_checkpointer
 from store import usage as usage_store
 from store import workspaces as ws_store
 
@@ -97,6 +97,8 @@ def meta_body(plan: dict[str, Any], result: dict[str, Any], ledger: UsageLedger,
 
 def panel_error(exc: BaseException) -> dict[str, Any]:
     """The error a failed panel run answers with: its HTTP status, message, machine code and details."""
+    if isinstance(exc, RunFailure):  # what the engine says (past its deadline, say)
+        return dict(exc.error)
     if isinstance(exc, AnswerInterrupted):
         return {"message": str(exc), "status": 502, "code": "answer_interrupted"}
     if isinstance(exc, TooFewPanelistsError):

@@ -299,9 +299,10 @@ class RoundtableRun(ModeRun):
         remaining = await self._bill(ledger)
         await self._release_key()
         message = exc.error["message"] if isinstance(exc, RunFailure) else failure_message(exc)
-        error = {"message": message, "status": 500,
+        code = {"code": exc.error["code"]} if isinstance(exc, RunFailure) and exc.error.get("code") else {}
+        error = {"message": message, "status": 500, **code,
                  "tokenUsage": {"totalTokensUsed": ledger.total_tokens, "remainingBalance": remaining}}
-        return Outcome("failed", [Emit("error", {"error": message, "status": 500})], error=error)
+        return Outcome("failed", [Emit("error", {"error": message, "status": 500, **code})], error=error)
 
     async def cancelled(self, ledger: UsageLedger) -> Outcome:
         """Keep the turns finished before the cancel in the conversation, and bill them."""

@@ -20,7 +20,7 @@ from designer.run import run_error
 from designer.templates import MissingValue, TemplateError
 from designer.usage import run_usage
 from nodes.models import UsageLedger
-from runs.modes.base import Emit, ModeRun, Outcome
+from runs.modes.base import Emit, ModeRun, Outcome, RunFailure
 from store import workflows as store
 from store import workspaces as ws_store
 from store.usage import record_usage
@@ -113,9 +113,12 @@ class WorkflowRun(ModeRun):
                                error=str(error), failed_node=error.node)
         bad_input = is_input_problem(error)
         code = "invalid_input" if bad_input else "workflow_failed"
+        status = 422 if bad_input else 502
+        if isinstance(exc, RunFailure):  # what the engine says (past its deadline, say)
+            code, status = exc.error.get("code", code), exc.error.get("status", status)
         return Outcome(
             "failed", [Emit("error", {"runId": self.run_id, "error": str(error), "node": error.node, "code": code})],
-            error={"message": str(error), "status": 422 if bad_input else 502, "code": code, "runId": self.run_id,
+            error={"message": str(error), "status": status, "code": code, "runId": self.run_id,
                    "node": error.node, "usage": usage},
         )
 

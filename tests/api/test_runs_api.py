@@ -128,3 +128,14 @@ def test_a_cancelled_panel_run_settles_its_reservation(http, make_key, llm, sync
         assert time.monotonic() < deadline
         time.sleep(0.05)
     assert sync_db.workspaces.find_one({"_id": "ws1"})["creditUsd"] == pytest.approx(10.0)  # gpt-4o: nothing used
+
+
+def test_a_failed_chat_completion_names_its_run(http, make_key, llm):
+    llm.script(model="broken", status=400, reply="The scripted model refuses.")
+    key = make_key(["chat"])
+    resp = http.post("/v1/chat/completions", headers=auth(key),
+                     json={"model": "openai:broken", "messages": [{"role": "user", "content": "Hi"}]})
+    assert resp.status_code == 502, resp.text
+    run = http.get(f"/v1/runs/{resp.headers['x-run-id']}", headers=auth(key)).json()
+    assert run["kind"] == "panel" and run["status"] == "failed"
+    assert run["error"]["code"] == resp.json()["error"]["code"]

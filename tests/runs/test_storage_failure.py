@@ -1,0 +1,114 @@
+"""When the database fails under a live stream, the stream ends with an `error` event (`storage_unavailable`)
+instead of going quiet. The test runs its own database process, which it kills mid-stream (and starts again
+on the same data, so the run can be resumed and the test's database dropped)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from core.embedded import free_port
+from tests.support.duel import script_duel
+from tests.support.sse import SseEvent, iter_sse
+from tests.support.wait import eventually
+
+
+class Database:
+    """A secantusd-py process on a fixed port and data directory, which the test kills and starts again."""
+
+    def __init__(self, home: Path) -> None:
+        self.binary = shutil.which("secantusd-py") or str(Path(sys.executable).with_name("secantusd-py"))
+        self.port, self.storage = free_port(), home / "db"
+        self.storage.mkdir(parents=True, exist_ok=True)
+        self.url = f"mongodb://127.0.0.1:{self.port}/"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> Database:
+        self.proc = subprocess.Popen([self.binary, "--host", "127.0.0.1", "--port", str(self.port),
+                                      "--storage-path", str(self.storage)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        eventually(self.answers, "the test's database answers", timeout=60)
+        return self
+
+    def answers(self) -> bool:
+        from pymongo import MongoClient
+        from pymongo.errors import PyMongoError
+
+        client = MongoClient(self.url, serverSelectionTimeoutMS=300)
+        try:
+            client.admin.command("ping")
+            return True
+        except PyMongoError:
+            return False
+        finally:
+            client.close()
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+@pytest.fixture
+def database(tmp_path) -> Iterator[Database]:
+    db = Database(tmp_path).start()
+    yield db
+    db.kill()
+
+
+@pytest.fixture
+def mongo_uri(database) -> str:
+    """This module's tests store everything in their own database process."""
+    return database.url
+
+
+def auth(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def follow(url: str, key: str, *, method: str = "GET", json: dict | None = None, into: list[SseEvent],
+           attached: threading.Event) -> None:
+    with httpx.stream(method, url, json=json, headers=auth(key), timeout=httpx.Timeout(60, read=45)) as resp:
+        assert resp.status_code == 200
+        for event in iter_sse(resp.iter_lines()):
+            into.append(event)
+            attached.set()
+
+
+def test_streams_end_with_an_error_event_when_the_database_fails(parley, make_key, llm, database):
+    script_duel(llm, opponent_turn={"hold": "opponent"})
+    key = make_key(["debate"])
+    started, followed = [], []
+    first, second = threading.Event(), threading.Event()
+    body = {"topic": "Should remote work be the default?", "userProfile": {"name": "Ada"}, "rounds": 1}
+    duel = threading.Thread(target=follow, args=(parley.url + "/api/debate", key),
+                            kwargs={"method": "POST", "json": body, "into": started, "attached": first})
+    duel.start()
+    llm.wait_held("opponent")  # the user's turn is over; the opponent's answer waits
+    run_id = started[0].json()["id"]
+    runs = threading.Thread(target=follow, args=(f"{parley.url}/v1/runs/{run_id}/events", key),
+                            kwargs={"into": followed, "attached": second})
+    runs.start()
+    assert second.wait(30)
+    eventually(lambda: any(e.event == "message" for e in followed), "the follower has caught up")
+
+    database.kill()
+    duel.join(60)
+    runs.join(60)
+    assert not duel.is_alive() and not runs.is_alive()
+    for stream in (started, followed):
+        last = stream[-1]
+        assert last.event == "error" and last.json()["code"] == "storage_unavailable", [e.event for e in stream]
+
+    database.start()  # storage is back: the run goes on, and ends as usual
+    llm.release("opponent")
+    with httpx.Client(base_url=parley.url, timeout=60) as http:
+        eventually(lambda: http.get(f"/v1/runs/{run_id}", headers=auth(key)).json()["status"] == "completed",
+                   "the run completes once storage is back", timeout=60)
