@@ -10,7 +10,7 @@ executing it, by polling the database elsewhere. A cancel request reaches the ex
 poll interval and stops the run's graph, and with it its model calls; a run whose cancel was recorded ends
 `cancelled` (the end of a run is claimed before it is stored, see `store.runs.conclude`). A run past its
 deadline (`PARLEY_RUN_DEADLINE`) is stopped and stored `failed` (`run_deadline`). When the database fails,
-listeners' streams end with a `storage_unavailable` error (docs/operations-runs.md).
+listeners' streams end with a `storage_unavailable` error (docs/operations.md).
 """
 
 from __future__ import annotations
