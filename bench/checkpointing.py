@@ -28,7 +28,8 @@ from pymongo import AsyncMongoClient
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.duel import JUDGEMENT, OPPONENT, TURN, start_process  # noqa: E402
+from bench.costs import start_process  # noqa: E402
+from bench.duel import JUDGEMENT, OPPONENT, TURN  # noqa: E402
 from bench.roundtable import QUESTION, ROLES, TITLE  # noqa: E402
 from core.embedded import database_server, free_port  # noqa: E402
 from store.keys import create_key  # noqa: E402

@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 import store  # noqa: E402
 from store.keys import create_key  # noqa: E402
-from bench.costs import Meter  # noqa: E402
+from bench.costs import Meter, start_process  # noqa: E402
 from core.embedded import database_server, free_port  # noqa: E402
 from tests.support.sse import SseParser  # noqa: E402
 
@@ -104,22 +104,6 @@ async def model_time(base_url: str, rounds: int) -> tuple[float, float]:
     """(critical path, sum of all calls) of the model's own time in one debate; the two judges run in parallel."""
     select, turn, judge = [await bare_call_seconds(base_url, kind) for kind in ("select", "turn", "judge")]
     return select + 2 * rounds * turn + judge, select + 2 * rounds * turn + 2 * judge
-
-
-def start_process(command: list[str], env: dict[str, str], ready: str | None,
-                  cwd: Path = ROOT) -> tuple[subprocess.Popen, str]:
-    """Start a server; with `ready`, wait for the output line containing it. Its output is drained to stderr."""
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd)
-    assert proc.stdout is not None
-    line = ""
-    if ready is not None:
-        for line in proc.stdout:
-            if ready in line:
-                break
-        else:
-            raise RuntimeError(f"{command[:3]} exited before it was ready")
-    threading.Thread(target=lambda: [sys.stderr.write(out) for out in proc.stdout], daemon=True).start()
-    return proc, line
 
 
 async def make_keys(uri: str, db_name: str, count: int) -> list[str]:

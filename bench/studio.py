@@ -33,7 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import store  # noqa: E402
-from bench.duel import MANY_CHUNKS, script, start_process  # noqa: E402
+from bench.costs import start_process  # noqa: E402
+from bench.duel import MANY_CHUNKS, script  # noqa: E402
 from core.embedded import database_server, free_port  # noqa: E402
 from store.keys import create_key  # noqa: E402
 

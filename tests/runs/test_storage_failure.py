@@ -4,63 +4,24 @@ on the same data, so the run can be resumed and the test's database dropped)."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 
-from core.embedded import free_port
+from core.embedded import ManagedProcess, database_server
 from tests.support.duel import script_duel
 from tests.support.sse import SseEvent, iter_sse
 from tests.support.wait import eventually
 
 
-class Database:
-    """A secantusd-py process on a fixed port and data directory, which the test kills and starts again."""
-
-    def __init__(self, home: Path) -> None:
-        self.binary = shutil.which("secantusd-py") or str(Path(sys.executable).with_name("secantusd-py"))
-        self.port, self.storage = free_port(), home / "db"
-        self.storage.mkdir(parents=True, exist_ok=True)
-        self.url = f"mongodb://127.0.0.1:{self.port}/"
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> Database:
-        self.proc = subprocess.Popen([self.binary, "--host", "127.0.0.1", "--port", str(self.port),
-                                      "--storage-path", str(self.storage)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        eventually(self.answers, "the test's database answers", timeout=60)
-        return self
-
-    def answers(self) -> bool:
-        from pymongo import MongoClient
-        from pymongo.errors import PyMongoError
-
-        client = MongoClient(self.url, serverSelectionTimeoutMS=300)
-        try:
-            client.admin.command("ping")
-            return True
-        except PyMongoError:
-            return False
-        finally:
-            client.close()
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-
-
 @pytest.fixture
-def database(tmp_path) -> Iterator[Database]:
-    db = Database(tmp_path).start()
+def database(tmp_path) -> Iterator[ManagedProcess]:
+    """The embedded database as `parley serve` runs it (it dies with this process), on a port of its own."""
+    db = database_server(tmp_path).start(timeout=60)
     yield db
-    db.kill()
+    db.stop()
 
 
 @pytest.fixture
@@ -99,7 +60,8 @@ def test_streams_end_with_an_error_event_when_the_database_fails(parley, make_ke
     assert second.wait(30)
     eventually(lambda: any(e.event == "message" for e in followed), "the follower has caught up")
 
-    database.kill()
+    database.process.kill()
+    database.process.wait(10)
     duel.join(60)
     runs.join(60)
     assert not duel.is_alive() and not runs.is_alive()
@@ -107,7 +69,7 @@ def test_streams_end_with_an_error_event_when_the_database_fails(parley, make_ke
         last = stream[-1]
         assert last.event == "error" and last.json()["code"] == "storage_unavailable", [e.event for e in stream]
 
-    database.start()  # storage is back: the run goes on, and ends as usual
+    database.start(timeout=60)  # storage is back (same port, same data): the run goes on, and ends as usual
     llm.release("opponent")
     with httpx.Client(base_url=parley.url, timeout=60) as http:
         eventually(lambda: http.get(f"/v1/runs/{run_id}", headers=auth(key)).json()["status"] == "completed",
