@@ -28,6 +28,7 @@ from nodes.models import (
     clip_text,
     model_family,
     monotonic_ms,
+    off_loop,
     split_model_id,
     usage_from_message,
 )
@@ -387,7 +388,8 @@ async def panelist(task: PanelistTask, runtime: Runtime[PanelContext]) -> dict[s
         timeout=ctx.panelist_timeout,
         label=f"panelist:{label}",
     )
-    reply = await chat.ainvoke(to_messages(task["messages"], task.get("system_prompt")))
+    prompt = await off_loop(len(task["messages"]), to_messages, task["messages"], task.get("system_prompt"))
+    reply = await chat.ainvoke(prompt)
     answer = content_text(reply.content).strip()
     if not answer:
         raise EmptyAnswerError(f"{label} answered with no text")
@@ -534,8 +536,9 @@ async def answer_with_fallback(state: dict[str, Any], runtime: Runtime[PanelCont
     """Answer with the first model of the fallback list that succeeds (no panel)."""
     ctx = panel_context(runtime)
     models = state.get("models") or [ctx.model_id()]
+    prompt = await off_loop(len(state["messages"]), to_messages, state["messages"], state.get("system_prompt"))
     answer, model, failures = await stream_first_answer(
-        ctx, models, to_messages(state["messages"], state.get("system_prompt")), role="model",
+        ctx, models, prompt, role="model",
         temperature=state.get("temperature"), max_tokens=state.get("max_tokens"), timeout=ctx.panelist_timeout,
     )
     return {"answer": answer, "model_used": model, "attempts": failures}
