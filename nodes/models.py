@@ -12,8 +12,10 @@ import asyncio
 import json
 import os
 import re
+import threading
 import time
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -393,6 +395,32 @@ _HAS_CHUNK_TIMEOUT = "stream_chunk_timeout" in ChatOpenAI.model_fields
 _CONVERTED: ContextVar[tuple[list[BaseMessage], list[dict]] | None] = ContextVar("parley_converted", default=None)
 
 
+class _RecentConversions:
+    """The request messages of the last few long conversations, by the identity of their LangChain messages:
+    a panel's panelists are sent one conversation, converted once. An entry holds its messages, so no id in
+    its key can be reused while it is kept."""
+
+    SIZE = 8
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[tuple[int, ...], tuple[list[BaseMessage], list[dict]]] = OrderedDict()
+
+    def get(self, messages: list[BaseMessage]) -> list[dict] | None:
+        with self._lock:
+            entry = self._entries.get(tuple(map(id, messages)))
+        return None if entry is None else [dict(m) for m in entry[1]]
+
+    def put(self, messages: list[BaseMessage], converted: list[dict]) -> None:
+        with self._lock:
+            self._entries[tuple(map(id, messages))] = (list(messages), [dict(m) for m in converted])
+            while len(self._entries) > self.SIZE:
+                self._entries.popitem(last=False)
+
+
+_RECENT = _RecentConversions()
+
+
 class _BoundedChatOpenAI(ChatOpenAI):
     """`ChatOpenAI` whose every call, streamed or not, ends: within `call_deadline` seconds in all, with a
     finish_reason when streamed, and with any upstream text in its failure capped and redacted.
@@ -450,10 +478,15 @@ class _BoundedChatOpenAI(ChatOpenAI):
     async def _convert_off_loop(self, messages: list[BaseMessage]) -> None:
         """Turn a long conversation into the request's message dicts on a worker thread (`_get_request_payload`
         takes them from there): langchain-openai does it on the event loop, at ~20 µs a message."""
-        if len(messages) >= OFF_LOOP_MESSAGES:
-            converted = await asyncio.to_thread(lambda: super(_BoundedChatOpenAI, self)._get_request_payload(messages))
-            if "messages" in converted:
-                _CONVERTED.set((messages, converted["messages"]))
+        if len(messages) < OFF_LOOP_MESSAGES:
+            return
+        if (converted := _RECENT.get(messages)) is None:
+            payload = await asyncio.to_thread(lambda: super(_BoundedChatOpenAI, self)._get_request_payload(messages))
+            if "messages" not in payload:
+                return
+            converted = payload["messages"]
+            _RECENT.put(messages, converted)
+        _CONVERTED.set((messages, converted))
 
     def _get_request_payload(self, input_: Any, *, stop: list[str] | None = None, **kwargs: Any) -> dict:
         converted = _CONVERTED.get()

@@ -296,7 +296,11 @@ async def test_a_long_conversation_is_converted_off_the_event_loop(parley_env, l
     long = [HumanMessage(f"turn {i}") for i in range(OFF_LOOP_MESSAGES)]
     await chat.ainvoke(long)
     [chunk async for chunk in chat.astream(long)]
-    assert len(threads) == 2 * OFF_LOOP_MESSAGES and loop_thread not in threads
+    # Converted once, on a worker thread: the second call (a panel's next panelist) takes the same request messages.
+    assert len(threads) == OFF_LOOP_MESSAGES and loop_thread not in threads
+    assert llm.requests[-1]["messages"] == llm.requests[-2]["messages"]
     assert [m["content"] for m in llm.requests[-1]["messages"]] == [m.content for m in long]
+    await chat.ainvoke([*long[:-1], HumanMessage("changed")])  # other messages: converted anew
+    assert len(threads) == 2 * OFF_LOOP_MESSAGES and llm.requests[-1]["messages"][-1]["content"] == "changed"
     assert await off_loop(OFF_LOOP_MESSAGES - 1, threading.get_ident) == loop_thread
     assert await off_loop(OFF_LOOP_MESSAGES, threading.get_ident) != loop_thread
