@@ -16,19 +16,20 @@ from runs import Caller, RunEngine
 from store.keys import find_key
 
 
-def get_db(request: Request) -> AsyncDatabase:
+# Coroutines, all of them: FastAPI runs a plain `def` dependency on a worker thread, a thread hop per request.
+async def get_db(request: Request) -> AsyncDatabase:
     return request.app.state.db
 
 
-def get_factory(request: Request) -> ModelFactory:
+async def get_factory(request: Request) -> ModelFactory:
     return request.app.state.factory
 
 
-def get_settings_dep(request: Request) -> Settings:
+async def get_settings_dep(request: Request) -> Settings:
     return request.app.state.settings
 
 
-def get_engine(request: Request) -> RunEngine:
+async def get_engine(request: Request) -> RunEngine:
     return request.app.state.runs
 
 

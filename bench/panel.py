@@ -14,7 +14,7 @@ and of the embedded database, and the database operations and bytes by collectio
 Parley's `/metrics`), per request for `--in-a-row` requests one after another and inside a `--burst`.
 
 Run from the repository root:  .venv/bin/python bench/panel.py [--latency 0.5] [--runs 5] [--in-a-row 20]
-[--burst 20] [--costs-only]
+[--burst 20] [--costs-only] [--turns 2000] [--probe]
 """
 
 from __future__ import annotations
@@ -114,39 +114,83 @@ async def bench_http(url: str, key: str, base_url: str, runs: int) -> dict[str, 
 BODY = {"model": "router/debate", "messages": [{"role": "user", "content": QUESTION}]}
 
 
-async def panel_request(http: httpx.AsyncClient, stream: bool = False) -> float:
+def transcript_body(turns: int) -> dict:
+    """The request's body with `turns` earlier messages (user and assistant in turn, ~60 words each) before the
+    question: a long conversation, as a chat client sends it."""
+    earlier = [{"role": "assistant" if i % 2 else "user", "content": f"Turn {i}: " + "a fairly ordinary word " * 15}
+               for i in range(turns)]
+    return {**BODY, "messages": [*earlier, *BODY["messages"]]}
+
+
+async def panel_request(http: httpx.AsyncClient, stream: bool = False, body: dict | None = None) -> float:
     """One panel request (JSON or streamed to its end); its wall time."""
+    body = body or BODY
     started = time.perf_counter()
     if stream:
-        async with http.stream("POST", "/v1/chat/completions", json={**BODY, "stream": True}) as resp:
+        async with http.stream("POST", "/v1/chat/completions", json={**body, "stream": True}) as resp:
             resp.raise_for_status()
             async for _ in resp.aiter_lines():
                 pass
     else:
-        (await http.post("/v1/chat/completions", json=BODY)).raise_for_status()
+        (await http.post("/v1/chat/completions", json=body)).raise_for_status()
     return time.perf_counter() - started
 
 
-async def request_costs(url: str, key: str, meter, *, in_a_row: int, burst: int, title: str = "") -> dict:
-    """Costs per panel request: `in_a_row` requests one after another, then `burst` at once; print both."""
+class LoopProbe:
+    """How long Parley's event loop takes to answer a trivial request (a 404) sent every 20 ms: its stalls."""
+
+    def __init__(self, http: httpx.AsyncClient) -> None:
+        self.http, self.times, self._task = http, [], None
+
+    async def _run(self) -> None:
+        while True:
+            started = time.perf_counter()
+            await self.http.get("/bench-probe-not-a-route")
+            self.times.append(time.perf_counter() - started)
+            await asyncio.sleep(0.02)
+
+    def start(self) -> None:
+        self.times, self._task = [], asyncio.create_task(self._run())
+
+    async def stop(self) -> str:
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+        ms = sorted(t * 1000 for t in self.times)
+        return (f"    event loop probe ({len(ms)} GETs, every 20 ms): median {statistics.median(ms):.1f} ms, "
+                f"p99 {ms[int(len(ms) * 0.99)]:.1f} ms, max {ms[-1]:.1f} ms")
+
+
+async def request_costs(url: str, key: str, meter, *, in_a_row: int, burst: int, title: str = "",
+                        turns: int = 0, probe: bool = False) -> dict:
+    """Costs per panel request: `in_a_row` requests one after another, then `burst` at once; print both.
+    `turns` earlier messages go before the question; `probe` also times the event loop (its GETs cost CPU)."""
     limits = httpx.Limits(max_connections=burst + 10, max_keepalive_connections=burst + 10)
     out: dict = {}
-    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=600,
-                                 limits=limits) as http:
-        await panel_request(http)  # warm-up: connections, imports, first checkpoint
+    body = transcript_body(turns) if turns else BODY
+    async with (httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=600,
+                                  limits=limits) as http,
+                httpx.AsyncClient(base_url=url, timeout=60) as probe_http):
+        prober = LoopProbe(probe_http) if probe else None
+        await panel_request(http, body=body)  # warm-up: connections, imports, first checkpoint
         if in_a_row:
+            if prober:
+                prober.start()
             meter.start()
-            walls = [await panel_request(http) for _ in range(in_a_row)]
+            walls = [await panel_request(http, body=body) for _ in range(in_a_row)]
             costs = meter.stop()
             out["one"], out["row"] = statistics.median(walls), costs
             print(f"{title}{in_a_row} panel requests in a row: median wall {statistics.median(walls) * 1000:.0f} ms",
                   flush=True)
             print(costs.line(in_a_row, "request"))
+            if prober:
+                print(await prober.stop())
             print(costs.db.table(in_a_row, "database, per request"), flush=True)
         if burst:
+            if prober:
+                prober.start()
             meter.start()
             started = time.perf_counter()
-            walls = await asyncio.gather(*[panel_request(http) for _ in range(burst)])
+            walls = await asyncio.gather(*[panel_request(http, body=body) for _ in range(burst)])
             elapsed = time.perf_counter() - started
             costs = meter.stop()
             out["burst"], out["burst_costs"] = elapsed, costs
@@ -154,6 +198,8 @@ async def request_costs(url: str, key: str, meter, *, in_a_row: int, burst: int,
             print(f"{title}{burst} concurrent panel requests: all answered in {elapsed:.2f} s{ratio} "
                   f"(slowest {max(walls):.2f} s)")
             print(costs.line(burst, "request"))
+            if prober:
+                print(await prober.stop())
             print(costs.db.table(burst, "database, per request in the burst"), flush=True)
     return out
 
@@ -191,6 +237,10 @@ def main() -> None:
     parser.add_argument("--in-a-row", type=int, default=20, help="requests one after another for the costs")
     parser.add_argument("--burst", type=int, default=20, help="concurrent requests for the costs (0 skips)")
     parser.add_argument("--costs-only", action="store_true", help="only the costs, not the wall ÷ floor runs")
+    parser.add_argument("--turns", type=int, default=0,
+                        help="earlier messages before the question in each request of the costs (a long conversation)")
+    parser.add_argument("--probe", action="store_true",
+                        help="time the event loop during the costs with a trivial GET every 20 ms (it costs CPU)")
     args = parser.parse_args()
 
     from api.main import create_app
@@ -226,7 +276,8 @@ def main() -> None:
             parley, url = start_parley_for(db_server.url, base_url, home)
             try:
                 asyncio.run(request_costs(url, key, Meter(url, parley.pid, db_server.process.pid),
-                                          in_a_row=args.in_a_row, burst=args.burst))
+                                          in_a_row=args.in_a_row, burst=args.burst, turns=args.turns,
+                                          probe=args.probe))
             finally:
                 stop_process(parley)
     finally:

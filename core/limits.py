@@ -20,6 +20,9 @@ MAX_JSON_DEPTH = 64
 # Bodies from this size up are parsed and checked on a worker thread, so one large request does not hold up the
 # event loop that serves every other.
 OFF_LOOP_BYTES = 64 * 1024
+# Conversations from this many messages up are turned into LangChain messages, counted and made into each model
+# request on a worker thread: that is Python work per message (5-20 µs a step), long enough to hold the loop.
+OFF_LOOP_MESSAGES = 128
 # Messages in one chat completion (OpenAI sets none; 60,000 one-word messages froze the server) and characters of
 # all their text together.
 MAX_CHAT_MESSAGES = 2048

@@ -12,9 +12,12 @@ import asyncio
 import json
 import os
 import re
+import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -30,6 +33,7 @@ from openai import DefaultAsyncHttpxClient
 from pydantic import BaseModel, Field
 
 from core import metrics
+from core.limits import OFF_LOOP_MESSAGES
 from core.settings import Settings, get_settings
 from nodes.failures import (
     IncompleteAnswerError,
@@ -41,6 +45,7 @@ from nodes.failures import (
 )
 
 SchemaT = TypeVar("SchemaT", bound=BaseModel)
+ResultT = TypeVar("ResultT")
 
 DEFAULT_PROVIDER = "openai"
 
@@ -301,18 +306,22 @@ class _CallRecorder(AsyncCallbackHandler):
     a call that was not streamed has none, and counts its whole latency.
     """
 
+    # Awaited in place: langchain-core otherwise wraps each event (every streamed token) in a task of its own.
+    run_inline = True
+
     def __init__(self, ledger: UsageLedger | None, model_id: str, price: Price, label: str | None,
                  metric_label: str) -> None:
         self.ledger, self.model_id, self.price, self.label = ledger, model_id, price, label
         self.metric_label = metric_label  # the `model` label in /metrics: the id itself, or `other`
-        self._prompt_tokens: dict[Any, int] = {}
+        # The prompt of each call, estimated only if the server reports no usage (a long transcript costs CPU).
+        self._prompts: dict[Any, list[list[BaseMessage]]] = {}
         self._started: dict[Any, float] = {}
         self._first_token: dict[Any, float] = {}
 
     async def on_chat_model_start(self, serialized: Any, messages: list[list[BaseMessage]], *, run_id: Any,
                                   **kwargs: Any) -> None:
         self._started[run_id] = time.perf_counter()
-        self._prompt_tokens[run_id] = sum(approx_tokens(batch) for batch in messages)
+        self._prompts[run_id] = messages
 
     async def on_llm_new_token(self, token: str, *, run_id: Any, **kwargs: Any) -> None:
         self._first_token.setdefault(run_id, time.perf_counter())
@@ -320,7 +329,7 @@ class _CallRecorder(AsyncCallbackHandler):
     async def on_llm_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
         started = self._started.pop(run_id, None)
         self._first_token.pop(run_id, None)
-        self._prompt_tokens.pop(run_id, None)
+        self._prompts.pop(run_id, None)
         if started is not None:
             metrics.record_model_call(self.metric_label, ok=False, seconds=time.perf_counter() - started)
 
@@ -342,10 +351,10 @@ class _CallRecorder(AsyncCallbackHandler):
             input_tokens = int(token_usage.get("prompt_tokens", 0) or 0)
             output_tokens = int(token_usage.get("completion_tokens", 0) or 0)
         estimated = not (input_tokens or output_tokens)
+        prompts = self._prompts.pop(run_id, [])
         if estimated:
-            input_tokens = self._prompt_tokens.get(run_id, 0)
+            input_tokens = sum(approx_tokens(batch) for batch in prompts)
             output_tokens = approx_tokens([AIMessage("".join(answer))]) if any(answer) else 0
-        self._prompt_tokens.pop(run_id, None)
         record = UsageRecord(
             model=self.model_id,
             input_tokens=input_tokens,
@@ -382,6 +391,34 @@ class _Recorded(RunnableBinding):
 
 
 _HAS_CHUNK_TIMEOUT = "stream_chunk_timeout" in ChatOpenAI.model_fields
+# A long conversation's request messages, converted off the event loop for the call about to build its request.
+_CONVERTED: ContextVar[tuple[list[BaseMessage], list[dict]] | None] = ContextVar("parley_converted", default=None)
+
+
+class _RecentConversions:
+    """The request messages of the last few long conversations, by the identity of their LangChain messages:
+    a panel's panelists are sent one conversation, converted once. An entry holds its messages, so no id in
+    its key can be reused while it is kept."""
+
+    SIZE = 8
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[tuple[int, ...], tuple[list[BaseMessage], list[dict]]] = OrderedDict()
+
+    def get(self, messages: list[BaseMessage]) -> list[dict] | None:
+        with self._lock:
+            entry = self._entries.get(tuple(map(id, messages)))
+        return None if entry is None else [dict(m) for m in entry[1]]
+
+    def put(self, messages: list[BaseMessage], converted: list[dict]) -> None:
+        with self._lock:
+            self._entries[tuple(map(id, messages))] = (list(messages), [dict(m) for m in converted])
+            while len(self._entries) > self.SIZE:
+                self._entries.popitem(last=False)
+
+
+_RECENT = _RecentConversions()
 
 
 class _BoundedChatOpenAI(ChatOpenAI):
@@ -399,6 +436,7 @@ class _BoundedChatOpenAI(ChatOpenAI):
     async def _astream(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None,
                        **kwargs: Any) -> Any:
         deadline = asyncio.get_running_loop().time() + self.call_deadline
+        await self._convert_off_loop(messages)
         source = super()._astream(messages, stop, run_manager, **kwargs)
         chunks, finished = 0, False
         try:
@@ -426,6 +464,7 @@ class _BoundedChatOpenAI(ChatOpenAI):
                          **kwargs: Any) -> Any:
         if self.streaming:  # answered through `_astream`, which keeps the deadline itself
             return await super()._agenerate(messages, stop, run_manager, **kwargs)
+        await self._convert_off_loop(messages)
         bound = asyncio.timeout(self.call_deadline)
         try:
             async with bound:
@@ -435,6 +474,39 @@ class _BoundedChatOpenAI(ChatOpenAI):
         except Exception as exc:
             scrub_failure(exc, self._secrets())
             raise
+
+    async def _convert_off_loop(self, messages: list[BaseMessage]) -> None:
+        """Turn a long conversation into the request's message dicts on a worker thread (`_get_request_payload`
+        takes them from there): langchain-openai does it on the event loop, at ~20 µs a message."""
+        if len(messages) < OFF_LOOP_MESSAGES:
+            return
+        if (converted := _RECENT.get(messages)) is None:
+            payload = await asyncio.to_thread(lambda: super(_BoundedChatOpenAI, self)._get_request_payload(messages))
+            if "messages" not in payload:
+                return
+            converted = payload["messages"]
+            _RECENT.put(messages, converted)
+        _CONVERTED.set((messages, converted))
+
+    def _get_request_payload(self, input_: Any, *, stop: list[str] | None = None, **kwargs: Any) -> dict:
+        converted = _CONVERTED.get()
+        payload = None
+        if converted is not None and converted[0] is input_:  # this call's conversation, converted off the loop
+            _CONVERTED.set(None)
+            payload = super()._get_request_payload([], stop=stop, **kwargs)
+            if "messages" not in payload:  # the Responses API shapes its input otherwise
+                payload = None
+            else:
+                payload["messages"] = converted[1]
+        if payload is None:
+            payload = super()._get_request_payload(input_, stop=stop, **kwargs)
+        if "messages" in payload:
+            # The openai SDK walks every request against its parameter types, on the event loop: ~0.15 ms a
+            # message (0.3 s for a 2,000-message conversation, per call), and chat messages have nothing it
+            # changes. Given as `extra_body`, they are sent as they are, in the same place of the same JSON body.
+            payload["extra_body"] = {**(payload.get("extra_body") or {}), "messages": payload["messages"]}
+            payload["messages"] = []
+        return payload
 
     @property
     def _model_id(self) -> str:
@@ -468,6 +540,14 @@ def approx_tokens(messages: Sequence[BaseMessage]) -> int:
         text = message.content if isinstance(message.content, str) else json.dumps(message.content)
         total += 4 + approx_text_tokens(text)
     return total
+
+
+async def off_loop(messages: int, fn: Callable[..., ResultT], /, *args: Any, **kwargs: Any) -> ResultT:
+    """`fn(*args, **kwargs)` for a conversation of `messages` messages: on a worker thread from
+    `OFF_LOOP_MESSAGES` up, in place below that (a thread hop costs more than a short conversation)."""
+    if messages >= OFF_LOOP_MESSAGES:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+    return fn(*args, **kwargs)
 
 
 def clip_text(text: str, max_tokens: int, marker: str = " [...]") -> str:

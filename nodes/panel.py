@@ -9,6 +9,8 @@ With `allow_same_family`, seats that distinct families cannot fill go to the lis
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict
@@ -28,6 +30,7 @@ from nodes.models import (
     clip_text,
     model_family,
     monotonic_ms,
+    off_loop,
     split_model_id,
     usage_from_message,
 )
@@ -135,6 +138,35 @@ def to_messages(messages: Sequence[dict[str, Any]], system_prompt: str | None = 
     """Turn OpenAI-style `{role, content}` dicts into LangChain messages, `system_prompt` first."""
     converted = convert_to_messages([dict(m) for m in messages])
     return ([SystemMessage(system_prompt)] if system_prompt else []) + converted
+
+
+class _PanelPrompts:
+    """The LangChain prompt of the last few panels' conversations, by the identity of the `messages` list every
+    panelist of one panel is sent (`ask_panelists`): converted once, and the same message objects, so the model
+    layer converts their request once too. An entry holds its list, so its id cannot be reused while kept."""
+
+    SIZE = 8
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[tuple[int, str | None], tuple[Sequence[dict[str, Any]], list[BaseMessage]]] = (
+            OrderedDict()
+        )
+
+    def prompt(self, messages: Sequence[dict[str, Any]], system_prompt: str | None) -> list[BaseMessage]:
+        key = (id(messages), system_prompt)
+        with self._lock:
+            entry = self._entries.get(key)
+        if entry is None:
+            entry = (messages, to_messages(messages, system_prompt))
+            with self._lock:
+                self._entries[key] = entry
+                while len(self._entries) > self.SIZE:
+                    self._entries.popitem(last=False)
+        return list(entry[1])
+
+
+_PANEL_PROMPTS = _PanelPrompts()
 
 
 def caller_instructions(messages: Sequence[dict[str, Any]], system_prompt: str | None) -> str:
@@ -387,7 +419,8 @@ async def panelist(task: PanelistTask, runtime: Runtime[PanelContext]) -> dict[s
         timeout=ctx.panelist_timeout,
         label=f"panelist:{label}",
     )
-    reply = await chat.ainvoke(to_messages(task["messages"], task.get("system_prompt")))
+    prompt = await off_loop(len(task["messages"]), _PANEL_PROMPTS.prompt, task["messages"], task.get("system_prompt"))
+    reply = await chat.ainvoke(prompt)
     answer = content_text(reply.content).strip()
     if not answer:
         raise EmptyAnswerError(f"{label} answered with no text")
@@ -534,8 +567,9 @@ async def answer_with_fallback(state: dict[str, Any], runtime: Runtime[PanelCont
     """Answer with the first model of the fallback list that succeeds (no panel)."""
     ctx = panel_context(runtime)
     models = state.get("models") or [ctx.model_id()]
+    prompt = await off_loop(len(state["messages"]), to_messages, state["messages"], state.get("system_prompt"))
     answer, model, failures = await stream_first_answer(
-        ctx, models, to_messages(state["messages"], state.get("system_prompt")), role="model",
+        ctx, models, prompt, role="model",
         temperature=state.get("temperature"), max_tokens=state.get("max_tokens"), timeout=ctx.panelist_timeout,
     )
     return {"answer": answer, "model_used": model, "attempts": failures}

@@ -11,7 +11,6 @@ request one. Unpriced models cost 0, so requests using only them need no credit 
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 import logging
@@ -29,7 +28,7 @@ from api.deps import Principal
 from api.errors import ApiError, run_error
 from api.services.routers import load_router
 from api.sse import KEEPALIVE_SECONDS, SSE_HEADERS, CountedEventSourceResponse
-from nodes.models import ModelFactory, approx_tokens
+from nodes.models import ModelFactory, approx_tokens, off_loop
 from nodes.panel import DEFAULT_MIN_SUCCESSES, DEFAULT_PANEL_SIZE, TooFewFamiliesError, pick_panelists, to_messages
 from runs import RunEngine
 from runs.modes.panel import response_model, start_panel
@@ -187,7 +186,7 @@ def estimate_cost(factory: ModelFactory, plan: Plan, body: ChatCompletionRequest
 async def reserve(app: FastAPI, plan: Plan, body: ChatCompletionRequest, *, workspace: str) -> float:
     """Reserve the estimated cost from the workspace's credit; 402 when the balance cannot cover it."""
     # Converting and counting a long conversation takes a while: not on the loop that serves every other request.
-    amount, per_call = await asyncio.to_thread(estimate_cost, app.state.factory, plan, body)
+    amount, per_call = await off_loop(len(body.messages), estimate_cost, app.state.factory, plan, body)
     if amount <= 0:
         return 0.0
     if await ws_store.reserve_credit(app.state.db, workspace, amount):

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
-from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, Field
 
+from core.limits import OFF_LOOP_MESSAGES
 from core.settings import Settings
 from nodes.context import RunContext
 from nodes.models import (
@@ -21,6 +24,7 @@ from nodes.models import (
     clip_text,
     context_guard,
     lookup_price,
+    off_loop,
 )
 
 
@@ -239,3 +243,64 @@ async def test_models_are_built_once_per_loop_and_bill_each_callers_ledger(parle
     await b.ainvoke([HumanMessage("judge")])
     assert [r.label for r in first.records] == ["one"] and [r.label for r in second.records] == ["two"]
     assert factory.chat("openai:gpt-5", temperature=0.1) is not factory.chat("openai:gpt-5", temperature=0.2)
+
+
+CONVERSATION = [
+    SystemMessage("Be brief."),
+    HumanMessage(content=[{"type": "text", "text": "What is in this picture?"},
+                          {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}],
+                 name="ann"),
+    AIMessage("", tool_calls=[{"id": "call_1", "name": "lookup", "args": {"q": "cap"}}]),
+    ToolMessage("CAP: pick two of three.", tool_call_id="call_1"),
+    HumanMessage("And in two sentences, é 中文?"),
+]
+
+
+@pytest.mark.parametrize("turns", [0, OFF_LOOP_MESSAGES])
+@pytest.mark.parametrize("stream", [False, True])
+async def test_requests_reach_the_wire_exactly_as_langchain_openai_sends_them(parley_env, llm, stream, turns):
+    # Parley hands the messages to the SDK as `extra_body` (skipping its per-message walk) and converts a long
+    # conversation on a worker thread: the body must not change.
+    conversation = [*CONVERSATION[:-1], *[(HumanMessage if i % 2 else AIMessage)(f"turn {i}") for i in range(turns)],
+                    CONVERSATION[-1]]
+    providers = {"openai": Provider(extra_body={"repeat_penalty": 1.3})}
+    parley = ModelFactory(parley_env, providers=providers).chat("openai:gpt-5", temperature=0.3, max_tokens=50)
+    plain = ChatOpenAI(model="gpt-5", api_key="sk-test", base_url=llm.base_url, max_retries=0, temperature=0.3,
+                       max_completion_tokens=50, stream_usage=True, extra_body={"repeat_penalty": 1.3})
+    bodies = []
+    for chat in (parley, plain):
+        if stream:
+            [chunk async for chunk in chat.astream(conversation)]
+        else:
+            await chat.ainvoke(conversation)
+        bodies.append(llm.requests[-1])
+    assert json.dumps(bodies[0]) == json.dumps(bodies[1])  # the same fields, values and order
+    assert len(bodies[0]["messages"]) == len(conversation) and bodies[0]["repeat_penalty"] == 1.3
+
+
+async def test_a_long_conversation_is_converted_off_the_event_loop(parley_env, llm, monkeypatch):
+    import langchain_openai.chat_models.base as lc_base
+
+    loop_thread, threads = threading.get_ident(), []
+    convert = lc_base._convert_message_to_dict
+
+    def spy(message, *args, **kwargs):
+        threads.append(threading.get_ident())
+        return convert(message, *args, **kwargs)
+
+    monkeypatch.setattr(lc_base, "_convert_message_to_dict", spy)
+    chat = ModelFactory(parley_env).chat("openai:gpt-5")
+    await chat.ainvoke([HumanMessage("short")])
+    assert threads == [loop_thread]  # a short one is not worth a thread hop
+    threads.clear()
+    long = [HumanMessage(f"turn {i}") for i in range(OFF_LOOP_MESSAGES)]
+    await chat.ainvoke(long)
+    [chunk async for chunk in chat.astream(long)]
+    # Converted once, on a worker thread: the second call (a panel's next panelist) takes the same request messages.
+    assert len(threads) == OFF_LOOP_MESSAGES and loop_thread not in threads
+    assert llm.requests[-1]["messages"] == llm.requests[-2]["messages"]
+    assert [m["content"] for m in llm.requests[-1]["messages"]] == [m.content for m in long]
+    await chat.ainvoke([*long[:-1], HumanMessage("changed")])  # other messages: converted anew
+    assert len(threads) == 2 * OFF_LOOP_MESSAGES and llm.requests[-1]["messages"][-1]["content"] == "changed"
+    assert await off_loop(OFF_LOOP_MESSAGES - 1, threading.get_ident) == loop_thread
+    assert await off_loop(OFF_LOOP_MESSAGES, threading.get_ident) != loop_thread

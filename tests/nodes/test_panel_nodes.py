@@ -21,6 +21,7 @@ from nodes.panel import (
     pick_panelists,
     redact_names,
     sample_temperatures,
+    to_messages,
 )
 
 GPT5, GPT5_MINI, O3 = "openai:gpt-5", "openai:gpt-5-mini", "openai:o3"
@@ -210,3 +211,17 @@ def test_error_messages_name_each_model_and_why():
         "anthropic:claude-sonnet-4-5: timeout (no answer before the time limit)")
     failed = AllModelsFailedError("arbitrator", [{"model": OPUS, "error": "server", "detail": "HTTP 500: x"}])
     assert str(failed) == "Every arbitrator candidate failed. anthropic:claude-opus-4-5: server (HTTP 500: x)"
+
+
+def test_a_panels_conversation_is_converted_once_for_all_its_panelists():
+    from nodes.panel import _PANEL_PROMPTS
+
+    messages = [{"role": "user", "content": "Why is the sky blue?"}, {"role": "assistant", "content": "Rayleigh."},
+                {"role": "user", "content": "Say more."}]
+    first = _PANEL_PROMPTS.prompt(messages, "Be brief.")
+    again = _PANEL_PROMPTS.prompt(messages, "Be brief.")
+    assert first == to_messages(messages, "Be brief.")
+    assert first is not again and all(a is b for a, b in zip(first, again, strict=True))  # the same messages
+    other = _PANEL_PROMPTS.prompt([dict(m) for m in messages], "Be brief.")  # another panel's list
+    assert other == first and other[1] is not first[1]
+    assert _PANEL_PROMPTS.prompt(messages, None) == to_messages(messages)
