@@ -331,10 +331,18 @@ class RunEngine:
 
     def _launch(self, record: dict) -> None:
         run_id = record["_id"]
+        live = None
+        if record.get("claims", 1) <= 1:
+            # Registered before the task starts, so that a listener on this worker (the route that just
+            # submitted the run) follows it from memory at once instead of polling the database.
+            live = self._live[run_id] = LiveRun(run_id, first_seq=MODES[record["kind"]].first_seq)
         task = asyncio.create_task(self._execute(record), name=f"run {run_id}")
         self._tasks[run_id] = task
 
         def forget(_: asyncio.Task) -> None:
+            if live is not None and self._live.get(run_id) is live:  # a task cancelled before it started
+                live.end()
+                self._live.pop(run_id, None)
             self._tasks.pop(run_id, None)
             self._stopping.pop(run_id, None)
             self._closing.discard(run_id)
@@ -362,16 +370,17 @@ class RunEngine:
     async def _execute(self, record: dict) -> None:
         """Execute a run here, from its start or from its last checkpoint, and store how it ends."""
         run_id = record["_id"]
-        mode: ModeRun = MODES[record["kind"]](record, self.services)
         resumed = record.get("claims", 1) > 1  # another worker began it
         deadline = self._deadline(record)
         barriers: dict[str, EventBarrier] | None = getattr(self.saver, "barriers", None)
-        live: LiveRun | None = None
+        live: LiveRun | None = self._live.get(run_id)  # a new run's, registered by `_launch`
         try:
-            stored = await store.last_seq(self.db, run_id=run_id) if resumed else -1
-            # Past the ids another worker may have shown without storing them (see EventWriter).
-            gap = EventWriter.SHOWN_UNSTORED if resumed else 0
-            live = self._live[run_id] = LiveRun(run_id, first_seq=max(mode.first_seq, stored + 1 + gap))
+            mode: ModeRun = MODES[record["kind"]](record, self.services)
+            if live is None:
+                stored = await store.last_seq(self.db, run_id=run_id) if resumed else -1
+                # Past the ids another worker may have shown without storing them (see EventWriter).
+                gap = EventWriter.SHOWN_UNSTORED if resumed else 0
+                live = self._live[run_id] = LiveRun(run_id, first_seq=max(mode.first_seq, stored + 1 + gap))
             barrier = EventBarrier()
             if barriers is not None:
                 barriers[run_id] = barrier

@@ -91,8 +91,13 @@ def test_every_query_of_a_duel_a_panel_request_a_round_table_and_the_engine_seek
             http.post("/v1/agents", json={"name": "Claire", "role": "Finance"}, headers=auth(table)).raise_for_status()
             conversation = http.post("/v1/conversations", json={"title": "Lyon?"},
                                      headers=auth(table)).json()["conversation"]
-            assert http.post(f"/v1/conversations/{conversation['id']}/message", json={"content": "Open now?"},
-                             headers=auth(table)).status_code == 200
+            asked = http.post(f"/v1/conversations/{conversation['id']}/message", json={"content": "Open now?"},
+                              headers=auth(table))
+            assert asked.status_code == 200
+            # A follower of an ended run reads its events from the database (the route's own follower reads
+            # them from memory).
+            replay = http.get(f"/v1/runs/{asked.headers['X-Run-Id']}/events", headers=auth(table))
+            assert replay.status_code == 200 and "event:" in replay.text
             # The engine's tending ran meanwhile (cancel polls, renewals, take-over scans), and the runs'
             # checkpoints are deleted once they end.
             kinds = lambda: {(c, n) for c, n, _ in RECORDER.filters}  # noqa: E731
