@@ -94,13 +94,18 @@ def test_every_query_of_a_duel_a_panel_request_a_round_table_and_the_engine_seek
             asked = http.post(f"/v1/conversations/{conversation['id']}/message", json={"content": "Open now?"},
                               headers=auth(table))
             assert asked.status_code == 200
-            # A follower of an ended run reads its events from the database (the route's own follower reads
-            # them from memory).
-            replay = http.get(f"/v1/runs/{asked.headers['X-Run-Id']}/events", headers=auth(table))
-            assert replay.status_code == 200 and "event:" in replay.text
+
+            def replayed() -> bool:
+                """A follower of an ended run reads its events from the database (the route's own follower
+                read them from memory, as does one that comes while the run's execution is winding up)."""
+                replay = http.get(f"/v1/runs/{asked.headers['X-Run-Id']}/events", headers=auth(table))
+                assert replay.status_code == 200 and "event:" in replay.text
+                return ("run_events", "find") in kinds()
+
             # The engine's tending ran meanwhile (cancel polls, renewals, take-over scans), and the runs'
             # checkpoints are deleted once they end.
             kinds = lambda: {(c, n) for c, n, _ in RECORDER.filters}  # noqa: E731
+            eventually(replayed, "an ended run's events read from the database")
             eventually(lambda: {("runs", "findAndModify"), ("runs", "find"), ("checkpoint_writes", "delete"),
                                 ("checkpoints", "update"), ("run_events", "find")} <= kinds(), "the engine's queries")
     finally:
