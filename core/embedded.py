@@ -58,8 +58,8 @@ if _libc is not None:  # int prctl(int option, unsigned long arg2, ...): the sig
     _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
 
 
-def die_with(parent_pid: int) -> Callable[[], None] | None:
-    """A function that makes the process calling it get SIGTERM when its parent dies (Linux; None elsewhere).
+def die_with(parent_pid: int, sig: int = signal.SIGTERM) -> Callable[[], None] | None:
+    """A function that makes the process calling it get `sig` when its parent dies (Linux; None elsewhere).
 
     Used as a `preexec_fn`, or called first thing in a child that another library started (a worker of
     `parley serve --workers`). The kernel sends the signal when the *thread* that forked the child exits,
@@ -71,7 +71,7 @@ def die_with(parent_pid: int) -> Callable[[], None] | None:
     prctl, getppid, exit_now = _libc.prctl, os.getppid, os._exit  # bound before the fork: nothing to import after
 
     def preexec() -> None:
-        prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
         if getppid() != parent_pid:
             exit_now(1)
 
@@ -178,7 +178,9 @@ class ManagedProcess:
                 stdin=subprocess.DEVNULL,
                 env={**os.environ, **(self.env or {})},
                 start_new_session=True,  # Ctrl-C in a terminal reaches Parley, which stops us in order
-                preexec_fn=die_with(os.getpid()),
+                # SIGKILL: nobody is left to wait for a graceful stop, and the database was seen to linger for
+                # half a minute on SIGTERM (it writes each commit to disk as it happens, so nothing is lost).
+                preexec_fn=die_with(os.getpid(), signal.SIGKILL),
             )
 
     def _wait_ready(self, timeout: float, on_wait: Callable[[float], None] | None = None) -> None:
