@@ -487,7 +487,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The workspace's runs of every kind, newest first */
+        /** The runs of the workspace the key may see, of every kind, newest first */
         get: operations["list_runs_v1_runs_get"];
         put?: never;
         post?: never;
@@ -2055,7 +2055,7 @@ export interface operations {
                     "application/json": components["schemas"]["SeedError"];
                 };
             };
-            /** @description No key and no stream token, an unknown key, or a wrong stream token. */
+            /** @description No key and no stream token, an unknown key, or a wrong or expired stream token (it expires PARLEY_STREAM_TOKEN_GRACE seconds, an hour by default, after the debate ended). */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -4748,7 +4748,7 @@ export interface operations {
                     "application/json": components["schemas"]["ParleyError"];
                 };
             };
-            /** @description No run with this id in the workspace, or one of a kind the key may not see. */
+            /** @description No run with this id in the workspace, or one the key may not see (another user's duel or chat run, or a kind outside its scopes). */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4809,7 +4809,7 @@ export interface operations {
                     "application/json": components["schemas"]["ParleyError"];
                 };
             };
-            /** @description No run with this id in the workspace, or one of a kind the key may not see. */
+            /** @description No run with this id in the workspace, or one the key may not see (another user's duel or chat run, or a kind outside its scopes). */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4867,7 +4867,7 @@ export interface operations {
                     "application/json": components["schemas"]["ParleyError"];
                 };
             };
-            /** @description The key may not do this: it is read-only, or lacks the scope the route needs. */
+            /** @description The key is read-only, lacks the kind's scope, or is neither the run's owner's nor an admin key (`not_run_owner`). */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4876,7 +4876,7 @@ export interface operations {
                     "application/json": components["schemas"]["ParleyError"];
                 };
             };
-            /** @description No run with this id in the workspace, or one of a kind the key may not see. */
+            /** @description No run with this id in the workspace, or one the key may not see (another user's duel or chat run, or a kind outside its scopes). */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4885,7 +4885,7 @@ export interface operations {
                     "application/json": components["schemas"]["ParleyError"];
                 };
             };
-            /** @description The run has already ended; `run` is its record. */
+            /** @description The run has already ended (or had finished and was being stored); `run` is its record. */
             409: {
                 headers: {
                     [name: string]: unknown;
