@@ -1,6 +1,7 @@
 """The duel: the user's persona agent debates an opponent chosen for the topic, then a judge rules.
 
 select_opponent → (user_turn → opponent_turn) × rounds → announce_synthesis → judge ×2 (order swapped) → synthesize
+(given an `opponent_profile` and `messages`, it goes on from the next turn instead of choosing an opponent)
 
 Stream it with `graph.astream(inputs, context=DuelContext(...), stream_mode=["custom", "updates"])`:
 the custom events are `start`/`chunk`/`message` per turn and `synthesizing` before judging.
@@ -36,6 +37,9 @@ class DuelInput(TypedDict):
     topic: str
     user_profile: dict  # the seed's userProfile: name, avatar?, bio?, softMemory {traits[], interests[]}
     rounds: NotRequired[int]  # overrides DuelContext.rounds
+    # A duel that goes on from turns already made (a run resumed from its debate record): its opponent and turns.
+    opponent_profile: NotRequired[dict]
+    messages: NotRequired[list[dict]]
 
 
 class DuelOutput(TypedDict):
@@ -71,6 +75,16 @@ def next_round(state: DuelState, runtime: Runtime[DuelContext]) -> Literal["user
     return "user_turn" if len(state.get("messages") or []) < 2 * rounds else "announce_synthesis"
 
 
+def first_step(state: DuelState, runtime: Runtime[DuelContext]) -> Literal[
+        "select_opponent", "user_turn", "opponent_turn", "announce_synthesis"]:
+    """Choose the opponent, unless the duel goes on from turns already made: then the next turn, or the judging."""
+    if not state.get("opponent_profile"):
+        return "select_opponent"
+    if len(state.get("messages") or []) % 2:
+        return "opponent_turn"
+    return next_round(state, runtime)
+
+
 def build_duel_graph() -> StateGraph:
     """The duel as an uncompiled `StateGraph`; compile it, or embed it in a larger graph."""
     builder = StateGraph(DuelState, context_schema=DuelContext, input_schema=DuelInput, output_schema=DuelOutput)
@@ -81,7 +95,7 @@ def build_duel_graph() -> StateGraph:
     builder.add_node("judge", judge, retry_policy=JUDGE_RETRY)
     builder.add_node("synthesize", synthesize)
 
-    builder.add_edge(START, "select_opponent")
+    builder.add_conditional_edges(START, first_step)
     builder.add_edge("select_opponent", "user_turn")
     builder.add_edge("user_turn", "opponent_turn")
     builder.add_conditional_edges("opponent_turn", next_round)

@@ -184,6 +184,7 @@ class EventWriter:
         self._usage: list[UsageRecord] = []
         self._stored = self._shown = 0
         self._closing = False
+        self._hold: int | None = None  # rows from this index on are stored but not shown (the closing events)
         self._wakeup = asyncio.Event()
         barrier.on_wait = self._wakeup.set  # LangGraph waits to save results: store now
         self._task = asyncio.create_task(self._loop(), name=f"store events of {live.id}")
@@ -209,11 +210,17 @@ class EventWriter:
         if self._task.done() and not self._task.cancelled() and self._task.exception() is not None:
             raise self._task.exception()
 
-    async def close(self) -> None:
-        """Store everything queued (raising a storage failure)."""
+    async def close(self, last: list[Emit] | None = None) -> list[dict]:
+        """Store everything queued and then `last`, the run's closing events, their record changes first, in the
+        same write (raising a storage failure). The closing events are not shown: return their rows, for the
+        engine to show once the run's end is recorded."""
+        self._hold = len(self._rows)
+        for emit in last or []:
+            self.add(emit)
         self._closing = True
         self._wakeup.set()
         await self._task
+        return self._rows[self._hold:]
 
     def abandon(self) -> None:
         self._task.cancel()
@@ -227,7 +234,7 @@ class EventWriter:
 
     def _show(self) -> None:
         gate = min(self._stores, default=len(self._rows))  # the first event whose record change is not stored
-        limit = min(gate, self._stored + self.SHOWN_UNSTORED, len(self._rows))
+        limit = min(gate, self._stored + self.SHOWN_UNSTORED, len(self._rows) if self._hold is None else self._hold)
         if limit > self._shown:
             self.live.publish(self._rows[self._shown:limit])
             self._shown = limit
@@ -432,16 +439,16 @@ class RunEngine:
     async def _outcome(self, record: dict, mode: ModeRun, writer: EventWriter, ledger: RunLedger) -> Outcome | None:
         """Run the graph, relaying its events; return how the run ended (None: it goes on elsewhere)."""
         run_id, kind = record["_id"], record["kind"]
-        graph = mode.graph(self.saver)
+        graph = mode.graph(self.saver if mode.checkpointed else None)
         config = {"configurable": {"thread_id": run_id},
                   **trace_config(run_id, kind, record["workspace"], record["user"]),
                   "callbacks": [StopGuard(self, run_id)]}
         try:
-            resuming = await self._restore(record, mode, graph, config, writer)
+            went_on, graph_input = await self._restore(record, mode, graph, config, writer)
             if record.get("cancelRequested"):
                 self._stopping[run_id] = "cancel"
                 raise asyncio.CancelledError
-            if not resuming:
+            if not went_on:
                 for emit in mode.opening():
                     writer.add(emit)
             state: dict[str, Any] = {}
@@ -450,8 +457,9 @@ class RunEngine:
             sink = EVENT_SINK.set(self._sink(run_id, mode, writer))
             try:
                 parts = graph.astream(
-                    None if resuming else mode.graph_input(), config, context=mode.context(ledger),
-                    stream_mode=modes, durability=self.settings.parley_run_durability,
+                    graph_input, config, context=mode.context(ledger),
+                    stream_mode=modes,
+                    **({"durability": self.settings.parley_run_durability} if mode.checkpointed else {}),
                 )
                 async with contextlib.aclosing(parts):  # its tasks stop with it, however the loop is left
                     async for part_mode, part in parts:
@@ -545,33 +553,44 @@ class RunEngine:
             log.warning("run %s (%s) failed: %s", run_id, record["kind"], exc, exc_info=True)
             return await self._failed(record, mode, ledger, exc)
 
-    async def _restore(self, record: dict, mode: ModeRun, graph: Any, config: dict, writer: EventWriter) -> bool:
-        """For a run another execution began: void the events of tasks that will run again (announcing
-        them in a `retract`) and let the mode bring its records in line; True when a checkpoint exists to
-        resume from."""
+    async def _restore(self, record: dict, mode: ModeRun, graph: Any, config: dict,
+                       writer: EventWriter) -> tuple[bool, dict[str, Any] | None]:
+        """Where the run's graph starts. For a run another execution began: void the events of the tasks that
+        will run again (announcing them in a `retract`) and bring the mode's records in line.
+
+        Returns whether the run goes on from what an earlier execution did (its opening events stand), and the
+        graph's input: None to go on from its last checkpoint (a `checkpointed` mode), else the input it starts
+        with (from its beginning, or where the mode's own records say it had got to, see `ModeRun.restart`).
+        """
         if record.get("claims", 1) <= 1:
-            return False
+            return False, mode.graph_input()
         await store.mark_running(self.db, run_id=record["_id"], worker=self.worker)
-        snapshot = await graph.aget_state(config)
-        resuming = bool(snapshot.values) or bool(snapshot.next)
         rows = await store.all_events(self.db, run_id=record["_id"])
         live_rows = [row for row in rows if not row.get("void") and row["event"] != RETRACT]
         # Ids an earlier execution may have shown but not stored: events of tasks that had not finished.
         unstored = list(range((rows[-1]["seq"] if rows else -1) + 1, writer.next_seq))
-        origins = {o for o in (origin_of(row) for row in live_rows) if o is not None}
-        if resuming:
-            saved = await saved_graphs(self.saver, record["_id"], namespaces(origins))
-            void = [row["seq"] for row in live_rows if not survives(origin_of(row), saved)]
-        else:  # nothing was saved: the run starts over, and everything it sent is void
-            void = [row["seq"] for row in live_rows]
+        graph_input: dict[str, Any] | None = mode.graph_input()
+        standing: set[int] = set()  # the events that stand (all others are void)
+        went_on = False
+        if mode.checkpointed:
+            snapshot = await graph.aget_state(config)
+            if snapshot.values or snapshot.next:
+                origins = {o for o in (origin_of(row) for row in live_rows) if o is not None}
+                saved = await saved_graphs(self.saver, record["_id"], namespaces(origins))
+                standing = {row["seq"] for row in live_rows if survives(origin_of(row), saved)}
+                graph_input, went_on = None, True
+                await mode.resumed(dict(snapshot.values))
+        elif (restart := await mode.restart(live_rows)) is not None:
+            graph_input, standing = restart
+            went_on = True
+        void = [row["seq"] for row in live_rows if row["seq"] not in standing]
         if void:
             await store.mark_void(self.db, run_id=record["_id"], seqs=void)
         if void or unstored:
             writer.add(Emit(RETRACT, {"seqs": void + unstored, "reason": RESUMED_REASON}))
-        await mode.resumed(dict(snapshot.values) if resuming else {})
         log.warning("run %s (%s) taken over by %s: %s, %d event(s) retracted", record["_id"], record["kind"],
-                    self.worker, "resuming from its checkpoint" if resuming else "starting over", len(void))
-        return resuming
+                    self.worker, "going on from where it was" if went_on else "starting over", len(void))
+        return went_on, graph_input
 
     async def _hand_over(self, run_id: str, writer: EventWriter, reason: str) -> None:
         """Stop executing a run here without ending it: lost to another worker, or this worker shutting down."""
@@ -590,14 +609,7 @@ class RunEngine:
         here sees its last event (listeners elsewhere check it, see `follow`)."""
         run_id = record["_id"]
         try:
-            await writer.close()
-            rows = []
-            for emit in outcome.events:
-                if emit.store is not None:
-                    await emit.store()
-                rows.append({"seq": writer.next_seq, "event": emit.event, "data": emit.data, "origin": None})
-                writer.next_seq += 1
-            await store.append_events(self.db, run_id=run_id, events=rows)
+            rows = await writer.close(outcome.events)
             await store.finish(self.db, run_id=run_id, worker=self.worker, status=outcome.status,
                                result=outcome.result, error=outcome.error, usage=usage_totals(ledger))
             record_run(record["kind"], outcome.status)
@@ -606,7 +618,7 @@ class RunEngine:
             log.error("run %s: its end could not be stored (%s)", run_id, exc)
             writer.live.storage_failed = isinstance(exc, PyMongoError)
             return
-        if not self.settings.parley_run_keep_checkpoints:
+        if MODES[record["kind"]].checkpointed and not self.settings.parley_run_keep_checkpoints:
             try:
                 await self.saver.adelete_thread(run_id)
             except PyMongoError as exc:

@@ -61,8 +61,11 @@ class RunFailure(RuntimeError):
 _DURABLE: weakref.WeakKeyDictionary[BaseCheckpointSaver, dict[str, Pregel]] = weakref.WeakKeyDictionary()
 
 
-def with_checkpointer(graph: Pregel, checkpointer: BaseCheckpointSaver) -> Pregel:
-    """A mode's module-level `graph` saving its checkpoints with `checkpointer` (a copy, made once per saver)."""
+def with_checkpointer(graph: Pregel, checkpointer: BaseCheckpointSaver | None) -> Pregel:
+    """A mode's module-level `graph` saving its checkpoints with `checkpointer` (a copy, made once per saver);
+    the graph itself when there is none (a mode that is not `checkpointed`)."""
+    if checkpointer is None:
+        return graph
     copies = _DURABLE.setdefault(checkpointer, {})
     if graph.name not in copies:
         copies[graph.name] = graph.copy(update={"checkpointer": checkpointer})
@@ -79,6 +82,10 @@ class ModeRun(ABC):
     kind: ClassVar[str]
     stream_mode: ClassVar[tuple[str, ...]] = ("custom",)
     first_seq: ClassVar[int] = 0  # the number of the run's first event (the SSE `id:` clients see first)
+    # Whether the run saves a LangGraph checkpoint after each step. A mode whose runs are short (a panel request
+    # takes about a second) does not: a run resumed after its worker died starts over (its events retracted),
+    # and it asks the database for nothing but its events, usage and records.
+    checkpointed: ClassVar[bool] = True
 
     def __init__(self, record: dict[str, Any], services: Services) -> None:
         self.record = record
@@ -87,8 +94,8 @@ class ModeRun(ABC):
         self.services = services
 
     @abstractmethod
-    def graph(self, checkpointer: BaseCheckpointSaver) -> Pregel:
-        """The mode's compiled graph, saving its checkpoints with `checkpointer`."""
+    def graph(self, checkpointer: BaseCheckpointSaver | None) -> Pregel:
+        """The mode's compiled graph, saving its checkpoints with `checkpointer` (None: saving none)."""
 
     @abstractmethod
     def context(self, ledger: UsageLedger) -> RunContext:
@@ -108,6 +115,13 @@ class ModeRun(ABC):
 
     async def resumed(self, state: dict[str, Any]) -> None:
         """Bring the mode's records in line with the checkpoint a resumed run continues from."""
+
+    async def restart(self, rows: list[dict]) -> tuple[dict[str, Any], set[int]] | None:
+        """Where a run of a mode that is not `checkpointed` goes on after its worker stopped, from `rows`, the
+        events its earlier executions stored (void ones left out): the graph's input, continuing from what
+        those events tell, and the numbers of the events that stand (the others are retracted). The mode brings
+        its records in line. None (the default): the run starts over, and all its events are retracted."""
+        return None
 
     @abstractmethod
     async def completed(self, state: dict[str, Any], ledger: UsageLedger) -> Outcome:

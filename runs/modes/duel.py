@@ -2,7 +2,8 @@
 
 The debate id is the run id. The record is written `in_progress` before the run starts, the opponent
 and each message as they come (each event sent only once that write is stored), the synthesis and
-both verdicts with `completed` at the end.
+both verdicts with `completed` at the end. The record and the stored events are the duel's only
+durability: it saves no LangGraph checkpoints, and a resumed duel goes on from its last stored turn.
 """
 
 from __future__ import annotations
@@ -86,12 +87,15 @@ class DuelRun(ModeRun):
     `synthesis` and `done` (or `error`)."""
 
     kind = "duel"
+    # The debate record is the duel's checkpoint: its opponent and each message are stored at the turn's end,
+    # before anyone is shown them. A duel resumed elsewhere goes on from its last stored turn (`restart`).
+    checkpointed = False
 
     def __init__(self, record: dict[str, Any], services: Any) -> None:
         super().__init__(record, services)
         self.speaking: str | None = None  # the turn under way, so a retried turn is announced once
 
-    def graph(self, checkpointer: BaseCheckpointSaver) -> Pregel:
+    def graph(self, checkpointer: BaseCheckpointSaver | None) -> Pregel:
         return with_checkpointer(duel_graph, checkpointer)
 
     def context(self, ledger: UsageLedger) -> DuelContext:
@@ -122,8 +126,20 @@ class DuelRun(ModeRun):
         elif kind == "synthesizing":
             yield Emit("synthesizing", {})
 
-    async def resumed(self, state: dict[str, Any]) -> None:
-        await store.set_messages(self.services.db, debate_id=self.run_id, messages=list(state.get("messages") or []))
+    async def restart(self, rows: list[dict]) -> tuple[dict[str, Any], set[int]] | None:
+        """Go on from the last turn whose `message` event was stored (a turn under way is asked again); start
+        over when not even the opponent's `init` was."""
+        opening = next((row for row in rows if row["event"] == "init"), None)
+        if opening is None:
+            return None
+        told = [row for row in rows if row["event"] == "message"]
+        messages = [row["data"] for row in told]
+        # The record may hold a message whose event was not stored: it goes back to the stored ones.
+        await store.set_messages(self.services.db, debate_id=self.run_id, messages=messages)
+        last = told[-1]["seq"] if told else opening["seq"]
+        graph_input = {**self.graph_input(), "opponent_profile": opening["data"]["opponentProfile"],
+                       "messages": messages}
+        return graph_input, {row["seq"] for row in rows if row["seq"] <= last}
 
     async def _bill(self, ledger: UsageLedger) -> None:
         await record_usage(self.services.db, workspace=self.record["workspace"], user=self.record["user"],

@@ -118,13 +118,14 @@ class PanelRun(ModeRun):
     """One chat completion: a debate (panel + arbitrator), a raw panel, or one model with fallbacks."""
 
     kind = "panel"
+    checkpointed = False  # about a second long: after a crash it starts over rather than save every step
 
     def __init__(self, record: dict[str, Any], services: Any) -> None:
         super().__init__(record, services)
         self.plan = self.input["plan"]
         self.answering = False  # some of the answer has streamed
 
-    def graph(self, checkpointer: BaseCheckpointSaver) -> Pregel:
+    def graph(self, checkpointer: BaseCheckpointSaver | None) -> Pregel:
         return with_checkpointer(panel_graph, checkpointer)
 
     def context(self, ledger: UsageLedger) -> PanelContext:

@@ -57,3 +57,17 @@ async def test_rounds_in_the_input_override_the_context(parley_env, llm):
     assert len(out["messages"]) == 4
     out = await graph.ainvoke(INPUTS, context=DuelContext(models=ModelFactory(parley_env), rounds=3))
     assert len(out["messages"]) == 6
+
+
+async def test_a_duel_given_its_opponent_and_turns_goes_on_from_the_next_turn(parley_env, llm):
+    script_duel(llm)
+    first = await graph.ainvoke({**INPUTS, "rounds": 2}, context=DuelContext(models=ModelFactory(parley_env)))
+    before = len(llm.requests)
+    made = first["messages"][:3]  # two turns of round 1 and Ada's of round 2
+    out = await graph.ainvoke({**INPUTS, "rounds": 2, "opponent_profile": first["opponent_profile"],
+                               "messages": made}, context=DuelContext(models=ModelFactory(parley_env)))
+    assert out["messages"][:3] == made and [m["role"] for m in out["messages"]] == ["user", "opponent"] * 2
+    assert out["opponent_profile"] == first["opponent_profile"] and out["synthesis"]["winner"] == "user"
+    texts = [" ".join(m["content"] for m in r["messages"]) for r in llm.requests[before:]]
+    assert not any(SELECT_MARK in text for text in texts)  # the opponent was not chosen again
+    assert sum(JUDGE_MARK not in text for text in texts) == 1  # one turn asked: the opponent's of round 2

@@ -39,9 +39,10 @@ def auth(key: str) -> dict[str, str]:
 
 
 def follow_and_kill(holder: Worker, follower: Worker, run_id: str, key: str, db, *, kill_after: int,
-                    announcing: str, then: str | None = None) -> tuple[list, set[str]]:
+                    announcing: str, then: str | None = None, saved: bool = True) -> tuple[list, set[str]]:
     """Follow the run on `follower`; SIGKILL `holder` once `kill_after` events named `announcing` arrived (and,
-    with `then`, one event of that name after them) and the steps that sent them have their results saved.
+    with `then`, one event of that name after them) and (with `saved`) the steps that sent them have their
+    results saved.
     Return every event received, and the ids of the announcing events seen before the kill."""
     events, seen_before = [], set()
     for event in follow(f"{follower.url}/v1/runs/{run_id}/events", key):
@@ -51,9 +52,10 @@ def follow_and_kill(holder: Worker, follower: Worker, run_id: str, key: str, db,
         if event.event == announcing and len(seen_before) < kill_after:
             seen_before.add(event.id)
         if len(seen_before) == kill_after and (then is None or (event.event == then and event.id not in seen_before)):
-            wait_until_saved(db, run_id, seen_before)
+            if saved:
+                wait_until_saved(db, run_id, seen_before)
             holder.kill()
-    assert holder.proc.poll() is not None, "the run ended before its worker could be killed"
+    assert holder.proc.poll() is not None, f"the run ended before its worker could be killed: {[e.event for e in events]}"
     return events, seen_before
 
 
@@ -75,7 +77,7 @@ def test_a_duel_resumes_on_another_worker_when_its_worker_is_killed(workers, llm
         run_id = started.headers["x-run-id"]  # then hang up: the debate goes on without its first client
 
     events, seen_before = follow_and_kill(holder, follower, run_id, key, sync_db, kill_after=2, announcing="message",
-                                          then="chunk")
+                                          then="chunk", saved=False)  # a duel's stored messages are its checkpoint
     assert events[-1].event == "done"
     # The third turn was cut off: its start and the chunks the follower saw are retracted, then it is sent again.
     retracted = [seq for e in events if e.event == "retract" for seq in e.json()["seqs"]]
@@ -204,3 +206,66 @@ def _wait_for_run(sync_db, kind: str, timeout: float = 30) -> str:
             return run["_id"]
         time.sleep(0.05)
     raise AssertionError(f"no {kind} run started")
+
+
+@pytest.fixture
+def panel_workers(parley_env, tmp_path):
+    """Two workers whose `router/debate` preset is PANEL, arbitrated by Claude Opus."""
+    env = {"PARLEY_DEBATE_MODELS": ",".join(PANEL), "PARLEY_ARBITRATOR_MODEL": "anthropic:claude-opus-4-5"}
+    pair = [Worker(tmp_path, env), Worker(tmp_path, env)]
+    try:
+        yield [worker.wait_ready() for worker in pair]
+    finally:
+        for worker in pair:
+            worker.stop()
+
+
+def test_a_panel_request_starts_over_on_another_worker_when_its_worker_is_killed(panel_workers, llm, make_key,
+                                                                                 sync_db):
+    """A panel request saves no checkpoints (it takes about a second): resumed elsewhere, it starts over, and
+    what its first worker sent is retracted."""
+    holder, follower = panel_workers
+    for model in PANEL:
+        llm.script(model=model.split(":")[1], reply=f"{model} says: wait six months.")
+    answer = " ".join(["Wait", "six", "months", "then", "decide."] * 4)
+    llm.script(model="claude-opus-4-5", reply=answer, token_delay=0.3, times=1)  # the kill lands in this stream
+    llm.script(model="claude-opus-4-5", reply=answer)
+    sync_db.workspaces.insert_one({"_id": "ws1", "creditUsd": 10.0})
+    key = make_key(["chat"])
+    body = {"model": "router/debate", "stream": True, "messages": [{"role": "user", "content": "Open in Lyon?"}]}
+    started: dict = {}
+
+    def ask() -> None:  # the client of the request (a client that hangs up cancels it): its worker dies under it
+        try:
+            with httpx.stream("POST", f"{holder.url}/v1/chat/completions", json=body, headers=auth(key),
+                              timeout=30) as response:
+                started["status"], started["run_id"] = response.status_code, response.headers.get("x-run-id")
+                started["lines"] = list(response.iter_lines())
+        except httpx.HTTPError as exc:
+            started["error"] = exc
+
+    asking = threading.Thread(target=ask)
+    asking.start()
+    run_id = _wait_for_run(sync_db, "panel")
+    events, seen_before = follow_and_kill(holder, follower, run_id, key, sync_db, kill_after=1, announcing="chunk",
+                                          saved=False)
+    asking.join(30)
+    assert started["status"] == 200 and started["run_id"] == run_id
+    assert "data: [DONE]" not in started.get("lines", [])  # its worker died before it could answer in full
+    assert events[-1].event == "done"
+    retracted = {seq for e in events if e.event == "retract" for seq in e.json()["seqs"]}
+    assert {int(e.id) for e in events if e.id and e.event == "chunk" and e.id in seen_before} <= retracted
+    kept = apply_retracts(events)
+    assert [e.event for e in kept].count("panelists") == 1
+    assert sorted(e.json()["model"] for e in kept if e.event == "panelist") == sorted(PANEL)
+    assert "".join(e.json()["content"] for e in kept if e.event == "chunk") == answer
+    assert events[-1].json()["completion"]["choices"][0]["message"]["content"] == answer
+    ran_on(follower, run_id, key)
+    # Nothing was checkpointed: the panelists were asked again by the worker that resumed the request.
+    assert sync_db.checkpoints.count_documents({}) == sync_db.checkpoint_writes.count_documents({}) == 0
+    asked = collections.Counter(r["model"] for r in llm.requests)
+    assert all(asked[model.split(":")[1]] == 2 for model in PANEL) and asked["claude-opus-4-5"] == 2, asked
+    # Every call is billed once, those of the first worker too: the reservation is settled to all of them.
+    meta = events[-1].json()["completion"]["_meta"]
+    assert meta["cost"] > 0 and sync_db.workspaces.find_one({"_id": "ws1"})["creditUsd"] == pytest.approx(
+        10.0 - meta["cost"])
