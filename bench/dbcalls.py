@@ -129,7 +129,7 @@ def main() -> None:
     parser.add_argument("--poll", type=float, default=None,
                         help="PARLEY_RUN_POLL for the experiment (cancel polls; default: the setting's)")
     parser.add_argument("--write-after", type=float, default=None,
-                        help="EventWriter.WRITE_AFTER for the experiment: seconds between event batches")
+                        help="every mode's store_every for the experiment: seconds between event batches")
     args = parser.parse_args()
 
     tally = CallerTally()
@@ -156,16 +156,15 @@ def main() -> None:
         settings = settings.model_copy(update={"parley_run_durability": args.durability})
     if args.poll:
         settings = settings.model_copy(update={"parley_run_poll": args.poll})
+    from runs.modes import MODES
+
     if args.write_after:
-        from runs.engine import EventWriter
-
-        EventWriter.WRITE_AFTER = args.write_after
-    from runs.engine import EventWriter
-
+        for mode in MODES.values():
+            mode.store_every = args.write_after
+    batches = ", ".join(f"{kind} {mode.store_every:g} s" for kind, mode in MODES.items())
     print(f"scripted model: {args.latency * 1000:.0f} ms before the first token, {args.token_delay * 1000:.0f} ms "
           f"between chunks; poll {settings.parley_run_poll} s, heartbeat {settings.parley_run_heartbeat} s, "
-          f"durability {settings.parley_run_durability}, event batches every {EventWriter.WRITE_AFTER} s",
-          flush=True)
+          f"durability {settings.parley_run_durability}, event batches every {batches}", flush=True)
 
     async def debate_keys(count: int) -> list[str]:
         client, db = connect(db_server.url, "bench")

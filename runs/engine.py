@@ -163,7 +163,7 @@ class EventWriter:
 
     An event is shown at once, unless it (or one before it) carries a change of the mode's records: then
     it is shown once that change and the events up to it are stored (a client that sees a duel's `message`
-    can read it back). Events are stored in batches: every `WRITE_AFTER` seconds, at once when an event
+    can read it back). Events are stored in batches: every `write_after` seconds (the mode's `store_every`), at once when an event
     carries a record change or LangGraph waits to save a task's results (`EventBarrier`), and never more
     than `SHOWN_UNSTORED` events are shown before they are stored. A worker that resumes the run after this
     one died numbers its events from `SHOWN_UNSTORED` past the last stored one, so an id a listener saw here
@@ -171,11 +171,11 @@ class EventWriter:
     """
 
     SHOWN_UNSTORED = 256
-    WRITE_AFTER = 0.25
 
-    def __init__(self, db: AsyncDatabase, live: LiveRun, barrier: EventBarrier,
+    def __init__(self, db: AsyncDatabase, live: LiveRun, barrier: EventBarrier, *, write_after: float,
                  on_failure: Callable[[], None] = lambda: None) -> None:
         self.db, self.live, self.barrier, self.on_failure = db, live, barrier, on_failure
+        self.write_after = write_after
         self.failure: BaseException | None = None
         self.next_seq = live.first_seq
         self._rows: list[dict] = []  # every event of this execution, in order
@@ -248,7 +248,7 @@ class EventWriter:
         while True:
             if not self._urgent():
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wakeup.wait(), self.WRITE_AFTER)
+                    await asyncio.wait_for(self._wakeup.wait(), self.write_after)
             self._wakeup.clear()
             upto, usage = len(self._rows), self._usage
             self._usage = []
@@ -391,7 +391,8 @@ class RunEngine:
             barrier = EventBarrier()
             if barriers is not None:
                 barriers[run_id] = barrier
-            writer = EventWriter(self.db, live, barrier, on_failure=lambda: self._stop(run_id, "storage"))
+            writer = EventWriter(self.db, live, barrier, write_after=mode.store_every,
+                                 on_failure=lambda: self._stop(run_id, "storage"))
             earlier = await store.list_usage(self.db, run_id=run_id) if resumed else []
             ledger = RunLedger(records=earlier, sink=writer.add_usage)
             outcome = await self._outcome(record, mode, writer, ledger)

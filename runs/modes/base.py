@@ -86,6 +86,9 @@ class ModeRun(ABC):
     # takes about a second) does not: a run resumed after its worker died starts over (its events retracted),
     # and it asks the database for nothing but its events, usage and records.
     checkpointed: ClassVar[bool] = True
+    # Seconds between the batches in which its events are stored (at once for a record change, or when LangGraph
+    # waits to save a step): how late a listener on another worker sees them.
+    store_every: ClassVar[float] = 0.25
 
     def __init__(self, record: dict[str, Any], services: Services) -> None:
         self.record = record

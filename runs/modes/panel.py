@@ -119,6 +119,7 @@ class PanelRun(ModeRun):
 
     kind = "panel"
     checkpointed = False  # about a second long: after a crash it starts over rather than save every step
+    store_every = 1.0  # its events serve listeners elsewhere (the route follows it from memory): one batch a second
 
     def __init__(self, record: dict[str, Any], services: Any) -> None:
         super().__init__(record, services)
