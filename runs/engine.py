@@ -428,8 +428,9 @@ class RunEngine:
                 self._still_running(run_id)
             writer.barrier.received_one()
             try:
+                origin = event.origin if mode.checkpointed else None  # what a resume from a checkpoint reads
                 for emit in mode.translate("custom", event):
-                    writer.add(emit, event.origin)
+                    writer.add(emit, origin)
             except Exception as exc:  # the mode refuses to go on (a panel answer cut off mid-stream, say)
                 self._failures[run_id] = exc
                 self._stop(run_id, "failed")
