@@ -15,7 +15,6 @@ from store.monitor import COLLECTIONS, COMMANDS, OTHER
 from tests.api.test_observability import DUEL, auth, scrape
 from tests.support.duel import script_duel
 from tests.support.servers import ServerThread, run_sync
-from tests.support.wait import eventually
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PANEL = ["openai:gpt-5", "anthropic:claude-sonnet-4-5", "google:gemini-2.5-pro"]
@@ -45,23 +44,20 @@ def assert_bounded(samples) -> None:
             assert found.get("direction", "sent") in ("sent", "received"), found
 
 
-def test_a_duel_counts_the_writes_of_its_run_its_events_its_checkpoints_and_its_rate_limit(http, make_key, llm):
+def test_a_duel_counts_the_writes_of_its_run_its_events_its_turns_and_its_rate_limit(http, make_key, llm):
     script_duel(llm)
     key = make_key(["debate"])
     before = scrape(http)
     resp = http.post("/api/debate", json=DUEL, headers=auth(key))
     assert resp.status_code == 200 and "event: done" in resp.text
-    # The run's checkpoints are deleted just after its last event is stored.
-    eventually(lambda: ops(before, scrape(http)).get(("checkpoint_writes", "delete")) == 1, "checkpoints deleted")
     after = scrape(http)
     counted = ops(before, after)
     assert counted[("runs", "insert")] == 1  # the run record (store.runs.create_run)
     assert counted[("runs", "update")] >= 1  # at least its end (store.runs.finish)
     assert counted[("debates", "insert")] == 1
+    assert counted[("debates", "update")] >= 2  # its opponent and each turn, as they come: a duel's checkpoint
     assert counted[("run_events", "insert")] >= 1
-    assert counted[("checkpoints", "update")] >= 1  # LangGraph's saver upserts each checkpoint
-    assert counted[("checkpoint_writes", "update")] >= 1  # ...and each task's writes
-    assert counted[("checkpoints", "delete")] == 1
+    assert not any(c in ("checkpoints", "checkpoint_writes") for c, _ in counted)  # no LangGraph checkpoint
     assert counted[("ratelimit_windows", "update")] >= 1  # the rate limiter's hit
     moved = bytes_moved(before, after)
     # Every event of the debate went out in run_events inserts: at least the transcript's text.
@@ -70,7 +66,7 @@ def test_a_duel_counts_the_writes_of_its_run_its_events_its_checkpoints_and_its_
     assert_bounded(after)
 
 
-def test_a_panel_request_counts_its_run_checkpoints_and_usage(parley_env, make_key, llm, sync_db):
+def test_a_panel_request_counts_its_run_and_usage_and_saves_no_checkpoint(parley_env, make_key, llm, sync_db):
     parley_env.parley_debate_models = list(PANEL)
     parley_env.parley_arbitrator_model = "anthropic:claude-opus-4-5"
     sync_db.workspaces.insert_one({"_id": "ws1", "creditUsd": 10.0})
@@ -85,11 +81,11 @@ def test_a_panel_request_counts_its_run_checkpoints_and_usage(parley_env, make_k
     assert counted[("runs", "insert")] == 1
     assert counted[("run_usage", "insert")] >= 1  # the usage of its four model calls, stored as they are made
     assert counted[("usage", "insert")] == 1  # the request's billing rows
-    assert counted[("checkpoints", "update")] >= 1
+    assert not any(c in ("checkpoints", "checkpoint_writes") for c, _ in counted)  # it starts over after a crash
     assert counted[("api_keys", "find")] >= 1  # the caller's key
     assert sum(v for (c, _), v in counted.items() if c == "workspaces") >= 1  # credit reserved and settled
     moved = bytes_moved(before, after)
-    assert moved[("checkpoints", "update", "sent")] > 0 and moved[("runs", "insert", "sent")] > 0
+    assert moved[("run_events", "insert", "sent")] > 0 and moved[("runs", "insert", "sent")] > 0
     assert_bounded(after)
 
 
