@@ -8,6 +8,7 @@ With `allow_same_family`, seats that distinct families cannot fill go to the lis
 
 from __future__ import annotations
 
+import asyncio
 import re
 import threading
 from collections import OrderedDict
@@ -22,7 +23,7 @@ from langgraph.types import Command
 
 from nodes.context import RunContext
 from nodes.events import emit, event_writer
-from nodes.failures import classify_failure, describe_failure
+from nodes.failures import MODEL_RETRY, classify_failure, describe_failure, is_transient
 from nodes.models import (
     DEFAULT_PROVIDER,
     approx_text_tokens,
@@ -494,7 +495,8 @@ async def stream_first_answer(
     max_tokens: int | None = None,
     timeout: float | None = None,
 ) -> tuple[str, str, list[dict[str, Any]]]:
-    """Stream an answer from the first candidate that gives one; each failure hands over to the next.
+    """Stream an answer from the first candidate that gives one; each failure hands over to the next, except a
+    transient one before any token was sent, after which the same candidate is asked once more (`MODEL_RETRY`).
 
     Tokens go out as `{"event": "chunk"}`; `{"event": "answering"}` announces each candidate and
     `{"event": "fallback"}` each failure (with `partial: true` when some of its tokens already went out,
@@ -510,25 +512,30 @@ async def stream_first_answer(
     failures: list[dict[str, Any]] = []
     for model in dict.fromkeys(candidates):
         writer({"event": "answering", "role": role, "model": model})
-        parts: list[str] = []
-        try:
-            chat = ctx.chat(model, temperature=temperature, max_tokens=max_tokens, timeout=timeout,
-                            label=f"{role}:{model}")
-            async for chunk in chat.astream(messages):
-                text = content_text(chunk.content)
-                if text:
-                    parts.append(text)
-                    writer({"event": "chunk", "content": text})
-            if not "".join(parts).strip():
-                raise EmptyAnswerError(f"{model} answered with no text")
-        # Any failure of one candidate is the next one's cue; the cause is kept and reported if all fail.
-        except Exception as exc:  # noqa: BLE001
-            failure = {"model": model, "role": role, "error": classify_failure(exc),
-                       "detail": describe_failure(exc), "partial": bool(parts)}
-            failures.append(failure)
-            writer({"event": "fallback", **failure})
-            continue
-        return "".join(parts), model, failures
+        for attempt in range(1, MODEL_RETRY.max_attempts + 1):
+            parts: list[str] = []
+            try:
+                chat = ctx.chat(model, temperature=temperature, max_tokens=max_tokens, timeout=timeout,
+                                label=f"{role}:{model}")
+                async for chunk in chat.astream(messages):
+                    text = content_text(chunk.content)
+                    if text:
+                        parts.append(text)
+                        writer({"event": "chunk", "content": text})
+                if not "".join(parts).strip():
+                    raise EmptyAnswerError(f"{model} answered with no text")
+            # Any failure of one candidate is the next one's cue; the cause is kept and reported if all fail.
+            except Exception as exc:  # noqa: BLE001
+                if not parts and attempt < MODEL_RETRY.max_attempts and is_transient(exc):
+                    # Nothing of it was sent (a pooled connection the server had closed, say): ask it again.
+                    await asyncio.sleep(MODEL_RETRY.initial_interval)
+                    continue
+                failure = {"model": model, "role": role, "error": classify_failure(exc),
+                           "detail": describe_failure(exc), "partial": bool(parts)}
+                failures.append(failure)
+                writer({"event": "fallback", **failure})
+                break
+            return "".join(parts), model, failures
     raise AllModelsFailedError(role, failures)
 
 

@@ -173,6 +173,15 @@ def test_arbitrator_falls_back_to_the_next_candidate(client, api, llm):
     assert meta(resp)["debate"]["arbitrator"] == ARBITRATOR
 
 
+def test_an_arbitrator_failing_before_its_first_token_is_asked_once_more(client, llm):
+    llm.script(model="claude-opus-4-5", status=503, times=1)  # a transient failure, nothing streamed
+    llm.script(model="claude-opus-4-5", reply="Asked again, it answers.")
+    resp = client.chat.completions.create(model="router/debate", messages=QUESTION)
+    assert resp.model == ARBITRATOR and resp.choices[0].message.content == "Asked again, it answers."
+    assert meta(resp)["debate"]["arbitrator"] == ARBITRATOR
+    assert sum(r["model"] == "claude-opus-4-5" for r in llm.requests) == 2
+
+
 def test_every_arbitrator_failing_is_502(client, llm):
     llm.script(model="claude-opus-4-5", status=500)
     with pytest.raises(openai.APIStatusError) as caught:
