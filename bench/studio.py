@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import store  # noqa: E402
-from bench.costs import start_process  # noqa: E402
+from bench.costs import percentile, start_process  # noqa: E402
 from bench.duel import MANY_CHUNKS, script  # noqa: E402
 from core.embedded import database_server, free_port  # noqa: E402
 from store.keys import create_key  # noqa: E402
@@ -59,11 +59,6 @@ new MutationObserver(() => {
     window.__judging = performance.now();
 }).observe(document, { subtree: true, childList: true, characterData: true });
 """
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))] if ordered else float("nan")
 
 
 async def make_key(uri: str, db_name: str) -> str:
