@@ -41,6 +41,7 @@ import re
 import sys
 import tempfile
 import time
+import zlib
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -85,16 +86,35 @@ def script_model(base_url: str, table: str) -> None:
         script_split_table(base_url)
 
 
-def model_requests(base_url: str) -> list[str]:
-    """The transcript (every message's text) of each call the scripted server has received since its reset."""
+def model_requests(base_url: str) -> list[dict]:
+    """Each call the scripted server has received since its reset: its transcript (every message's text) and a
+    signature (the model, the start of its last message and a checksum of the transcript): a call made twice
+    has the same signature twice."""
     bodies = httpx.get(base_url.removesuffix("/v1") + "/_requests", timeout=120).json()
-    return ["\n".join(m["content"] if isinstance(m.get("content"), str) else json.dumps(m.get("content"))
-                      for m in body.get("messages", [])) for body in bodies]
+    calls = []
+    for body in bodies:
+        texts = [m["content"] if isinstance(m.get("content"), str) else json.dumps(m.get("content"))
+                 for m in body.get("messages", [])]
+        text = "\n".join(texts)
+        calls.append({"text": text, "signature": f"{body.get('model')}: {(texts[-1] if texts else '')[:80]!r} "
+                                                f"#{zlib.crc32(text.encode()):08x}"})
+    return calls
 
 
-def calls_by_tag(transcripts: list[str]) -> Counter:
-    """How many calls carry each request's tag (`[load ...]`, put into its topic or question)."""
-    return Counter(tag for text in transcripts for tag in set(re.findall(r"\[load [^\]]+\]", text)))
+def tags_of(call: dict) -> set[str]:
+    """The request tags (`[load ...]`, put into each request's topic or question) a call carries."""
+    return set(re.findall(r"\[load [^\]]+\]", call["text"]))
+
+
+def calls_by_tag(calls: list[dict]) -> Counter:
+    """How many calls carry each request's tag."""
+    return Counter(tag for call in calls for tag in tags_of(call))
+
+
+def repeated_calls(calls: list[dict], tag: str) -> dict[str, int]:
+    """The calls of one request that the scripted server received more than once, by signature."""
+    counts = Counter(call["signature"] for call in calls if tag in tags_of(call))
+    return {signature: n for signature, n in counts.items() if n > 1}
 
 
 # --------------------------------------------------------------------------- one request of each kind
@@ -275,7 +295,8 @@ async def warm_up(url: str, key: str, base_url: str, args: argparse.Namespace) -
             if result.error:
                 raise RuntimeError(f"the warm-up {kind} failed: {result.error}")
             calls = model_requests(base_url)
-            need[kind] = {"calls": len(calls), "tagged": calls_by_tag(calls)[result.tag]}
+            need[kind] = {"calls": len(calls), "tagged": calls_by_tag(calls)[result.tag],
+                          "repeats": repeated_calls(calls, result.tag)}
     script_model(base_url, args.table)
     return need
 
@@ -343,10 +364,14 @@ def run_once(users: int, workers: int, per_user: int | None, args: argparse.Name
         "db_ops": db.total_ops, "db_ops_by": {f"{c} {m}": v for (c, m), v in sorted(db.ops.items())},
         "model_calls": {"seen": len(calls), "needed": ok_needed, "of_failed_requests": failed_seen,
                         "need_per_request": {k: v["calls"] for k, v in need.items()},
-                        "tagged_per_request": {k: v["tagged"] for k, v in need.items()}},
+                        "tagged_per_request": {k: v["tagged"] for k, v in need.items()},
+                        "repeats_per_idle_request": {k: v["repeats"] for k, v in need.items()}},
         "log": {pattern: log.count(pattern) for pattern in LOG_PATTERNS},
         "load_average": [load0[0], load1[0]],
-        "requests_seen": [{**asdict(r), "gaps": len(r.gaps)} for r in results],
+        "requests_seen": [{**asdict(r), "gaps": len(r.gaps), "calls": tagged[r.tag]} for r in results],
+        # what a re-run request asked twice
+        "repeated": {r.tag: repeated_calls(calls, r.tag) for r in results
+                     if tagged[r.tag] > need[r.kind]["tagged"]},
     }
 
 
