@@ -66,6 +66,7 @@ TOPIC = "Should remote work be the default?"
 PANEL_QUESTION = "Explain the CAP theorem in two sentences."
 LOG_PATTERNS = ("taken over by", "lease lost", "Traceback")
 DB_NAME = "parley_load"
+KEEPALIVE_EXPIRY = 2.0
 
 
 # --------------------------------------------------------------------------- the scripted model
@@ -266,7 +267,10 @@ def requests_of(seed: int, user: int, mix: dict[str, float]):
 async def users_load(url: str, keys: list[str], args: argparse.Namespace, per_user: int | None,
                      mix: dict[str, float]) -> list[Result]:
     """Every user's loop at once: `per_user` requests each, or new ones until `args.duration` has passed."""
-    limits = httpx.Limits(max_connections=len(keys) + 10, max_keepalive_connections=len(keys) + 10)
+    # Idle connections are dropped after 2 s, before Parley's uvicorn closes them (5 s, its default): with httpx's
+    # default of 5 s both ends would race, and a request sent on a connection as it closes fails with a ReadError.
+    limits = httpx.Limits(max_connections=len(keys) + 10, max_keepalive_connections=len(keys) + 10,
+                          keepalive_expiry=KEEPALIVE_EXPIRY)
     results: list[Result] = []
     t0 = time.perf_counter()
     deadline = t0 + args.duration if args.duration else None
@@ -288,7 +292,8 @@ async def warm_up(url: str, key: str, base_url: str, args: argparse.Namespace) -
     """One request of each kind, one after another, on the idle server (it also loads what Parley loads on first
     use); the model calls each needed: {"kind": {"calls": all of them, "tagged": those carrying its tag}}."""
     need: dict[str, dict[str, int]] = {}
-    async with httpx.AsyncClient(base_url=url, timeout=args.timeout) as http:
+    async with httpx.AsyncClient(base_url=url, timeout=args.timeout,
+                                 limits=httpx.Limits(keepalive_expiry=KEEPALIVE_EXPIRY)) as http:
         for kind in KINDS:
             script_model(base_url, args.table)
             result = await one_request(http, key, Result(kind, -1, f"[load warm {kind}]"), args)
