@@ -470,9 +470,9 @@ def plot(report: dict, path: Path) -> None:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png")
     plt.close(fig)
-    from PIL import Image  # matplotlib's own dependency; a 64-colour palette keeps the committed PNG small
+    from PIL import Image  # matplotlib's own dependency; a 256-colour palette keeps the committed PNG small
 
-    Image.open(buffer).convert("RGB").quantize(colors=64).save(path, optimize=True)
+    Image.open(buffer).convert("RGB").quantize(colors=256).save(path, optimize=True)
 
 
 def write_report(report: dict, out: Path | None) -> None:
