@@ -288,13 +288,14 @@ async def users_load(url: str, keys: list[str], args: argparse.Namespace, per_us
     return results
 
 
-async def warm_up(url: str, key: str, base_url: str, args: argparse.Namespace) -> dict[str, dict[str, int]]:
-    """One request of each kind, one after another, on the idle server (it also loads what Parley loads on first
+async def warm_up(url: str, key: str, base_url: str, args: argparse.Namespace,
+                  kinds: list[str]) -> dict[str, dict[str, int]]:
+    """One request of each of `kinds`, one after another, on the idle server (it also loads what Parley loads on first
     use); the model calls each needed: {"kind": {"calls": all of them, "tagged": those carrying its tag}}."""
     need: dict[str, dict[str, int]] = {}
     async with httpx.AsyncClient(base_url=url, timeout=args.timeout,
                                  limits=httpx.Limits(keepalive_expiry=KEEPALIVE_EXPIRY)) as http:
-        for kind in KINDS:
+        for kind in kinds:
             script_model(base_url, args.table)
             result = await one_request(http, key, Result(kind, -1, f"[load warm {kind}]"), args)
             if result.error:
@@ -323,7 +324,7 @@ def run_once(users: int, workers: int, per_user: int | None, args: argparse.Name
         for agent in agents():  # the workspace's table, as bench/roundtable.py seats it
             httpx.post(serve.url + "/v1/agents", headers={"Authorization": f"Bearer {keys[-1]}"}, timeout=30,
                        json={k: agent[k] for k in ("name", "role", "persona")}).raise_for_status()
-        need = asyncio.run(warm_up(serve.url, keys[-1], base_url, args))
+        need = asyncio.run(warm_up(serve.url, keys[-1], base_url, args, [k for k in KINDS if mix[k] > 0]))
 
         pids = serve.parley_pids()
         load0 = os.getloadavg()
@@ -532,8 +533,8 @@ def main() -> None:
     users = [int(u) for u in args.users.split(",")]
     workers = [int(w) for w in args.workers.split(",")]
     per_user = [int(n) for n in args.requests_per_user.split(",")]
-    if len(per_user) == 1:
-        per_user *= len(users)
+    if len(per_user) == 1 or args.duration:
+        per_user = per_user[:1] * len(users)  # with --duration, not used
     if len(per_user) != len(users):
         raise SystemExit("--requests-per-user: one value, or one per --users value")
     mix = parse_mix(args.mix)
