@@ -29,6 +29,58 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def descendants(pid: int) -> set[int]:
+    """`pid` and every process below it, from /proc (a process that has exited is not counted)."""
+    children: dict[int, list[int]] = defaultdict(list)
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children[ppid].append(int(stat.parent.name))
+    found, todo = set(), [pid]
+    while todo:
+        found.add(current := todo.pop())
+        todo.extend(children.get(current, ()))
+    return found
+
+
+def total_cpu_seconds(pids: set[int]) -> float:
+    """CPU time of these processes together; those that have exited count 0."""
+    total = 0.0
+    for pid in pids:
+        try:
+            total += cpu_seconds(pid)
+        except OSError:
+            pass
+    return total
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The `q` quantile (0..1) of `values`, nearest rank; NaN for none."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))] if ordered else float("nan")
+
+
+async def make_keys(uri: str, db_name: str, count: int, *, scopes: list[str], workspace: str = "bench",
+                    credit: float = 0.0, user: str = "bench{i}") -> list[str]:
+    """Indexes, `credit` USD for `workspace` (none when 0) and `count` keys with `scopes`, one user each
+    (`user` formatted with the key's index); the keys' plaintexts."""
+    import store
+    from store.keys import create_key
+    from store.workspaces import add_credit
+
+    client, db = store.connect(uri, db_name)
+    try:
+        await store.ensure_indexes(db)
+        if credit:
+            await add_credit(db, workspace, credit)
+        return [(await create_key(db, user=user.format(i=i), workspace=workspace, scopes=scopes))[1]
+                for i in range(count)]
+    finally:
+        await client.close()
+
+
 @dataclass
 class DbCounts:
     """Database commands and their bytes, by (collection, command)."""
@@ -165,3 +217,66 @@ def stop_process(proc: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(10)
+
+
+class Serve:
+    """`parley serve --workers N` as its own process, on the embedded database it starts itself (in `home`).
+
+    Its output goes to `home/serve.log` (`log_text()`). Once `start()` returns it answers /healthz, and
+    `db_url`/`db_pid` name the database it started; `parley_pids()` are its own processes (the workers), not
+    the database's. `env` gives PARLEY_*, OPENAI_* (MONGODB_URI stays unset: the embedded database)."""
+
+    def __init__(self, home: Path, env: dict[str, str], workers: int = 1, port: int = 0) -> None:
+        from core.embedded import free_port
+
+        self.home, self.workers, self.port = home, workers, port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = home / "serve.log"
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MONGODB_", "PARLEY_"))}
+        self.env = {**base, "PYTHONPATH": str(ROOT), "PARLEY_HOME": str(home), **env}
+        self.proc: subprocess.Popen | None = None
+        self.db_url, self.db_pid = "", 0
+
+    def start(self, timeout: float = 180) -> Serve:
+        import json
+
+        self.home.mkdir(parents=True, exist_ok=True)
+        with self.log.open("w") as log:  # its own session, so that stop() can end the whole group if it must
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "cli.main", "serve", "--port", str(self.port), "--workers", str(self.workers)],
+                cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if httpx.get(self.url + "/healthz", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"parley serve did not come up:\n{self.log_text()[-3000:]}")
+            time.sleep(0.2)
+        info = json.loads((self.home / "run" / "database.json").read_text())
+        self.db_url, self.db_pid = info["uri"], info["pid"]
+        return self
+
+    def parley_pids(self) -> set[int]:
+        """serve and its workers (and anything else below it), without the database."""
+        assert self.proc is not None
+        return descendants(self.proc.pid) - descendants(self.db_pid)
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def stop(self) -> None:
+        """SIGINT (uvicorn shuts its workers down, serve stops the database); the group is killed after 60 s."""
+        import signal
+
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)

@@ -29,14 +29,11 @@ import uuid
 from pathlib import Path
 
 import httpx
-from pymongo import AsyncMongoClient
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import store  # noqa: E402
-from store.keys import create_key  # noqa: E402
-from bench.costs import Meter, start_process  # noqa: E402
+from bench.costs import Meter, cpu_seconds, make_keys, percentile, start_process  # noqa: E402
 from core.embedded import database_server, free_port  # noqa: E402
 from tests.support.sse import SseParser  # noqa: E402
 
@@ -65,15 +62,6 @@ def script(base_url: str, turn: str) -> None:
     control = base_url.removesuffix("/v1")
     httpx.post(control + "/_reset").raise_for_status()
     httpx.post(control + "/_script", json=rules(turn)).raise_for_status()
-
-
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process, from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
 async def bare_call_seconds(base_url: str, kind: str, samples: int = 5) -> float:
@@ -105,15 +93,6 @@ async def model_time(base_url: str, rounds: int) -> tuple[float, float]:
     return select + 2 * rounds * turn + judge, select + 2 * rounds * turn + 2 * judge
 
 
-async def make_keys(uri: str, db_name: str, count: int) -> list[str]:
-    client = AsyncMongoClient(uri)
-    db = client[db_name]
-    await store.ensure_indexes(db)
-    keys = [(await create_key(db, user=f"bench{i}", workspace="bench", scopes=["debate"]))[1] for i in range(count)]
-    await client.close()
-    return keys
-
-
 async def one_debate(client: httpx.AsyncClient, key: str, rounds: int) -> dict:
     """Run one debate; return its wall time, chunk count and the gaps between chunks within a turn."""
     gaps: list[float] = []
@@ -142,11 +121,6 @@ async def one_debate(client: httpx.AsyncClient, key: str, rounds: int) -> dict:
             elif event.event == "done":
                 return {"wall": now - started, "chunks": chunks, "gaps": gaps, "done": True}
     return {"wall": time.perf_counter() - started, "chunks": chunks, "gaps": gaps, "done": False}
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))] if ordered else float("nan")
 
 
 def db_pid(db_server) -> int | None:
@@ -203,7 +177,7 @@ async def measure(args: argparse.Namespace, home: Path, uri: str, started: list[
                     break
             except httpx.TransportError:
                 await asyncio.sleep(0.1)
-    keys = await make_keys(uri, db_name, args.concurrent + 30)
+    keys = await make_keys(uri, db_name, args.concurrent + 30, scopes=["debate"])
     limits = httpx.Limits(max_connections=args.concurrent + 10, max_keepalive_connections=args.concurrent + 10)
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=300, limits=limits) as client:
         await one_debate(client, keys.pop(), 1)  # warm-up: imports, connections, indexes

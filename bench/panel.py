@@ -217,17 +217,9 @@ def start_parley_for(db_url: str, base_url: str, home: Path, db_name: str = "ben
 
 async def provision(db_url: str, db_name: str = "bench", credit: float = 1000.0) -> str:
     """Indexes, credit for the bench workspace and a chat key; the key."""
-    from store import connect, ensure_indexes
-    from store.keys import create_key
-    from store.workspaces import add_credit
+    from bench.costs import make_keys
 
-    client, db = connect(db_url, db_name)
-    try:
-        await ensure_indexes(db)
-        await add_credit(db, "bench", credit)
-        return (await create_key(db, user="bench", workspace="bench", scopes=["chat"]))[1]
-    finally:
-        await client.close()
+    return (await make_keys(db_url, db_name, 1, scopes=["chat"], credit=credit, user="bench"))[0]
 
 
 def main() -> None:

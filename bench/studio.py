@@ -27,16 +27,13 @@ from pathlib import Path
 
 import httpx
 from playwright.sync_api import sync_playwright
-from pymongo import AsyncMongoClient
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import store  # noqa: E402
-from bench.costs import start_process  # noqa: E402
+from bench.costs import make_keys, percentile, start_process  # noqa: E402
 from bench.duel import MANY_CHUNKS, script  # noqa: E402
 from core.embedded import database_server, free_port  # noqa: E402
-from store.keys import create_key  # noqa: E402
 
 CHROMIUM = os.environ.get("PARLEY_CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -59,20 +56,6 @@ new MutationObserver(() => {
     window.__judging = performance.now();
 }).observe(document, { subtree: true, childList: true, characterData: true });
 """
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))] if ordered else float("nan")
-
-
-async def make_key(uri: str, db_name: str) -> str:
-    client = AsyncMongoClient(uri)
-    db = client[db_name]
-    await store.ensure_indexes(db)
-    key = (await create_key(db, user="bench", workspace="bench", scopes=["admin"]))[1]
-    await client.close()
-    return key
 
 
 def paints(browser, url: str, key: str | None, loads: int) -> dict[str, list[float]]:
@@ -140,7 +123,7 @@ def measure(args: argparse.Namespace, home: Path, uri: str, started: list[subpro
         except httpx.TransportError:
             pass
         asyncio.run(asyncio.sleep(0.1))
-    key = asyncio.run(make_key(uri, db_name))
+    key = asyncio.run(make_keys(uri, db_name, 1, scopes=["admin"], user="bench"))[0]
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
