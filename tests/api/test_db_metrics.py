@@ -52,16 +52,17 @@ def test_a_duel_counts_the_writes_of_its_run_its_events_its_checkpoints_and_its_
     resp = http.post("/api/debate", json=DUEL, headers=auth(key))
     assert resp.status_code == 200 and "event: done" in resp.text
     # The run's checkpoints are deleted just after its last event is stored.
-    eventually(lambda: ops(before, scrape(http)).get(("checkpoint_writes", "delete")) == 1, "checkpoints deleted")
+    eventually(lambda: ops(before, scrape(http)).get(("run_checkpoints", "delete")) == 1, "checkpoints deleted")
     after = scrape(http)
     counted = ops(before, after)
     assert counted[("runs", "insert")] == 1  # the run record (store.runs.create_run)
     assert counted[("runs", "update")] >= 1  # at least its end (store.runs.finish)
     assert counted[("debates", "insert")] == 1
     assert counted[("run_events", "insert")] >= 1
-    assert counted[("checkpoints", "update")] >= 1  # LangGraph's saver upserts each checkpoint
-    assert counted[("checkpoint_writes", "update")] >= 1  # ...and each task's writes
-    assert counted[("checkpoints", "delete")] == 1
+    # The run checkpointer updates its graph's document with each checkpoint and each task's writes, and
+    # deletes the run's documents with one command.
+    assert counted[("run_checkpoints", "update")] >= 2
+    assert counted[("run_checkpoints", "delete")] == 1
     assert counted[("ratelimit_windows", "update")] >= 1  # the rate limiter's hit
     moved = bytes_moved(before, after)
     # Every event of the debate went out in run_events inserts: at least the transcript's text.
@@ -85,11 +86,11 @@ def test_a_panel_request_counts_its_run_checkpoints_and_usage(parley_env, make_k
     assert counted[("runs", "insert")] == 1
     assert counted[("run_usage", "insert")] >= 1  # the usage of its four model calls, stored as they are made
     assert counted[("usage", "insert")] == 1  # the request's billing rows
-    assert counted[("checkpoints", "update")] >= 1
+    assert counted[("run_checkpoints", "update")] >= 1
     assert counted[("api_keys", "find")] >= 1  # the caller's key
     assert sum(v for (c, _), v in counted.items() if c == "workspaces") >= 1  # credit reserved and settled
     moved = bytes_moved(before, after)
-    assert moved[("checkpoints", "update", "sent")] > 0 and moved[("runs", "insert", "sent")] > 0
+    assert moved[("run_checkpoints", "update", "sent")] > 0 and moved[("runs", "insert", "sent")] > 0
     assert_bounded(after)
 
 
