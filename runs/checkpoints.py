@@ -168,7 +168,8 @@ class RunSaver(BaseCheckpointSaver):
                  serde: SerializerProtocol | None = None) -> None:
         super().__init__(serde=serde)
         self.uri, self.db_name, self.expire_after = uri, db_name, expire_after
-        self.aclient: AsyncMongoClient = AsyncMongoClient(uri, tz_aware=True, event_listeners=[LISTENER])
+        self.aclient: AsyncMongoClient = AsyncMongoClient(uri, serverSelectionTimeoutMS=3000, tz_aware=True,
+                                                          event_listeners=[LISTENER])
         self.acollection = self.aclient[db_name][COLLECTION]
         self._client: MongoClient | None = None
         self.barriers: dict[str, EventBarrier] = {}
@@ -180,7 +181,8 @@ class RunSaver(BaseCheckpointSaver):
         """The collection, for the sync interface."""
         with self._lock:
             if self._client is None:
-                self._client = MongoClient(self.uri, tz_aware=True, event_listeners=[LISTENER])
+                self._client = MongoClient(self.uri, serverSelectionTimeoutMS=3000, tz_aware=True,
+                                           event_listeners=[LISTENER])
         return self._client[self.db_name][COLLECTION]
 
     def close(self) -> None:

@@ -168,7 +168,8 @@ async def test_a_regular_write_saved_again_keeps_its_first_value_and_a_special_o
 
 
 async def test_a_list_that_did_not_grow_by_appending_and_a_stale_parent_are_saved_whole(saver, mongo_uri, db_name):
-    at = await saver.aput(config(), checkpoint(0, {"log": ["a", "b"], "k": 1}, {"log": 1, "k": 1}), {}, {"log": 1, "k": 1})
+    versions = {"log": 1, "k": 1}
+    at = await saver.aput(config(), checkpoint(0, {"log": ["a", "b"], "k": 1}, versions), {}, versions)
     two = checkpoint(1, {"log": ["b"], "k": 1}, {"log": 2, "k": 1})
     at2 = await saver.aput(at, two, {}, {"log": 2})
     assert (await saver.aget_tuple(config())).checkpoint == two
