@@ -42,10 +42,9 @@ def indexes(db) -> None:
 def checkpoint_doc(run: str, ids: list[str]) -> dict:
     """A run's graph as runs/checkpoints.py stores it: its latest checkpoint, the writes against it, the ids."""
     return {"_id": {"thread_id": run, "checkpoint_ns": ""}, "thread_id": run, "checkpoint_ns": "",
-            "checkpoint_id": ids[-1], "checkpoint": ["msgpack", BLOB[:500]], "metadata": ["msgpack", b"m" * 150],
-            "values": {"answers": {"v": 1, "items": [["msgpack", BLOB[:1900]]]}}, "ids": ids,
-            "writes": [{"cid": ids[-1], "task_id": "t", "path": "", "idx": 0, "channel": "answers", "t": "msgpack",
-                        "b": WRITE}]}
+            "checkpoint_id": ids[-1], "checkpoint": {"z": BLOB[:500]}, "metadata": {"p": b"m" * 150},
+            "values": {"answers": {"v": 1, "list": True, "parts": [{"z": BLOB[:1900]}]}}, "ids": ids,
+            "writes": [{"cid": ids[-1], "task_id": "t", "path": "", "part": {"z": WRITE}}]}
 
 
 def seed(db, runs: int, checkpoints: bool, chunk: int = 500) -> float:
@@ -89,21 +88,19 @@ def commands(db, k: int):
         {"$set": {"worker": "w1"}, "$inc": {"claims": 1}}, sort=[("leaseUntil", 1)])
     graph = {"thread_id": run, "checkpoint_ns": ""}
     yield "run_checkpoints update (put, first: whole)", lambda: db.run_checkpoints.update_one(
-        {"_id": graph}, {"$set": {"checkpoint_id": "c0", "checkpoint": ["msgpack", BLOB[:500]],
-                                  "metadata": ["msgpack", b"m" * 150],
-                                  "values": {"messages": {"v": 1, "items": [["msgpack", BLOB[:1900]]]}}},
+        {"_id": graph}, {"$set": {"checkpoint_id": "c0", "checkpoint": {"z": BLOB[:500]}, "metadata": {"p": b"m" * 150},
+                                  "values": {"messages": {"v": 1, "list": True, "parts": [{"z": BLOB[:1900]}]}}},
                          "$setOnInsert": graph, "$addToSet": {"ids": "c0"},
                          "$pull": {"writes": {"cid": {"$lt": "c0"}}}}, upsert=True)
     yield "run_checkpoints update (put, delta)", lambda: db.run_checkpoints.update_one(
         {"_id": graph, "checkpoint_id": "c0"},
-        {"$set": {"checkpoint_id": "c1", "parent_id": "c0", "checkpoint": ["msgpack", BLOB[:500]],
-                  "metadata": ["msgpack", b"m" * 150], "values.messages.v": 2},
-         "$push": {"values.messages.items": {"$each": [["msgpack", DELTA]]}, "ids": "c1"},
+        {"$set": {"checkpoint_id": "c1", "parent_id": "c0", "checkpoint": {"z": BLOB[:500]},
+                  "metadata": {"p": b"m" * 150}, "values.messages.v": 2},
+         "$push": {"values.messages.parts": {"z": DELTA}, "ids": "c1"},
          "$pull": {"writes": {"cid": {"$lt": "c1"}}}})
-    yield "run_checkpoints update (put_writes, 2 writes)", lambda: db.run_checkpoints.update_one(
-        {"_id": graph}, {"$push": {"writes": {"$each": [
-            {"cid": "c1", "task_id": "t", "path": "", "idx": i, "channel": "answers", "t": "msgpack", "b": WRITE[:750]}
-            for i in range(2)]}}, "$setOnInsert": graph}, upsert=True)
+    yield "run_checkpoints update (put_writes)", lambda: db.run_checkpoints.update_one(
+        {"_id": graph}, {"$push": {"writes": {"cid": "c1", "task_id": "t", "path": "", "part": {"z": WRITE}}},
+                         "$setOnInsert": graph}, upsert=True)
     yield "run_events insert (a batch of 4)", lambda: db.run_events.insert_many(
         [{"runId": run, "seq": time.perf_counter_ns() + s, "event": "chunk", "data": {"t": "e" * 500},
           "origin": None, "at": at} for s in range(4)])

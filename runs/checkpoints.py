@@ -16,16 +16,22 @@ namespace) is one document of `run_checkpoints`:
     _id            {thread_id, checkpoint_ns}
     thread_id, checkpoint_ns
     checkpoint_id  the latest checkpoint's id;  parent_id  its parent's
-    checkpoint     [type, bytes]: the latest checkpoint without its channel values (versions, ids, ...)
-    metadata       [type, bytes]
-    values         {channel: {v: version, t: type, b: bytes}}, or for a list {v, items: [[type, bytes], ...]}
+    checkpoint     part: the latest checkpoint without its channel values (versions, ids, ...)
+    metadata       part
+    values         {channel: {v: version, parts: [part, ...], list?: true}}: a list's items, in order, or
+                   the value alone
     ids            every checkpoint id saved, oldest first
-    writes         [{cid, task_id, path, idx, channel, t, b}]: tasks' writes, each against checkpoint `cid`
+    writes         [{cid, task_id, path, part}]: a task's writes (part of [{idx, channel, t, b}]) against
+                   checkpoint `cid`, one entry per `put_writes`
     expiresAt      the TTL index's date: a run whose end never removed it (a crash, say) is removed then
+
+where a part is serialized values (`[[type, bytes], ...]` as BSON), zlib-compressed from `COMPRESS_FROM`
+bytes up: `{z: bytes}`, else `{p: bytes}`.
 
 A checkpoint is saved with one update that sets only the channels whose version changed (as LangGraph's
 own Postgres saver stores blobs), and a list that grew by appending (a transcript: `operator.add`) gets
-only its new items pushed, so the transcript is sent once, not in every checkpoint. Writes are pushed
+only its new items pushed, so the transcript is sent once, not in every checkpoint; what is saved together
+is compressed together. Writes are pushed
 with one update each (writes that arrive before their checkpoint, as they may while LangGraph saves in
 the background, wait in the array for it; those of older checkpoints are pulled by the next save).
 `adelete_thread` removes a run's documents with one delete.
@@ -34,12 +40,14 @@ the background, wait in the array for it; those of older checkpoints are pulled 
 from __future__ import annotations
 
 import threading
+import zlib
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import bson
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -66,6 +74,9 @@ COLLECTION = "run_checkpoints"
 # no resume can want them: twice the run deadline after their last save (a run is stopped at its deadline),
 # and never sooner than this.
 ORPHANS_KEPT_SECONDS = 86_400.0
+# Serialized values are packed in parts (a BSON array), compressed from this size up: the items saved together
+# often repeat each other (a round's `Send`s each carry the previous round's positions).
+COMPRESS_FROM = 256
 
 
 class EventBarrier:
@@ -133,6 +144,15 @@ def _channel(name: str) -> str:
     return name.replace("%2E", ".").replace("%24", "$").replace("%25", "%")
 
 
+def _pack(items: list) -> dict[str, bytes]:
+    data = bson.encode({"i": items})
+    return {"z": zlib.compress(data, 1)} if len(data) >= COMPRESS_FROM else {"p": data}
+
+
+def _unpack(part: dict[str, bytes]) -> list:
+    return bson.decode(zlib.decompress(part["z"]) if "z" in part else part["p"])["i"]
+
+
 def _extends(value: list, before: list) -> bool:
     """Whether `value` is `before` with items appended (items that cannot be compared count as changed)."""
     try:
@@ -162,7 +182,7 @@ class RunSaver(BaseCheckpointSaver):
     graph with a `DeltaChannel` (which rebuilds its value from the writes of every ancestor) is refused.
     """
 
-    CACHE_MAX = 4096  # graphs whose last stored lists are remembered (a thread deleted forgets its own)
+    CACHE_MAX = 1024  # graphs whose last stored lists are remembered (see `forget`)
 
     def __init__(self, uri: str, db_name: str, *, expire_after: float | None = None,
                  serde: SerializerProtocol | None = None) -> None:
@@ -201,16 +221,20 @@ class RunSaver(BaseCheckpointSaver):
             return {}
         return {"expiresAt": datetime.now(UTC) + timedelta(seconds=self.expire_after)}
 
+    def _part(self, values: Iterable[Any]) -> dict[str, bytes]:
+        return _pack([list(self.serde.dumps_typed(value)) for value in values])
+
+    def _unpart(self, part: dict[str, bytes]) -> list:
+        return [self.serde.loads_typed((kind, data)) for kind, data in _unpack(part)]
+
     def _encode(self, value: Any, version: Any) -> dict[str, Any]:
         if type(value) is list:
-            return {"v": version, "items": [list(self.serde.dumps_typed(item)) for item in value]}
-        kind, data = self.serde.dumps_typed(value)
-        return {"v": version, "t": kind, "b": data}
+            return {"v": version, "list": True, "parts": [self._part(value)]}
+        return {"v": version, "parts": [self._part([value])]}
 
     def _decode(self, stored: dict[str, Any]) -> Any:
-        if "items" in stored:
-            return [self.serde.loads_typed((kind, data)) for kind, data in stored["items"]]
-        return self.serde.loads_typed((stored["t"], stored["b"]))
+        items = [item for part in stored["parts"] for item in self._unpart(part)]
+        return items if stored.get("list") else items[0]
 
     def _remember(self, key: tuple[str, str], checkpoint_id: str, values: Mapping[str, Any]) -> None:
         lists = {channel: list(value) for channel, value in values.items() if type(value) is list}
@@ -220,7 +244,9 @@ class RunSaver(BaseCheckpointSaver):
             while len(self._stored) > self.CACHE_MAX:
                 self._stored.popitem(last=False)
 
-    def _forget(self, thread_id: str) -> None:
+    def forget(self, thread_id: str) -> None:
+        """Drop what this process remembers of the thread's graphs (its run ended here, or went elsewhere):
+        the next save of one, if any, sends its lists whole."""
         with self._lock:
             for key in [k for k in self._stored if k[0] == thread_id]:
                 del self._stored[key]
@@ -235,8 +261,8 @@ class RunSaver(BaseCheckpointSaver):
         values, versions = checkpoint["channel_values"], checkpoint["channel_versions"]
         head = {
             "checkpoint_id": checkpoint_id,
-            "checkpoint": list(self.serde.dumps_typed({**checkpoint, "channel_values": {}})),
-            "metadata": list(self.serde.dumps_typed(get_checkpoint_metadata(config, metadata))),
+            "checkpoint": self._part([{**checkpoint, "channel_values": {}}]),
+            "metadata": self._part([get_checkpoint_metadata(config, metadata)]),
             **self._expiry(),
         }
         resaved = parent == checkpoint_id  # the same checkpoint again (LangGraph's save at the graph's exit)
@@ -261,7 +287,7 @@ class RunSaver(BaseCheckpointSaver):
             if type(value) is list and before is not None and _extends(value, before):
                 sets[name + ".v"] = version
                 if len(value) > len(before):
-                    pushes[name + ".items"] = {"$each": [list(self.serde.dumps_typed(i)) for i in value[len(before):]]}
+                    pushes[name + ".parts"] = self._part(value[len(before):])
             else:
                 sets[name] = self._encode(value, version)
         delta: dict[str, Any] = {"$set": sets, "$pull": older}
@@ -278,12 +304,12 @@ class RunSaver(BaseCheckpointSaver):
         conf = config["configurable"]
         key = _key(conf["thread_id"], conf.get("checkpoint_ns", ""))
         checkpoint_id = conf["checkpoint_id"]
-        entries = []
+        packed = []
         for idx, (channel, value) in enumerate(writes):
             kind, data = self.serde.dumps_typed(value)
-            entries.append({"cid": checkpoint_id, "task_id": task_id, "path": task_path,
-                            "idx": WRITES_IDX_MAP.get(channel, idx), "channel": channel, "t": kind, "b": data})
-        update = {"$push": {"writes": {"$each": entries}}, "$setOnInsert": dict(key)}
+            packed.append({"idx": WRITES_IDX_MAP.get(channel, idx), "channel": channel, "t": kind, "b": data})
+        entry = {"cid": checkpoint_id, "task_id": task_id, "path": task_path, "part": _pack(packed)}
+        update = {"$push": {"writes": entry}, "$setOnInsert": dict(key)}
         if expiry := self._expiry():
             update["$set"] = expiry
         return {"_id": key}, update
@@ -296,7 +322,7 @@ class RunSaver(BaseCheckpointSaver):
         checkpoint_id = doc["checkpoint_id"]
         if asked and asked != checkpoint_id:
             return None  # an older checkpoint: not kept
-        checkpoint = self.serde.loads_typed(tuple(doc["checkpoint"]))
+        checkpoint = self._unpart(doc["checkpoint"])[0]
         versions = checkpoint["channel_versions"]
         checkpoint["channel_values"] = {
             channel: self._decode(stored) for channel, stored in
@@ -309,7 +335,7 @@ class RunSaver(BaseCheckpointSaver):
         return CheckpointTuple(
             config={"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}},
             checkpoint=checkpoint,
-            metadata=self.serde.loads_typed(tuple(doc["metadata"])),
+            metadata=self._unpart(doc["metadata"])[0],
             parent_config={"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": parent}}
             if parent else None,
             pending_writes=self._pending(doc),
@@ -320,14 +346,15 @@ class RunSaver(BaseCheckpointSaver):
         the first for a regular write and the last for a special one (an error, an interrupt: they may be
         saved again), in `writes_sort_key` order."""
         chosen: dict[tuple, dict] = {}
-        for write in doc.get("writes") or ():
-            if write["cid"] != doc["checkpoint_id"]:
+        for entry in doc.get("writes") or ():
+            if entry["cid"] != doc["checkpoint_id"]:
                 continue
-            slot = (write["path"], write["task_id"], write["idx"])
-            if slot not in chosen or write["idx"] < 0:
-                chosen[slot] = write
-        return [(w["task_id"], w["channel"], self.serde.loads_typed((w["t"], w["b"])))
-                for slot, w in sorted(chosen.items(), key=lambda item: writes_sort_key(*item[0]))]
+            for write in _unpack(entry["part"]):
+                slot = (entry["path"], entry["task_id"], write["idx"])
+                if slot not in chosen or write["idx"] < 0:
+                    chosen[slot] = write
+        return [(task_id, w["channel"], self.serde.loads_typed((w["t"], w["b"])))
+                for (_, task_id, _), w in sorted(chosen.items(), key=lambda item: writes_sort_key(*item[0]))]
 
     def _list_query(self, config: RunnableConfig | None, before: RunnableConfig | None) -> dict:
         query: dict[str, Any] = {"checkpoint_id": {"$exists": True}}
@@ -378,7 +405,7 @@ class RunSaver(BaseCheckpointSaver):
         self._upsert(*self._writes_update(config, writes, task_id, task_path))
 
     def delete_thread(self, thread_id: str) -> None:
-        self._forget(thread_id)
+        self.forget(thread_id)
         self.collection.delete_many({"thread_id": _key(thread_id, "")["thread_id"]})
 
     def saved(self, thread_id: str, graph_namespaces: Iterable[str]) -> dict[str, SavedGraph]:
@@ -415,7 +442,7 @@ class RunSaver(BaseCheckpointSaver):
         await self._aupsert(*self._writes_update(config, writes, task_id, task_path))
 
     async def adelete_thread(self, thread_id: str) -> None:
-        self._forget(thread_id)
+        self.forget(thread_id)
         await self.acollection.delete_many({"thread_id": _key(thread_id, "")["thread_id"]})
 
     async def asaved(self, thread_id: str, graph_namespaces: Iterable[str]) -> dict[str, SavedGraph]:
