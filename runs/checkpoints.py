@@ -431,7 +431,10 @@ class RunSaver(BaseCheckpointSaver):
         await self._barrier(config)
         query, delta, full_query, full = self._put_updates(config, checkpoint, metadata, new_versions)
         if delta is None or not (await self.acollection.update_one(query, delta)).matched_count:
-            await self._aupsert(full_query, full)
+            try:
+                await self.acollection.update_one(full_query, full, upsert=True)
+            except DuplicateKeyError:  # see `_upsert`
+                await self.acollection.update_one(full_query, full, upsert=True)
         self._remember((query["_id"]["thread_id"], query["_id"]["checkpoint_ns"]), checkpoint["id"],
                        checkpoint["channel_values"])
         return self._saved_config(config, checkpoint)
@@ -439,7 +442,11 @@ class RunSaver(BaseCheckpointSaver):
     async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
                           task_path: str = "") -> None:
         await self._barrier(config)
-        await self._aupsert(*self._writes_update(config, writes, task_id, task_path))
+        query, update = self._writes_update(config, writes, task_id, task_path)
+        try:
+            await self.acollection.update_one(query, update, upsert=True)
+        except DuplicateKeyError:  # see `_upsert`
+            await self.acollection.update_one(query, update, upsert=True)
 
     async def adelete_thread(self, thread_id: str) -> None:
         self.forget(thread_id)
@@ -458,20 +465,13 @@ class RunSaver(BaseCheckpointSaver):
         if barrier is not None:
             await barrier.wait()
 
-    # A graph's document is created by its first save or by the first writes against it, whichever comes
-    # first; the other's upsert may then fail on the `_id` and, tried again, updates it.
-
     def _upsert(self, query: dict, update: dict) -> None:
+        """Upsert once more if it fails on the `_id`: a graph's document is created by its first save or by the
+        first writes against it, whichever comes first, and the other then finds it."""
         try:
             self.collection.update_one(query, update, upsert=True)
         except DuplicateKeyError:
             self.collection.update_one(query, update, upsert=True)
-
-    async def _aupsert(self, query: dict, update: dict) -> None:
-        try:
-            await self.acollection.update_one(query, update, upsert=True)
-        except DuplicateKeyError:
-            await self.acollection.update_one(query, update, upsert=True)
 
     @staticmethod
     def _saved_config(config: RunnableConfig, checkpoint: Checkpoint) -> RunnableConfig:
