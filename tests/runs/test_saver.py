@@ -282,3 +282,15 @@ async def test_what_is_saved_together_is_compressed_together(saver, stored):
     got = await saver.aget_tuple(config())
     assert got.checkpoint["channel_values"]["tasks"] == sends
     assert got.pending_writes == [("router", "tasks", send) for send in sends]
+
+
+async def test_the_same_checkpoint_saved_again_keeps_its_parent_its_writes_and_its_one_id(saver):
+    one = checkpoint(0, {"n": 1}, {"n": 1})
+    at = await saver.aput(config(), one, {}, {"n": 1})
+    two = checkpoint(1, {"n": 2}, {"n": 2})
+    at2 = await saver.aput(at, two, {"step": 1}, {"n": 2})
+    await saver.aput_writes(at2, [("n", 3)], "task")
+    await saver.aput(at2, {**two, "channel_values": {"n": 2}}, {"step": 1, "again": True}, {})  # LangGraph's exit save
+    got = await saver.aget_tuple(config())
+    assert got.parent_config == at and got.metadata["again"] and got.pending_writes == [("task", "n", 3)]
+    assert (await saver.asaved("run-1", [""]))[""].ids == {one["id"], two["id"]}
