@@ -3,8 +3,8 @@
 A resumed run does not re-run the tasks whose results LangGraph saved; it runs the others again, and
 they send their events again. `survives` tells the two apart from an event's origin (the task that sent
 it, and the checkpoint that task started from, at every level of nested graphs) and what was saved.
-`EventBarrier` makes LangGraph save a task's results only after its events are stored, so that no event
-of a finished task is ever lost with a worker.
+`EventBarrier` makes LangGraph save a task's results (its writes, and the checkpoint that holds them) only
+after its events are stored, so that no event of a finished task is ever lost with a worker.
 
 `RunSaver` is the checkpointer, and it keeps only what a resume needs. A run never goes back in time
 (nothing in Parley lists a thread's history or starts from an older checkpoint: no `aget_state_history`,
@@ -31,10 +31,11 @@ bytes up: `{z: bytes}`, else `{p: bytes}`.
 A checkpoint is saved with one update that sets only the channels whose version changed (as LangGraph's
 own Postgres saver stores blobs), and a list that grew by appending (a transcript: `operator.add`) gets
 only its new items pushed, so the transcript is sent once, not in every checkpoint; what is saved together
-is compressed together. Writes are pushed
-with one update each (writes that arrive before their checkpoint, as they may while LangGraph saves in
-the background, wait in the array for it; those of older checkpoints are pulled by the next save).
-`adelete_thread` removes a run's documents with one delete.
+is compressed together. Writes are pushed with one update each (writes that arrive before their
+checkpoint, as they may while LangGraph saves in the background, wait in the array for it; those of older
+checkpoints are pulled by the next save). `adelete_thread` removes a run's documents with one delete.
+(`checkpoints` and `checkpoint_writes`, langgraph-checkpoint-mongodb's collections that earlier versions
+used, are no longer read or written.)
 """
 
 from __future__ import annotations
