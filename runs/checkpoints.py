@@ -237,8 +237,12 @@ class RunSaver(BaseCheckpointSaver):
         items = [item for part in stored["parts"] for item in self._unpart(part)]
         return items if stored.get("list") else items[0]
 
-    def _remember(self, key: tuple[str, str], checkpoint_id: str, values: Mapping[str, Any]) -> None:
-        lists = {channel: list(value) for channel, value in values.items() if type(value) is list}
+    @staticmethod
+    def _lists(values: Mapping[str, Any]) -> dict[str, list]:
+        """A copy of each list among `values` (a channel may extend its list in place later)."""
+        return {channel: list(value) for channel, value in values.items() if type(value) is list}
+
+    def _remember(self, key: tuple[str, str], checkpoint_id: str, lists: dict[str, list]) -> None:
         with self._lock:
             self._stored[key] = _Stored(checkpoint_id, lists)
             self._stored.move_to_end(key)
@@ -253,13 +257,15 @@ class RunSaver(BaseCheckpointSaver):
                 del self._stored[key]
 
     def _put_updates(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
-                     new_versions: ChannelVersions) -> tuple[dict, dict | None, dict, dict]:
+                     new_versions: ChannelVersions) -> tuple[dict, dict | None, dict, dict, dict[str, list]]:
         """The updates that save `checkpoint`: (filter, update) of the delta against its parent (None when
-        the parent is not known to be the stored one), and (filter, update) of a full save."""
+        the parent is not known to be the stored one), (filter, update) of a full save, and the lists saved
+        (copies, made as they are serialized)."""
         conf = config["configurable"]
         key = _key(conf["thread_id"], conf.get("checkpoint_ns", ""))
         parent, checkpoint_id = conf.get("checkpoint_id"), checkpoint["id"]
         values, versions = checkpoint["channel_values"], checkpoint["channel_versions"]
+        saved = self._lists(values)
         head = {
             "checkpoint_id": checkpoint_id,
             "checkpoint": self._part([{**checkpoint, "channel_values": {}}]),
@@ -274,7 +280,7 @@ class RunSaver(BaseCheckpointSaver):
         full = {"$set": {**head, "values": {_field(ch): self._encode(v, versions.get(ch)) for ch, v in values.items()}},
                 "$setOnInsert": dict(key), "$addToSet": ids, "$pull": older}
         if parent is None:
-            return {"_id": key}, None, {"_id": key}, full
+            return {"_id": key}, None, {"_id": key}, full, saved
         with self._lock:
             stored = self._stored.get((key["thread_id"], key["checkpoint_ns"]))
         lists = stored.lists if stored is not None and stored.checkpoint_id == parent else {}
@@ -298,7 +304,7 @@ class RunSaver(BaseCheckpointSaver):
             pushes["ids"] = checkpoint_id
         if pushes:
             delta["$push"] = pushes
-        return {"_id": key, "checkpoint_id": parent}, delta, {"_id": key}, full
+        return {"_id": key, "checkpoint_id": parent}, delta, {"_id": key}, full, saved
 
     def _writes_update(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
                        task_path: str) -> tuple[dict, dict]:
@@ -331,7 +337,7 @@ class RunSaver(BaseCheckpointSaver):
             if channel in versions and versions[channel] == stored["v"]
         }
         thread_id, ns = doc["thread_id"], doc["checkpoint_ns"]
-        self._remember((thread_id, ns), checkpoint_id, checkpoint["channel_values"])
+        self._remember((thread_id, ns), checkpoint_id, self._lists(checkpoint["channel_values"]))
         parent = doc.get("parent_id")
         return CheckpointTuple(
             config={"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}},
@@ -394,11 +400,10 @@ class RunSaver(BaseCheckpointSaver):
 
     def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
             new_versions: ChannelVersions) -> RunnableConfig:
-        query, delta, full_query, full = self._put_updates(config, checkpoint, metadata, new_versions)
+        query, delta, full_query, full, saved = self._put_updates(config, checkpoint, metadata, new_versions)
         if delta is None or not self.collection.update_one(query, delta).matched_count:
             self._upsert(full_query, full)
-        self._remember((query["_id"]["thread_id"], query["_id"]["checkpoint_ns"]), checkpoint["id"],
-                       checkpoint["channel_values"])
+        self._remember((query["_id"]["thread_id"], query["_id"]["checkpoint_ns"]), checkpoint["id"], saved)
         return self._saved_config(config, checkpoint)
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
@@ -429,21 +434,21 @@ class RunSaver(BaseCheckpointSaver):
 
     async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
                    new_versions: ChannelVersions) -> RunnableConfig:
+        # Serialized at once (a channel may change its list in place meanwhile), sent after the events.
+        query, delta, full_query, full, saved = self._put_updates(config, checkpoint, metadata, new_versions)
         await self._barrier(config)
-        query, delta, full_query, full = self._put_updates(config, checkpoint, metadata, new_versions)
         if delta is None or not (await self.acollection.update_one(query, delta)).matched_count:
             try:
                 await self.acollection.update_one(full_query, full, upsert=True)
             except DuplicateKeyError:  # see `_upsert`
                 await self.acollection.update_one(full_query, full, upsert=True)
-        self._remember((query["_id"]["thread_id"], query["_id"]["checkpoint_ns"]), checkpoint["id"],
-                       checkpoint["channel_values"])
+        self._remember((query["_id"]["thread_id"], query["_id"]["checkpoint_ns"]), checkpoint["id"], saved)
         return self._saved_config(config, checkpoint)
 
     async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
                           task_path: str = "") -> None:
-        await self._barrier(config)
         query, update = self._writes_update(config, writes, task_id, task_path)
+        await self._barrier(config)
         try:
             await self.acollection.update_one(query, update, upsert=True)
         except DuplicateKeyError:  # see `_upsert`

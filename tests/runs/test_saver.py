@@ -3,6 +3,7 @@ LangGraph graphs resumed from it (parallel tasks, nested graphs)."""
 
 from __future__ import annotations
 
+import asyncio
 import operator
 import uuid
 from datetime import UTC, datetime
@@ -14,7 +15,7 @@ from langgraph.checkpoint.base.id import uuid6
 from langgraph.graph import START, StateGraph
 from pymongo import MongoClient, monitoring
 
-from runs.checkpoints import COLLECTION, RunSaver, _unpack, mongodb_saver, saved_graphs
+from runs.checkpoints import COLLECTION, EventBarrier, RunSaver, _unpack, mongodb_saver, saved_graphs
 from store import INDEXES
 
 
@@ -294,3 +295,19 @@ async def test_the_same_checkpoint_saved_again_keeps_its_parent_its_writes_and_i
     got = await saver.aget_tuple(config())
     assert got.parent_config == at and got.metadata["again"] and got.pending_writes == [("task", "n", 3)]
     assert (await saver.asaved("run-1", [""]))[""].ids == {one["id"], two["id"]}
+
+
+async def test_a_save_holds_what_the_checkpoint_held_when_saved_even_if_a_list_grows_in_place_meanwhile(saver):
+    barrier = saver.barriers["run-1"] = EventBarrier()
+    barrier.received_one()  # an event not stored yet: the saves wait for it
+    log = ["a", "b"]
+    first = asyncio.create_task(saver.aput(config(), checkpoint(0, {"log": log}, {"log": 1}), {}, {"log": 1}))
+    await asyncio.sleep(0.05)
+    assert not first.done()
+    log.append("c")  # a Topic that accumulates extends its list in place
+    barrier.stored_upto(1)
+    at = await first
+    assert (await saver.aget_tuple(config())).checkpoint["channel_values"]["log"] == ["a", "b"]
+    log.append("d")
+    await saver.aput(at, checkpoint(1, {"log": log}, {"log": 2}), {}, {"log": 2})
+    assert (await saver.aget_tuple(config())).checkpoint["channel_values"]["log"] == ["a", "b", "c", "d"]
