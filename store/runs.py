@@ -16,7 +16,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pymongo import ASCENDING, DESCENDING, ReturnDocument
+from pymongo import ASCENDING, DESCENDING
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.database import Database
 from pymongo.errors import BulkWriteError
@@ -147,11 +147,13 @@ async def conclude(db: AsyncDatabase, *, run_id: str, worker: str, status: str) 
     asked for first: of a cancel request and this claim, the first to be recorded wins (`request_cancel`
     refuses a run whose end is claimed). Return the record as it now is (None when there is no such run);
     the claim holds when its `concluding` is `status`."""
-    record = await db.runs.find_one_and_update(
+    # An atomic update, then a read, by `_id` (not a findAndModify: see `claim_expired`): the record read back
+    # says whether this claim or a cancel came first, since neither can be undone.
+    await db.runs.update_one(
         {"_id": run_id, "worker": worker, "status": {"$in": list(ACTIVE)}, "cancelRequested": {"$ne": True}},
-        {"$set": {"concluding": status, "updatedAt": now()}}, return_document=ReturnDocument.AFTER,
+        {"$set": {"concluding": status, "updatedAt": now()}},
     )
-    return record or await db.runs.find_one({"_id": run_id})
+    return await db.runs.find_one({"_id": run_id})
 
 
 async def finish(
@@ -184,13 +186,11 @@ async def set_ref(db: AsyncDatabase, *, run_id: str, ref: dict[str, Any]) -> Non
 async def request_cancel(db: AsyncDatabase, *, run_id: str) -> tuple[dict | None, bool]:
     """Ask for an unfinished run to be cancelled. Return the record as it now is (None when there is no such
     run) and whether the request was recorded: not for a run that has ended or whose end is being stored."""
-    record = await db.runs.find_one_and_update(
+    asked = await db.runs.update_one(  # an update and a read by `_id`, not a findAndModify (see `claim_expired`)
         {"_id": run_id, "status": {"$in": list(ACTIVE)}, "concluding": None},
-        {"$set": {"cancelRequested": True, "updatedAt": now()}}, return_document=ReturnDocument.AFTER,
+        {"$set": {"cancelRequested": True, "updatedAt": now()}},
     )
-    if record is not None:
-        return record, True
-    return await db.runs.find_one({"_id": run_id}), False
+    return await db.runs.find_one({"_id": run_id}), asked.matched_count == 1
 
 
 async def get_run(db: AsyncDatabase, *, run_id: str, workspace: str | None = None) -> dict | None:
