@@ -334,6 +334,8 @@ class LeaseKeeper:
                                                   lease_seconds=self.lease)
                     except PyMongoError as exc:
                         self._hand(self.failed, exc, ok_at)
+                    except Exception:  # never let the thread die: the leases would lapse while the worker lives
+                        log.exception("run engine: a lease renewal failed")
                     else:
                         ok_at = started
                         self._hand(self.renewed, sent, held)

@@ -189,3 +189,38 @@ async def test_waiting_for_a_run_that_ends_here_reads_nothing_of_it(parley_env, 
     assert resp.status_code == 200, resp.text
     assert resp.json()["choices"][0]["message"]["content"]
     assert resp.headers["x-run-id"] not in read, read
+
+
+async def test_a_follower_of_a_run_elsewhere_backs_off_while_nothing_comes(parley_env, monkeypatch):
+    settings = parley_env.model_copy(update={"parley_run_lease": 5.0, "parley_run_heartbeat": 0.4,
+                                             "parley_run_poll": 0.05})
+    polls: list[float] = []
+    events_after = run_store.events_after
+
+    async def counted(*args, **kwargs):
+        polls.append(time.monotonic())
+        return await events_after(*args, **kwargs)
+
+    monkeypatch.setattr(run_store, "events_after", counted)
+    async with engine(settings, "follower") as runs:
+        await run_store.create_run(runs.db, run_id="run_elsewhere", kind="duel", workspace="ws1", user="u",
+                                   title="t", input={}, ref=None, worker="elsewhere", lease_seconds=60)
+        got: list = []
+
+        async def listen() -> None:
+            async for batch in runs.follow("run_elsewhere"):
+                got.extend(batch)
+
+        listener = asyncio.create_task(listen())
+        started = time.monotonic()
+        await asyncio.sleep(2.0)
+        quiet, elapsed = len(polls), time.monotonic() - started
+        await run_store.append_events(runs.db, run_id="run_elsewhere",
+                                      events=[{"seq": 0, "event": "message", "data": {}, "origin": None}])
+        while not got:
+            await asyncio.sleep(0.05)
+        listener.cancel()
+        await asyncio.gather(listener, return_exceptions=True)
+    # 0.05, 0.1, 0.2 s, then every 0.4 s: not every 0.05 s (forty looks in two seconds).
+    assert quiet <= 3 + elapsed / 0.4 + 1, quiet
+    assert [e.event for e in got] == ["message"]
