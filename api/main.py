@@ -60,7 +60,7 @@ def create_app(settings: Settings | None = None, *, services: EmbeddedServices |
             app.state.ratelimiter = RateLimiter(uri, settings.mongodb_db)
             app.state.sse_keepalive = KEEPALIVE_SECONDS
             saver = mongodb_saver(uri, settings.mongodb_db, expire_after=expire_after(settings))
-            app.state.runs = RunEngine(db, saver=saver, factory=app.state.factory, settings=settings)
+            app.state.runs = RunEngine(db, saver=saver, factory=app.state.factory, settings=settings, uri=uri)
             for hook in app.state.startup_hooks:
                 await hook(app)
             await app.state.runs.start()
