@@ -53,6 +53,7 @@ def test_streams_end_with_an_error_event_when_the_database_fails(parley, make_ke
                             kwargs={"method": "POST", "json": body, "into": started, "attached": first})
     duel.start()
     llm.wait_held("opponent")  # the user's turn is over; the opponent's answer waits
+    assert first.wait(30)  # the stream's first event (it may come after the model call began)
     run_id = started[0].json()["id"]
     runs = threading.Thread(target=follow, args=(f"{parley.url}/v1/runs/{run_id}/events", key),
                             kwargs={"into": followed, "attached": second})
