@@ -60,7 +60,7 @@ def create_app(settings: Settings | None = None, *, services: EmbeddedServices |
             app.state.ratelimiter = RateLimiter(uri, settings.mongodb_db)
             app.state.sse_keepalive = KEEPALIVE_SECONDS
             saver = await asyncio.to_thread(mongodb_saver, uri, settings.mongodb_db)
-            app.state.runs = RunEngine(db, saver=saver, factory=app.state.factory, settings=settings, uri=uri)
+            app.state.runs = RunEngine(db, saver=saver, factory=app.state.factory, settings=settings)
             for hook in app.state.startup_hooks:
                 await hook(app)
             await app.state.runs.start()
