@@ -43,9 +43,11 @@ import tempfile
 import time
 import zlib
 from collections import Counter
+from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -137,76 +139,70 @@ class Result:
     retracts: int = 0
 
 
-async def duel(http: httpx.AsyncClient, key: str, result: Result, rounds: int) -> None:
-    body = {"topic": f"{TOPIC} {result.tag}", "userProfile": {"name": "Ada", "bio": "Engineer"}, "rounds": rounds}
-    parser, last, done = SseParser(), None, False
-    started = time.perf_counter()
-    async with http.stream("POST", "/api/debate", json=body, headers={"Authorization": f"Bearer {key}"}) as resp:
+async def sse_events(http: httpx.AsyncClient, path: str, body: dict, key: str,
+                     result: Result) -> AsyncIterator[tuple[float, Any]]:
+    """POST `body` to `path` and yield each SSE event with the seconds since the request was sent; a refusal is
+    noted on `result` (its status always is)."""
+    parser, started = SseParser(), time.perf_counter()
+    async with http.stream("POST", path, json=body, headers={"Authorization": f"Bearer {key}"}) as resp:
         result.status = resp.status_code
         if resp.status_code != 200:
             result.error = f"HTTP {resp.status_code}: {(await resp.aread()).decode(errors='replace')[:200]}"
             return
         async for line in resp.aiter_lines():
             event = parser.feed_line(line)
-            if event is None:
-                continue
-            now = time.perf_counter() - started
-            if event.event == "chunk":
-                if result.first is None:
-                    result.first = now
-                if last is not None:
-                    result.gaps.append(now - last)
-                last = now
-            elif event.event in ("start", "message"):
-                last = None  # the gap between two turns is the next model call's latency, not a stall
-            elif event.event == "retract":
-                result.retracts += 1
-            elif event.event == "error":
-                result.error = f"error event: {event.data[:200]}"
-            elif event.event == "done":
-                done = True
-    if not done and result.error is None:
+            if event is not None:
+                yield time.perf_counter() - started, event
+
+
+def chunk_came(result: Result, now: float, last: float | None) -> float:
+    """Note a chunk that came `now` (the first token, or the gap since the one before at `last`)."""
+    if result.first is None:
+        result.first = now
+    if last is not None:
+        result.gaps.append(now - last)
+    return now
+
+
+async def duel(http: httpx.AsyncClient, key: str, result: Result, rounds: int) -> None:
+    body = {"topic": f"{TOPIC} {result.tag}", "userProfile": {"name": "Ada", "bio": "Engineer"}, "rounds": rounds}
+    last, done = None, False
+    async for now, event in sse_events(http, "/api/debate", body, key, result):
+        if event.event == "chunk":
+            last = chunk_came(result, now, last)
+        elif event.event in ("start", "message"):
+            last = None  # the gap between two turns is the next model call's latency, not a stall
+        elif event.event == "retract":
+            result.retracts += 1
+        elif event.event == "error":
+            result.error = f"error event: {event.data[:200]}"
+        elif event.event == "done":
+            done = True
+    if result.status == 200 and not done and result.error is None:
         result.error = "the stream ended without `done`"
 
 
 async def panel(http: httpx.AsyncClient, key: str, result: Result, stream: bool) -> None:
     body = {"model": "router/debate", "messages": [{"role": "user", "content": f"{PANEL_QUESTION} {result.tag}"}]}
-    headers = {"Authorization": f"Bearer {key}"}
     if not stream:
-        resp = await http.post("/v1/chat/completions", json=body, headers=headers)
+        resp = await http.post("/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {key}"})
         result.status = resp.status_code
         if resp.status_code != 200:
             result.error = f"HTTP {resp.status_code}: {resp.text[:200]}"
         elif not resp.json()["choices"][0]["message"]["content"]:
             result.error = "an empty answer"
         return
-    parser, last, done = SseParser(), None, False
-    started = time.perf_counter()
-    async with http.stream("POST", "/v1/chat/completions", json={**body, "stream": True}, headers=headers) as resp:
-        result.status = resp.status_code
-        if resp.status_code != 200:
-            result.error = f"HTTP {resp.status_code}: {(await resp.aread()).decode(errors='replace')[:200]}"
-            return
-        async for line in resp.aiter_lines():
-            event = parser.feed_line(line)
-            if event is None:
-                continue
-            if event.data == "[DONE]":
-                done = True
-                continue
-            data = json.loads(event.data)
-            if "error" in data:
-                result.error = f"error event: {event.data[:200]}"
-                continue
-            if not any(choice["delta"].get("content") for choice in data.get("choices", ())):
-                continue
-            now = time.perf_counter() - started
-            if result.first is None:
-                result.first = now
-            if last is not None:
-                result.gaps.append(now - last)
-            last = now
-    if not done and result.error is None:
+    last, done = None, False
+    async for now, event in sse_events(http, "/v1/chat/completions", {**body, "stream": True}, key, result):
+        if event.data == "[DONE]":
+            done = True
+            continue
+        data = json.loads(event.data)
+        if "error" in data:
+            result.error = f"error event: {event.data[:200]}"
+        elif any(choice["delta"].get("content") for choice in data.get("choices", ())):
+            last = chunk_came(result, now, last)
+    if result.status == 200 and not done and result.error is None:
         result.error = "the stream ended without [DONE]"
 
 
