@@ -58,6 +58,7 @@ def create_app(settings: Settings | None = None, *, services: EmbeddedServices |
             app.state.db = db
             app.state.factory = ModelFactory(settings, local_base_url=running.local_model_url)
             app.state.ratelimiter = RateLimiter(uri, settings.mongodb_db)
+            await asyncio.to_thread(app.state.ratelimiter.open)
             app.state.sse_keepalive = KEEPALIVE_SECONDS
             saver = await asyncio.to_thread(mongodb_saver, uri, settings.mongodb_db)
             app.state.runs = RunEngine(db, saver=saver, factory=app.state.factory, settings=settings)

@@ -35,9 +35,19 @@ class RateLimiter:
         self._storage: MongoDBStorage | None = None
         self._limiter: MovingWindowRateLimiter | None = None
 
+    def open(self) -> None:
+        """Connect and create the counters' indexes now (blocking; call it from a thread at start-up).
+
+        `limits` would otherwise create them on the first hit, racing whatever else the database is doing
+        then: the embedded server has been seen to stop answering writes when an index build met a burst of
+        run writes."""
+        self._ensure()
+        assert self._storage is not None
+        self._storage.storage  # noqa: B018 - the property connects and creates the indexes
+
     def _ensure(self) -> MovingWindowRateLimiter:
-        # Built on first use: limits' storage connects (and creates its indexes) even from __del__,
-        # so one that was never used must never exist.
+        # Built when opened or on first use: limits' storage connects (and creates its indexes) even from
+        # __del__, so one that was never used must never exist.
         if self._limiter is None:
             self._storage = MongoDBStorage(
                 self._uri,
