@@ -61,7 +61,7 @@ def create_app(settings: Settings | None = None, *, services: EmbeddedServices |
             await asyncio.to_thread(app.state.ratelimiter.open)
             app.state.sse_keepalive = KEEPALIVE_SECONDS
             saver = await asyncio.to_thread(mongodb_saver, uri, settings.mongodb_db)
-            app.state.runs = RunEngine(db, saver=saver, factory=app.state.factory, settings=settings)
+            app.state.runs = RunEngine(db, saver=saver, factory=app.state.factory, settings=settings, uri=uri)
             for hook in app.state.startup_hooks:
                 await hook(app)
             await app.state.runs.start()

@@ -1,10 +1,10 @@
 """Which of Parley's database commands each run sends, by the code that sends it.
 
 `parley_db_operations_total` counts commands by collection and command; this bench names the function
-behind each one (`store.runs.cancelled_runs ← RunEngine._tend`, LangGraph's `MongoDBSaver.put_writes`,
+behind each one (`store.runs.renew_leases ← LeaseKeeper._run`, LangGraph's `MongoDBSaver.put_writes`,
 ...), so the cost of each of the run engine's writes and polls can be read apart: the checkpoint of
 every step, each task's checkpoint writes, the event batches, the run record's updates, the usage rows,
-the cancel polls, the lease renewals, the take-over scans, the followers' polls and the deletion of the
+the lease renewals (which read the cancel requests too), the take-over looks, the followers' polls and the deletion of the
 checkpoints. Parley runs in this process (a `pymongo.monitoring` listener registered before its clients
 are built walks the stack of each command); the embedded database and the scripted model run as their
 own processes. It measures

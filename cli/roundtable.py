@@ -172,7 +172,7 @@ async def round_table_events(
         conversation_id = (await conv_store.create_conversation(db, workspace=workspace, user=user,
                                                                  title=title))["_id"]
     saver = await asyncio.to_thread(mongodb_saver, uri, settings.mongodb_db)
-    engine = RunEngine(db, saver=saver, factory=factory, settings=settings, takes_over=False)
+    engine = RunEngine(db, saver=saver, factory=factory, settings=settings, uri=uri, takes_over=False)
     limiter = RateLimiter(uri, settings.mongodb_db)
     app = SimpleNamespace(state=SimpleNamespace(db=db, ratelimiter=limiter, runs=engine))
     try:

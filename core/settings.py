@@ -57,10 +57,11 @@ class Settings(BaseSettings):
         5.0, gt=0, description="Seconds a worker's hold on a run lasts without renewal; after that another worker "
         "resumes the run from its last checkpoint.")
     parley_run_heartbeat: float = Field(
-        1.0, gt=0, description="Seconds between a worker's lease renewals, and its looks for runs to take over.")
+        1.0, gt=0, description="Seconds between a worker's lease renewals (from a thread of its own), which also "
+        "pick up the cancels asked on other workers; the longest a follower's poll backs off to.")
     parley_run_poll: float = Field(
-        0.25, gt=0, description="Seconds between a worker's looks at the database for cancel requests and for "
-        "new events of runs other workers execute.")
+        0.25, gt=0, description="Seconds between a follower's looks at the database for new events of a run "
+        "another worker executes, doubling (up to the heartbeat) while none comes.")
     parley_run_deadline: float = Field(
         1800.0, gt=0, description="Seconds a run may take in all, from its creation: past it the run is stopped and "
         "stored `failed` with the code `run_deadline` (its usage billed and its reservation settled as for any "

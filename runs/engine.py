@@ -2,15 +2,25 @@
 
 Any worker executes and any worker serves. A run is a record in `runs` leased to the worker executing
 it, its numbered events in `run_events`, the usage of its model calls in `run_usage`, and its LangGraph
-checkpoints (thread id = run id). The worker that starts a run executes it at once; it renews its lease
-every heartbeat; when a worker dies its leases expire and another worker claims each run and resumes it
-from its last checkpoint (finished tasks are not run again; the events of unfinished ones are retracted
-and sent again, see `runs.events`). Listeners follow a run from any worker: from memory on the worker
-executing it, by polling the database elsewhere. A cancel request reaches the executing worker within a
-poll interval and stops the run's graph, and with it its model calls; a run whose cancel was recorded ends
-`cancelled` (the end of a run is claimed before it is stored, see `store.runs.conclude`). A run past its
-deadline (`PARLEY_RUN_DEADLINE`) is stopped and stored `failed` (`run_deadline`). When the database fails,
-listeners' streams end with a `storage_unavailable` error (docs/operations.md).
+checkpoints (thread id = run id). The worker that starts a run executes it at once; a thread of its own
+renews its leases every heartbeat (`LeaseKeeper`: a busy event loop does not delay it); when a worker dies
+its leases expire and another worker claims each run and resumes it from its last checkpoint (finished
+tasks are not run again; the events of unfinished ones are retracted and sent again, see `runs.events`).
+Listeners follow a run from any worker: from memory on the worker executing it, by polling the database
+elsewhere (backing off while nothing new comes). A cancel request stops the run's graph, and with it its
+model calls, at once on the worker executing it and within a heartbeat from any other (the lease renewal
+reads the requests); a run whose cancel was recorded ends `cancelled` (the end of a run is claimed before it
+is stored, see `store.runs.conclude`). A run past its deadline (`PARLEY_RUN_DEADLINE`) is stopped and stored
+`failed` (`run_deadline`). When the database fails, listeners' streams end with a `storage_unavailable`
+error (docs/operations.md).
+
+What a worker asks of the database on its own, whatever its runs do: every heartbeat while it executes runs,
+one `update` and one `find` on `runs` (`store.runs.renew_leases`: the leases it holds, and the cancels asked
+of them); nothing while it holds none. For take-overs (`RunEngine._take_over`) one indexed `find` of the
+first lease to end among runs other workers hold, again when that lease would end (at most a lease later),
+and a claim only when a holder is gone. A follower of a run executing elsewhere polls its events every
+`PARLEY_RUN_POLL` seconds, doubling up to the heartbeat while none comes. (Change streams, which the embedded
+database and replica sets support, could wake followers instead; they are not used yet.)
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ import contextlib
 import logging
 import os
 import socket
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -28,6 +39,7 @@ from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackHandler
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from pymongo import MongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import ConnectionFailure, PyMongoError
 
@@ -41,6 +53,7 @@ from runs.events import RETRACT, TERMINAL, Event, Signal, listener_view, storage
 from runs.modes import MODES
 from runs.modes.base import Emit, ModeRun, Outcome, RunFailure, Services
 from store import runs as store
+from store.monitor import LISTENER
 
 log = logging.getLogger("parley.runs")
 
@@ -269,6 +282,79 @@ class EventWriter:
                 return
 
 
+# --- leases ---------------------------------------------------------------------------------
+
+
+class LeaseKeeper:
+    """Renew the leases of the runs a worker executes, from a thread of its own, so that a busy (or blocked)
+    event loop never lets them expire while the worker lives.
+
+    Every `heartbeat` seconds, while the worker executes runs, one `update` and one `find` on a synchronous
+    client of its own (`store.runs.renew_leases`): which of them it still holds, and which someone asked to
+    cancel. The thread reads the runs through `held` (a snapshot the engine takes under its lock) and touches
+    nothing else of the engine: each answer is handed to the event loop (`loop.call_soon_threadsafe`), to
+    `renewed(sent, held)` or, when the database failed, `failed(exc, ok_at)` (`ok_at`: the monotonic time of
+    the last renewal that succeeded). Its client gives up on a dead database within `min(3, lease / 2)`
+    seconds (server selection, connection) and on a reply after a lease, so `stop` never waits long.
+    """
+
+    def __init__(self, uri: str, db_name: str, *, worker: str, lease: float, heartbeat: float,
+                 held: Callable[[], dict[str, asyncio.Task]],
+                 renewed: Callable[[dict[str, asyncio.Task], dict[str, bool]], None],
+                 failed: Callable[[PyMongoError, float], None]) -> None:
+        self.uri, self.db_name, self.worker, self.lease, self.heartbeat = uri, db_name, worker, lease, heartbeat
+        self.held, self.renewed, self.failed = held, renewed, failed
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def start(self) -> None:
+        """Start renewing (from the event loop the answers go to)."""
+        self._loop = asyncio.get_running_loop()
+        self._stopping.clear()
+        self._thread = threading.Thread(target=self._run, name=f"run leases of {self.worker}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop renewing; wait for the thread, for at most its client's timeouts (call it off the loop)."""
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.lease + 3)
+            self._thread = None
+
+    def _run(self) -> None:
+        timeout_ms = int(max(0.1, min(3.0, self.lease / 2)) * 1000)
+        client: MongoClient = MongoClient(
+            self.uri, tz_aware=True, event_listeners=[LISTENER], serverSelectionTimeoutMS=timeout_ms,
+            connectTimeoutMS=timeout_ms, socketTimeoutMS=int(self.lease * 1000), appname="parley-leases")
+        db = client[self.db_name]
+        ok_at = time.monotonic()
+        try:
+            while not self._stopping.is_set():
+                started = time.monotonic()
+                sent = self.held()
+                if not sent:
+                    ok_at = started  # nothing to hold: nothing can be lost
+                else:
+                    try:
+                        held = store.renew_leases(db, run_ids=list(sent), worker=self.worker,
+                                                  lease_seconds=self.lease)
+                    except PyMongoError as exc:
+                        self._hand(self.failed, exc, ok_at)
+                    except Exception:  # never let the thread die: the leases would lapse while the worker lives
+                        log.exception("run engine: a lease renewal failed")
+                    else:
+                        ok_at = started
+                        self._hand(self.renewed, sent, held)
+                self._stopping.wait(max(0.0, started + self.heartbeat - time.monotonic()))
+        finally:
+            client.close()
+
+    def _hand(self, callback: Callable[..., None], *args: Any) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop has closed: the worker is gone
+            self._loop.call_soon_threadsafe(callback, *args)
+
+
 # --- the engine -------------------------------------------------------------------------------
 
 
@@ -280,41 +366,61 @@ class RunEngine:
         saver: the LangGraph checkpointer runs save to.
         factory: the model factory modes build their contexts with.
         settings: lease, heartbeat, poll interval and checkpoint durability (`PARLEY_RUN_*`).
+        uri: the database's URI, for the lease thread's own synchronous client (`LeaseKeeper`); default
+            `settings.mongodb_uri` (give it when that is unset: the embedded server's).
         worker: this worker's name in run records (default `host:pid`).
         takes_over: whether this worker resumes runs whose worker stopped (False for a short-lived process,
             such as the CLI, that executes only the runs it starts).
     """
 
+    # Seconds the record of a run that ended here is kept in memory, for those waiting on it (`wait`).
+    ENDED_KEPT = 10.0
+
     def __init__(
         self, db: AsyncDatabase, *, saver: BaseCheckpointSaver, factory: ModelFactory, settings: Settings,
-        worker: str | None = None, takes_over: bool = True,
+        uri: str | None = None, worker: str | None = None, takes_over: bool = True,
     ) -> None:
         self.db, self.saver, self.settings, self.takes_over = db, saver, settings, takes_over
+        self.uri = uri or settings.mongodb_uri
+        if not self.uri:
+            raise ValueError("RunEngine needs the database's URI (uri=, or MONGODB_URI) for its lease renewals")
         self.services = Services(db=db, factory=factory, settings=settings)
         self.worker = worker or f"{socket.gethostname()}:{os.getpid()}"
         self.lease, self.heartbeat = settings.parley_run_lease, settings.parley_run_heartbeat
         self.poll = settings.parley_run_poll
-        self._tasks: dict[str, asyncio.Task] = {}
+        self._tasks: dict[str, asyncio.Task] = {}  # changed on the loop under `_tasks_lock`, read by the keeper
+        self._tasks_lock = threading.Lock()
         self._live: dict[str, LiveRun] = {}
+        self._ended: dict[str, dict] = {}  # run id → its finished record, for `ENDED_KEPT` seconds
         self._stopping: dict[str, str] = {}  # run id → why its execution stops: cancel, failed, lost, shutdown
         self._failures: dict[str, Exception] = {}  # run id → why its mode refused to go on
         self._closing: set[str] = set()  # runs whose graph has finished and whose outcome is being stored
-        self._tender: asyncio.Task | None = None
+        self._keeper: LeaseKeeper | None = None
+        self._taker: asyncio.Task | None = None
 
     # --- life cycle ---------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Begin tending: renew leases, watch for cancel requests, take over runs other workers left."""
-        if self._tender is None:
-            self._tender = asyncio.create_task(self._tend(), name="run engine")
+        """Begin tending: renew leases and pick up cancel requests (`LeaseKeeper`), take over runs other
+        workers left (`_take_over`, unless `takes_over` is False)."""
+        if self._keeper is None:
+            self._keeper = LeaseKeeper(self.uri, self.db.name, worker=self.worker, lease=self.lease,
+                                       heartbeat=self.heartbeat, held=self._held, renewed=self._renewed,
+                                       failed=self._renewal_failed)
+            self._keeper.start()
+        if self.takes_over and self._taker is None:
+            self._taker = asyncio.create_task(self._take_over(), name="run take-overs")
 
     async def stop(self, grace: float = 5.0) -> None:
         """Stop tending and hand this worker's runs over: each is released for another worker (or this one,
-        restarted) to resume at once. Events already queued are stored first, for up to `grace` seconds."""
-        if self._tender is not None:
-            self._tender.cancel()
-            await asyncio.gather(self._tender, return_exceptions=True)
-            self._tender = None
+        restarted) to resume. Events already queued are stored first, for up to `grace` seconds."""
+        if self._taker is not None:
+            self._taker.cancel()
+            await asyncio.gather(self._taker, return_exceptions=True)
+            self._taker = None
+        if self._keeper is not None:  # before the runs are released: a renewal would undo a release
+            await asyncio.to_thread(self._keeper.stop)
+            self._keeper = None
         for run_id in list(self._tasks):
             self._stop(run_id, "shutdown")
         if self._tasks:
@@ -344,13 +450,16 @@ class RunEngine:
             # submitted the run) follows it from memory at once instead of polling the database.
             live = self._live[run_id] = LiveRun(run_id, first_seq=MODES[record["kind"]].first_seq)
         task = asyncio.create_task(self._execute(record), name=f"run {run_id}")
-        self._tasks[run_id] = task
+        with self._tasks_lock:
+            self._tasks[run_id] = task
 
         def forget(_: asyncio.Task) -> None:
             if live is not None and self._live.get(run_id) is live:  # a task cancelled before it started
                 live.end()
                 self._live.pop(run_id, None)
-            self._tasks.pop(run_id, None)
+            with self._tasks_lock:
+                if self._tasks.get(run_id) is task:
+                    del self._tasks[run_id]
             self._stopping.pop(run_id, None)
             self._closing.discard(run_id)
 
@@ -612,8 +721,11 @@ class RunEngine:
         run_id = record["_id"]
         try:
             rows = await writer.close(outcome.events)
-            await store.finish(self.db, run_id=run_id, worker=self.worker, status=outcome.status,
-                               result=outcome.result, error=outcome.error, usage=usage_totals(ledger))
+            finished = await store.finish(self.db, run_id=run_id, worker=self.worker, status=outcome.status,
+                                          result=outcome.result, error=outcome.error, usage=usage_totals(ledger))
+            if finished is not None:  # before any listener here sees the last event: `wait` reads it
+                self._ended[run_id] = finished
+                asyncio.get_running_loop().call_later(self.ENDED_KEPT, self._ended.pop, run_id, None)
             record_run(record["kind"], outcome.status)
             writer.live.publish(rows)
         except (PyMongoError, store.EventConflict) as exc:
@@ -628,41 +740,66 @@ class RunEngine:
 
     # --- tending ------------------------------------------------------------------------------
 
-    async def _tend(self) -> None:
-        """Every poll: stop the runs someone cancelled (again, while they still execute). Every heartbeat:
-        renew this worker's leases, stop the runs another worker took over, and take over the runs whose lease
-        expired."""
-        renewed = float("-inf")  # at once on start: runs a stopped worker left may be waiting
+    def _held(self) -> dict[str, asyncio.Task]:
+        """The runs this worker executes, each with its task (called from the lease thread)."""
+        with self._tasks_lock:
+            return dict(self._tasks)
+
+    def _renewed(self, sent: dict[str, asyncio.Task], held: dict[str, bool]) -> None:
+        """A lease renewal's answer (on the loop): stop the runs of `sent` this worker no longer holds (another
+        took them over), and those someone cancelled (again, while they still execute: a cancellation lost in
+        the graph). A run whose task changed since (it ended, and was claimed here again) is left alone."""
+        for run_id, task in sent.items():
+            if self._tasks.get(run_id) is not task:
+                continue
+            if run_id not in held:
+                self._stop(run_id, "lost")
+            elif held[run_id]:
+                if run_id in self._stopping:
+                    self._still_running(run_id)
+                else:
+                    self._stop(run_id, "cancel")
+        for live in self._live.values():
+            if not live.ended:
+                live.storage_down(False)
+
+    def _renewal_failed(self, exc: PyMongoError, ok_at: float) -> None:
+        """A lease renewal failed (on the loop): listeners are told at once when the database cannot be
+        reached, and once no renewal has succeeded for a whole lease, this worker's runs are stopped (others may
+        hold them now)."""
+        log.warning("run engine: database unreachable (%s)", exc)
+        if isinstance(exc, ConnectionFailure):
+            for live in self._live.values():  # their listeners' streams end now, with an error
+                live.storage_down()
+        if time.monotonic() - ok_at > self.lease:
+            for run_id in list(self._tasks):  # our leases have run out: others may hold these runs now
+                self._stop(run_id, "lost")
+
+    async def _take_over(self) -> None:
+        """Take over the runs other workers left: look (one indexed `find`, `store.runs.next_expiring`) at the run
+        whose lease ends first among those not executing here, claim it once its holder is gone
+        (`store.runs.claim_expired`), else look again when it could be (at most a lease later: a run started
+        meanwhile cannot be free before). The runs this worker executes are never claimed, even when their
+        lease has expired (a database outage), so nothing runs twice here."""
         while True:
+            wait = self.lease
             try:
-                now = time.monotonic()
-                local = list(self._tasks)
-                for run_id in await store.cancelled_runs(self.db, run_ids=local):
-                    if run_id in self._stopping:  # still executing: a cancellation lost in the graph, again
-                        self._still_running(run_id)
-                    else:
-                        self._stop(run_id, "cancel")
-                for live in self._live.values():
-                    if not live.ended:
-                        live.storage_down(False)
-                if now - renewed >= self.heartbeat:
-                    held = await store.renew_leases(self.db, run_ids=local, worker=self.worker,
-                                                    lease_seconds=self.lease)
-                    renewed = now
-                    for run_id in set(local) - held:
-                        self._stop(run_id, "lost")
-                    while self.takes_over and (record := await store.claim_expired(
-                            self.db, worker=self.worker, lease_seconds=self.lease)):
+                while (run := await store.next_expiring(self.db, exclude=list(self._tasks))) is not None:
+                    left = (store.claimable_at(run, self.lease) - store.now()).total_seconds()
+                    if left >= 0:
+                        wait = min(self.lease, left + 0.01)
+                        break
+                    record = await store.claim_expired(self.db, run=run, worker=self.worker,
+                                                       lease_seconds=self.lease)
+                    if record is None:  # renewed, claimed or ended meanwhile: look again shortly
+                        wait = min(self.poll, self.lease)
+                        break
+                    if record["_id"] not in self._tasks:
                         self._launch(record)
             except PyMongoError as exc:
-                log.warning("run engine: database unreachable (%s)", exc)
-                if isinstance(exc, ConnectionFailure):
-                    for live in self._live.values():  # their listeners' streams end now, with an error
-                        live.storage_down()
-                if time.monotonic() - renewed > self.lease:
-                    for run_id in list(self._tasks):  # our leases have run out: others may hold these runs now
-                        self._stop(run_id, "lost")
-            await asyncio.sleep(self.poll)
+                log.warning("run engine: take-overs paused, database unreachable (%s)", exc)
+                wait = self.heartbeat
+            await asyncio.sleep(wait)
 
     # --- serving ------------------------------------------------------------------------------
 
@@ -675,9 +812,11 @@ class RunEngine:
     async def follow(self, run_id: str, *, after: int = -1) -> AsyncIterator[list[Event]]:
         """The run's events after `after` in batches, then the live ones as they come, until its last one.
 
-        Served from memory while this worker executes the run, from the database otherwise (polled). When the
-        database fails, the stream ends with an `error` event whose `code` is `storage_unavailable` (without
-        an id: the run goes on once storage is back, and a listener resumes from the last id it saw).
+        Served from memory while this worker executes the run, from the database otherwise: polled every
+        `PARLEY_RUN_POLL` seconds, the interval doubling (up to the heartbeat) while no event comes and reset
+        when one does. When the database fails, the stream ends with an `error` event whose `code` is
+        `storage_unavailable` (without an id: the run goes on once storage is back, and a listener resumes from
+        the last id it saw).
         """
         try:
             async for batch in self._follow(run_id, after=after):
@@ -687,6 +826,7 @@ class RunEngine:
             yield [storage_failure()]
 
     async def _follow(self, run_id: str, *, after: int) -> AsyncIterator[list[Event]]:
+        delay = self.poll
         while True:
             live = self._live.get(run_id)
             if live is not None and not live.ended and after + 1 >= live.first_seq:
@@ -701,6 +841,7 @@ class RunEngine:
                 continue  # the execution here stopped without an end (handed over): read on from the database
             rows = await store.events_after(self.db, run_id=run_id, after=after)
             if rows:
+                delay = self.poll
                 end = next((i + 1 for i, row in enumerate(rows) if row["event"] in TERMINAL and not row.get("void")),
                            len(rows))
                 shown = listener_view(rows[:end], after=after)
@@ -712,34 +853,42 @@ class RunEngine:
                 if shown:
                     yield shown
                 continue
-            record = await store.get_run(self.db, run_id=run_id)
-            if record is None:
+            ended = run_id in self._ended
+            if not ended:
+                status = await store.run_status(self.db, run_id=run_id)
+                if status is None:
+                    return
+                ended = status in store.FINISHED
+            if ended and not await store.events_after(self.db, run_id=run_id, after=after):
                 return
-            if record["status"] in store.FINISHED and not await store.events_after(self.db, run_id=run_id, after=after):
-                return
-            await asyncio.sleep(self.poll)
+            await asyncio.sleep(delay)
+            delay = min(2 * delay, max(self.poll, self.heartbeat))
 
     async def _until_recorded(self, run_id: str, timeout: float = 10.0) -> None:
-        """Wait for the run's record to say it ended (stored just after its last event)."""
+        """Wait for the run's record to say it ended (stored just after its last event); nothing is read when it
+        ended on this worker."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        while loop.time() < deadline:
-            record = await store.get_run(self.db, run_id=run_id)
-            if record is None or record["status"] in store.FINISHED:
+        while loop.time() < deadline and run_id not in self._ended:
+            status = await store.run_status(self.db, run_id=run_id)
+            if status is None or status in store.FINISHED:
                 return
             await asyncio.sleep(min(self.poll, 0.05))
 
     async def wait(self, run_id: str) -> dict:
-        """The run's record once it has ended."""
-        async for _ in self.follow(run_id):
-            pass
-        return await self.get(run_id)
+        """The run's record once it has ended: from memory when it ended on this worker (in the last
+        `ENDED_KEPT` seconds), from the database otherwise."""
+        if (ended := self._ended.get(run_id)) is None:
+            async for _ in self.follow(run_id):
+                pass
+            ended = self._ended.get(run_id)
+        return ended if ended is not None else await self.get(run_id)
 
     async def cancel(self, run_id: str) -> tuple[dict | None, bool]:
-        """Ask for a run to stop: at once when this worker executes it, else within a poll interval of the
-        worker that does. Return the record and whether the request was recorded (False: the run had ended,
-        or had finished and was being stored; it is left as it is). A recorded request is kept: the run
-        ends `cancelled`."""
+        """Ask for a run to stop: at once when this worker executes it, else at the next lease renewal (within a
+        heartbeat) of the worker that does. Return the record and whether the request was recorded (False: the
+        run had ended, or had finished and was being stored; it is left as it is). A recorded request is kept:
+        the run ends `cancelled`."""
         record, accepted = await store.request_cancel(self.db, run_id=run_id)
         if accepted:
             self._stop(run_id, "cancel")

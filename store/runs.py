@@ -2,10 +2,12 @@
 its model calls (`run_usage`).
 
 A run is `queued` → `running` → `completed`, `failed` or `cancelled`. The worker executing it holds a
-lease (`worker`, `leaseUntil`) that it renews while it runs; once a lease has expired, any worker may
-claim the run and resume it. Before a worker stores a run's end it claims it (`conclude`), unless a cancel
-was asked for first (`request_cancel`): of the two, the first recorded wins. Times are the workers' clocks (keep them in sync, e.g. with NTP): the
-embedded database cannot evaluate `$$NOW` in a query.
+lease (`worker`, `leaseUntil`) that it renews while it runs (`renew_leases`, from a thread of its own with a
+synchronous client: a busy event loop does not delay it) and notes when it last did (`heartbeatAt`); once a
+lease has expired and no heartbeat came for a whole lease, any other worker may claim the run and resume it
+(`next_expiring`, `claim_expired`). Before a worker stores a run's end it claims it (`conclude`), unless a
+cancel was asked for first (`request_cancel`): of the two, the first recorded wins. Times are the workers'
+clocks (keep them in sync, e.g. with NTP): the embedded database cannot evaluate `$$NOW` in a query.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pymongo import ASCENDING, DESCENDING, ReturnDocument
+from pymongo import ASCENDING, DESCENDING
 from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.database import Database
 from pymongo.errors import BulkWriteError
 
 from nodes.models import UsageRecord
@@ -67,36 +70,69 @@ async def create_run(
     return record
 
 
-async def claim_expired(db: AsyncDatabase, *, worker: str, lease_seconds: float) -> dict | None:
-    """Take over one unfinished run whose lease has expired (its worker is gone); None when there is none.
+async def next_expiring(db: AsyncDatabase, *, exclude: list[str]) -> dict | None:
+    """The unfinished run outside `exclude` (the runs this worker executes) whose lease ends first, as
+    `{"_id", "leaseUntil", "heartbeatAt"}` (None: no such run). A seek on the `(status, leaseUntil)` index that
+    reads one row, whatever the number of runs stored."""
+    query = {"status": {"$in": list(ACTIVE)}, "leaseUntil": {"$ne": None}, "_id": {"$nin": exclude}}
+    rows = await db.runs.find(query, {"_id": 1, "leaseUntil": 1, "heartbeatAt": 1}).sort(
+        "leaseUntil", ASCENDING).limit(1).to_list()
+    return rows[0] if rows else None
 
-    Atomic: of several workers asking at once, one gets the run (the others get None).
+
+def claimable_at(run: dict, lease_seconds: float) -> datetime:
+    """When a worker whose lease is `lease_seconds` may take `run` over (as `next_expiring` read it), should its
+    holder not renew it: once its lease has expired and no heartbeat came for a whole lease of the claimant's
+    own (a holder configured with a shorter lease is not robbed early). A released run (`heartbeatAt` None, see
+    `release`) may be taken as soon as its lease ends."""
+    heartbeat = run.get("heartbeatAt")
+    if heartbeat is None:
+        return run["leaseUntil"]
+    return max(run["leaseUntil"], heartbeat + timedelta(seconds=lease_seconds))
+
+
+async def claim_expired(db: AsyncDatabase, *, run: dict, worker: str, lease_seconds: float) -> dict | None:
+    """Take `run` over (as `next_expiring` read it) if its holder is gone (`claimable_at` has passed) and nothing
+    changed since it was read: return the record as it now is, None when the run is not (or no longer) free.
+
+    Atomic: a compare-and-set on the lease and heartbeat that were read, so of several workers asking at
+    once one gets the run, and a holder that renewed in between keeps it. An `update` by `_id` and a `find`
+    by `_id`, not a findAndModify: the embedded database answers a findAndModify that matches (and any filter
+    with `$or`) by reading the whole collection, a cost that grows with every run ever stored (10–25 µs per
+    stored run, measured on secantusd-py; an update or find by `_id` stays under 2 ms).
     """
     at = now()
-    return await db.runs.find_one_and_update(
-        {"status": {"$in": list(ACTIVE)}, "leaseUntil": {"$lt": at}},
+    if claimable_at(run, lease_seconds) >= at:
+        return None
+    taken = await db.runs.update_one(
+        {"_id": run["_id"], "status": {"$in": list(ACTIVE)}, "leaseUntil": run["leaseUntil"],
+         "heartbeatAt": run.get("heartbeatAt")},
         {"$set": {"worker": worker, "leaseUntil": at + timedelta(seconds=lease_seconds), "heartbeatAt": at,
                   "claimedAt": at, "updatedAt": at}, "$inc": {"claims": 1}},
-        sort=[("leaseUntil", ASCENDING)],
-        return_document=ReturnDocument.AFTER,
     )
+    if taken.modified_count != 1:
+        return None
+    return await db.runs.find_one({"_id": run["_id"]})
 
 
-async def renew_leases(db: AsyncDatabase, *, run_ids: list[str], worker: str, lease_seconds: float) -> set[str]:
-    """Extend `worker`'s leases on `run_ids`; return the ids it still holds (a run it lost is left out)."""
+def renew_leases(db: Database, *, run_ids: list[str], worker: str, lease_seconds: float) -> dict[str, bool]:
+    """Extend `worker`'s leases on `run_ids`: a synchronous call, for the lease thread's own client. Return the
+    runs it still holds (a run it lost, or that has ended, is left out), each with whether someone asked to
+    cancel it: one update and one read whatever the number of runs."""
     if not run_ids:
-        return set()
+        return {}
     at = now()
     query = {"_id": {"$in": run_ids}, "worker": worker, "status": {"$in": list(ACTIVE)}}
-    await db.runs.update_many(query, {"$set": {"leaseUntil": at + timedelta(seconds=lease_seconds),
-                                               "heartbeatAt": at}})
-    return {row["_id"] async for row in db.runs.find(query, {"_id": 1})}
+    db.runs.update_many(query, {"$set": {"leaseUntil": at + timedelta(seconds=lease_seconds), "heartbeatAt": at}})
+    rows = db.runs.find(query, {"_id": 1, "cancelRequested": 1})
+    return {row["_id"]: bool(row.get("cancelRequested")) for row in rows}
 
 
 async def release(db: AsyncDatabase, *, run_id: str, worker: str) -> None:
     """Give a run up so that another worker resumes it at once (a worker shutting down)."""
+    at = now()
     await db.runs.update_one({"_id": run_id, "worker": worker, "status": {"$in": list(ACTIVE)}},
-                             {"$set": {"leaseUntil": now(), "updatedAt": now()}})
+                             {"$set": {"leaseUntil": at, "heartbeatAt": None, "updatedAt": at}})
 
 
 async def mark_running(db: AsyncDatabase, *, run_id: str, worker: str) -> None:
@@ -111,18 +147,21 @@ async def conclude(db: AsyncDatabase, *, run_id: str, worker: str, status: str) 
     asked for first: of a cancel request and this claim, the first to be recorded wins (`request_cancel`
     refuses a run whose end is claimed). Return the record as it now is (None when there is no such run);
     the claim holds when its `concluding` is `status`."""
-    record = await db.runs.find_one_and_update(
+    # An atomic update, then a read, by `_id` (not a findAndModify: see `claim_expired`): the record read back
+    # says whether this claim or a cancel came first, since neither can be undone.
+    await db.runs.update_one(
         {"_id": run_id, "worker": worker, "status": {"$in": list(ACTIVE)}, "cancelRequested": {"$ne": True}},
-        {"$set": {"concluding": status, "updatedAt": now()}}, return_document=ReturnDocument.AFTER,
+        {"$set": {"concluding": status, "updatedAt": now()}},
     )
-    return record or await db.runs.find_one({"_id": run_id})
+    return await db.runs.find_one({"_id": run_id})
 
 
 async def finish(
     db: AsyncDatabase, *, run_id: str, worker: str, status: str, result: Any = None, error: dict | None = None,
     usage: dict | None = None,
-) -> bool:
-    """Record how a run ended, if `worker` still holds it; False when it does not (another worker took over).
+) -> dict | None:
+    """Record how a run ended, if `worker` still holds it, and return the finished record (the engine keeps it
+    for those waiting on the run, see `RunEngine.wait`); None when it does not (another worker took over).
 
     Only a run whose end was claimed as `status` (`conclude`) is stored `completed` or `failed`: never one whose
     cancel was acknowledged."""
@@ -130,11 +169,13 @@ async def finish(
     query: dict[str, Any] = {"_id": run_id, "worker": worker, "status": {"$in": list(ACTIVE)}}
     if status != CANCELLED:
         query["concluding"] = status
+    # An update and a read by `_id` rather than one findAndModify, which the embedded database answers by
+    # reading the whole collection (see `claim_expired`); a finished record is not changed again.
     done = await db.runs.update_one(
         query, {"$set": {"status": status, "result": result, "error": error, "usage": usage, "finishedAt": at,
                          "updatedAt": at, "leaseUntil": None}},
     )
-    return done.modified_count == 1
+    return await db.runs.find_one({"_id": run_id}) if done.modified_count == 1 else None
 
 
 async def set_ref(db: AsyncDatabase, *, run_id: str, ref: dict[str, Any]) -> None:
@@ -145,21 +186,11 @@ async def set_ref(db: AsyncDatabase, *, run_id: str, ref: dict[str, Any]) -> Non
 async def request_cancel(db: AsyncDatabase, *, run_id: str) -> tuple[dict | None, bool]:
     """Ask for an unfinished run to be cancelled. Return the record as it now is (None when there is no such
     run) and whether the request was recorded: not for a run that has ended or whose end is being stored."""
-    record = await db.runs.find_one_and_update(
+    asked = await db.runs.update_one(  # an update and a read by `_id`, not a findAndModify (see `claim_expired`)
         {"_id": run_id, "status": {"$in": list(ACTIVE)}, "concluding": None},
-        {"$set": {"cancelRequested": True, "updatedAt": now()}}, return_document=ReturnDocument.AFTER,
+        {"$set": {"cancelRequested": True, "updatedAt": now()}},
     )
-    if record is not None:
-        return record, True
-    return await db.runs.find_one({"_id": run_id}), False
-
-
-async def cancelled_runs(db: AsyncDatabase, *, run_ids: list[str]) -> list[str]:
-    """Which of `run_ids` someone asked to cancel."""
-    if not run_ids:
-        return []
-    rows = db.runs.find({"_id": {"$in": run_ids}, "cancelRequested": True}, {"_id": 1})
-    return [row["_id"] async for row in rows]
+    return await db.runs.find_one({"_id": run_id}), asked.matched_count == 1
 
 
 async def get_run(db: AsyncDatabase, *, run_id: str, workspace: str | None = None) -> dict | None:
@@ -167,6 +198,12 @@ async def get_run(db: AsyncDatabase, *, run_id: str, workspace: str | None = Non
     if workspace is not None:
         query["workspace"] = workspace
     return await db.runs.find_one(query)
+
+
+async def run_status(db: AsyncDatabase, *, run_id: str) -> str | None:
+    """A run's status alone (None when there is no such run): what a follower's poll needs of the record."""
+    record = await db.runs.find_one({"_id": run_id}, {"_id": 0, "status": 1})
+    return None if record is None else record["status"]
 
 
 async def list_runs(

@@ -2,8 +2,8 @@
 with the runs stored (issue 16: "with many stored runs 50 concurrent requests took 89x one").
 
 The filters are the ones Parley really sends (captured by a command listener during a duel, a panel
-request, a round-table question and the engine's tending: cancel polls, lease renewals, take-over scans,
-checkpoint saves and deletion), checked against the indexes the database really holds (Parley's `store.INDEXES`, LangGraph's
+request, a round-table question and the engine's tending: lease renewals (which read cancel requests too),
+take-over looks, checkpoint saves and deletion), checked against the indexes the database really holds (Parley's `store.INDEXES`, LangGraph's
 saver's, the rate limiter's): a filter is covered when the first field of some index is constrained by
 it (equality, `$in` or a range), as MongoDB needs to bound an index scan. The embedded server's
 `explain` is not used: it reports COLLSCAN even for `{_id: ...}` updates.
@@ -102,11 +102,11 @@ def test_every_query_of_a_duel_a_panel_request_a_round_table_and_the_engine_seek
                 assert replay.status_code == 200 and "event:" in replay.text
                 return ("run_events", "find") in kinds()
 
-            # The engine's tending ran meanwhile (cancel polls, renewals, take-over scans), and the runs'
-            # checkpoints are deleted once they end.
+            # The engine's tending ran meanwhile (lease renewals, take-over looks), and the runs' checkpoints
+            # are deleted once they end.
             kinds = lambda: {(c, n) for c, n, _ in RECORDER.filters}  # noqa: E731
             eventually(replayed, "an ended run's events read from the database")
-            eventually(lambda: {("runs", "findAndModify"), ("runs", "find"), ("checkpoint_writes", "delete"),
+            eventually(lambda: {("runs", "update"), ("runs", "find"), ("checkpoint_writes", "delete"),
                                 ("checkpoints", "update"), ("run_events", "find")} <= kinds(), "the engine's queries")
     finally:
         RECORDER.on = False
