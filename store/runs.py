@@ -145,15 +145,17 @@ async def mark_running(db: AsyncDatabase, *, run_id: str, worker: str) -> None:
 async def conclude(db: AsyncDatabase, *, run_id: str, worker: str, status: str) -> dict | None:
     """Claim a run's end as `status` (`completed` or `failed`) before its mode stores it, unless a cancel was
     asked for first: of a cancel request and this claim, the first to be recorded wins (`request_cancel`
-    refuses a run whose end is claimed). Return the record as it now is (None when there is no such run);
-    the claim holds when its `concluding` is `status`."""
-    # An atomic update, then a read, by `_id` (not a findAndModify: see `claim_expired`): the record read back
-    # says whether this claim or a cancel came first, since neither can be undone.
-    await db.runs.update_one(
+    refuses a run whose end is claimed). Return the record's `worker`, `status` and `concluding` as they now
+    are (None when there is no such run); the claim holds when its `concluding` is `status`."""
+    # An atomic update by `_id` (not a findAndModify: see `claim_expired`). When it matched, the claim holds and
+    # nothing needs reading back; otherwise the record read says why (a cancel came first, or another worker).
+    done = await db.runs.update_one(
         {"_id": run_id, "worker": worker, "status": {"$in": list(ACTIVE)}, "cancelRequested": {"$ne": True}},
         {"$set": {"concluding": status, "updatedAt": now()}},
     )
-    return await db.runs.find_one({"_id": run_id})
+    if done.matched_count == 1:
+        return {"_id": run_id, "worker": worker, "status": RUNNING, "concluding": status}
+    return await db.runs.find_one({"_id": run_id}, {"worker": 1, "status": 1, "concluding": 1})
 
 
 async def finish(
