@@ -21,7 +21,7 @@ from core.embedded import EmbeddedServices
 from core.settings import Settings, get_settings
 from nodes.models import ModelFactory
 from runs import RunEngine
-from runs.checkpoints import mongodb_saver
+from runs.checkpoints import expire_after, mongodb_saver
 
 log = logging.getLogger("parley.api")
 
@@ -60,7 +60,7 @@ def create_app(settings: Settings | None = None, *, services: EmbeddedServices |
             app.state.ratelimiter = RateLimiter(uri, settings.mongodb_db)
             await asyncio.to_thread(app.state.ratelimiter.open)
             app.state.sse_keepalive = KEEPALIVE_SECONDS
-            saver = await asyncio.to_thread(mongodb_saver, uri, settings.mongodb_db)
+            saver = mongodb_saver(uri, settings.mongodb_db, expire_after=expire_after(settings))
             app.state.runs = RunEngine(db, saver=saver, factory=app.state.factory, settings=settings, uri=uri)
             for hook in app.state.startup_hooks:
                 await hook(app)
@@ -72,7 +72,7 @@ def create_app(settings: Settings | None = None, *, services: EmbeddedServices |
                 # this one once restarted) from its last checkpoint.
                 await app.state.runs.stop()
             if saver is not None:
-                saver.close()
+                await saver.aclose()
             await client.close()
             if getattr(app.state, "ratelimiter", None):
                 app.state.ratelimiter.close()

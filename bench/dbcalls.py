@@ -1,7 +1,7 @@
 """Which of Parley's database commands each run sends, by the code that sends it.
 
 `parley_db_operations_total` counts commands by collection and command; this bench names the function
-behind each one (`store.runs.renew_leases ← LeaseKeeper._run`, LangGraph's `MongoDBSaver.put_writes`,
+behind each one (`store.runs.renew_leases ← LeaseKeeper._run`, the checkpointer's `RunSaver.aput_writes`,
 ...), so the cost of each of the run engine's writes and polls can be read apart: the checkpoint of
 every step, each task's checkpoint writes, the event batches, the run record's updates, the usage rows,
 the lease renewals (which read the cancel requests too), the take-over looks, the followers' polls and the deletion of the
@@ -41,8 +41,8 @@ OWN = ("store", "runs", "api", "nodes", "graphs")
 
 
 def caller(frame) -> str:
-    """The function that sent a command (Parley's, LangGraph's saver's or limits') and, when another module of
-    Parley's called it, that one: `store.runs.cancelled_runs ← runs.engine.RunEngine._tend`."""
+    """The function that sent a command (Parley's, its checkpointer's among them, or limits') and, when another
+    module of Parley's called it, that one: `store.runs.cancelled_runs ← runs.engine.RunEngine._tend`."""
     inner = outer = None
     while frame is not None and outer is None:
         path, name = frame.f_code.co_filename, None
@@ -50,8 +50,6 @@ def caller(frame) -> str:
         if rel.startswith(OWN) and not rel.endswith("store/monitor.py"):
             name = rel.removesuffix(".py").replace("/", ".") + "." + getattr(frame.f_code, "co_qualname",
                                                                              frame.f_code.co_name)
-        elif inner is None and "langgraph/checkpoint/mongodb" in path:
-            name = "MongoDBSaver." + frame.f_code.co_name
         elif inner is None and "/limits/" in path:
             name = "limits." + frame.f_code.co_name
         if name is not None:

@@ -2,10 +2,10 @@
 with what is stored.
 
 Each command is sent `--reps` times, in the shape and size the engine sends it (the filters of
-store/runs.py and of LangGraph's MongoDBSaver, documents of the sizes bench/dbcalls.py measured), against
+store/runs.py and of the checkpointer runs/checkpoints.py, documents of the sizes bench/dbcalls.py measured), against
 the embedded database (`secantusd-py`), first empty and then holding `--stored` finished runs (each with
-its events, usage rows and, with `--checkpoints`, three checkpoints and their writes, as
-PARLEY_RUN_KEEP_CHECKPOINTS=true leaves them). It prints the database process's CPU and the wall time per
+its events, usage rows and, with `--checkpoints`, its checkpoint document, as
+PARLEY_RUN_KEEP_CHECKPOINTS=true leaves it). It prints the database process's CPU and the wall time per
 command. Multiply by the counts per run of bench/dbcalls.py for the cost of each write and poll of a run.
 
 Run from the repository root:  .venv/bin/python bench/dbops.py [--reps 100] [--stored 10000] [--checkpoints]
@@ -23,13 +23,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pymongo import MongoClient, UpdateOne  # noqa: E402
+from pymongo import MongoClient  # noqa: E402
 
 from bench.costs import cpu_seconds  # noqa: E402
 
 ACTIVE = ["queued", "running"]
-BLOB = b"x" * 2400  # a panel checkpoint: ~2.5 KB sent per put (bench/dbcalls.py)
-WRITE = b"x" * 1900  # a task's writes: ~2 KB per put_writes
+BLOB = b"x" * 2400  # a checkpoint saved whole (a graph's first): ~2.5 KB
+DELTA = b"x" * 1200  # a checkpoint's changed channels: ~2 KB sent per delta put (bench/dbcalls.py, a duel)
+WRITE = b"x" * 1500  # a task's writes: ~1.7 KB per put_writes
 
 
 def indexes(db) -> None:
@@ -37,10 +38,13 @@ def indexes(db) -> None:
 
     for collection, keys, options in store.INDEXES:
         db[collection].create_index(keys, **options)
-    # What MongoDBSaver creates on start-up.
-    db.checkpoints.create_index([("thread_id", 1), ("checkpoint_ns", 1), ("checkpoint_id", -1)], unique=True)
-    db.checkpoint_writes.create_index([("thread_id", 1), ("checkpoint_ns", 1), ("checkpoint_id", -1),
-                                       ("task_id", 1), ("idx", 1)], unique=True)
+
+def checkpoint_doc(run: str, ids: list[str]) -> dict:
+    """A run's graph as runs/checkpoints.py stores it: its latest checkpoint, the writes against it, the ids."""
+    return {"_id": {"thread_id": run, "checkpoint_ns": ""}, "thread_id": run, "checkpoint_ns": "",
+            "checkpoint_id": ids[-1], "checkpoint": {"z": BLOB[:500]}, "metadata": {"p": b"m" * 150},
+            "values": {"answers": {"v": 1, "list": True, "parts": [{"z": BLOB[:1900]}]}}, "ids": ids,
+            "writes": [{"cid": ids[-1], "task_id": "t", "path": "", "part": {"z": WRITE}}]}
 
 
 def seed(db, runs: int, checkpoints: bool, chunk: int = 500) -> float:
@@ -61,11 +65,7 @@ def seed(db, runs: int, checkpoints: bool, chunk: int = 500) -> float:
         db.usage.insert_many([{"workspace": "bench", "user": "bench", "requestId": r, "mode": "panel",
                                "model": "m", "createdAt": at} for r in ids])
         if checkpoints:
-            db.checkpoints.insert_many([{"thread_id": r, "checkpoint_ns": "", "checkpoint_id": f"c{s}",
-                                         "checkpoint": BLOB} for r in ids for s in range(3)])
-            db.checkpoint_writes.insert_many([{"thread_id": r, "checkpoint_ns": "", "checkpoint_id": f"c{s}",
-                                               "task_id": "t", "task_path": "", "idx": 0, "value": WRITE}
-                                              for r in ids for s in range(3)])
+            db.run_checkpoints.insert_many([checkpoint_doc(r, [f"c{s}" for s in range(3)]) for r in ids])
     return time.perf_counter() - started
 
 
@@ -86,13 +86,21 @@ def commands(db, k: int):
     yield "runs findAndModify (claim_expired)", lambda: db.runs.find_one_and_update(
         {"status": {"$in": ACTIVE}, "leaseUntil": {"$lt": at - timedelta(days=1)}},
         {"$set": {"worker": "w1"}, "$inc": {"claims": 1}}, sort=[("leaseUntil", 1)])
-    yield "checkpoints update (put)", lambda: db.checkpoints.update_one(
-        {"thread_id": run, "checkpoint_ns": "", "checkpoint_id": f"c{time.perf_counter_ns()}"},
-        {"$set": {"checkpoint": BLOB, "type": "msgpack", "metadata": {}}}, upsert=True)
-    yield "checkpoint_writes update (put_writes, 2 writes)", lambda: db.checkpoint_writes.bulk_write([
-        UpdateOne({"thread_id": run, "checkpoint_ns": "", "checkpoint_id": "c1", "task_id": "t",
-                   "task_path": "", "idx": i}, {"$set": {"channel": "answers", "value": WRITE[:950]}}, upsert=True)
-        for i in range(2)])
+    graph = {"thread_id": run, "checkpoint_ns": ""}
+    yield "run_checkpoints update (put, first: whole)", lambda: db.run_checkpoints.update_one(
+        {"_id": graph}, {"$set": {"checkpoint_id": "c0", "checkpoint": {"z": BLOB[:500]}, "metadata": {"p": b"m" * 150},
+                                  "values": {"messages": {"v": 1, "list": True, "parts": [{"z": BLOB[:1900]}]}}},
+                         "$setOnInsert": graph, "$addToSet": {"ids": "c0"},
+                         "$pull": {"writes": {"cid": {"$lt": "c0"}}}}, upsert=True)
+    yield "run_checkpoints update (put, delta)", lambda: db.run_checkpoints.update_one(
+        {"_id": graph, "checkpoint_id": "c0"},
+        {"$set": {"checkpoint_id": "c1", "parent_id": "c0", "checkpoint": {"z": BLOB[:500]},
+                  "metadata": {"p": b"m" * 150}, "values.messages.v": 2},
+         "$push": {"values.messages.parts": {"z": DELTA}, "ids": "c1"},
+         "$pull": {"writes": {"cid": {"$lt": "c1"}}}})
+    yield "run_checkpoints update (put_writes)", lambda: db.run_checkpoints.update_one(
+        {"_id": graph}, {"$push": {"writes": {"cid": "c1", "task_id": "t", "path": "", "part": {"z": WRITE}}},
+                         "$setOnInsert": graph}, upsert=True)
     yield "run_events insert (a batch of 4)", lambda: db.run_events.insert_many(
         [{"runId": run, "seq": time.perf_counter_ns() + s, "event": "chunk", "data": {"t": "e" * 500},
           "origin": None, "at": at} for s in range(4)])
@@ -101,15 +109,13 @@ def commands(db, k: int):
     yield "run_events find (events_after)", lambda: list(db.run_events.find(
         {"runId": run, "seq": {"$gt": -1}}).sort("seq", 1).limit(1000))
     yield "runs find (get_run)", lambda: db.runs.find_one({"_id": run})
-    yield "checkpoints find (get_tuple)", lambda: list(db.checkpoints.find(
-        {"thread_id": run, "checkpoint_ns": ""}, sort=[("checkpoint_id", -1)], limit=1))
+    yield "run_checkpoints find (get_tuple)", lambda: db.run_checkpoints.find_one({"_id": graph})
     yield "runs update (finish)", lambda: db.runs.update_one(
         {"_id": run, "worker": "w1", "status": {"$in": ACTIVE}},
         {"$set": {"status": "completed", "result": {"a": "r" * 900}, "leaseUntil": None, "finishedAt": at}})
     yield "usage insert (record_usage)", lambda: db.usage.insert_many(
         [{"workspace": "bench", "requestId": run, "model": f"m{i}", "createdAt": at} for i in range(4)])
-    yield "checkpoints delete (delete_thread)", lambda: db.checkpoints.delete_many({"thread_id": run})
-    yield "checkpoint_writes delete (delete_thread)", lambda: db.checkpoint_writes.delete_many({"thread_id": run})
+    yield "run_checkpoints delete (delete_thread)", lambda: db.run_checkpoints.delete_many({"thread_id": run})
 
 
 def measure(db, pid: int, reps: int, offset: int) -> dict[str, tuple[float, float]]:

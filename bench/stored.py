@@ -3,8 +3,8 @@ on one holding `--stored` finished runs (issue 16: "within 10 % of an empty data
 
 Parley runs as its own process (`uvicorn`) on the embedded database, the scripted model answers each
 call after `--latency` seconds. Round 1 on the empty database, then `--stored` finished panel runs are
-written straight into it (each with 8 events, 4 usage rows, a billing row and, with `--checkpoints`, three
-checkpoints and their writes, as PARLEY_RUN_KEEP_CHECKPOINTS=true leaves them; see bench/dbops.py), then
+written straight into it (each with 8 events, 4 usage rows, a billing row and, with `--checkpoints`, its
+checkpoint document, as PARLEY_RUN_KEEP_CHECKPOINTS=true leaves it; see bench/dbops.py), then
 round 2. Each round: `--in-a-row` requests one after another (median wall, CPU and database operations
 per request) and a `--burst` of concurrent requests (wall ÷ one request).
 

@@ -27,7 +27,7 @@ from cli.common import console, database_uri, fail, model_factory
 from core.settings import get_settings
 from nodes.models import ModelFactory
 from runs import RunEngine
-from runs.checkpoints import mongodb_saver
+from runs.checkpoints import expire_after, mongodb_saver
 from runs.modes.roundtable import NO_AGENTS
 from store import agents as agent_store
 from store import conversations as conv_store
@@ -171,7 +171,7 @@ async def round_table_events(
         title = ConversationCreate(title=question[:MAX_TITLE_CHARS]).title
         conversation_id = (await conv_store.create_conversation(db, workspace=workspace, user=user,
                                                                  title=title))["_id"]
-    saver = await asyncio.to_thread(mongodb_saver, uri, settings.mongodb_db)
+    saver = mongodb_saver(uri, settings.mongodb_db, expire_after=expire_after(settings))
     engine = RunEngine(db, saver=saver, factory=factory, settings=settings, uri=uri, takes_over=False)
     limiter = RateLimiter(uri, settings.mongodb_db)
     app = SimpleNamespace(state=SimpleNamespace(db=db, ratelimiter=limiter, runs=engine))
@@ -186,7 +186,7 @@ async def round_table_events(
                 yield event.event, event.data
     finally:
         await engine.stop()
-        saver.close()
+        await saver.aclose()
         await asyncio.to_thread(limiter.close)
 
 

@@ -70,7 +70,8 @@ class Settings(BaseSettings):
         "async", description="LangGraph checkpoint durability: `async` saves each step's checkpoint while the next "
         "runs, `sync` before it starts (slower; a crash then never repeats a finished step's model calls).")
     parley_run_keep_checkpoints: bool = Field(
-        False, description="Keep a run's LangGraph checkpoints after it ends (for debugging and time travel).")
+        False, description="Keep a run's last LangGraph checkpoint after it ends (for debugging); otherwise it is "
+        "deleted at the end, or by a TTL index if the end never comes.")
     parley_trusted_proxies: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="Addresses or networks (comma list, e.g. `127.0.0.1,10.0.0.0/8`) of the reverse proxies whose "

@@ -519,6 +519,8 @@ class RunEngine:
             self._failures.pop(run_id, None)
             if barriers is not None:
                 barriers.pop(run_id, None)
+            if hasattr(self.saver, "forget"):  # what the checkpointer keeps in memory of the run
+                self.saver.forget(run_id)
 
     def _deadline(self, record: dict) -> asyncio.TimerHandle:
         """Stop the run once `PARLEY_RUN_DEADLINE` seconds have passed since it was created (a resumed run

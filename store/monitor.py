@@ -1,7 +1,7 @@
 """What Parley asks of its database: every command its clients send, counted by collection and command.
 
 `LISTENER` is a pymongo command listener; every client Parley builds registers it (`event_listeners=`):
-`store.connect`, the LangGraph checkpointer's (`runs.checkpoints.mongodb_saver`) and the rate limiter's
+`store.connect`, the run checkpointer's (`runs.checkpoints.mongodb_saver`) and the rate limiter's
 (`api.ratelimit`). Each command that ends (answered or failed) is recorded in `parley_db_operations_total`
 and `parley_db_bytes_total` (`core.metrics.record_db_command`), its bytes those of its BSON each way.
 
@@ -18,13 +18,12 @@ from core.metrics import record_db_command
 
 OTHER = "other"
 
-# Every collection Parley reads or writes: its own (store/*.py), LangGraph's checkpointer's and the rate
+# Every collection Parley reads or writes: its own (store/*.py, the run checkpointer's among them) and the rate
 # limiter's. A test checks that each collection named in store/*.py is here.
 COLLECTIONS = frozenset({
     "agent_documents", "agent_memories", "agents", "api_keys", "conversation_messages", "conversations",
-    "counters", "debate_rounds", "debates", "idempotency_keys", "routers", "run_events", "run_usage", "runs",
-    "usage", "workflow_runs", "workflows", "workspaces",
-    "checkpoints", "checkpoint_writes",  # langgraph-checkpoint-mongodb
+    "counters", "debate_rounds", "debates", "idempotency_keys", "routers", "run_checkpoints", "run_events",
+    "run_usage", "runs", "usage", "workflow_runs", "workflows", "workspaces",
     "ratelimit_counters", "ratelimit_windows",  # limits' MongoDB storage, named in api/ratelimit.py
 })
 

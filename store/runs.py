@@ -36,6 +36,10 @@ INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
     ("runs", [("workspace", 1), ("user", 1), ("createdAt", -1), ("_id", -1)], {}),  # a user's own runs
     ("run_events", [("runId", 1), ("seq", 1)], {"unique": True}),
     ("run_usage", [("runId", 1)], {}),
+    # LangGraph's checkpoints of runs (`runs.checkpoints.RunSaver`, one document per graph of a run, `_id`
+    # {thread_id, checkpoint_ns}): a run's removed at its end by thread id, a crash's orphans by TTL.
+    ("run_checkpoints", [("thread_id", 1)], {}),
+    ("run_checkpoints", [("expiresAt", 1)], {"expireAfterSeconds": 0}),
 ]
 
 

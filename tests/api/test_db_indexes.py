@@ -3,8 +3,8 @@ with the runs stored (issue 16: "with many stored runs 50 concurrent requests to
 
 The filters are the ones Parley really sends (captured by a command listener during a duel, a panel
 request, a round-table question and the engine's tending: lease renewals (which read cancel requests too),
-take-over looks, checkpoint saves and deletion), checked against the indexes the database really holds (Parley's `store.INDEXES`, LangGraph's
-saver's, the rate limiter's): a filter is covered when the first field of some index is constrained by
+take-over looks, checkpoint saves and deletion), checked against the indexes the database really holds (Parley's `store.INDEXES`, the run
+checkpointer's among them, the rate limiter's): a filter is covered when the first field of some index is constrained by
 it (equality, `$in` or a range), as MongoDB needs to bound an index scan. The embedded server's
 `explain` is not used: it reports COLLSCAN even for `{_id: ...}` updates.
 """
@@ -106,8 +106,8 @@ def test_every_query_of_a_duel_a_panel_request_a_round_table_and_the_engine_seek
             # are deleted once they end.
             kinds = lambda: {(c, n) for c, n, _ in RECORDER.filters}  # noqa: E731
             eventually(replayed, "an ended run's events read from the database")
-            eventually(lambda: {("runs", "update"), ("runs", "find"), ("checkpoint_writes", "delete"),
-                                ("checkpoints", "update"), ("run_events", "find")} <= kinds(), "the engine's queries")
+            eventually(lambda: {("runs", "update"), ("runs", "find"), ("run_checkpoints", "delete"),
+                                ("run_checkpoints", "update"), ("run_events", "find")} <= kinds(), "the engine's queries")
     finally:
         RECORDER.on = False
     client = MongoClient(parley_env.mongodb_uri)

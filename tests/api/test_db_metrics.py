@@ -57,7 +57,7 @@ def test_a_duel_counts_the_writes_of_its_run_its_events_its_turns_and_its_rate_l
     assert counted[("debates", "insert")] == 1
     assert counted[("debates", "update")] >= 2  # its opponent and each turn, as they come: a duel's checkpoint
     assert counted[("run_events", "insert")] >= 1
-    assert not any(c in ("checkpoints", "checkpoint_writes") for c, _ in counted)  # no LangGraph checkpoint
+    assert not any(c == "run_checkpoints" for c, _ in counted)  # no LangGraph checkpoint
     assert counted[("ratelimit_windows", "update")] >= 1  # the rate limiter's hit
     moved = bytes_moved(before, after)
     # Every event of the debate went out in run_events inserts: at least the transcript's text.
@@ -81,7 +81,7 @@ def test_a_panel_request_counts_its_run_and_usage_and_saves_no_checkpoint(parley
     assert counted[("runs", "insert")] == 1
     assert counted[("run_usage", "insert")] >= 1  # the usage of its four model calls, stored as they are made
     assert counted[("usage", "insert")] == 1  # the request's billing rows
-    assert not any(c in ("checkpoints", "checkpoint_writes") for c, _ in counted)  # it starts over after a crash
+    assert not any(c == "run_checkpoints" for c, _ in counted)  # it starts over after a crash
     assert counted[("api_keys", "find")] >= 1  # the caller's key
     assert sum(v for (c, _), v in counted.items() if c == "workspaces") >= 1  # credit reserved and settled
     moved = bytes_moved(before, after)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import signal
@@ -14,11 +13,10 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import httpx
-from langgraph.checkpoint.mongodb import MongoDBSaver
 from pymongo.database import Database
 
 from core.embedded import free_port
-from runs.checkpoints import namespaces, saved_graphs, survives
+from runs.checkpoints import COLLECTION, namespaces, read_saved, survives
 from runs.engine import origin_of
 from tests.support.sse import SseEvent, iter_sse
 
@@ -96,11 +94,10 @@ def wait_until_saved(db: Database, run_id: str, ids: Iterable[str], timeout: flo
     those events would stand if the run resumed now). LangGraph saves a step's results just after its events
     are stored, so a test that kills a worker the moment it sees an event would otherwise race that save."""
     seqs = [int(i) for i in ids]
-    saver = MongoDBSaver(db.client, db_name=db.name)
     deadline = time.monotonic() + timeout
     while True:
         origins = [origin_of(row) for row in db.run_events.find({"runId": run_id, "seq": {"$in": seqs}})]
-        saved = asyncio.run(saved_graphs(saver, run_id, namespaces(o for o in origins if o is not None)))
+        saved = read_saved(db[COLLECTION], run_id, namespaces(o for o in origins if o is not None))
         if len(origins) == len(seqs) and all(survives(origin, saved) for origin in origins):
             return
         assert time.monotonic() < deadline, f"the steps behind events {seqs} were not saved in {timeout} s"
