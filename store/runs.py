@@ -166,8 +166,9 @@ async def finish(
     db: AsyncDatabase, *, run_id: str, worker: str, status: str, result: Any = None, error: dict | None = None,
     usage: dict | None = None,
 ) -> dict | None:
-    """Record how a run ended, if `worker` still holds it, and return the finished record (the engine keeps it
-    for those waiting on the run, see `RunEngine.wait`); None when it does not (another worker took over).
+    """Record how a run ended, if `worker` still holds it, and return the fields set (the engine adds them to
+    the record it holds, for those waiting on the run: see `RunEngine.wait`); None when it does not (another
+    worker took over).
 
     Only a run whose end was claimed as `status` (`conclude`) is stored `completed` or `failed`: never one whose
     cancel was acknowledged."""
@@ -175,13 +176,12 @@ async def finish(
     query: dict[str, Any] = {"_id": run_id, "worker": worker, "status": {"$in": list(ACTIVE)}}
     if status != CANCELLED:
         query["concluding"] = status
-    # An update and a read by `_id` rather than one findAndModify, which the embedded database answers by
-    # reading the whole collection (see `claim_expired`); a finished record is not changed again.
-    done = await db.runs.update_one(
-        query, {"$set": {"status": status, "result": result, "error": error, "usage": usage, "finishedAt": at,
-                         "updatedAt": at, "leaseUntil": None}},
-    )
-    return await db.runs.find_one({"_id": run_id}) if done.modified_count == 1 else None
+    # An update by `_id` rather than a findAndModify, which the embedded database answers by reading the whole
+    # collection (see `claim_expired`); a finished record is not changed again.
+    fields = {"status": status, "result": result, "error": error, "usage": usage, "finishedAt": at,
+              "updatedAt": at, "leaseUntil": None}
+    done = await db.runs.update_one(query, {"$set": fields})
+    return fields if done.modified_count == 1 else None
 
 
 async def set_ref(db: AsyncDatabase, *, run_id: str, ref: dict[str, Any]) -> None:
@@ -240,15 +240,33 @@ async def append_events(db: AsyncDatabase, *, run_id: str, events: list[dict]) -
     Raises:
         EventConflict: one of the sequence numbers is taken, by another worker that took the run over.
     """
-    if not events:
-        return
+    if run_id in await append_batches(db, [(run_id, events)]):
+        raise EventConflict(f"run {run_id}: event numbers already taken")
+
+
+async def append_batches(db: AsyncDatabase, batches: list[tuple[str, list[dict]]]) -> set[str]:
+    """Store the events of several runs in one command (each run at most once in `batches`, its events in order)
+    and return the runs whose events conflicted: one of their sequence numbers is taken, by another worker that
+    took the run over. A conflicting run's events from the taken one on are not stored; every other run's are.
+    """
     at = now()
-    try:
-        await db.run_events.insert_many([{"runId": run_id, "at": at, **event} for event in events], ordered=True)
-    except BulkWriteError as exc:
-        if any(err.get("code") == DUPLICATE_KEY for err in exc.details.get("writeErrors", [])):
-            raise EventConflict(f"run {run_id}: event numbers already taken") from exc
-        raise
+    docs = [{"runId": run_id, "at": at, **event} for run_id, events in batches for event in events]
+    conflicted: set[str] = set()
+    while docs:
+        try:
+            await db.run_events.insert_many(docs, ordered=True)
+            return conflicted
+        except BulkWriteError as exc:
+            errors = exc.details.get("writeErrors", [])
+            if not errors or errors[0].get("code") != DUPLICATE_KEY:
+                raise
+            # Ordered: the documents before the first error are stored, none after it. Send the others again,
+            # less the rest of the conflicting run's.
+            index = errors[0]["index"]
+            loser = docs[index]["runId"]
+            conflicted.add(loser)
+            docs = [doc for doc in docs[index + 1:] if doc["runId"] != loser]
+    return conflicted
 
 
 async def events_after(db: AsyncDatabase, *, run_id: str, after: int, limit: int = 1000) -> list[dict]:
@@ -279,9 +297,15 @@ async def mark_void(db: AsyncDatabase, *, run_id: str, seqs: list[int]) -> None:
 
 async def add_usage(db: AsyncDatabase, *, run_id: str, records: list[UsageRecord]) -> None:
     """Store the usage of model calls as they are made, so a resumed run still bills them."""
-    if records:
-        at = now()
-        await db.run_usage.insert_many([{"runId": run_id, "at": at, **asdict(r)} for r in records])
+    await add_usage_batches(db, [(run_id, records)])
+
+
+async def add_usage_batches(db: AsyncDatabase, batches: list[tuple[str, list[UsageRecord]]]) -> None:
+    """`add_usage` for several runs in one command."""
+    at = now()
+    docs = [{"runId": run_id, "at": at, **asdict(r)} for run_id, records in batches for r in records]
+    if docs:
+        await db.run_usage.insert_many(docs, ordered=False)
 
 
 async def list_usage(db: AsyncDatabase, *, run_id: str) -> list[UsageRecord]:
