@@ -11,7 +11,7 @@ from rich.table import Table
 from cli.common import console, fail, model_factory
 from core.settings import get_settings
 from graphs.duel import DuelContext, graph
-from nodes.models import ModelError
+from llm.failures import ModelError
 
 COLOURS = {"user": "bold cyan", "opponent": "bold magenta"}
 

@@ -21,7 +21,8 @@ from evals.methods import METHODS, MethodOptions
 from evals.report import EMBEDDED_MODEL_NOTE, PLOT_FILE, RESULTS_JSON, RESULTS_MD, write_reports
 from evals.runner import EvalAborted, Observer, RunSettings, RunSettingsMismatch, run_eval
 from evals.tasks import TaskError, load_task
-from nodes.models import ModelError, ModelFactory
+from llm.factory import ModelFactory
+from llm.failures import ModelError
 from nodes.panel import MAX_PANEL_SIZE, MIN_PANEL_SIZE
 
 app = typer.Typer(help="Measure whether debate beats simpler methods on your model, at equal compute.",

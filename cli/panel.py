@@ -9,12 +9,12 @@ import typer
 from rich.table import Table
 
 from api.services.routers import PRESET_ID, preset_router
-from store import routers as router_store
 from cli.common import console, fail, model_factory, with_db
 from core.settings import get_settings
 from graphs.panel import PanelContext, PanelError, graph
-from nodes.models import ModelError
+from llm.failures import ModelError
 from nodes.panel import DEFAULT_MIN_SUCCESSES, DEFAULT_PANEL_SIZE, MAX_PANEL_SIZE, MIN_PANEL_SIZE
+from store import routers as router_store
 
 
 def _load_router(router_id: str, workspace: str) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from designer.context import WorkflowContext
 from designer.spec import WorkflowSpec
 from designer.usage import run_usage
 from designer.validate import Issue, suggest, type_matches
-from nodes.failures import describe_failure, is_model_failure
+from llm.failures import describe_failure, is_model_failure
 
 
 class WorkflowInputError(ValueError):

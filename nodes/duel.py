@@ -19,10 +19,10 @@ from langgraph.types import Send
 from pydantic import BaseModel, Field
 from typing_extensions import NotRequired, TypedDict  # pydantic's schemas need these before Python 3.12
 
+from llm.failures import UNREADABLE_ANSWER
 from nodes.bounds import AtMost, Clipped
 from nodes.context import RunContext
 from nodes.events import emit, event_writer
-from nodes.failures import UNREADABLE_ANSWER
 from nodes.personas import fallback_opponent
 from nodes.prompts import duel as prompts
 from nodes.text import LengthGate, clip, first_sentence, is_cjk, topic_language

@@ -21,20 +21,14 @@ from langgraph.errors import NodeError
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
+from llm.client import off_loop
+from llm.failures import MODEL_RETRY, classify_failure, describe_failure, is_transient
+from llm.families import model_family
+from llm.providers import DEFAULT_PROVIDER, split_model_id
+from llm.tokens import approx_text_tokens, approx_tokens, clip_text
+from llm.usage import monotonic_ms, usage_from_message
 from nodes.context import RunContext
 from nodes.events import emit, event_writer
-from nodes.failures import MODEL_RETRY, classify_failure, describe_failure, is_transient
-from nodes.models import (
-    DEFAULT_PROVIDER,
-    approx_text_tokens,
-    approx_tokens,
-    clip_text,
-    model_family,
-    monotonic_ms,
-    off_loop,
-    split_model_id,
-    usage_from_message,
-)
 from nodes.prompts import panel as prompts
 
 MIN_PANEL_SIZE, MAX_PANEL_SIZE = 2, 7

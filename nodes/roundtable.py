@@ -17,11 +17,11 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, field_validator
 
+from llm.failures import UNREADABLE_ANSWER
 from nodes.bounds import AtMost, Clipped
 from nodes.context import RunContext
 from nodes.convergence import positions_of, strongest_consensus
 from nodes.events import emit, event_writer
-from nodes.failures import UNREADABLE_ANSWER
 from nodes.prompts import roundtable as prompts
 from nodes.retrieval import retrieve
 from nodes.text import first_sentence

@@ -46,8 +46,9 @@ from pymongo.errors import ConnectionFailure, PyMongoError
 from core.metrics import record_run
 from core.settings import Settings
 from core.telemetry import trace_config
+from llm.factory import ModelFactory
+from llm.usage import UsageLedger, UsageRecord
 from nodes.events import EVENT_SINK, Origin, TaskEvent
-from nodes.models import ModelFactory, UsageLedger, UsageRecord
 from runs.checkpoints import EventBarrier, namespaces, saved_graphs, survives
 from runs.events import RETRACT, TERMINAL, Event, Signal, listener_view, storage_failure
 from runs.modes import MODES

@@ -21,7 +21,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.database import Database
 from pymongo.errors import BulkWriteError
 
-from nodes.models import UsageRecord
+from llm.usage import UsageRecord
 from store.cursors import encode_cursor, older_than
 
 QUEUED, RUNNING, COMPLETED, FAILED, CANCELLED = "queued", "running", "completed", "failed", "cancelled"

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from nodes.models import UsageLedger
+from llm.usage import UsageLedger
 
 
 async def record_usage(

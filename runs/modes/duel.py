@@ -20,9 +20,9 @@ from langgraph.pregel import Pregel
 
 from graphs.duel import DuelContext
 from graphs.duel import graph as duel_graph
+from llm.failures import ModelError, describe_failure as model_failure, is_model_failure
+from llm.usage import UsageLedger
 from nodes.duel import TurnInterrupted
-from nodes.failures import describe_failure as model_failure, is_model_failure
-from nodes.models import ModelError, UsageLedger
 from runs.modes.base import Emit, ModeRun, Outcome, RunFailure, with_checkpointer
 from store import debates as store
 from store.usage import record_usage

@@ -25,8 +25,8 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from graphs.roundtable import RoundTableContext, estimate_minimum_tokens, format_history
 from graphs.roundtable import graph as roundtable_graph
-from nodes.failures import describe_failure, is_model_failure
-from nodes.models import UsageLedger
+from llm.failures import describe_failure, is_model_failure
+from llm.usage import UsageLedger
 from runs.modes.base import Emit, ModeRun, Outcome, RunFailure, with_checkpointer
 from store import agents as agent_store
 from store import conversations as conv_store

@@ -11,7 +11,8 @@ import pytest
 from langchain_core.messages import HumanMessage
 from pydantic import BaseModel
 
-from nodes.failures import (
+from llm.factory import ModelFactory
+from llm.failures import (
     REDACTED,
     UPSTREAM_TEXT_LIMIT,
     IncompleteAnswerError,
@@ -23,7 +24,7 @@ from nodes.failures import (
     register_secret,
     upstream_text,
 )
-from nodes.models import BUILTIN_PROVIDERS, ModelFactory
+from llm.providers import BUILTIN_PROVIDERS
 
 MODEL = "openai:gpt-4o-mini"
 KEY = "sk-proj-Zq8TESTKEYabcdef0123456789"
