@@ -11,7 +11,7 @@ from rich.table import Table
 from cli.common import console, fail, model_factory
 from core.settings import get_settings
 from graphs.duel import DuelContext, graph
-from llm.failures import ModelError
+from llm.failures import ModelError, failure_message
 
 COLOURS = {"user": "bold cyan", "opponent": "bold magenta"}
 
@@ -39,9 +39,9 @@ def debate(
         try:
             result = asyncio.run(stream_debate(topic, profile, context))
         except ModelError as exc:
-            raise fail(str(exc)) from exc
+            raise fail(failure_message(exc)) from exc
         except openai.OpenAIError as exc:
-            raise fail(f"the model call failed: {exc}") from exc
+            raise fail(failure_message(exc, model="the model call failed: {detail}")) from exc
     show_synthesis(result)
     ledger = context.ledger
     console.print(f"[dim]{model_id}: {len(ledger.records)} calls, {ledger.total_tokens} tokens, "

@@ -26,7 +26,7 @@ from cli.common import console, fail, model_factory, with_db
 from core.embedded import EmbeddedServerError, EmbeddedServices, die_with, model_server
 from core.settings import get_settings
 from llm.factory import ModelFactory
-from llm.failures import ModelError
+from llm.failures import ModelError, failure_message
 from llm.usage import UsageLedger
 from store import keys as key_store
 from store import workspaces as ws_store
@@ -187,10 +187,10 @@ def model_chat(
         try:
             asyncio.run(run(factory))
         except ModelError as exc:
-            raise fail(str(exc)) from exc
+            raise fail(failure_message(exc)) from exc
         except OpenAIError as exc:
             endpoint = factory.resolve(model_id).base_url or "OpenAI"
-            raise fail(f"the model call to {model_id} at {endpoint} failed: {exc}") from exc
+            raise fail(f"the model call to {model_id} at {endpoint} failed: {failure_message(exc)}") from exc
     rec = ledger.records[-1] if ledger.records else None
     if rec:
         console.print(
