@@ -503,7 +503,7 @@ class RunEngine:
                 barriers[run_id] = barrier
             writer = EventWriter(self.db, live, barrier, write_after=mode.store_every,
                                  on_failure=lambda: self._stop(run_id, "storage"))
-            earlier = await store.list_usage(self.db, run_id=run_id) if resumed else []
+            earlier = [UsageRecord(**row) for row in await store.list_usage(self.db, run_id=run_id)] if resumed else []
             ledger = RunLedger(records=earlier, sink=writer.add_usage)
             outcome = await self._outcome(record, mode, writer, ledger)
             if outcome is not None:

@@ -27,6 +27,7 @@ from graphs.roundtable import RoundTableContext, estimate_minimum_tokens, format
 from graphs.roundtable import graph as roundtable_graph
 from llm.failures import failure_message
 from llm.usage import UsageLedger
+from nodes.roundtable import builtin_devils_advocate
 from runs.modes.base import Emit, ModeRun, Outcome, RunFailure, with_checkpointer
 from store import agents as agent_store
 from store import conversations as conv_store
@@ -62,7 +63,8 @@ async def seated_agents(db: AsyncDatabase, *, workspace: str, ctx: RoundTableCon
     if not regular:
         raise RunFailure(NO_AGENTS, status=500)
     advocate = next((a for a in agents if a.get("isDevilsAdvocate")), None)
-    advocate = advocate or await agent_store.ensure_devils_advocate(db, workspace=workspace)
+    advocate = advocate or await agent_store.ensure_devils_advocate(db, workspace=workspace,
+                                                                    profile=builtin_devils_advocate())
     seated = regular[: ctx.max_seats] + [advocate]
     documents = await agent_store.list_documents(db, agent_ids=[a["_id"] for a in seated])
     return [
