@@ -71,7 +71,7 @@ chromium:
 
 # Re-record the model-layer cassettes from the real embedded model.
 cassettes: $(VENV)/.dev
-	PARLEY_RECORD_CASSETTES=1 $(BIN)/python -m pytest tests/nodes/test_models_cassettes.py
+	PARLEY_RECORD_CASSETTES=1 $(BIN)/python -m pytest tests/llm/test_models_cassettes.py
 
 # Every benchmark in bench/, one after another (each prints its figures; see bench/README.md).
 bench: $(VENV)/.dev

@@ -11,7 +11,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from api.errors import ApiError
 from core.settings import Settings
-from nodes.models import ModelFactory
+from llm.factory import ModelFactory
 from runs import Caller, RunEngine
 from store.keys import find_key
 

@@ -19,7 +19,7 @@ from api.routes import ROUTERS, STARTUP_HOOKS
 from api.sse import KEEPALIVE_SECONDS
 from core.embedded import EmbeddedServices
 from core.settings import Settings, get_settings
-from nodes.models import ModelFactory
+from llm.factory import ModelFactory
 from runs import RunEngine
 from runs.checkpoints import expire_after, mongodb_saver
 

@@ -21,7 +21,7 @@ from langchain_core.messages import HumanMessage  # noqa: E402
 
 from core.embedded import model_server  # noqa: E402
 from core.settings import Settings  # noqa: E402
-from nodes.models import ModelFactory  # noqa: E402
+from llm.factory import ModelFactory  # noqa: E402
 
 PROMPT = "Explain in a few sentences why the sky is blue."
 

@@ -238,7 +238,7 @@ def main() -> None:
     from api.main import create_app
     from core.embedded import database_server
     from core.settings import Settings
-    from nodes.models import ModelFactory
+    from llm.factory import ModelFactory
     from tests.support.servers import ServerThread, run_sync
 
     scripted, base_url = spawn(latency=args.latency)

@@ -94,7 +94,7 @@ def report(name: str, walls: list[float], floors: list[float]) -> None:
 
 async def bench_graph(base_url: str, latency: float, runs: int) -> None:
     from core.settings import Settings
-    from nodes.models import ModelFactory
+    from llm.factory import ModelFactory
 
     factory = ModelFactory(Settings(openai_base_url=base_url, openai_api_key="sk-bench",
                                     openai_model="openai:scripted"))

@@ -17,7 +17,9 @@ from rich.table import Table
 from api.errors import describe_validation
 from cli.common import console, fail, with_db
 from core.settings import get_settings
-from nodes.models import ModelError, ModelFactory, split_model_id
+from llm.factory import ModelFactory
+from llm.failures import ModelError
+from llm.providers import split_model_id
 from store import agents as store
 from store.agents import AgentCreate, AgentUpdate, DocumentCreate, DocumentRefused
 

@@ -15,7 +15,7 @@ from rich.console import Console
 import store
 from core.embedded import EmbeddedServerError, database_server, model_server, running_database
 from core.settings import get_settings
-from nodes.models import ModelFactory
+from llm.factory import ModelFactory
 
 T = TypeVar("T")
 

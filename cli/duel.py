@@ -9,9 +9,10 @@ import typer
 from rich.table import Table
 
 from cli.common import console, fail, model_factory
+from core.limits import DEFAULT_DUEL_ROUNDS, MAX_DUEL_ROUNDS, MIN_DUEL_ROUNDS
 from core.settings import get_settings
 from graphs.duel import DuelContext, graph
-from nodes.models import ModelError
+from llm.failures import ModelError, failure_message
 
 COLOURS = {"user": "bold cyan", "opponent": "bold magenta"}
 
@@ -25,7 +26,8 @@ def debate(
     topic: str = typer.Argument(..., help="The question to debate."),
     name: str = typer.Option("You", "--name", help="Your name; your persona agent argues as you."),
     bio: str = typer.Option(None, "--bio", help="A line about you, which shapes your agent's arguments."),
-    rounds: int = typer.Option(5, "--rounds", min=1, max=10, help="Rounds; each is one turn per side."),
+    rounds: int = typer.Option(DEFAULT_DUEL_ROUNDS, "--rounds", min=MIN_DUEL_ROUNDS, max=MAX_DUEL_ROUNDS,
+                               help="Rounds; each is one turn per side."),
     trait: list[str] = typer.Option(None, "--trait", help="A personality trait (repeatable)."),
     interest: list[str] = typer.Option(None, "--interest", help="An interest (repeatable)."),
     model: str = typer.Option(None, "--model", help="Model id (`provider:model`); the default model when omitted."),
@@ -39,9 +41,9 @@ def debate(
         try:
             result = asyncio.run(stream_debate(topic, profile, context))
         except ModelError as exc:
-            raise fail(str(exc)) from exc
+            raise fail(failure_message(exc)) from exc
         except openai.OpenAIError as exc:
-            raise fail(f"the model call failed: {exc}") from exc
+            raise fail(failure_message(exc, model="the model call failed: {detail}")) from exc
     show_synthesis(result)
     ledger = context.ledger
     console.print(f"[dim]{model_id}: {len(ledger.records)} calls, {ledger.total_tokens} tokens, "

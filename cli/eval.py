@@ -15,19 +15,19 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from cli.common import console, fail, model_factory
+from core.limits import MAX_PANEL_SIZE, MAX_TABLE_SEATS, MIN_PANEL_SIZE
 from core.settings import get_settings
 from evals.judge import JUDGE_JSON, JUDGE_MD, judge_pairs, load_pairs
 from evals.methods import METHODS, MethodOptions
 from evals.report import EMBEDDED_MODEL_NOTE, PLOT_FILE, RESULTS_JSON, RESULTS_MD, write_reports
 from evals.runner import EvalAborted, Observer, RunSettings, RunSettingsMismatch, run_eval
 from evals.tasks import TaskError, load_task
-from nodes.models import ModelError, ModelFactory
-from nodes.panel import MAX_PANEL_SIZE, MIN_PANEL_SIZE
+from llm.factory import ModelFactory
+from llm.failures import ModelError
 
 app = typer.Typer(help="Measure whether debate beats simpler methods on your model, at equal compute.",
                   no_args_is_help=True)
 
-MAX_ROUNDTABLE_AGENTS = 5
 
 T = TypeVar("T")
 
@@ -45,8 +45,8 @@ def _check_methods(methods: list[str], agents: int, match_budget: bool, samples:
         raise fail("--methods names a method twice", code=2)
     if "panel" in methods and not MIN_PANEL_SIZE <= agents <= MAX_PANEL_SIZE:
         raise fail(f"the panel seats {MIN_PANEL_SIZE}-{MAX_PANEL_SIZE} panelists; --agents is {agents}", code=2)
-    if "roundtable" in methods and agents > MAX_ROUNDTABLE_AGENTS:
-        raise fail(f"the round table seats at most {MAX_ROUNDTABLE_AGENTS} agents; --agents is {agents}", code=2)
+    if "roundtable" in methods and agents > MAX_TABLE_SEATS:
+        raise fail(f"the round table seats at most {MAX_TABLE_SEATS} agents; --agents is {agents}", code=2)
     if match_budget:
         missing = [m for m in ("single", "debate", "self-consistency") if m not in methods]
         if missing:

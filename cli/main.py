@@ -16,8 +16,6 @@ from openai import OpenAIError
 from rich.markup import escape
 from rich.table import Table
 
-from store import keys as key_store
-from store import workspaces as ws_store
 from cli import agents as agents_cli
 from cli import duel as duel_cli
 from cli import eval as eval_cli
@@ -27,7 +25,11 @@ from cli import workflow as workflow_cli
 from cli.common import console, fail, model_factory, with_db
 from core.embedded import EmbeddedServerError, EmbeddedServices, die_with, model_server
 from core.settings import get_settings
-from nodes.models import ModelError, ModelFactory, UsageLedger
+from llm.factory import ModelFactory
+from llm.failures import ModelError, failure_message
+from llm.usage import UsageLedger
+from store import keys as key_store
+from store import workspaces as ws_store
 
 app = typer.Typer(help="Parley: multi-agent LLM debates.", no_args_is_help=True, add_completion=False)
 model_app = typer.Typer(help="The model layer and the embedded model.", no_args_is_help=True)
@@ -185,10 +187,10 @@ def model_chat(
         try:
             asyncio.run(run(factory))
         except ModelError as exc:
-            raise fail(str(exc)) from exc
+            raise fail(failure_message(exc)) from exc
         except OpenAIError as exc:
             endpoint = factory.resolve(model_id).base_url or "OpenAI"
-            raise fail(f"the model call to {model_id} at {endpoint} failed: {exc}") from exc
+            raise fail(f"the model call to {model_id} at {endpoint} failed: {failure_message(exc)}") from exc
     rec = ledger.records[-1] if ledger.records else None
     if rec:
         console.print(

@@ -9,12 +9,12 @@ import typer
 from rich.table import Table
 
 from api.services.routers import PRESET_ID, preset_router
-from store import routers as router_store
 from cli.common import console, fail, model_factory, with_db
+from core.limits import DEFAULT_MIN_SUCCESSES, DEFAULT_PANEL_SIZE, MAX_PANEL_SIZE, MIN_PANEL_SIZE
 from core.settings import get_settings
 from graphs.panel import PanelContext, PanelError, graph
-from nodes.models import ModelError
-from nodes.panel import DEFAULT_MIN_SUCCESSES, DEFAULT_PANEL_SIZE, MAX_PANEL_SIZE, MIN_PANEL_SIZE
+from llm.failures import ModelError
+from store import routers as router_store
 
 
 def _load_router(router_id: str, workspace: str) -> dict[str, Any]:
@@ -40,7 +40,8 @@ def ask(
     panel: bool = typer.Option(False, "--panel", help="Show every panelist's answer instead of an arbitrated one."),
     model: list[str] = typer.Option(None, "--model", help="Panel model; repeat it to replace the router's list."),
     arbitrator: str = typer.Option(None, help="Arbitrator model; the router's (then the deployment's) when omitted."),
-    panel_size: int = typer.Option(None, min=MIN_PANEL_SIZE, max=MAX_PANEL_SIZE, help="Panelists (2-7)."),
+    panel_size: int = typer.Option(None, min=MIN_PANEL_SIZE, max=MAX_PANEL_SIZE,
+                                   help=f"Panelists ({MIN_PANEL_SIZE}-{MAX_PANEL_SIZE})."),
     debate: bool = typer.Option(None, "--debate/--no-debate", help="Debate, or ask one model; default: the router's."),
     allow_same_family: bool = typer.Option(
         None, "--allow-same-family/--distinct-families",

@@ -25,7 +25,7 @@ from api.ratelimit import RateLimiter
 from api.services import roundtable as service
 from cli.common import console, database_uri, fail, model_factory
 from core.settings import get_settings
-from nodes.models import ModelFactory
+from llm.factory import ModelFactory
 from runs import RunEngine
 from runs.checkpoints import expire_after, mongodb_saver
 from runs.modes.roundtable import NO_AGENTS

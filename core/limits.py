@@ -1,8 +1,10 @@
-"""What Parley accepts at its door: sizes, depths and counts every request is held to, in one place.
+"""What Parley accepts: sizes, depths and counts every request is held to, and the bounds of each mode, in one place.
 
-The HTTP layer checks them once, where every request enters (`api/entry.py`), so no route can forget one;
+The HTTP layer checks the first once, where every request enters (`api/entry.py`), so no route can forget one;
 the values MongoDB itself imposes (64-bit integers, UTF-8 strings, NUL-free keys) are checked here too, so
-a body Parley accepts is a body it can store.
+a body Parley accepts is a body it can store. The modes' bounds (panel seats, rounds, turn lengths, a workflow
+node's retries) are read from here by the graphs and nodes that keep them, the HTTP models (and so the OpenAPI
+document), the designer's workflow schema and the CLI's options, so that all of them say the same.
 """
 
 from __future__ import annotations
@@ -35,6 +37,31 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 MAX_EVENT_ID_DIGITS = 19
 # The highest 1-based page number a listing accepts (its offset must stay a 64-bit integer).
 MAX_PAGE = 10**9
+
+# --- the modes' bounds -------------------------------------------------------------------------------------------
+
+# Panelists of one panel: chat-completion debates and panels (a router's `panelSize`), the designer's `panel` and
+# `debate` nodes, `parley panel` and `parley eval`'s panel. The seed fixes 3; a router may choose 2 to 7. A panel
+# needs this many answers (or all of them, when it is smaller) to go on.
+MIN_PANEL_SIZE, MAX_PANEL_SIZE = 2, 7
+DEFAULT_PANEL_SIZE = 3
+DEFAULT_MIN_SUCCESSES = 2
+# A duel's rounds (one turn each side): `rounds` of `POST /api/debate`, the designer's `duel` node, `parley duel`.
+MIN_DUEL_ROUNDS, MAX_DUEL_ROUNDS = 1, 10
+DEFAULT_DUEL_ROUNDS = 5
+# A duel turn's length in characters, and its conclusion's (the seed's "100-200 characters").
+DUEL_TURN_MIN_CHARS, DUEL_TURN_MAX_CHARS = 100, 200
+DUEL_CONCLUSION_MAX_CHARS = 100
+# What a duel's body may hold (`POST /api/debate`): the topic, the persona's name and bio, and its soft memory's lists.
+DUEL_TOPIC_MAX_CHARS = 2000
+PROFILE_NAME_MAX_CHARS = 100
+PROFILE_BIO_MAX_CHARS = 2000
+PROFILE_LIST_MAX_ITEMS = 50
+# The round table: regular agents seated (the devil's advocate sits besides) and debate rounds after round 0.
+MAX_TABLE_SEATS = 5
+MAX_TABLE_ROUNDS = 3
+# Extra attempts of one designer workflow node after a transient model failure.
+MAX_NODE_RETRIES = 5
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Prometheus metrics every Parley process records, and their exposition for `GET /metrics`.
 
-The definitions live here, below `api/`, so the model layer (`nodes/models.py`) can record into them
+The definitions live here, below `api/`, so the model layer (`llm/`) can record into them
 without importing FastAPI. Each behaviour records through one function (`record_run`,
 `record_model_call`, `sse_listener`, `record_rate_limited`, `record_db_command`); nothing else touches the
 metric objects.

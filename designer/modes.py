@@ -14,6 +14,7 @@ from typing import Any, TypedDict
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
+from core.limits import MAX_DUEL_ROUNDS, MIN_DUEL_ROUNDS
 from designer.context import context_of
 from designer.nodes import NodeFn
 from designer.spec import DebateNode, DuelNode, PanelNode, RoundtableNode
@@ -149,6 +150,8 @@ def duel_node(node: DuelNode, defaults: Mapping[str, Any]) -> NodeFn:
         if rounds is not None:
             if isinstance(rounds, bool) or not isinstance(rounds, int):
                 raise NodeInputError(f"inputs.rounds must give an integer, not {rounds!r}")
+            if not MIN_DUEL_ROUNDS <= rounds <= MAX_DUEL_ROUNDS:  # as `config.rounds` and the duel's own route
+                raise NodeInputError(f"inputs.rounds must give {MIN_DUEL_ROUNDS} to {MAX_DUEL_ROUNDS}, not {rounds}")
             payload["rounds"] = rounds
         built = built or build()
         graph, schema = built

@@ -19,7 +19,7 @@ from designer.context import WorkflowContext
 from designer.spec import WorkflowSpec
 from designer.usage import run_usage
 from designer.validate import Issue, suggest, type_matches
-from nodes.failures import describe_failure, is_model_failure
+from llm.failures import failure_message
 
 
 class WorkflowInputError(ValueError):
@@ -134,10 +134,8 @@ def run_error(exc: BaseException) -> WorkflowRunError:
         return exc
     if isinstance(exc, GraphRecursionError):
         message = "the run took too many steps; a loop in the workflow may never exit"
-    elif is_model_failure(exc):  # the model layer's account, upstream text capped and redacted there
-        message = f"the model failed ({describe_failure(exc)})"
-    else:
-        message = str(exc) or exc.__class__.__name__
+    else:  # a model failure as the model layer words it (upstream text capped and redacted there)
+        message = failure_message(exc, model="the model failed ({detail})", other="{text}")
     error = WorkflowRunError(message, node=getattr(exc, "workflow_node", None))
     error.__cause__ = exc
     return error

@@ -14,6 +14,15 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from core.limits import (
+    DEFAULT_PANEL_SIZE,
+    MAX_DUEL_ROUNDS,
+    MAX_NODE_RETRIES,
+    MAX_PANEL_SIZE,
+    MIN_DUEL_ROUNDS,
+    MIN_PANEL_SIZE,
+)
+
 SPEC_VERSION = 1
 END = "__end__"
 NODE_ID_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]*$"
@@ -89,7 +98,7 @@ class _Node(_Strict):
     id: NodeId
     description: str | None = Field(None, description="What the node is for.")
     output_key: str | None = Field(None, description="The declared state key the node writes.")
-    retries: int = Field(0, ge=0, le=5, description="Extra attempts after a transient model failure.")
+    retries: int = Field(0, ge=0, le=MAX_NODE_RETRIES, description="Extra attempts after a transient model failure.")
 
     # The JSON type of what the node writes, for checking against the declared type of its output key.
     writes: ClassVar[str] = "any"
@@ -193,7 +202,8 @@ class PanelConfig(_Strict):
     models: list[str] | None = Field(
         None, description="Panelist candidates (`provider:model`); the `router/debate` preset's when omitted."
     )
-    panel_size: int = Field(3, ge=2, le=6, description="Panelists of distinct families.")
+    panel_size: int = Field(DEFAULT_PANEL_SIZE, ge=MIN_PANEL_SIZE, le=MAX_PANEL_SIZE,
+                            description="Panelists of distinct families.")
     allow_same_family: bool | None = Field(
         None,
         description="Fill seats the models' families cannot by sampling them again (self-consistency); "
@@ -234,7 +244,8 @@ class PanelNode(_Node):
 
 
 class DuelConfig(_Strict):
-    rounds: int | None = Field(None, ge=1, le=10, description="Exchanges; the duel's default when omitted.")
+    rounds: int | None = Field(None, ge=MIN_DUEL_ROUNDS, le=MAX_DUEL_ROUNDS,
+                               description="Exchanges; the duel's default when omitted.")
     user_profile: dict[str, Any] | None = Field(
         None, description="The persona arguing your side (`name`, `bio`, …) when `inputs.user_profile` is not set."
     )

@@ -23,8 +23,8 @@ from evals.runner import ItemStore, prepare_folder, run_jobs
 from evals.scoring import bootstrap_interval, mean
 from evals.tasks import TaskError, jsonl_records
 from graphs.duel import JUDGE_RETRY
+from llm.factory import ModelFactory
 from nodes.duel import DuelContext, judge, judge_both_orders
-from nodes.models import ModelFactory
 
 __all__ = ["JudgePair", "judge_pairs", "load_pairs", "summarise_judgements"]
 

@@ -23,9 +23,9 @@ import openai
 from evals.methods import METHODS, MethodOptions
 from evals.scoring import matched_samples, mean
 from evals.tasks import Item, Task
+from llm.factory import ModelFactory
+from llm.failures import ModelError, describe_failure
 from nodes.context import RunContext
-from nodes.failures import describe_failure
-from nodes.models import ModelError, ModelFactory
 from nodes.panel import PanelError
 
 __all__ = ["EvalAborted", "ItemStore", "RunSettings", "RunSettingsMismatch", "run_eval"]

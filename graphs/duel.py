@@ -17,6 +17,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import RetryPolicy
 from typing_extensions import NotRequired, TypedDict  # pydantic's schemas need these before Python 3.12
 
+from llm.failures import MODEL_RETRY, UNREADABLE_ANSWER, is_transient
 from nodes.duel import (
     JUDGE_ATTEMPTS,
     DuelContext,
@@ -28,7 +29,6 @@ from nodes.duel import (
     select_opponent,
     synthesize,
 )
-from nodes.failures import MODEL_RETRY, UNREADABLE_ANSWER, is_transient
 
 __all__ = ["DuelContext", "DuelInput", "DuelOutput", "DuelState", "build_duel_graph", "graph"]
 

@@ -24,9 +24,9 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
+from llm.failures import MODEL_RETRY
+from llm.tokens import approx_text_tokens, clip_text
 from nodes.context import RunContext
-from nodes.failures import MODEL_RETRY
-from nodes.models import approx_text_tokens, clip_text
 from nodes.panel import MIN_ANSWER_TOKENS, content_text
 from nodes.prompts import multiagent_debate as prompts
 

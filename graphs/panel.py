@@ -15,12 +15,11 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import RetryPolicy, Send
 
+from core.limits import DEFAULT_MIN_SUCCESSES, DEFAULT_PANEL_SIZE
+from llm.failures import MODEL_RETRY
+from llm.usage import monotonic_ms
 from nodes.context import RunContext
-from nodes.failures import MODEL_RETRY
-from nodes.models import monotonic_ms
 from nodes.panel import (
-    DEFAULT_MIN_SUCCESSES,
-    DEFAULT_PANEL_SIZE,
     AllModelsFailedError,
     PanelContext,
     PanelError,

@@ -19,9 +19,9 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
+from llm.failures import MODEL_RETRY
 from nodes.convergence import measure_convergence
 from nodes.events import emit
-from nodes.failures import MODEL_RETRY
 from nodes.roundtable import (
     RoundTableContext,
     agent_turn,

@@ -13,7 +13,8 @@ from typing import Any, Self, TypeVar
 from langchain_core.runnables import Runnable
 from pydantic import BaseModel
 
-from nodes.models import ModelFactory, UsageLedger
+from llm.factory import ModelFactory
+from llm.usage import UsageLedger
 
 SchemaT = TypeVar("SchemaT", bound=BaseModel)
 

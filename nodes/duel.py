@@ -19,10 +19,11 @@ from langgraph.types import Send
 from pydantic import BaseModel, Field
 from typing_extensions import NotRequired, TypedDict  # pydantic's schemas need these before Python 3.12
 
+from core.limits import DEFAULT_DUEL_ROUNDS, DUEL_CONCLUSION_MAX_CHARS, DUEL_TURN_MAX_CHARS, DUEL_TURN_MIN_CHARS
+from llm.failures import UNREADABLE_ANSWER
 from nodes.bounds import AtMost, Clipped
 from nodes.context import RunContext
 from nodes.events import emit, event_writer
-from nodes.failures import UNREADABLE_ANSWER
 from nodes.personas import fallback_opponent
 from nodes.prompts import duel as prompts
 from nodes.text import LengthGate, clip, first_sentence, is_cjk, topic_language
@@ -36,12 +37,12 @@ Role = Literal["user", "opponent"]
 class DuelContext(RunContext):
     """Per-run knobs of a duel; the defaults are the seed's."""
 
-    rounds: int = 5
+    rounds: int = DEFAULT_DUEL_ROUNDS
     temperature: float = 0.8
     synthesis_temperature: float = 0.3
-    min_chars: int = 100
-    max_chars: int = 200
-    conclusion_max_chars: int = 100
+    min_chars: int = DUEL_TURN_MIN_CHARS
+    max_chars: int = DUEL_TURN_MAX_CHARS
+    conclusion_max_chars: int = DUEL_CONCLUSION_MAX_CHARS
     recent_turns: int = 4
     summary_max_chars: int = 600
     turn_max_tokens: int | None = None

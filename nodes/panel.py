@@ -21,31 +21,22 @@ from langgraph.errors import NodeError
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
+from core.limits import DEFAULT_MIN_SUCCESSES, DEFAULT_PANEL_SIZE, MAX_PANEL_SIZE, MIN_PANEL_SIZE
+from llm.client import off_loop
+from llm.failures import MODEL_RETRY, classify_failure, describe_failure, is_transient
+from llm.families import model_family
+from llm.providers import DEFAULT_PROVIDER, split_model_id
+from llm.tokens import approx_text_tokens, approx_tokens, clip_text
+from llm.usage import monotonic_ms, usage_from_message
 from nodes.context import RunContext
 from nodes.events import emit, event_writer
-from nodes.failures import MODEL_RETRY, classify_failure, describe_failure, is_transient
-from nodes.models import (
-    DEFAULT_PROVIDER,
-    approx_text_tokens,
-    approx_tokens,
-    clip_text,
-    model_family,
-    monotonic_ms,
-    off_loop,
-    split_model_id,
-    usage_from_message,
-)
 from nodes.prompts import panel as prompts
-
-MIN_PANEL_SIZE, MAX_PANEL_SIZE = 2, 7
-DEFAULT_PANEL_SIZE = 3
-DEFAULT_MIN_SUCCESSES = 2
 
 # The raw panel's wire format (seed contract): each answer under its model's name, separated by rules.
 PANEL_BLOCK = "**{model}**\n\n{answer}"
 PANEL_SEPARATOR = "\n\n---\n\n"
 
-ANSWER_LETTERS = "ABCDEFG"  # one per panelist, up to MAX_PANEL_SIZE
+ANSWER_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[:MAX_PANEL_SIZE]  # one per panelist
 
 # Resampled seats: a model's samples spread around the caller's temperature (this one when the caller
 # set none) in steps of this size, so a model asked twice answers twice, not once in duplicate.

@@ -17,11 +17,12 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, field_validator
 
+from core.limits import MAX_TABLE_ROUNDS, MAX_TABLE_SEATS
+from llm.failures import UNREADABLE_ANSWER
 from nodes.bounds import AtMost, Clipped
 from nodes.context import RunContext
 from nodes.convergence import positions_of, strongest_consensus
 from nodes.events import emit, event_writer
-from nodes.failures import UNREADABLE_ANSWER
 from nodes.prompts import roundtable as prompts
 from nodes.retrieval import retrieve
 from nodes.text import first_sentence
@@ -33,9 +34,9 @@ log = logging.getLogger(__name__)
 class RoundTableContext(RunContext):
     """Per-run knobs of a round table."""
 
-    max_rounds: int = 3
+    max_rounds: int = MAX_TABLE_ROUNDS
     convergence_threshold: float = 0.85
-    max_seats: int = 5
+    max_seats: int = MAX_TABLE_SEATS
     passages_per_agent: int = 3
     memories_per_agent: int = 8
     memory_notes: int = 3

@@ -46,8 +46,9 @@ from pymongo.errors import ConnectionFailure, PyMongoError
 from core.metrics import record_run
 from core.settings import Settings
 from core.telemetry import trace_config
+from llm.factory import ModelFactory
+from llm.usage import UsageLedger, UsageRecord
 from nodes.events import EVENT_SINK, Origin, TaskEvent
-from nodes.models import ModelFactory, UsageLedger, UsageRecord
 from runs.checkpoints import EventBarrier, namespaces, saved_graphs, survives
 from runs.events import RETRACT, TERMINAL, Event, Signal, listener_view, storage_failure
 from runs.modes import MODES
@@ -549,7 +550,7 @@ class RunEngine:
                 barriers[run_id] = barrier
             writer = EventWriter(self.db, live, barrier, write_after=mode.store_every, batches=self._batches,
                                  on_failure=lambda: self._stop(run_id, "storage"))
-            earlier = await store.list_usage(self.db, run_id=run_id) if resumed else []
+            earlier = [UsageRecord(**row) for row in await store.list_usage(self.db, run_id=run_id)] if resumed else []
             ledger = RunLedger(records=earlier, sink=writer.add_usage)
             outcome = await self._outcome(record, mode, writer, ledger)
             if outcome is not None:

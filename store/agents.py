@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -16,8 +17,6 @@ from pydantic.json_schema import SkipJsonSchema
 from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
-
-from nodes.prompts import roundtable as prompts
 
 INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
     ("agents", [("workspace", 1), ("order", 1)], {}),
@@ -83,13 +82,6 @@ class DocumentRefused(ValueError):
         self.code = code
 
 
-DEVILS_ADVOCATE = {
-    "name": prompts.DEVILS_ADVOCATE_NAME,
-    "role": prompts.DEVILS_ADVOCATE_ROLE,
-    "persona": prompts.DEVILS_ADVOCATE_PERSONA,
-}
-
-
 def iso(moment: datetime | None) -> str | None:
     """`2026-10-09T10:02:44.318Z`, the seed's timestamp format."""
     if moment is None:
@@ -137,8 +129,9 @@ async def create_agent(
     return doc
 
 
-async def ensure_devils_advocate(db: AsyncDatabase, *, workspace: str) -> dict:
-    """Return the workspace's devil's advocate, creating it on first use (one per workspace, race-free)."""
+async def ensure_devils_advocate(db: AsyncDatabase, *, workspace: str, profile: Mapping[str, str]) -> dict:
+    """Return the workspace's devil's advocate, creating it on first use from `profile` (its `name`, `role` and
+    `persona`; the round table's built-in one) — one per workspace, race-free."""
     found = await db.agents.find_one({"workspace": workspace, "isDevilsAdvocate": True})
     if found:
         return found
@@ -146,7 +139,8 @@ async def ensure_devils_advocate(db: AsyncDatabase, *, workspace: str) -> dict:
     # A deterministic id makes concurrent first uses collide on the primary key instead of creating two.
     digest = hashlib.sha256(workspace.encode()).hexdigest()[:20]
     doc = {
-        "_id": f"agt_da_{digest}", "workspace": workspace, **DEVILS_ADVOCATE, "model": None,
+        "_id": f"agt_da_{digest}", "workspace": workspace,
+        **{key: profile[key] for key in ("name", "role", "persona")}, "model": None,
         "isDevilsAdvocate": True, "order": await _next_order(db, workspace), "createdAt": now, "updatedAt": now,
     }
     try:

@@ -14,15 +14,17 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pymongo import ASCENDING, DESCENDING
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.database import Database
 from pymongo.errors import BulkWriteError
 
-from nodes.models import UsageRecord
 from store.cursors import encode_cursor, older_than
+
+if TYPE_CHECKING:  # the records' type only: store/ imports nothing of Parley's but core/ (tests/test_layers.py)
+    from llm.usage import UsageRecord
 
 QUEUED, RUNNING, COMPLETED, FAILED, CANCELLED = "queued", "running", "completed", "failed", "cancelled"
 ACTIVE = (QUEUED, RUNNING)
@@ -308,6 +310,7 @@ async def add_usage_batches(db: AsyncDatabase, batches: list[tuple[str, list[Usa
         await db.run_usage.insert_many(docs, ordered=False)
 
 
-async def list_usage(db: AsyncDatabase, *, run_id: str) -> list[UsageRecord]:
+async def list_usage(db: AsyncDatabase, *, run_id: str) -> list[dict[str, Any]]:
+    """The usage of a run's model calls so far, oldest first: the fields of each `llm.usage.UsageRecord` stored."""
     rows = db.run_usage.find({"runId": run_id}, {"runId": 0, "at": 0}).sort("_id", ASCENDING)
-    return [UsageRecord(**{k: v for k, v in row.items() if k != "_id"}) async for row in rows]
+    return [{k: v for k, v in row.items() if k != "_id"} async for row in rows]

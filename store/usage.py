@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from nodes.models import UsageLedger
+if TYPE_CHECKING:  # the ledger's type only: store/ imports nothing of Parley's but core/ (tests/test_layers.py)
+    from llm.usage import UsageLedger
 
 
 async def record_usage(

@@ -9,9 +9,9 @@ from fastapi import APIRouter, Depends, Response
 from api.deps import Db, Factory, Principal, require_scope
 from api.errors import ApiError
 from api.openapi import errors
+from llm.failures import ModelError
 from store import agents as store
 from store.agents import AgentCreate, AgentUpdate, DocumentCreate, DocumentRefused
-from nodes.models import ModelError
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"], responses=errors(403))
 

@@ -18,7 +18,16 @@ from api.openapi import RUN_ID_HEADER, errors, request_body, streamed
 from api.services import duel as service
 from api.services.duel import DebateNotFound, public_debate
 from api.sse import EVENT_ID_PATTERN, resume_after, sse_response
-from core.limits import MAX_PAGE, ROUTE_BODY_BYTES
+from core.limits import (
+    DUEL_TOPIC_MAX_CHARS,
+    MAX_DUEL_ROUNDS,
+    MAX_PAGE,
+    MIN_DUEL_ROUNDS,
+    PROFILE_BIO_MAX_CHARS,
+    PROFILE_LIST_MAX_ITEMS,
+    PROFILE_NAME_MAX_CHARS,
+    ROUTE_BODY_BYTES,
+)
 from runs import RunFailure
 from runs.modes.duel import DebateRequest, start_duel
 
@@ -35,8 +44,8 @@ Reader = Annotated[Principal, Depends(require_scope("debate", denied_status=401)
 class SoftMemory(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    traits: list[StrictStr] = Field(default_factory=list, max_length=50)
-    interests: list[StrictStr] = Field(default_factory=list, max_length=50)
+    traits: list[StrictStr] = Field(default_factory=list, max_length=PROFILE_LIST_MAX_ITEMS)
+    interests: list[StrictStr] = Field(default_factory=list, max_length=PROFILE_LIST_MAX_ITEMS)
 
 
 class UserProfile(BaseModel):
@@ -45,9 +54,9 @@ class UserProfile(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     # The pattern is documentation: `parse_debate_request` refuses a blank name with its own message.
-    name: StrictStr = Field(min_length=1, max_length=100, json_schema_extra={"pattern": r"\S"})
+    name: StrictStr = Field(min_length=1, max_length=PROFILE_NAME_MAX_CHARS, json_schema_extra={"pattern": r"\S"})
     avatar: StrictStr | None = None
-    bio: StrictStr | None = Field(None, max_length=2000)
+    bio: StrictStr | None = Field(None, max_length=PROFILE_BIO_MAX_CHARS)
     softMemory: SoftMemory | None = None
 
 
@@ -57,10 +66,11 @@ class DebateBody(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    topic: StrictStr = Field(min_length=1, max_length=2000, json_schema_extra={"pattern": r"\S"},
+    topic: StrictStr = Field(min_length=1, max_length=DUEL_TOPIC_MAX_CHARS, json_schema_extra={"pattern": r"\S"},
                              description="The question to debate; not blank.")
     userProfile: UserProfile = Field(description="Your persona: the agent that argues your side is built from it.")
-    rounds: int | None = Field(None, ge=1, le=10, description="Exchanges before the verdict; the default when omitted.")
+    rounds: int | None = Field(None, ge=MIN_DUEL_ROUNDS, le=MAX_DUEL_ROUNDS,
+                               description="Exchanges before the verdict; the default when omitted.")
 
 
 def parse_debate_request(raw: bytes) -> DebateRequest:
@@ -78,8 +88,8 @@ def parse_debate_request(raw: bytes) -> DebateRequest:
         raise ApiError(400, "topic must be a string")
     if not topic.strip():
         raise ApiError(400, "Missing topic or userProfile")
-    if len(topic) > 2000:
-        raise ApiError(400, "topic must be at most 2000 characters")
+    if len(topic) > DUEL_TOPIC_MAX_CHARS:
+        raise ApiError(400, f"topic must be at most {DUEL_TOPIC_MAX_CHARS} characters")
     if not isinstance(profile, dict):
         raise ApiError(400, "userProfile must be an object")
     try:
@@ -94,8 +104,9 @@ def parse_debate_request(raw: bytes) -> DebateRequest:
         raise ApiError(400, "userProfile may not hold a NUL character in a key or an integer beyond 64 bits")
     if isinstance(rounds, float) and rounds.is_integer():
         rounds = int(rounds)  # JSON has one number type: 8.0 is the integer 8 (as JSON Schema says)
-    if rounds is not None and (not isinstance(rounds, int) or isinstance(rounds, bool) or not 1 <= rounds <= 10):
-        raise ApiError(400, "rounds must be an integer from 1 to 10")
+    if rounds is not None and (not isinstance(rounds, int) or isinstance(rounds, bool)
+                               or not MIN_DUEL_ROUNDS <= rounds <= MAX_DUEL_ROUNDS):
+        raise ApiError(400, f"rounds must be an integer from {MIN_DUEL_ROUNDS} to {MAX_DUEL_ROUNDS}")
     return DebateRequest(topic=topic.strip(), user_profile=profile, rounds=rounds)
 
 

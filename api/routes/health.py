@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 
 import store
 from api.deps import Db, Factory
-from nodes.models import ModelError
+from llm.failures import ModelError
 
 router = APIRouter(tags=["health"])
 

@@ -28,11 +28,13 @@ from api.deps import Principal
 from api.errors import ApiError, run_error
 from api.services.routers import load_router
 from api.sse import KEEPALIVE_SECONDS, SSE_HEADERS, CountedEventSourceResponse
-from nodes.models import ModelFactory, approx_tokens, off_loop
-from nodes.panel import DEFAULT_MIN_SUCCESSES, DEFAULT_PANEL_SIZE, TooFewFamiliesError, pick_panelists, to_messages
+from core.limits import DEFAULT_MIN_SUCCESSES, DEFAULT_PANEL_SIZE, MAX_CHAT_MESSAGES
+from llm.client import off_loop
+from llm.factory import ModelFactory
+from llm.tokens import approx_tokens
+from nodes.panel import TooFewFamiliesError, pick_panelists, to_messages
 from runs import RunEngine
 from runs.modes.panel import response_model, start_panel
-from core.limits import MAX_CHAT_MESSAGES
 from store import workspaces as ws_store
 
 log = logging.getLogger("parley.panel")

@@ -17,8 +17,9 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from api.errors import ApiError
 from store import routers as router_store
+from core.limits import DEFAULT_PANEL_SIZE, MAX_PANEL_SIZE, MIN_PANEL_SIZE
 from core.settings import Settings
-from nodes.panel import DEFAULT_PANEL_SIZE, MAX_PANEL_SIZE, MIN_PANEL_SIZE, TooFewFamiliesError, pick_panelists
+from nodes.panel import TooFewFamiliesError, pick_panelists
 
 PRESET_ID = "debate"
 ROUTER_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
@@ -51,7 +52,8 @@ class RouterCreate(_RouterFields):
     models: list[ModelId] = Field(min_length=1, max_length=32, description="Fallback list of `provider:model`, in order.")
     arbitrator: str | None = Field(None, min_length=1, description="Arbitrator of debates; the deployment's when null.")
     debate: bool = Field(False, description="Debate every request unless it says `debate: false`.")
-    panel_size: int = Field(DEFAULT_PANEL_SIZE, ge=MIN_PANEL_SIZE, le=MAX_PANEL_SIZE, description="Panelists (2-7).")
+    panel_size: int = Field(DEFAULT_PANEL_SIZE, ge=MIN_PANEL_SIZE, le=MAX_PANEL_SIZE,
+                            description=f"Panelists ({MIN_PANEL_SIZE}-{MAX_PANEL_SIZE}).")
     allow_same_family: bool = Field(
         False, description="Fill seats the models' families cannot by sampling the models again (self-consistency)."
     )

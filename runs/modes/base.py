@@ -14,8 +14,9 @@ from langgraph.pregel import Pregel
 from pymongo.asynchronous.database import AsyncDatabase
 
 from core.settings import Settings
+from llm.factory import ModelFactory
+from llm.usage import UsageLedger
 from nodes.context import RunContext
-from nodes.models import ModelFactory, UsageLedger
 
 
 @dataclass(frozen=True)

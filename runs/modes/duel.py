@@ -20,9 +20,9 @@ from langgraph.pregel import Pregel
 
 from graphs.duel import DuelContext
 from graphs.duel import graph as duel_graph
+from llm.failures import ModelError, failure_message
+from llm.usage import UsageLedger
 from nodes.duel import TurnInterrupted
-from nodes.failures import describe_failure as model_failure, is_model_failure
-from nodes.models import ModelError, UsageLedger
 from runs.modes.base import Emit, ModeRun, Outcome, RunFailure, with_checkpointer
 from store import debates as store
 from store.usage import record_usage
@@ -51,13 +51,9 @@ def describe_failure(exc: BaseException) -> str:
     """What to tell the client about a failed debate: the model layer's account of a model failure (upstream
     text capped and redacted there), nothing of Parley's internals otherwise."""
     cause = exc.__cause__ if isinstance(exc, TurnInterrupted) and exc.__cause__ else exc
-    if is_model_failure(cause):
-        detail = f"the model failed ({model_failure(cause)})"
-    elif isinstance(cause, ValueError):
-        detail = "the model's answer could not be used"
-    else:
-        detail = "an internal error"
-    return f"Debate generation failed: {detail}"
+    return "Debate generation failed: " + failure_message(
+        cause, model="the model failed ({detail})", unreadable="the model's answer could not be used",
+        other="an internal error")
 
 
 async def start_duel(engine: RunEngine, caller: Caller, request: DebateRequest) -> dict:

@@ -18,7 +18,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
 
 from graphs.panel import graph as panel_graph
-from nodes.models import UsageLedger
+from llm.usage import UsageLedger
 from nodes.panel import AllModelsFailedError, PanelContext, PanelError, TooFewFamiliesError, TooFewPanelistsError
 from runs.modes.base import Emit, ModeRun, Outcome, RunFailure, with_checkpointer
 from store import usage as usage_store

@@ -25,8 +25,9 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from graphs.roundtable import RoundTableContext, estimate_minimum_tokens, format_history
 from graphs.roundtable import graph as roundtable_graph
-from nodes.failures import describe_failure, is_model_failure
-from nodes.models import UsageLedger
+from llm.failures import failure_message
+from llm.usage import UsageLedger
+from nodes.roundtable import builtin_devils_advocate
 from runs.modes.base import Emit, ModeRun, Outcome, RunFailure, with_checkpointer
 from store import agents as agent_store
 from store import conversations as conv_store
@@ -62,7 +63,8 @@ async def seated_agents(db: AsyncDatabase, *, workspace: str, ctx: RoundTableCon
     if not regular:
         raise RunFailure(NO_AGENTS, status=500)
     advocate = next((a for a in agents if a.get("isDevilsAdvocate")), None)
-    advocate = advocate or await agent_store.ensure_devils_advocate(db, workspace=workspace)
+    advocate = advocate or await agent_store.ensure_devils_advocate(db, workspace=workspace,
+                                                                    profile=builtin_devils_advocate())
     seated = regular[: ctx.max_seats] + [advocate]
     documents = await agent_store.list_documents(db, agent_ids=[a["_id"] for a in seated])
     return [
@@ -181,14 +183,6 @@ async def _start(engine: RunEngine, caller: Caller, conversation: dict, content:
     return record["_id"]
 
 
-def failure_message(exc: BaseException) -> str:
-    """The model layer's account of a model failure (upstream text capped and redacted there), or the kind of
-    any other failure."""
-    if is_model_failure(exc):
-        return f"Model failure: {describe_failure(exc)}"
-    return f"The debate failed: {exc.__class__.__name__}"
-
-
 def render_synthesis(synthesis: dict[str, Any]) -> str:
     """The synthesizer message's text: summary, recommended action, consensus, risks and conditions."""
     lines = [synthesis["summary"], "", f"Recommended action: {synthesis['recommendedAction']}"]
@@ -298,7 +292,10 @@ class RoundtableRun(ModeRun):
     async def failed(self, exc: BaseException, ledger: UsageLedger) -> Outcome:
         remaining = await self._bill(ledger)
         await self._release_key()
-        message = exc.error["message"] if isinstance(exc, RunFailure) else failure_message(exc)
+        if isinstance(exc, RunFailure):
+            message = exc.error["message"]
+        else:  # a model failure as the model layer words it (upstream text capped and redacted there)
+            message = failure_message(exc, model="Model failure: {detail}", other="The debate failed: {kind}")
         code = {"code": exc.error["code"]} if isinstance(exc, RunFailure) and exc.error.get("code") else {}
         error = {"message": message, "status": 500, **code,
                  "tokenUsage": {"totalTokensUsed": ledger.total_tokens, "remainingBalance": remaining}}

@@ -19,7 +19,7 @@ from designer.modes import NodeInputError, tag_event
 from designer.run import run_error
 from designer.templates import MissingValue, TemplateError
 from designer.usage import run_usage
-from nodes.models import UsageLedger
+from llm.usage import UsageLedger
 from runs.modes.base import Emit, ModeRun, Outcome, RunFailure
 from store import workflows as store
 from store import workspaces as ws_store

@@ -14,7 +14,7 @@ import pytest
 from api.main import create_app
 from core.embedded import EmbeddedServices
 from core.settings import get_settings
-from nodes.models import BUILTIN_PRICES, Price
+from llm.prices import BUILTIN_PRICES, Price
 from tests.support.servers import ServerThread
 from tests.support.wait import eventually
 

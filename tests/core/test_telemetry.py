@@ -6,7 +6,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 
 from core.telemetry import trace_config
 from graphs.panel import PanelContext, build_panel_graph
-from nodes.models import ModelFactory
+from llm.factory import ModelFactory
 
 
 class Seen(BaseCallbackHandler):

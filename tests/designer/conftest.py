@@ -8,7 +8,7 @@ import pytest
 
 from core.settings import Settings
 from designer import WorkflowContext, prepare_input, stream_workflow, validate_workflow
-from nodes.models import ModelFactory
+from llm.factory import ModelFactory
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
 
+from core.limits import MAX_DUEL_ROUNDS, MIN_DUEL_ROUNDS
 from designer import WorkflowContext, WorkflowRunError, load_example
 from designer.modes import tag_event, winner_argument
 from nodes.context import RunContext
@@ -204,6 +205,17 @@ async def test_duel_node_refuses_unknown_options_naming_the_node(modes, ctx):
         await run_workflow(document, {"topic": "x"}, ctx)
     assert caught.value.node == "duel" and "unknown option(s) temprature" in str(caught.value)
 
+
+
+@pytest.mark.parametrize("rounds", [0, MAX_DUEL_ROUNDS + 1])
+async def test_duel_rounds_from_the_state_are_held_to_the_duels_bounds(modes, ctx, rounds):
+    document = load_example("duel-panel-review")
+    document["state"]["rounds"] = {"type": "integer"}
+    document["nodes"][0]["inputs"]["rounds"] = "{rounds}"
+    with pytest.raises(WorkflowRunError) as caught:
+        await run_workflow(document, {"topic": "x", "rounds": rounds}, ctx)
+    assert caught.value.node == "duel" and f"{MIN_DUEL_ROUNDS} to {MAX_DUEL_ROUNDS}, not {rounds}" in str(caught.value)
+    assert "duel_input" not in CALLS  # refused before the duel ran
 
 async def test_duel_profile_may_be_a_name(modes, ctx):
     document = load_example("duel-panel-review")

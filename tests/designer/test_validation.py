@@ -6,6 +6,7 @@ import copy
 
 import pytest
 
+from core.limits import MAX_PANEL_SIZE
 from designer import WorkflowError, compile_workflow, example_files, load_example, validate_workflow
 from tests.designer.conftest import wf
 
@@ -271,7 +272,7 @@ def test_mode_node_config_fields_are_typed():
                          "output_key": "verdict"})
     doc["edges"].append({"from": "summarize", "to": "panel"})
     issue = only_issue(doc)
-    assert (issue.node, issue.path) == ("panel", "nodes[2].config.panel_size") and "less than or equal to 6" in str(issue)
+    assert (issue.node, issue.path) == ("panel", "nodes[2].config.panel_size") and f"less than or equal to {MAX_PANEL_SIZE}" in str(issue)
 
 
 def test_mode_inputs_default_to_conventional_keys_which_must_be_declared():

@@ -10,7 +10,7 @@ import pytest
 from evals.judge import judge_pairs, load_pairs
 from evals.runner import RunSettingsMismatch
 from evals.tasks import TaskError
-from nodes.models import ModelFactory
+from llm.factory import ModelFactory
 from tests.support.duel import JUDGE_MARK, judgement
 
 PAIRS = [

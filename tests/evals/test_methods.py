@@ -7,8 +7,8 @@ from collections import Counter
 from evals import prompts
 from evals.answers import parse_rule
 from evals.methods import METHODS, MethodOptions
+from llm.factory import ModelFactory
 from nodes.context import RunContext
-from nodes.models import ModelFactory
 
 QUESTION = "What is the value of 1+2*3+4-5*1?\n\nEnd with `Answer: <number>`."
 NUMBER = parse_rule("number")

@@ -12,7 +12,7 @@ from evals.methods import MethodOptions
 from evals.runner import EvalAborted, ItemStore, Observer, RunSettings, RunSettingsMismatch, run_eval, run_jobs
 from evals.scoring import matched_samples, mean
 from evals.tasks import load_task
-from nodes.models import ModelFactory
+from llm.factory import ModelFactory
 
 MODEL = "openai:gpt-4o-mini"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from langgraph.graph import StateGraph
 
 from graphs.duel import DuelContext, build_duel_graph, graph
-from nodes.models import ModelFactory
+from llm.factory import ModelFactory
 from tests.support.duel import JUDGE_MARK, SELECT_MARK, script_duel
 
 INPUTS = {"topic": "Should remote work be the default?", "user_profile": {"name": "Ada"}}

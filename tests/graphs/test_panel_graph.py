@@ -8,6 +8,7 @@ import pytest
 from langgraph.graph import START, StateGraph
 from langgraph.types import RetryPolicy
 
+from core.settings import get_settings
 from graphs.panel import (
     AllModelsFailedError,
     PanelContext,
@@ -17,10 +18,9 @@ from graphs.panel import (
     debate_node,
     graph,
 )
-from core.settings import get_settings
+from llm.factory import ModelFactory
+from llm.failures import is_transient
 from nodes.context import RunContext
-from nodes.failures import is_transient
-from nodes.models import ModelFactory
 
 PANEL = ["openai:gpt-5", "anthropic:claude-sonnet-4-5", "google:gemini-2.5-pro"]
 QUESTION = [{"role": "user", "content": "Is a hot dog a sandwich?"}]

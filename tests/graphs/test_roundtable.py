@@ -8,7 +8,7 @@ import pytest
 
 from core.settings import Settings
 from graphs.roundtable import build_round_table_graph, estimate_minimum_tokens, format_history, graph
-from nodes.models import ModelFactory
+from llm.factory import ModelFactory
 from nodes.roundtable import RoundTableContext
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from graphs.duel import graph
+from llm.factory import ModelFactory
 from nodes.duel import DuelContext, TurnInterrupted, combine_verdicts
-from nodes.models import ModelFactory
 from nodes.personas import CHINESE, ENGLISH
 from tests.support.duel import (
     CHINESE_OPPONENT,

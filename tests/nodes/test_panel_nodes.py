@@ -9,8 +9,8 @@ import openai
 import pytest
 from langgraph.errors import NodeTimeoutError
 
-from nodes.failures import classify_failure, describe_failure, is_transient
-from nodes.models import ModelError, approx_tokens
+from llm.failures import ModelError, classify_failure, describe_failure, is_transient
+from llm.tokens import approx_tokens
 from nodes.panel import (
     AllModelsFailedError,
     TooFewFamiliesError,

@@ -9,7 +9,7 @@ import pytest
 from pymongo import AsyncMongoClient, monitoring
 
 import store
-from nodes.models import UsageRecord
+from llm.usage import UsageRecord
 from runs.engine import BatchStore
 from store import runs as run_store
 

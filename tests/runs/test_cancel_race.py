@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from api.routes import duel as duel_routes
-from nodes.models import ModelFactory
+from llm.factory import ModelFactory
 from runs.engine import RunStopped, StopGuard
 from tests.support.duel import script_duel
 

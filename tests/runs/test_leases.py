@@ -20,7 +20,7 @@ from prometheus_client import REGISTRY
 import store
 from api.main import create_app
 from core.settings import Settings
-from nodes.models import ModelFactory
+from llm.factory import ModelFactory
 from runs.checkpoints import mongodb_saver
 from runs.engine import EventWriter, RunEngine
 from store import runs as run_store

@@ -16,7 +16,8 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
 from core.embedded import model_server
-from nodes.models import ModelFactory, UsageLedger
+from llm.factory import ModelFactory
+from llm.usage import UsageLedger
 
 RECORDING = os.environ.get("PARLEY_RECORD_CASSETTES") == "1"
 CASSETTES = Path(__file__).parent.parent / "cassettes"

@@ -4,7 +4,8 @@ import itertools
 
 import pytest
 
-from nodes.models import model_family, split_model_id
+from llm.families import model_family
+from llm.providers import split_model_id
 
 # (model id, expected family): real ids from OpenAI, Anthropic, Google, Meta, Mistral, Qwen, DeepSeek.
 FAMILIES = [

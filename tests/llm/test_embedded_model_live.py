@@ -11,7 +11,8 @@ from langchain_core.messages import HumanMessage
 from pydantic import BaseModel, Field
 
 from core.embedded import model_server
-from nodes.models import ModelFactory, UsageLedger
+from llm.factory import ModelFactory
+from llm.usage import UsageLedger
 
 pytestmark = pytest.mark.live
 

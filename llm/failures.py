@@ -1,7 +1,8 @@
 """Classify failed model calls and say what went wrong, so callers report why a model failed and retry only
 what may pass next time.
 
-This is the one place where a model failure becomes text: `describe_failure` for messages, and
+This is the one place where a model failure becomes text: `describe_failure` for one line about it,
+`failure_message` for what a mode, the designer or the CLI tells its user about any failure, and
 `scrub_failure`, which the model layer applies to every exception a call raises, so that upstream error
 text (the endpoint's own words, which it may fill with a key or megabytes) is capped and redacted before
 anyone (a client, a stored run, a log line) sees it.
@@ -175,6 +176,27 @@ def describe_failure(exc: BaseException) -> str:
         return f"endpoint unreachable or the connection broke ({what})"
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{exc.__class__.__name__}: {upstream_text(text)}" if text else exc.__class__.__name__
+
+
+def failure_message(exc: BaseException, *, model: str = "{detail}", unreadable: str | None = None,
+                    other: str = "{kind}") -> str:
+    """What to tell a user about a failure `exc`: the one failure → message mapper, worded by each caller's templates.
+
+    A model failure (`is_model_failure`) is `model` with `{detail}` its `describe_failure` (upstream text capped
+    and redacted); a `ValueError` that is not one (an answer that could not be used: bad JSON, a value out of
+    range) is `unreadable` when given; anything else is `other`, which may name `{kind}` (the exception's class)
+    or `{text}` (its message, else its class), and so says no more of Parley's internals than the caller lets it.
+
+    >>> failure_message(ModelError("no key"), model="Model failure: {detail}")
+    'Model failure: no key'
+    >>> failure_message(KeyError("x"), other="The debate failed: {kind}")
+    'The debate failed: KeyError'
+    """
+    if is_model_failure(exc):
+        return model.format(detail=describe_failure(exc))
+    if unreadable is not None and isinstance(exc, ValueError):
+        return unreadable
+    return other.format(kind=exc.__class__.__name__, text=str(exc) or exc.__class__.__name__)
 
 
 def is_transient(exc: BaseException) -> bool:

@@ -6,24 +6,28 @@ from __future__ import annotations
 
 import time
 
+import httpx
 import openai
 import pytest
 from langchain_core.messages import HumanMessage
 from pydantic import BaseModel
 
-from nodes.failures import (
+from llm.factory import ModelFactory
+from llm.failures import (
     REDACTED,
     UPSTREAM_TEXT_LIMIT,
     IncompleteAnswerError,
     ModelDeadlineError,
+    ModelError,
     ModelIdleError,
     classify_failure,
     describe_failure,
+    failure_message,
     is_transient,
     register_secret,
     upstream_text,
 )
-from nodes.models import BUILTIN_PROVIDERS, ModelFactory
+from llm.providers import BUILTIN_PROVIDERS
 
 MODEL = "openai:gpt-4o-mini"
 KEY = "sk-proj-Zq8TESTKEYabcdef0123456789"
@@ -140,6 +144,20 @@ def test_upstream_text_redacts_key_shapes_and_configured_keys_and_cuts_long_text
     assert len(long) == UPSTREAM_TEXT_LIMIT and long.endswith(" [cut]")
     assert upstream_text("short and harmless") == "short and harmless"
 
+
+
+def test_failure_message_words_model_failures_unusable_answers_and_the_rest_by_the_callers_templates():
+    request = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
+    upstream = openai.InternalServerError("boom sk-abcdef123456", response=httpx.Response(500, request=request),
+                                          body={"message": "boom sk-abcdef123456"})
+    templates = {"model": "the model failed ({detail})", "unreadable": "unusable", "other": "internal: {kind}"}
+    assert failure_message(upstream, **templates) == f"the model failed (HTTP 500: boom {REDACTED})"
+    assert failure_message(TimeoutError(), **templates).startswith("the model failed (")
+    assert failure_message(ValueError("bad json"), **templates) == "unusable"
+    assert failure_message(ValueError("bad json"), other="{text}") == "bad json"
+    assert failure_message(KeyError("seat"), **templates) == "internal: KeyError"
+    assert failure_message(RuntimeError(), other="{text}") == "RuntimeError"
+    assert failure_message(ModelError("no API key {x}")) == "no API key {x}"  # braces in the detail stay as they are
 
 # --- /metrics labels ------------------------------------------------------------------------
 

@@ -12,20 +12,14 @@ from pydantic import BaseModel, Field
 
 from core.limits import OFF_LOOP_MESSAGES
 from core.settings import Settings
+from llm.client import off_loop
+from llm.factory import ModelFactory
+from llm.failures import ModelError
+from llm.prices import lookup_price
+from llm.providers import BUILTIN_PROVIDERS, Provider
+from llm.tokens import approx_text_tokens, approx_tokens, clip_text, context_guard
+from llm.usage import UsageLedger
 from nodes.context import RunContext
-from nodes.models import (
-    BUILTIN_PROVIDERS,
-    ModelError,
-    ModelFactory,
-    Provider,
-    UsageLedger,
-    approx_text_tokens,
-    approx_tokens,
-    clip_text,
-    context_guard,
-    lookup_price,
-    off_loop,
-)
 
 
 class Verdict(BaseModel):

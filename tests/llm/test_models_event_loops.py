@@ -7,7 +7,7 @@ import asyncio
 from langchain_core.messages import HumanMessage
 
 from core.settings import Settings
-from nodes.models import ModelFactory
+from llm.factory import ModelFactory
 
 
 def test_a_factory_works_across_event_loops(llm, tmp_path):

@@ -1,0 +1,162 @@
+"""The chat client every model call goes through: `ChatOpenAI` with a total deadline, a finish_reason check,
+scrubbed failures, and long conversations converted off the event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from contextvars import ContextVar
+from typing import Any, TypeVar
+
+from langchain_core.messages import BaseMessage
+from langchain_openai import ChatOpenAI
+from pydantic import Field
+
+from core.limits import OFF_LOOP_MESSAGES
+from llm.failures import IncompleteAnswerError, ModelDeadlineError, ModelIdleError, scrub_failure
+
+ResultT = TypeVar("ResultT")
+
+HAS_CHUNK_TIMEOUT = "stream_chunk_timeout" in ChatOpenAI.model_fields
+# A long conversation's request messages, converted off the event loop for the call about to build its request.
+_CONVERTED: ContextVar[tuple[list[BaseMessage], list[dict]] | None] = ContextVar("parley_converted", default=None)
+
+
+class _RecentConversions:
+    """The request messages of the last few long conversations, by the identity of their LangChain messages:
+    a panel's panelists are sent one conversation, converted once. An entry holds its messages, so no id in
+    its key can be reused while it is kept."""
+
+    SIZE = 8
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[tuple[int, ...], tuple[list[BaseMessage], list[dict]]] = OrderedDict()
+
+    def get(self, messages: list[BaseMessage]) -> list[dict] | None:
+        with self._lock:
+            entry = self._entries.get(tuple(map(id, messages)))
+        return None if entry is None else [dict(m) for m in entry[1]]
+
+    def put(self, messages: list[BaseMessage], converted: list[dict]) -> None:
+        with self._lock:
+            self._entries[tuple(map(id, messages))] = (list(messages), [dict(m) for m in converted])
+            while len(self._entries) > self.SIZE:
+                self._entries.popitem(last=False)
+
+
+_RECENT = _RecentConversions()
+
+
+class BoundedChatOpenAI(ChatOpenAI):
+    """`ChatOpenAI` whose every call, streamed or not, ends: within `call_deadline` seconds in all, with a
+    finish_reason when streamed, and with any upstream text in its failure capped and redacted.
+
+    Every model call of every mode goes through one of these (`ModelFactory._build`), so these guarantees
+    hold everywhere. The gap allowed between streamed chunks is langchain-openai's `stream_chunk_timeout`,
+    set from the per-read timeout; keep-alive comments do not reset it.
+    """
+
+    call_deadline: float = Field(300.0, gt=0, exclude=True)
+    parley_model_id: str = Field("", exclude=True)
+
+    async def _astream(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None,
+                       **kwargs: Any) -> Any:
+        deadline = asyncio.get_running_loop().time() + self.call_deadline
+        await self._convert_off_loop(messages)
+        source = super()._astream(messages, stop, run_manager, **kwargs)
+        chunks, finished = 0, False
+        try:
+            while True:
+                bound = asyncio.timeout_at(deadline)
+                try:
+                    async with bound:
+                        chunk = await anext(source)
+                except StopAsyncIteration:
+                    break
+                except TimeoutError as exc:
+                    raise self._timed_out(exc, bound.expired(), chunks) from exc
+                chunks += 1
+                finished = finished or bool((chunk.generation_info or {}).get("finish_reason"))
+                yield chunk
+        except Exception as exc:
+            scrub_failure(exc, self._secrets())
+            raise
+        finally:
+            await source.aclose()
+        if not finished:  # the SDK takes a stream that just stops for a complete one
+            raise IncompleteAnswerError(self._model_id, chunks)
+
+    async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None,
+                         **kwargs: Any) -> Any:
+        if self.streaming:  # answered through `_astream`, which keeps the deadline itself
+            return await super()._agenerate(messages, stop, run_manager, **kwargs)
+        await self._convert_off_loop(messages)
+        bound = asyncio.timeout(self.call_deadline)
+        try:
+            async with bound:
+                return await super()._agenerate(messages, stop, run_manager, **kwargs)
+        except TimeoutError as exc:
+            raise self._timed_out(exc, bound.expired(), None) from exc
+        except Exception as exc:
+            scrub_failure(exc, self._secrets())
+            raise
+
+    async def _convert_off_loop(self, messages: list[BaseMessage]) -> None:
+        """Turn a long conversation into the request's message dicts on a worker thread (`_get_request_payload`
+        takes them from there): langchain-openai does it on the event loop, at ~20 µs a message."""
+        if len(messages) < OFF_LOOP_MESSAGES:
+            return
+        if (converted := _RECENT.get(messages)) is None:
+            payload = await asyncio.to_thread(lambda: super(BoundedChatOpenAI, self)._get_request_payload(messages))
+            if "messages" not in payload:
+                return
+            converted = payload["messages"]
+            _RECENT.put(messages, converted)
+        _CONVERTED.set((messages, converted))
+
+    def _get_request_payload(self, input_: Any, *, stop: list[str] | None = None, **kwargs: Any) -> dict:
+        converted = _CONVERTED.get()
+        payload = None
+        if converted is not None and converted[0] is input_:  # this call's conversation, converted off the loop
+            _CONVERTED.set(None)
+            payload = super()._get_request_payload([], stop=stop, **kwargs)
+            if "messages" not in payload:  # the Responses API shapes its input otherwise
+                payload = None
+            else:
+                payload["messages"] = converted[1]
+        if payload is None:
+            payload = super()._get_request_payload(input_, stop=stop, **kwargs)
+        if "messages" in payload:
+            # The openai SDK walks every request against its parameter types, on the event loop: ~0.15 ms a
+            # message (0.3 s for a 2,000-message conversation, per call), and chat messages have nothing it
+            # changes. Given as `extra_body`, they are sent as they are, in the same place of the same JSON body.
+            payload["extra_body"] = {**(payload.get("extra_body") or {}), "messages": payload["messages"]}
+            payload["messages"] = []
+        return payload
+
+    @property
+    def _model_id(self) -> str:
+        return self.parley_model_id or self.model_name
+
+    def _timed_out(self, exc: TimeoutError, deadline_passed: bool, chunks: int | None) -> Exception:
+        if deadline_passed:
+            return ModelDeadlineError(self._model_id, self.call_deadline)
+        # langchain-openai's StreamChunkTimeoutError: no chunk within stream_chunk_timeout.
+        return ModelIdleError(self._model_id, getattr(exc, "timeout_s", None) or self.stream_chunk_timeout or 0,
+                              getattr(exc, "chunks_received", chunks))
+
+    def _secrets(self) -> tuple[str, ...]:
+        key = self.openai_api_key
+        return (key.get_secret_value(),) if key is not None else ()
+
+
+
+async def off_loop(messages: int, fn: Callable[..., ResultT], /, *args: Any, **kwargs: Any) -> ResultT:
+    """`fn(*args, **kwargs)` for a conversation of `messages` messages: on a worker thread from
+    `OFF_LOOP_MESSAGES` up, in place below that (a thread hop costs more than a short conversation)."""
+    if messages >= OFF_LOOP_MESSAGES:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+    return fn(*args, **kwargs)

@@ -1,0 +1,310 @@
+"""The model factory: every chat model Parley uses, built from the provider table and the deployment settings.
+
+Every model call in Parley goes through `ModelFactory.chat` or `ModelFactory.structured`, which build
+`llm.client.BoundedChatOpenAI` clients (langchain-openai's `ChatOpenAI`) for an OpenAI-compatible endpoint,
+with the provider's quirks (`llm.providers`) applied, the context guard (`llm.tokens`) in front and the call
+recorder (`llm.usage`) bound to each call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from langchain_core.output_parsers import PydanticOutputParser
+from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig
+from langchain_core.runnables.config import ensure_config, merge_configs
+from openai import DefaultAsyncHttpxClient
+from pydantic import BaseModel
+
+from core import metrics
+from core.settings import Settings, get_settings
+from llm.client import HAS_CHUNK_TIMEOUT, BoundedChatOpenAI
+from llm.failures import ModelError, register_secret
+from llm.prices import BUILTIN_PRICES, Price, lookup_price
+from llm.providers import BUILTIN_PROVIDERS, DEFAULT_PROVIDER, Provider, split_model_id
+from llm.tokens import answer_reserve, context_guard, prompt_limit
+from llm.usage import CallRecorder, UsageLedger
+
+SchemaT = TypeVar("SchemaT", bound=BaseModel)
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A model id resolved against the provider table."""
+
+    model_id: str
+    provider_name: str
+    provider: Provider
+    model_name: str
+    base_url: str | None
+    api_key: str
+
+
+def load_json_overrides(path: Path) -> dict[str, Any]:
+    """Read an optional JSON config file under PARLEY_HOME; a broken file is an error, not silence."""
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ModelError(f"{path} is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ModelError(f"{path} must hold a JSON object")
+    return data
+
+
+class ModelFactory:
+    """Build every chat model Parley uses, from the provider table and deployment settings.
+
+    Args:
+        settings: deployment settings (endpoint, key, default model, PARLEY_HOME).
+        providers: provider table; defaults to the built-in one merged with `PARLEY_HOME/providers.json`.
+        prices: price table; defaults to the built-in one merged with `PARLEY_HOME/prices.json`.
+        local_base_url: where the embedded model server listens, when it runs.
+    """
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        providers: dict[str, Provider] | None = None,
+        prices: dict[str, tuple[float, float]] | None = None,
+        local_base_url: str | None = None,
+    ) -> None:
+        self.settings = settings or get_settings()
+        if providers is None:
+            providers = dict(BUILTIN_PROVIDERS)
+            for name, raw in load_json_overrides(self.settings.providers_file).items():
+                base = providers.get(name, Provider()).model_dump()
+                providers[name] = Provider.model_validate({**base, **raw})
+        self.providers = providers
+        if prices is None:
+            prices = dict(BUILTIN_PRICES)
+            for name, pair in load_json_overrides(self.settings.prices_file).items():
+                prices[name.lower()] = (float(pair[0]), float(pair[1]))
+        self.prices = prices
+        self.local_base_url = local_base_url or os.environ.get("PARLEY_LOCAL_BASE_URL")
+        self._per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, dict]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    @property
+    def default_model(self) -> str:
+        return self.settings.default_model
+
+    def resolve(self, model_id: str | None = None) -> ResolvedModel:
+        """Resolve `provider:model` (or a bare name, or None for the default) to an endpoint and quirks."""
+        model_id = model_id or self.default_model
+        provider_name, model_name = split_model_id(model_id)
+        provider_name = provider_name or DEFAULT_PROVIDER
+        provider = self.provider(model_id)
+        if provider_name == "local":
+            base_url = provider.base_url or self.local_base_url
+            if not base_url:
+                raise ModelError(
+                    f"{model_id} needs the embedded model server, which is not running; "
+                    "start Parley with `parley serve` or set OPENAI_BASE_URL/OPENAI_API_KEY"
+                )
+            api_key = os.environ.get(provider.api_key_env, "sk-local")
+        else:
+            base_url = provider.base_url or self.settings.openai_base_url
+            key_from_env = os.environ.get(provider.api_key_env)
+            if provider.api_key_env == "OPENAI_API_KEY":
+                key_from_env = key_from_env or self.settings.openai_api_key
+            # Self-hosted endpoints (vLLM, llama.cpp) take any key; the SDK insists on one.
+            api_key = key_from_env or ("sk-none" if base_url else "")
+            if not api_key:
+                raise ModelError(f"{model_id}: no API key (set {provider.api_key_env}) and no OPENAI_BASE_URL")
+        register_secret(api_key)  # an endpoint that echoes it back must not get it into a message
+        return ResolvedModel(model_id, provider_name, provider, model_name, base_url, api_key)
+
+    def provider(self, model_id: str | None = None) -> Provider:
+        """The provider entry (quirks) `model_id` uses; unlike `resolve`, this needs no endpoint or key."""
+        provider_name = split_model_id(model_id or self.default_model)[0] or DEFAULT_PROVIDER
+        return self.providers.get(provider_name) or self.providers.get(DEFAULT_PROVIDER) or Provider()
+
+    def prompt_budget(self, model_id: str | None = None, max_tokens: int | None = None) -> int | None:
+        """Tokens a prompt to `model_id` may take before the context guard trims it (None: no limit).
+
+        `max_tokens` is the output cap the call will ask for; the provider's own cap applies on top,
+        as it does in `chat`.
+        """
+        quirks = self.provider(model_id)
+        if quirks.context_window is None:
+            return None
+        return prompt_limit(quirks.context_window, answer_reserve(quirks.output_cap(max_tokens)))
+
+    def price(self, model_id: str) -> Price:
+        return lookup_price(model_id, self.prices)
+
+    def metric_label(self, model_id: str) -> str:
+        """The `model` label of `model_id` in `/metrics`: the id itself when the deployment knows it, else `other`.
+
+        Requests name models freely, and every distinct label is a series `/metrics` keeps for good, so only
+        ids the deployment configured get their own: the settings' models (default, `router/debate` preset,
+        arbitrator), and the price table's names (built in and `prices.json`, exactly as written there) under
+        a provider of the provider table or of those models. Models of a workspace's own routers count as
+        `other` unless they are among these.
+        """
+        configured = {self.default_model, self.settings.arbitrator_model, *self.settings.debate_models}
+        if model_id in configured:
+            return model_id
+        provider, name = split_model_id(model_id)
+        providers = {*self.providers, *(split_model_id(m)[0] for m in configured)}
+        if (provider is None or provider in providers) and name in self.prices:
+            return model_id
+        return metrics.OTHER_MODEL
+
+    def chat(
+        self,
+        model_id: str | None = None,
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        timeout: float | None = None,
+        ledger: UsageLedger | None = None,
+        label: str | None = None,
+    ) -> Runnable:
+        """Return a chat model (behind the context guard) for `model_id`.
+
+        The result accepts a list of messages and supports `ainvoke` and `astream`; token usage of
+        every call, streamed ones included, lands in `ledger` when one is given, and in the process
+        metrics (`core.metrics`) always.
+        """
+        return self._model(None, model_id, temperature, max_tokens, timeout, ledger, label)
+
+    def structured(
+        self,
+        schema: type[SchemaT],
+        model_id: str | None = None,
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        timeout: float | None = None,
+        ledger: UsageLedger | None = None,
+        label: str | None = None,
+    ) -> Runnable:
+        """Return a runnable that answers with an instance of `schema`, using the provider's structured-output method."""
+        return self._model(schema, model_id, temperature, max_tokens, timeout, ledger, label)
+
+    def _model(
+        self,
+        schema: type[BaseModel] | None,
+        model_id: str | None,
+        temperature: float | None,
+        max_tokens: int | None,
+        timeout: float | None,
+        ledger: UsageLedger | None,
+        label: str | None,
+    ) -> Runnable:
+        """The model runnable for these knobs, built once per event loop; the call recorder is bound per call."""
+        resolved = self.resolve(model_id)
+        key = (schema, resolved.model_id, resolved.base_url, resolved.api_key, temperature, max_tokens, timeout)
+        cache = self._loop_cache("runnables")
+        runnable = cache.get(key) if cache is not None else None
+        if runnable is None:
+            runnable = self._build(schema, resolved, temperature, max_tokens, timeout)
+            if cache is not None:
+                cache[key] = runnable
+        # Building a client (and a structured-output schema) costs milliseconds; binding a callback does not.
+        recorder = CallRecorder(ledger, resolved.model_id, self.price(resolved.model_id), label,
+                                 self.metric_label(resolved.model_id))
+        return _Recorded(bound=runnable, config={"callbacks": [recorder]})
+
+    def _build(
+        self,
+        schema: type[BaseModel] | None,
+        resolved: ResolvedModel,
+        temperature: float | None,
+        max_tokens: int | None,
+        timeout: float | None,
+    ) -> Runnable:
+        quirks = resolved.provider
+        max_tokens = quirks.output_cap(max_tokens)
+        if temperature is not None and quirks.max_temperature is not None:
+            temperature = min(temperature, quirks.max_temperature)
+        read_timeout = timeout or self.settings.parley_request_timeout
+        kwargs: dict[str, Any] = {
+            "model": resolved.model_name,
+            "api_key": resolved.api_key,
+            "timeout": read_timeout,
+            "call_deadline": self.settings.parley_model_call_deadline,
+            "parley_model_id": resolved.model_id,
+            "max_retries": 0,  # retries are node policies (RetryPolicy), never hidden in the client
+            "stream_usage": quirks.stream_usage,
+        }
+        if HAS_CHUNK_TIMEOUT:
+            # langchain-openai's own limit on the gap between streamed chunks (120 s unless told) follows the
+            # setting; older releases have none (and would send an unknown field on to the endpoint).
+            kwargs["stream_chunk_timeout"] = read_timeout
+        if resolved.base_url:
+            kwargs["base_url"] = resolved.base_url
+        if temperature is not None:
+            kwargs["temperature"] = temperature
+        extra_body = dict(quirks.extra_body)
+        if max_tokens is not None:
+            if quirks.token_param == "max_tokens":
+                # langchain-openai renames its own max_tokens field; extra_body sends the legacy name as is.
+                extra_body["max_tokens"] = max_tokens
+            else:
+                kwargs["max_completion_tokens"] = max_tokens
+        if extra_body:
+            kwargs["extra_body"] = extra_body
+        if (http_client := self._loop_http_client(kwargs["timeout"])) is not None:
+            kwargs["http_async_client"] = http_client
+        client = BoundedChatOpenAI(**kwargs)
+        if schema is None:
+            return self._guarded(resolved, max_tokens, client)
+        if quirks.structured_method == "json_object_schema":
+            fmt = {"type": "json_object", "schema": schema.model_json_schema()}
+            answer = client.bind(response_format=fmt) | PydanticOutputParser(pydantic_object=schema)
+        else:
+            answer = client.with_structured_output(schema, method=quirks.structured_method)
+        return self._guarded(resolved, max_tokens, answer)
+
+    def _loop_cache(self, name: str) -> dict | None:
+        """A dict private to the running event loop (None outside one): what it holds is bound to that loop."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+        return self._per_loop.setdefault(loop, {}).setdefault(name, {})
+
+    def _loop_http_client(self, timeout: float) -> DefaultAsyncHttpxClient | None:
+        """A pooled HTTP client for the running event loop (None outside one).
+
+        langchain-openai otherwise shares one client per process, whose connections belong to the loop
+        that opened them: a second `asyncio.run` (or a second server's loop) would get "Event loop is closed".
+        """
+        clients = self._loop_cache("http_clients")
+        if clients is None:
+            return None
+        if timeout not in clients:
+            clients[timeout] = DefaultAsyncHttpxClient(timeout=timeout)
+        return clients[timeout]
+
+    @staticmethod
+    def _guarded(resolved: ResolvedModel, max_tokens: int | None, model: Runnable) -> Runnable:
+        """`model` behind the context guard when the provider declares a window (a bare model otherwise)."""
+        window = resolved.provider.context_window
+        if window is None:
+            return model
+        return context_guard(window, reserve=answer_reserve(max_tokens)) | model
+
+
+class _Recorded(RunnableBinding):
+    """A model runnable whose call recorder joins the callbacks the call inherits.
+
+    `with_config(callbacks=[...])` would replace them instead: a model called inside a graph node
+    (without an explicit config, as nodes do) would lose the node's callback manager, so its span
+    would start a trace of its own instead of sitting under its node and run.
+    """
+
+    def _merge_configs(self, *configs: RunnableConfig | None) -> RunnableConfig:
+        return merge_configs(ensure_config(merge_configs(*configs)), self.config)
+

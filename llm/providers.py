@@ -1,0 +1,73 @@
+"""The provider table: how to reach each provider and which OpenAI-API dialect it speaks.
+
+Provider quirks (token-limit parameter, structured-output method, context window, output and temperature caps)
+live in `BUILTIN_PROVIDERS` and nowhere else; a deployment amends it with `PARLEY_HOME/providers.json`
+(`llm.factory.ModelFactory` reads that file).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+DEFAULT_PROVIDER = "openai"
+
+
+class Provider(BaseModel):
+    """How to reach one provider and which OpenAI-API dialect it speaks."""
+
+    base_url: str | None = Field(None, description="Endpoint; None means OPENAI_BASE_URL (or OpenAI's).")
+    api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the key.")
+    token_param: Literal["max_completion_tokens", "max_tokens"] = Field(
+        "max_completion_tokens",
+        description="Which field carries the output cap: OpenAI's current one, or the legacy `max_tokens` that "
+        "servers such as llama-cpp-python and older vLLM honour instead.",
+    )
+    structured_method: Literal["json_schema", "json_object_schema", "function_calling"] = Field(
+        "json_schema",
+        description="`json_schema` (OpenAI structured outputs), `json_object_schema` "
+        "(`{type: json_object, schema}`, llama-cpp-python's grammar mode) or `function_calling`.",
+    )
+    stream_usage: bool = Field(True, description="Whether the server honours `stream_options.include_usage`.")
+    context_window: int | None = Field(None, description="Tokens the model accepts; prompts are trimmed to fit.")
+    max_output_tokens: int | None = Field(None, description="Hard cap on output tokens, whatever a node asks.")
+    max_temperature: float | None = Field(None, description="Temperatures above this are lowered to it.")
+    extra_body: dict[str, Any] = Field(
+        default_factory=dict, description="Extra request fields the server understands (sampling knobs)."
+    )
+
+
+
+    def output_cap(self, max_tokens: int | None) -> int | None:
+        """The output cap a call really asks for: the caller's, lowered to this provider's hard cap."""
+        if self.max_output_tokens is None:
+            return max_tokens
+        return min(max_tokens or self.max_output_tokens, self.max_output_tokens)
+
+# The embedded model is tiny: a hard output cap, a cool temperature ceiling and a context guard keep
+# it from rambling or overflowing llama.cpp's 2048-token window.
+BUILTIN_PROVIDERS: dict[str, Provider] = {
+    "openai": Provider(),
+    "local": Provider(
+        api_key_env="PARLEY_LOCAL_API_KEY",
+        token_param="max_tokens",
+        stream_usage=False,  # llama-cpp-python ignores stream_options; usage is estimated instead
+        structured_method="json_object_schema",
+        context_window=2048,
+        max_output_tokens=768,
+        max_temperature=1.0,
+        # SmolLM2-135M loops on a phrase without a repetition penalty (llama.cpp's own field).
+        extra_body={"repeat_penalty": 1.3},
+    ),
+}
+
+
+def split_model_id(model_id: str) -> tuple[str | None, str]:
+    """Split `provider:model` into its parts; a bare name has no provider."""
+    head, sep, tail = model_id.partition(":")
+    if sep and re.fullmatch(r"[a-z][a-z0-9_.-]*", head) and tail:
+        return head, tail
+    return None, model_id
+

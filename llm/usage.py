@@ -1,0 +1,193 @@
+"""Usage accounting: the ledger of a run's model calls, and the callback that fills it and the process metrics."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.callbacks import AsyncCallbackHandler
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, LLMResult
+
+from core import metrics
+from llm.prices import Price
+from llm.tokens import approx_tokens
+
+@dataclass
+class UsageRecord:
+    """Tokens and cost of one model call."""
+
+    model: str
+    input_tokens: int
+    output_tokens: int
+    cost: float
+    priced: bool
+    label: str | None = None
+    estimated: bool = False
+    node: str | None = None  # the workflow node that made the call, when a designer workflow did
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+@dataclass
+class UsageLedger:
+    """Collects the usage of every model call of one run; nodes never touch it directly.
+
+    `add` is the one way in: a subclass that must see each call as it happens (to store it, say)
+    overrides it.
+    """
+
+    records: list[UsageRecord] = field(default_factory=list)
+    nodes: list[str] = field(default_factory=list)  # workflow nodes that ran, in order, model calls or not
+
+    def add(self, record: UsageRecord) -> None:
+        self.records.append(record)
+
+    def for_node(self, node: str) -> UsageLedger:
+        """A ledger of one workflow node's calls, each also added to this ledger as it is made."""
+        self._saw(node)
+        return _NodeLedger(parent=self, node=node)
+
+    def _saw(self, node: str) -> None:
+        if node not in self.nodes:
+            self.nodes.append(node)
+
+    @property
+    def total_tokens(self) -> int:
+        return sum(r.total_tokens for r in self.records)
+
+    @property
+    def input_tokens(self) -> int:
+        return sum(r.input_tokens for r in self.records)
+
+    @property
+    def total_cost(self) -> float:
+        return sum(r.cost for r in self.records)
+
+    def by_model(self) -> dict[str, dict[str, float]]:
+        """Sum tokens and cost per model id."""
+        out: dict[str, dict[str, float]] = {}
+        for r in self.records:
+            row = out.setdefault(r.model, {"input_tokens": 0, "output_tokens": 0, "cost": 0.0, "calls": 0})
+            row["input_tokens"] += r.input_tokens
+            row["output_tokens"] += r.output_tokens
+            row["cost"] += r.cost
+            row["calls"] += 1
+        return out
+
+    def by_label(self) -> dict[str, int]:
+        """Sum total tokens per label (an agent, a node, a round: whatever the caller tagged)."""
+        out: dict[str, int] = {}
+        for r in self.records:
+            if r.label is not None:
+                out[r.label] = out.get(r.label, 0) + r.total_tokens
+        return out
+
+
+@dataclass
+class _NodeLedger(UsageLedger):
+    parent: UsageLedger = field(default_factory=UsageLedger)
+    node: str = ""
+
+    def add(self, record: UsageRecord) -> None:
+        record.node = self.node
+        super().add(record)
+        self.parent.add(record)
+
+    def _saw(self, node: str) -> None:
+        super()._saw(node)
+        self.parent._saw(node)
+
+
+def usage_from_message(message: Any) -> tuple[int, int]:
+    """Read (input, output) tokens from a LangChain message's usage metadata."""
+    meta = getattr(message, "usage_metadata", None) or {}
+    return int(meta.get("input_tokens", 0) or 0), int(meta.get("output_tokens", 0) or 0)
+
+
+class CallRecorder(AsyncCallbackHandler):
+    """Account for each model call: its token usage in the run's ledger (when there is one), and the
+    process metrics (calls, tokens, cost, latency, time to first token) in `core.metrics`.
+
+    Servers that report no usage for streamed calls (llama-cpp-python) get an estimate from the
+    prompt and the answer, flagged `estimated`. Time to first token is the first streamed token's;
+    a call that was not streamed has none, and counts its whole latency.
+    """
+
+    # Awaited in place: langchain-core otherwise wraps each event (every streamed token) in a task of its own.
+    run_inline = True
+
+    def __init__(self, ledger: UsageLedger | None, model_id: str, price: Price, label: str | None,
+                 metric_label: str) -> None:
+        self.ledger, self.model_id, self.price, self.label = ledger, model_id, price, label
+        self.metric_label = metric_label  # the `model` label in /metrics: the id itself, or `other`
+        # The prompt of each call, estimated only if the server reports no usage (a long transcript costs CPU).
+        self._prompts: dict[Any, list[list[BaseMessage]]] = {}
+        self._started: dict[Any, float] = {}
+        self._first_token: dict[Any, float] = {}
+
+    async def on_chat_model_start(self, serialized: Any, messages: list[list[BaseMessage]], *, run_id: Any,
+                                  **kwargs: Any) -> None:
+        self._started[run_id] = time.perf_counter()
+        self._prompts[run_id] = messages
+
+    async def on_llm_new_token(self, token: str, *, run_id: Any, **kwargs: Any) -> None:
+        self._first_token.setdefault(run_id, time.perf_counter())
+
+    async def on_llm_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
+        started = self._started.pop(run_id, None)
+        self._first_token.pop(run_id, None)
+        self._prompts.pop(run_id, None)
+        if started is not None:
+            metrics.record_model_call(self.metric_label, ok=False, seconds=time.perf_counter() - started)
+
+    async def on_llm_end(self, response: LLMResult, *, run_id: Any = None, **kwargs: Any) -> None:
+        ended = time.perf_counter()
+        input_tokens = output_tokens = 0
+        answer = []
+        for generations in response.generations:
+            for generation in generations:
+                answer.append(generation.text or "")
+                if isinstance(generation, ChatGeneration):
+                    i, o = usage_from_message(generation.message)
+                    input_tokens += i
+                    output_tokens += o
+                    calls = getattr(generation.message, "tool_calls", None) or []
+                    answer.extend(json.dumps(call.get("args", {})) for call in calls)
+        if not (input_tokens or output_tokens) and response.llm_output:
+            token_usage = response.llm_output.get("token_usage") or {}
+            input_tokens = int(token_usage.get("prompt_tokens", 0) or 0)
+            output_tokens = int(token_usage.get("completion_tokens", 0) or 0)
+        estimated = not (input_tokens or output_tokens)
+        prompts = self._prompts.pop(run_id, [])
+        if estimated:
+            input_tokens = sum(approx_tokens(batch) for batch in prompts)
+            output_tokens = approx_tokens([AIMessage("".join(answer))]) if any(answer) else 0
+        record = UsageRecord(
+            model=self.model_id,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cost=self.price.cost(input_tokens, output_tokens),
+            priced=self.price.known,
+            label=self.label,
+            estimated=estimated,
+        )
+        if self.ledger is not None:
+            self.ledger.add(record)
+        started = self._started.pop(run_id, ended)
+        first_token = self._first_token.pop(run_id, None)
+        metrics.record_model_call(
+            self.metric_label, ok=True, seconds=ended - started,
+            first_token_seconds=None if first_token is None else first_token - started,
+            input_tokens=input_tokens, output_tokens=output_tokens, cost=record.cost,
+        )
+
+
+
+def monotonic_ms() -> float:
+    """Milliseconds from a monotonic clock, for latency figures."""
+    return time.monotonic() * 1000
