@@ -70,7 +70,7 @@ async def test_writes_that_come_together_are_sent_together(counted):
     assert commands.sent.count(("insert", "run_usage")) == 1
     for i in range(10):
         assert await stored_seqs(db, f"run{i}") == [0, 1]
-        assert [u.model for u in await run_store.list_usage(db, run_id=f"run{i}")] == [f"m{i}"]
+        assert [u["model"] for u in await run_store.list_usage(db, run_id=f"run{i}")] == [f"m{i}"]
 
 
 async def test_a_write_that_comes_while_one_is_in_flight_goes_in_the_next_command(counted):
@@ -92,4 +92,4 @@ async def test_only_the_run_whose_numbers_were_taken_sees_the_conflict(db):
     assert results[1] is None
     assert await stored_seqs(db, "taken") == [0]
     assert await run_store.list_usage(db, run_id="taken") == []  # a run that lost its numbers bills nothing here
-    assert [u.model for u in await run_store.list_usage(db, run_id="fine")] == ["kept"]
+    assert [u["model"] for u in await run_store.list_usage(db, run_id="fine")] == ["kept"]
