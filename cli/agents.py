@@ -14,10 +14,10 @@ from pydantic import ValidationError
 from rich.markup import escape
 from rich.table import Table
 
-from api.errors import describe_validation
 from cli.common import console, fail, with_db
 from core.settings import get_settings
 from nodes.models import ModelError, ModelFactory, split_model_id
+from services.errors import describe_validation
 from store import agents as store
 from store.agents import AgentCreate, AgentUpdate, DocumentCreate, DocumentRefused
 
