@@ -364,9 +364,10 @@ class RunEngine:
         db: Parley's database.
         saver: the LangGraph checkpointer runs save to.
         factory: the model factory modes build their contexts with.
-        modes: each kind of run the engine executes → the mode that drives it (`services.engine.MODES`: every
+        modes: each kind of run the engine executes → the mode that drives it (`runs.modes.MODES` has every
             mode of Parley); a run of another kind is refused.
-        settle: how a mode bills a run when it ends (`services.billing.settle`).
+        settle: how a mode bills a run when it ends (`services.billing.settle`; `services.engine.RunEngine`
+            gives both).
         settings: lease, heartbeat, poll interval and checkpoint durability (`PARLEY_RUN_*`).
         uri: the database's URI, for the lease thread's own synchronous client (`LeaseKeeper`); default
             `settings.mongodb_uri` (give it when that is unset: the embedded server's).

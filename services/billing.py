@@ -125,11 +125,25 @@ async def released_on_failure(db: AsyncDatabase, workspace: str, bill: Bill) -> 
 # --- settle ---------------------------------------------------------------------------------
 
 
+def bill_of(record: dict[str, Any]) -> Bill:
+    """The run's bill; for a run started before runs carried one (resumed after an upgrade), what its mode
+    reserved then: a panel's credit and a round table's allowance in `reserved`."""
+    given = record["input"].get("bill")
+    if given is not None:
+        return Bill(**given)
+    kind, reserved = record["kind"], record["input"].get("reserved")
+    if kind == "panel":
+        mode = record["input"]["plan"]["mode"]
+        return Bill(usage="chat" if mode == "single" else mode, request_id=record["input"]["completion"]["id"],
+                    credit=reserved or 0.0)
+    return Bill(usage=kind, allowance=reserved if kind == "roundtable" else None, takes_allowance=kind == "workflow")
+
+
 async def settle(db: AsyncDatabase, record: dict[str, Any], ledger: UsageLedger) -> int | None:
     """Bill the run `record` for what `ledger` recorded, however it ended: settle the credit reserved to the actual
     cost, record one usage row per model, settle (or take) the allowance; return the allowance left (None:
     unlimited, or not charged)."""
-    bill = Bill(**record["input"].get("bill") or {"usage": record["kind"]})
+    bill = bill_of(record)
     workspace = record["workspace"]
     if bill.credit is not None and (bill.credit > 0 or ledger.total_cost > 0):
         await ws_store.settle_credit(db, workspace, reserved=bill.credit, actual=ledger.total_cost)

@@ -41,8 +41,8 @@ ChatCaller = Annotated[Principal, Depends(require_scope("chat", write=True))]
                           (502, "The model endpoint failed, or too few panelists answered.")),
              })
 async def chat_completions(body: ChatCompletionRequest, backend: Services, caller: ChatCaller):
-    """Answer one chat completion: a JSON body, or an SSE response when `stream` is set. Either carries the
-    run's id in `X-Run-Id`."""
+    # A JSON body, or an SSE response when `stream` is set; either carries the run's id in `X-Run-Id`. (No
+    # docstring: FastAPI would publish it as the operation's description.)
     record = await panel_service.start_completion(backend, caller.caller, body)
     headers = {"X-Run-Id": record["_id"]}
     if body.stream:
