@@ -1,8 +1,8 @@
-"""FastAPI dependencies: the database, the model factory and the authenticated caller."""
+"""FastAPI dependencies: the database, the model factory, the services' backend and the authenticated caller
+(a `services.access.Principal`, imported from here too)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request, Security
@@ -12,7 +12,9 @@ from pymongo.asynchronous.database import AsyncDatabase
 from api.errors import ApiError
 from core.settings import Settings
 from llm.factory import ModelFactory
-from runs import Caller, RunEngine
+from runs import RunEngine
+from services.access import Principal
+from services.backend import Backend
 from store.keys import find_key
 
 
@@ -33,33 +35,15 @@ async def get_engine(request: Request) -> RunEngine:
     return request.app.state.runs
 
 
+async def get_backend(request: Request) -> Backend:
+    return request.app.state.backend
+
+
 Db = Annotated[AsyncDatabase, Depends(get_db)]
 Engine = Annotated[RunEngine, Depends(get_engine)]
 Factory = Annotated[ModelFactory, Depends(get_factory)]
+Services = Annotated[Backend, Depends(get_backend)]
 AppSettings = Annotated[Settings, Depends(get_settings_dep)]
-
-
-@dataclass(frozen=True)
-class Principal:
-    """Who is calling: the key's id, user, workspace and scopes."""
-
-    key_id: str
-    user: str
-    workspace: str
-    scopes: frozenset[str]
-
-    @property
-    def readonly(self) -> bool:
-        return "readonly" in self.scopes
-
-    def allows(self, scope: str) -> bool:
-        """True when the key carries `scope` (an `admin` key carries every scope)."""
-        return scope in self.scopes or "admin" in self.scopes
-
-    @property
-    def caller(self) -> Caller:
-        """Who runs started with this key are for."""
-        return Caller(user=self.user, workspace=self.workspace)
 
 
 def presented_key(request: Request) -> str | None:

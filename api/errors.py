@@ -1,5 +1,8 @@
 """Errors the HTTP layer sends, in the wire shape each API family's clients expect.
 
+The services raise their own errors (`services.errors`); `service_error` maps each to its status here, once, and
+the routes let them through.
+
 OpenAI-compatible routes answer `{"error": {"message", "type", "code"}}`; the duel seed's routes
 (`/api/...`) answer exactly `{"error": "<message>"}` plus any extra fields (e.g. `retryAfter`);
 Parley's own routes answer `{"error": "<message>", "code": ...}`. The shape is chosen here by
@@ -17,6 +20,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pymongo.errors import ConnectionFailure
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from services import errors as service_errors
+from services.errors import describe_validation
 
 log = logging.getLogger("parley.api")
 
@@ -89,6 +95,31 @@ def run_error(error: dict[str, Any], *, run_id: str | None = None) -> ApiError:
     return ApiError(error.get("status", 500), error["message"], code=error.get("code"), extra=extra, headers=headers)
 
 
+# The status of each kind of service error (a subclass takes its nearest base's).
+SERVICE_STATUSES: dict[type[service_errors.ServiceError], int] = {
+    service_errors.InvalidRequest: 400,
+    service_errors.PaymentRequired: 402,
+    service_errors.NotFound: 404,
+    service_errors.Conflict: 409,
+    service_errors.Unprocessable: 422,
+    service_errors.RateLimited: 429,
+    service_errors.CannotStart: 500,
+}
+
+
+def service_error(exc: service_errors.ServiceError) -> ApiError:
+    """The HTTP error for what the services refused: the status of its kind (`SERVICE_STATUSES`; a failed run's
+    own, see `run_error`), its message and code, its details as extra body fields. A message a seed spells out
+    word for word is sent without its kind's generic code, as the seed's clients expect (a narrower code the
+    service named is kept)."""
+    if isinstance(exc, service_errors.RunFailed):
+        return run_error(exc.error, run_id=exc.run_id)
+    status = next((SERVICE_STATUSES[kind] for kind in type(exc).__mro__ if kind in SERVICE_STATUSES), 500)
+    headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, service_errors.RateLimited) else None
+    code = None if exc.message in SEED_EXACT_MESSAGES and exc.code == type(exc).code else exc.code
+    return ApiError(status, exc.message, code=code, headers=headers, extra=dict(exc.details))
+
+
 def error_body(path: str, err: ApiError) -> dict[str, Any]:
     """Render `err` in the shape of the API family `path` belongs to."""
     code = err.code or default_code(err.status)
@@ -104,21 +135,6 @@ def error_body(path: str, err: ApiError) -> dict[str, Any]:
 
 def error_response(request: Request, err: ApiError) -> JSONResponse:
     return JSONResponse(error_body(request.url.path, err), status_code=err.status, headers=err.headers)
-
-
-def describe_validation(errors: list[dict[str, Any]]) -> str:
-    """Turn pydantic errors into one sentence naming each bad field."""
-    broken = next((e for e in errors if e.get("type") == "json_invalid"), None)
-    if broken is not None:
-        position = next((p for p in broken.get("loc", ())[1:] if isinstance(p, int)), None)
-        where = f" (near character {position})" if position is not None else ""
-        return f"Request body is not valid JSON{where}: {broken.get('ctx', {}).get('error', 'cannot be parsed')}"
-    parts = []
-    for e in errors:
-        loc = ".".join(str(p) for p in e.get("loc", ()) if p not in ("body", "query", "path"))
-        message = "must be a JSON object" if e.get("type") == "model_attributes_type" else e.get("msg", "invalid")
-        parts.append(f"{loc or 'body'}: {message}")
-    return "Invalid request: " + "; ".join(parts)
 
 
 def allowed_methods(app: FastAPI, path: str) -> list[str]:
@@ -137,6 +153,10 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
         return error_response(request, exc)
+
+    @app.exception_handler(service_errors.ServiceError)
+    async def _refused(request: Request, exc: service_errors.ServiceError) -> JSONResponse:
+        return error_response(request, service_error(exc))
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

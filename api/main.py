@@ -20,8 +20,9 @@ from api.sse import KEEPALIVE_SECONDS
 from core.embedded import EmbeddedServices
 from core.settings import Settings, get_settings
 from llm.factory import ModelFactory
-from runs import RunEngine
 from runs.checkpoints import expire_after, mongodb_saver
+from services.backend import Backend
+from services.engine import RunEngine
 
 log = logging.getLogger("parley.api")
 
@@ -62,6 +63,8 @@ def create_app(settings: Settings | None = None, *, services: EmbeddedServices |
             app.state.sse_keepalive = KEEPALIVE_SECONDS
             saver = mongodb_saver(uri, settings.mongodb_db, expire_after=expire_after(settings))
             app.state.runs = RunEngine(db, saver=saver, factory=app.state.factory, settings=settings, uri=uri)
+            app.state.backend = Backend(db=db, factory=app.state.factory, settings=settings, runs=app.state.runs,
+                                        limiter=app.state.ratelimiter)
             for hook in app.state.startup_hooks:
                 await hook(app)
             await app.state.runs.start()

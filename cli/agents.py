@@ -14,12 +14,12 @@ from pydantic import ValidationError
 from rich.markup import escape
 from rich.table import Table
 
-from api.errors import describe_validation
 from cli.common import console, fail, with_db
 from core.settings import get_settings
 from llm.factory import ModelFactory
 from llm.failures import ModelError
 from llm.providers import split_model_id
+from services.errors import describe_validation
 from store import agents as store
 from store.agents import AgentCreate, AgentUpdate, DocumentCreate, DocumentRefused
 

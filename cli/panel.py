@@ -8,7 +8,8 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from api.services.routers import PRESET_ID, preset_router
+from services.routers import PRESET_ID, preset_router
+from store import routers as router_store
 from cli.common import console, fail, model_factory, with_db
 from core.limits import DEFAULT_MIN_SUCCESSES, DEFAULT_PANEL_SIZE, MAX_PANEL_SIZE, MIN_PANEL_SIZE
 from core.settings import get_settings

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from types import SimpleNamespace
 from typing import Any
 
 import typer
@@ -19,16 +18,16 @@ from rich.markup import escape
 from rich.table import Table
 
 import store
-from api.deps import Principal
-from api.errors import ApiError, describe_validation
-from api.ratelimit import RateLimiter
-from api.services import roundtable as service
 from cli.common import console, database_uri, fail, model_factory
 from core.settings import get_settings
 from llm.factory import ModelFactory
-from runs import RunEngine
 from runs.checkpoints import expire_after, mongodb_saver
-from runs.modes.roundtable import NO_AGENTS
+from services import roundtable as service
+from services.access import Principal
+from services.backend import Backend
+from services.engine import RunEngine
+from services.errors import ServiceError, describe_validation
+from services.roundtable import NO_AGENTS
 from store import agents as agent_store
 from store import conversations as conv_store
 from store.conversations import MAX_TITLE_CHARS, ConversationCreate, MessageCreate
@@ -160,12 +159,12 @@ async def round_table_events(
     when `conversation_id` is None); `on_conversation(id)` is called once the debate has started.
 
     Raises:
-        ApiError: what the conversation message route would answer (unknown conversation, no agents,
-            allowance, rate limit).
+        ServiceError: what the conversation message route would refuse (unknown conversation, no agents,
+            allowance).
     """
     # This process is a run engine worker for the one run it starts (stopped early, the run is handed over
     # and resumes on a server's worker), and asks through the conversation route's own service, so the
-    # CLI checks, stores and bills a question exactly as the HTTP API does.
+    # CLI checks, stores and bills a question exactly as the HTTP API does (without its rate limit).
     settings = get_settings()
     if conversation_id is None:
         title = ConversationCreate(title=question[:MAX_TITLE_CHARS]).title
@@ -173,12 +172,11 @@ async def round_table_events(
                                                                  title=title))["_id"]
     saver = mongodb_saver(uri, settings.mongodb_db, expire_after=expire_after(settings))
     engine = RunEngine(db, saver=saver, factory=factory, settings=settings, uri=uri, takes_over=False)
-    limiter = RateLimiter(uri, settings.mongodb_db)
-    app = SimpleNamespace(state=SimpleNamespace(db=db, ratelimiter=limiter, runs=engine))
+    backend = Backend(db=db, factory=factory, settings=settings, runs=engine)
     try:
         await engine.start()
         principal = Principal(key_id="cli", user=user, workspace=workspace, scopes=frozenset({"conversations"}))
-        asked = await service.submit_message(app, principal, conversation_id, question, idempotency_key=None)
+        asked = await service.submit_message(backend, principal, conversation_id, question, idempotency_key=None)
         if on_conversation is not None:
             on_conversation(conversation_id)
         async for batch in engine.follow(asked.run_id):
@@ -187,7 +185,6 @@ async def round_table_events(
     finally:
         await engine.stop()
         await saver.aclose()
-        await asyncio.to_thread(limiter.close)
 
 
 # --- the command ----------------------------------------------------------------------------
@@ -239,7 +236,7 @@ def roundtable(
         with model_factory(models) as factory:
             try:
                 asyncio.run(run(factory))
-            except ApiError as exc:
+            except ServiceError as exc:
                 raise fail(escape(exc.message)) from exc
             except RoundTableFailed as exc:
                 raise fail(escape(str(exc))) from exc

@@ -1,8 +1,9 @@
 """Runs: one durable way for every mode to execute its graph, stream and store its events, and resume after a crash.
 
-`RunEngine` (in `runs.engine`) is the engine each worker runs; `runs.modes` says what each mode does
-with it. The HTTP layer (`api/`) and the CLI (`cli/`) start and follow runs through it; it knows graphs
-and pymongo, never FastAPI.
+`RunEngine` (in `runs.engine`) is the engine each worker runs, given the modes it drives (`runs.modes` says
+what each mode does with it) and how a run is billed when it ends. The services (`services/`) start runs
+through it, and the HTTP layer and the CLI follow them; it knows graphs and pymongo, never FastAPI, nor
+anything of `services/` or `api/`.
 """
 
 from runs.engine import Caller, RunEngine, RunNotFound

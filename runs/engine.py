@@ -33,7 +33,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,8 +51,7 @@ from llm.usage import UsageLedger, UsageRecord
 from nodes.events import EVENT_SINK, Origin, TaskEvent
 from runs.checkpoints import EventBarrier, namespaces, saved_graphs, survives
 from runs.events import RETRACT, TERMINAL, Event, Signal, listener_view, storage_failure
-from runs.modes import MODES
-from runs.modes.base import Emit, ModeRun, Outcome, RunFailure, Services
+from runs.modes.base import Emit, ModeRun, Outcome, RunFailure, Services, Settle
 from store import runs as store
 from store.monitor import LISTENER
 
@@ -412,6 +411,10 @@ class RunEngine:
         db: Parley's database.
         saver: the LangGraph checkpointer runs save to.
         factory: the model factory modes build their contexts with.
+        modes: each kind of run the engine executes → the mode that drives it (`runs.modes.MODES` has every
+            mode of Parley); a run of another kind is refused.
+        settle: how a mode bills a run when it ends (`services.billing.settle`; `services.engine.RunEngine`
+            gives both).
         settings: lease, heartbeat, poll interval and checkpoint durability (`PARLEY_RUN_*`).
         uri: the database's URI, for the lease thread's own synchronous client (`LeaseKeeper`); default
             `settings.mongodb_uri` (give it when that is unset: the embedded server's).
@@ -425,13 +428,15 @@ class RunEngine:
 
     def __init__(
         self, db: AsyncDatabase, *, saver: BaseCheckpointSaver, factory: ModelFactory, settings: Settings,
-        uri: str | None = None, worker: str | None = None, takes_over: bool = True,
+        modes: Mapping[str, type[ModeRun]], settle: Settle, uri: str | None = None, worker: str | None = None,
+        takes_over: bool = True,
     ) -> None:
         self.db, self.saver, self.settings, self.takes_over = db, saver, settings, takes_over
+        self.modes = dict(modes)
         self.uri = uri or settings.mongodb_uri
         if not self.uri:
             raise ValueError("RunEngine needs the database's URI (uri=, or MONGODB_URI) for its lease renewals")
-        self.services = Services(db=db, factory=factory, settings=settings)
+        self.services = Services(db=db, factory=factory, settings=settings, settle=settle)
         self.worker = worker or f"{socket.gethostname()}:{os.getpid()}"
         self.lease, self.heartbeat = settings.parley_run_lease, settings.parley_run_heartbeat
         self.poll = settings.parley_run_poll
@@ -481,7 +486,7 @@ class RunEngine:
         run_id: str | None = None,
     ) -> dict:
         """Store a new run of `kind` and start executing it in this worker; return its record."""
-        if kind not in MODES:
+        if kind not in self.modes:
             raise ValueError(f"unknown run kind {kind!r}")
         record = await store.create_run(
             self.db, run_id=run_id or f"run_{uuid.uuid4().hex[:20]}", kind=kind, workspace=caller.workspace,
@@ -496,7 +501,7 @@ class RunEngine:
         if record.get("claims", 1) <= 1:
             # Registered before the task starts, so that a listener on this worker (the route that just
             # submitted the run) follows it from memory at once instead of polling the database.
-            live = self._live[run_id] = LiveRun(run_id, first_seq=MODES[record["kind"]].first_seq)
+            live = self._live[run_id] = LiveRun(run_id, first_seq=self.modes[record["kind"]].first_seq)
         task = asyncio.create_task(self._execute(record), name=f"run {run_id}")
         with self._tasks_lock:
             self._tasks[run_id] = task
@@ -539,7 +544,7 @@ class RunEngine:
         barriers: dict[str, EventBarrier] | None = getattr(self.saver, "barriers", None)
         live: LiveRun | None = self._live.get(run_id)  # a new run's, registered by `_launch`
         try:
-            mode: ModeRun = MODES[record["kind"]](record, self.services)
+            mode: ModeRun = self.modes[record["kind"]](record, self.services)
             if live is None:
                 stored = await store.last_seq(self.db, run_id=run_id) if resumed else -1
                 # Past the ids another worker may have shown without storing them (see EventWriter).
@@ -782,7 +787,7 @@ class RunEngine:
             log.error("run %s: its end could not be stored (%s)", run_id, exc)
             writer.live.storage_failed = isinstance(exc, PyMongoError)
             return
-        if MODES[record["kind"]].checkpointed and not self.settings.parley_run_keep_checkpoints:
+        if self.modes[record["kind"]].checkpointed and not self.settings.parley_run_keep_checkpoints:
             try:
                 await self.saver.adelete_thread(run_id)
             except PyMongoError as exc:

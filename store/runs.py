@@ -218,7 +218,7 @@ async def list_runs(
     db: AsyncDatabase, *, visible: dict[str, Any], status: str | None = None, limit: int = 20,
     cursor: str | None = None,
 ) -> tuple[list[dict], str | None]:
-    """The runs matching `visible` (a workspace's, as `api.services.visibility.visible_runs` builds it), newest
+    """The runs matching `visible` (a workspace's, as `services.access.visible_runs` builds it), newest
     first: one page and the cursor of the next (None at the end)."""
     parts: list[dict[str, Any]] = [visible]
     if status:

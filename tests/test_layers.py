@@ -1,8 +1,9 @@
 """The layers hold: `lint-imports` (import-linter) checks the contracts of pyproject.toml's [tool.importlinter]
 against this tree's imports.
 
-Today: `core` imports no other Parley package; `llm` (the model layer) and `store` import nothing of Parley's but
-`core`, and not each other.
+The layers, top down: `cli`, `api`, `services`, `runs`, `designer` and `evals`, `graphs`, `nodes`, `llm` (the model
+layer) and `store` (independent of each other), `core`; a package imports only those below it. No package's modules
+import each other in a circle, and nothing below `api` imports an HTTP server library.
 """
 
 from __future__ import annotations

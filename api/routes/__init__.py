@@ -6,8 +6,8 @@ from fastapi import FastAPI
 
 from api.routes import (agents, chat, conversations, docs, duel, health, me, metrics, routers, runs, studio,
                         workflows)
-from api.services import duel as duel_service
-from api.services import roundtable
+from services import duel as duel_service
+from services import roundtable
 
 ROUTERS = [
     health.router,
@@ -24,5 +24,13 @@ ROUTERS = [
     studio.router,  # last: it answers only what no API route does (the Studio's pages and files)
 ]
 
+
+
+async def _tidy_records(app: FastAPI) -> None:
+    """Fail the debates an earlier Parley left running; finish what a stopped process left halfway."""
+    await duel_service.fail_legacy_debates(app.state.db)
+    await roundtable.tidy(app.state.db)
+
+
 # Run by the lifespan once the database is connected, in order.
-STARTUP_HOOKS: list[Callable[[FastAPI], Awaitable[None]]] = [duel_service.on_startup, roundtable.on_startup]
+STARTUP_HOOKS: list[Callable[[FastAPI], Awaitable[None]]] = [_tidy_records]

@@ -1,15 +1,28 @@
-"""`POST /v1/chat/completions`: OpenAI-compatible chat completions, with Parley's debate and panel modes."""
+"""`POST /v1/chat/completions`: OpenAI-compatible chat completions, with Parley's debate and panel modes.
+
+Planning, billing and starting the request's run are the services' (`services.panel`); this module answers with
+the run's result as JSON, or relays its events as OpenAI's `chat.completion.chunk` stream.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends
+from fastapi.responses import JSONResponse
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.background import BackgroundTask
 
-from api.deps import Principal, require_scope
+from api.deps import Principal, Services, require_scope
+from api.errors import ApiError, run_error
 from api.openapi import RUN_ID_HEADER, errors, streamed
-from api.services import panel as panel_service
-from api.services.panel import ChatCompletionRequest
+from api.sse import KEEPALIVE_SECONDS, SSE_HEADERS, CountedEventSourceResponse
+from runs import RunEngine
+from runs.modes.panel import response_model
+from services import panel as panel_service
+from services.panel import ChatCompletionRequest
 
 router = APIRouter(tags=["chat"])
 
@@ -27,5 +40,86 @@ ChatCaller = Annotated[Principal, Depends(require_scope("chat", write=True))]
                           (500, "An unexpected failure while answering; the server log has the cause."),
                           (502, "The model endpoint failed, or too few panelists answered.")),
              })
-async def chat_completions(body: ChatCompletionRequest, request: Request, caller: ChatCaller):
-    return await panel_service.chat_completion(request.app, body, caller)
+async def chat_completions(body: ChatCompletionRequest, backend: Services, caller: ChatCaller):
+    # A JSON body, or an SSE response when `stream` is set; either carries the run's id in `X-Run-Id`. (No
+    # docstring: FastAPI would publish it as the operation's description.)
+    record = await panel_service.start_completion(backend, caller.caller, body)
+    headers = {"X-Run-Id": record["_id"]}
+    if body.stream:
+        return stream_response(backend.runs, record, headers)
+    return JSONResponse(await panel_service.completion_of(backend, record), headers=headers)
+
+
+# --- streaming ------------------------------------------------------------------------------
+
+
+def _data(payload: dict[str, Any]) -> ServerSentEvent:
+    # OpenAI's stream has no `event:` names: the SDK reads every `data:` line as a chunk.
+    return ServerSentEvent(data=json.dumps(payload, ensure_ascii=False, separators=(",", ":")))
+
+
+def _error_event(err: ApiError) -> ServerSentEvent:
+    # The SDK raises `openai.APIError` with this message when a stream carries an `error` object.
+    return _data({"error": {"message": err.message, "type": err.type, "code": err.code, **err.extra}})
+
+
+def _progress(kind: str, event: dict[str, Any]) -> str | None:
+    """An SSE comment line for a progress event of the run, or None for events that are not progress."""
+    if kind == "panelists":
+        return "panel: " + ", ".join(event["models"])
+    if kind == "panelist":
+        if event["success"]:
+            return f"panelist {event['model']} answered in {event['latencyMs']} ms ({event['tokens']} tokens)"
+        return f"panelist {event['model']} failed: {event['error']} ({event.get('detail', '')})"
+    if kind == "answering":
+        return f"{event['role']} {event['model']} is answering"
+    if kind == "fallback":
+        return f"{event['role']} {event['model']} failed: {event['error']} ({event['detail']}); trying the next one"
+    return None
+
+
+def stream_response(engine: RunEngine, record: dict, headers: dict[str, str]) -> EventSourceResponse:
+    """Relay the run's events as `chat.completion.chunk` events and progress comments.
+
+    A client that hangs up before the answer is complete cancels the run (nobody reads the answer any
+    more); the run still settles its credit for what was used.
+    """
+    run_id, plan, completion = record["_id"], record["input"]["plan"], record["input"]["completion"]
+    base = {"id": completion["id"], "object": "chat.completion.chunk", "created": completion["created"]}
+
+    async def relay() -> AsyncIterator[ServerSentEvent]:
+        model = response_model(plan, {})
+        started = False
+
+        def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> ServerSentEvent:
+            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+            return _data({**base, "model": model, "choices": [choice], **extra})
+
+        yield ServerSentEvent(comment=f"parley {plan['router_mode']} {completion['id']}")
+        async for batch in engine.follow(run_id):
+            for event in batch:
+                data = event.data
+                if event.event == "chunk":
+                    delta = {"content": data["content"]}
+                    if not started:
+                        delta, started = {"role": "assistant", **delta}, True
+                    yield chunk(delta)
+                elif event.event == "done":
+                    done = data["completion"]
+                    yield chunk({}, "stop", usage=done["usage"], _meta=done["_meta"])
+                    yield ServerSentEvent(data="[DONE]")
+                elif event.event == "error":  # the run's own error, or the stream's (storage failed)
+                    yield _error_event(run_error(data.get("error") or data))
+                elif event.event == "cancelled":
+                    yield _error_event(ApiError(499, data["message"], code="cancelled"))
+                else:
+                    if event.event == "answering" and plan["mode"] != "panel":
+                        model = data["model"]
+                    if line := _progress(event.event, data):
+                        yield ServerSentEvent(comment=line)
+
+    async def cancel_unfinished() -> None:
+        await engine.cancel(run_id)  # a run that has ended is left as it is
+
+    return CountedEventSourceResponse(relay(), ping=KEEPALIVE_SECONDS, headers={**SSE_HEADERS, **headers},
+                                      background=BackgroundTask(cancel_unfinished))

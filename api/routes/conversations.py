@@ -7,11 +7,11 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
 
-from api.deps import Db, Principal, require_scope
+from api.deps import Db, Principal, Services, require_scope
 from api.errors import ApiError
 from api.openapi import RUN_ID_HEADER, errors, streamed
-from api.services import roundtable as service
 from api.sse import sse_response
+from services import roundtable as service
 from store import conversations as store
 from store.conversations import ConversationCreate, MessageCreate
 
@@ -84,18 +84,19 @@ async def post_message(
     body: MessageCreate,
     request: Request,
     principal: Writer,
+    backend: Services,
     stream: Annotated[bool, Query(description="Stream the debate as Server-Sent Events.")] = False,
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ):
     asked = await service.submit_message(
-        request.app, principal, conversation_id, body.content, idempotency_key=idempotency_key
+        backend, principal, conversation_id, body.content, idempotency_key=idempotency_key
     )
     headers = {"X-Run-Id": asked.run_id} if asked.run_id else {}
     if stream or "text/event-stream" in request.headers.get("accept", ""):
         if asked.replay is not None:
             return sse_response(_each(service.replayed(asked.replay)))
-        return sse_response(request.app.state.runs.follow(asked.run_id), headers=headers)
-    return JSONResponse(await service.result_of(request.app, asked), headers=headers)
+        return sse_response(backend.runs.follow(asked.run_id), headers=headers)
+    return JSONResponse(await service.result_of(backend.runs, asked), headers=headers)
 
 
 async def _each(events):

@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import json
-import logging
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
-from pymongo.errors import PyMongoError
 from sse_starlette import EventSourceResponse
 
 import store
 from api.deps import AppSettings, Db, Engine, Principal, get_principal, presented_key, require_scope
 from api.errors import ApiError
 from api.openapi import RUN_ID_HEADER, errors, request_body, streamed
-from api.services import duel as service
-from api.services.duel import DebateNotFound, public_debate
 from api.sse import EVENT_ID_PATTERN, resume_after, sse_response
 from core.limits import (
     DUEL_TOPIC_MAX_CHARS,
@@ -28,10 +24,8 @@ from core.limits import (
     PROFILE_NAME_MAX_CHARS,
     ROUTE_BODY_BYTES,
 )
-from runs import RunFailure
-from runs.modes.duel import DebateRequest, start_duel
-
-log = logging.getLogger("parley.duel")
+from services import duel as service
+from services.duel import DebateNotFound, DebateRequest, public_debate
 
 router = APIRouter(tags=["duel"])
 
@@ -136,11 +130,7 @@ async def start_debate(request: Request, principal: Starter, engine: Engine) -> 
         raise ApiError(429, "Rate limit exceeded", headers={"Retry-After": str(decision.retry_after)},
                        extra={"retryAfter": decision.retry_after})
     debate = parse_debate_request(await request.body())
-    try:
-        record = await start_duel(engine, principal.caller, debate)
-    except (RunFailure, PyMongoError) as exc:
-        log.error("could not start a debate: %s", exc)
-        raise ApiError(500, "Failed to start debate") from exc
+    record = await service.start_duel(engine, principal.caller, debate)
     return sse_response(engine.follow(record["_id"]), keepalive=keepalive(request), headers={
         "X-Debate-Id": record["_id"], "X-Run-Id": record["_id"], "X-Debate-Events": service.events_url(record)})
 
@@ -163,10 +153,7 @@ async def list_debates(
 
 @router.get("/api/debate/{debate_id}", summary="One of the caller's debates", responses=errors(404))
 async def get_debate(debate_id: str, principal: Reader, db: Db) -> dict[str, Any]:
-    try:
-        return public_debate(await service.get_debate(db, principal, debate_id))
-    except DebateNotFound as exc:
-        raise ApiError(404, "Debate not found") from exc
+    return public_debate(await service.get_debate(db, principal, debate_id))
 
 
 async def events_reader(request: Request, db: Db, token: str | None = None) -> Principal | None:
@@ -206,5 +193,5 @@ async def debate_events(
     except DebateNotFound as exc:
         if principal is None:  # a wrong stream token is a failed authentication, not a missing debate
             raise ApiError(401, "Unauthorized") from exc
-        raise ApiError(404, "Debate not found") from exc
+        raise
     return sse_response(engine.follow(record["_id"], after=after), keepalive=keepalive(request))

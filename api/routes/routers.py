@@ -8,8 +8,8 @@ from fastapi import APIRouter, Depends
 
 from api.deps import AppSettings, Db, Principal, require_scope
 from api.openapi import errors
-from api.services import routers as router_service
-from api.services.routers import RouterCreate, RouterUpdate
+from services import routers as router_service
+from services.routers import RouterCreate, RouterUpdate
 
 router = APIRouter(tags=["routers"], responses=errors((403, "The key lacks the `admin` scope, or is read-only.")))
 

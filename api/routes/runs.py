@@ -11,9 +11,9 @@ from sse_starlette import EventSourceResponse
 from api.deps import CurrentPrincipal, Engine, Principal
 from api.errors import ApiError
 from api.openapi import errors, streamed
-from api.services import visibility
 from api.sse import EVENT_ID_PATTERN, resume_after, sse_response
 from runs import RunNotFound
+from services import access as visibility
 from store import runs as store
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Request, Response
+from fastapi import APIRouter, Body, Depends, Response
 from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
-from api.deps import Db, Principal, require_scope
+from api.deps import Db, Principal, Services, require_scope
 from api.openapi import RUN_ID_HEADER, WORKFLOW_REF, errors, streamed
-from api.services import workflows as service
 from api.sse import sse_response
 from designer import WorkflowError, validate_workflow, workflow_json_schema
+from services import workflows as service
 
 router = APIRouter(prefix="/v1/workflows", tags=["workflows"])
 
@@ -72,29 +72,29 @@ async def list_workflows(principal: Reader, db: Db) -> dict[str, Any]:
     return await service.list_workflows(db, principal)
 
 
-async def _answer(request: Request, run: dict) -> JSONResponse:
+async def _answer(backend: Services, run: dict) -> JSONResponse:
     """The run's final record, once it has ended, with its id in `X-Run-Id`."""
-    return JSONResponse(await service.run_to_end(request.app, run), headers={"X-Run-Id": run["_id"]})
+    return JSONResponse(await service.run_to_end(backend, run), headers={"X-Run-Id": run["_id"]})
 
 
-def _stream(request: Request, run: dict):
-    return sse_response(request.app.state.runs.follow(run["_id"]), headers={"X-Run-Id": run["_id"]})
+def _stream(backend: Services, run: dict):
+    return sse_response(backend.runs.follow(run["_id"]), headers={"X-Run-Id": run["_id"]})
 
 
 @router.post("/runs", summary="Run an inline workflow and return its final state",
              responses={200: {"description": "The run's record once it has ended.", "headers": RUN_ID_HEADER},
                         **STARTS_RUN, **ENDED_BADLY, **errors(403)})
-async def run_inline(body: InlineRunRequest, principal: Writer, request: Request) -> dict[str, Any]:
-    run = await service.start_run(request.app, principal, document=body.workflow, input=body.input)
-    return await _answer(request, run)
+async def run_inline(body: InlineRunRequest, principal: Writer, backend: Services) -> dict[str, Any]:
+    run = await service.start_run(backend, principal, document=body.workflow, input=body.input)
+    return await _answer(backend, run)
 
 
 @router.post("/runs/stream", summary="Run an inline workflow, streamed as Server-Sent Events",
              response_class=EventSourceResponse,
              responses={**streamed("The run's events.", headers=RUN_ID_HEADER), **STARTS_RUN, **errors(403)})
-async def stream_inline(body: InlineRunRequest, principal: Writer, request: Request):
-    run = await service.start_run(request.app, principal, document=body.workflow, input=body.input)
-    return _stream(request, run)
+async def stream_inline(body: InlineRunRequest, principal: Writer, backend: Services):
+    run = await service.start_run(backend, principal, document=body.workflow, input=body.input)
+    return _stream(backend, run)
 
 
 @router.get("/runs/{run_id}", summary="One run of any workflow of the workspace", responses=errors(403, 404))
@@ -117,19 +117,19 @@ async def delete_workflow(workflow_id: str, principal: Writer, db: Db) -> Respon
 @router.post("/{workflow_id}/runs", summary="Run a stored workflow and return its final state and usage",
              responses={200: {"description": "The run's record once it has ended.", "headers": RUN_ID_HEADER},
                         **STARTS_RUN, **ENDED_BADLY, **errors(403, 404)})
-async def run_workflow(workflow_id: str, principal: Writer, request: Request,
+async def run_workflow(workflow_id: str, principal: Writer, backend: Services,
                        body: RunRequest | None = None) -> dict[str, Any]:
-    run = await service.start_run(request.app, principal, workflow_id=workflow_id, input=body.input if body else None)
-    return await _answer(request, run)
+    run = await service.start_run(backend, principal, workflow_id=workflow_id, input=body.input if body else None)
+    return await _answer(backend, run)
 
 
 @router.post("/{workflow_id}/runs/stream", summary="Run a stored workflow, streamed as Server-Sent Events",
              response_class=EventSourceResponse,
              responses={**streamed("The run's events.", headers=RUN_ID_HEADER), **STARTS_RUN, **errors(403, 404)})
-async def stream_workflow_run(workflow_id: str, principal: Writer, request: Request,
+async def stream_workflow_run(workflow_id: str, principal: Writer, backend: Services,
                               body: RunRequest | None = None):
-    run = await service.start_run(request.app, principal, workflow_id=workflow_id, input=body.input if body else None)
-    return _stream(request, run)
+    run = await service.start_run(backend, principal, workflow_id=workflow_id, input=body.input if body else None)
+    return _stream(backend, run)
 
 
 @router.get("/{workflow_id}/runs", summary="Runs of a stored workflow, newest first", responses=errors(403, 404))

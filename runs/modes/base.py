@@ -19,13 +19,20 @@ from llm.usage import UsageLedger
 from nodes.context import RunContext
 
 
+# Bill a run that ends (its record, what its model calls used): record its usage, settle what was reserved for it;
+# return the token allowance left (None: unlimited, or not charged). `services.billing.settle` is Parley's.
+Settle = Callable[[AsyncDatabase, dict[str, Any], UsageLedger], Awaitable[int | None]]
+
+
 @dataclass(frozen=True)
 class Services:
-    """What a mode may use while it runs: the database, the model factory and the deployment settings."""
+    """What a mode may use while it runs: the database, the model factory, the deployment settings, and how the
+    run is billed when it ends (`settle`, given to the engine: runs/ knows no billing rules)."""
 
     db: AsyncDatabase
     factory: ModelFactory
     settings: Settings
+    settle: Settle
 
 
 @dataclass
@@ -96,6 +103,11 @@ class ModeRun(ABC):
         self.run_id: str = record["_id"]
         self.input: dict[str, Any] = record["input"]
         self.services = services
+
+    async def settle(self, ledger: UsageLedger) -> int | None:
+        """Bill the run for what `ledger` recorded: its usage rows, and what was reserved for it settled to what it
+        used (`Services.settle`); return the token allowance left (None: unlimited, or not charged)."""
+        return await self.services.settle(self.services.db, self.record, ledger)
 
     @abstractmethod
     def graph(self, checkpointer: BaseCheckpointSaver | None) -> Pregel:

@@ -8,43 +8,22 @@ durability: it saves no LangGraph checkpoints, and a resumed duel goes on from i
 
 from __future__ import annotations
 
-import secrets
-import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
 
 from graphs.duel import DuelContext
 from graphs.duel import graph as duel_graph
-from llm.failures import ModelError, failure_message
-from llm.usage import UsageLedger
 from nodes.duel import TurnInterrupted
+from llm.failures import failure_message
+from llm.usage import UsageLedger
 from runs.modes.base import Emit, ModeRun, Outcome, RunFailure, with_checkpointer
 from store import debates as store
-from store.usage import record_usage
-
-if TYPE_CHECKING:
-    from runs.engine import Caller, RunEngine
 
 CANCELLED = "Debate cancelled"
-
-
-@dataclass
-class DebateRequest:
-    """A validated `POST /api/debate` body."""
-
-    topic: str
-    user_profile: dict
-    rounds: int | None = None
-
-
-def new_debate_id() -> str:
-    """`debate_<ms>_<random>`, the seed's format."""
-    return f"debate_{int(time.time() * 1000)}_{secrets.token_hex(4)}"
 
 
 def describe_failure(exc: BaseException) -> str:
@@ -54,28 +33,6 @@ def describe_failure(exc: BaseException) -> str:
     return "Debate generation failed: " + failure_message(
         cause, model="the model failed ({detail})", unreadable="the model's answer could not be used",
         other="an internal error")
-
-
-async def start_duel(engine: RunEngine, caller: Caller, request: DebateRequest) -> dict:
-    """Store a new debate and start its run; return the debate record.
-
-    Raises:
-        RunFailure: the debate could not be set up (no usable model, or the database refused it).
-    """
-    context = DuelContext(models=engine.services.factory)
-    rounds = request.rounds or context.rounds
-    try:
-        model = engine.services.factory.resolve(context.model).model_id
-    except ModelError as exc:
-        raise RunFailure(f"no usable model: {exc}") from exc
-    debate = await store.create_debate(
-        engine.db, debate_id=new_debate_id(), user=caller.user, workspace=caller.workspace, topic=request.topic,
-        user_profile=request.user_profile, rounds=rounds, model=model, stream_token=secrets.token_urlsafe(18),
-    )
-    await engine.submit("duel", caller=caller, run_id=debate["_id"], title=request.topic,
-                        ref={"debateId": debate["_id"]},
-                        input={"topic": request.topic, "user_profile": request.user_profile, "rounds": rounds})
-    return debate
 
 
 class DuelRun(ModeRun):
@@ -137,16 +94,12 @@ class DuelRun(ModeRun):
                        "messages": messages}
         return graph_input, {row["seq"] for row in rows if row["seq"] <= last}
 
-    async def _bill(self, ledger: UsageLedger) -> None:
-        await record_usage(self.services.db, workspace=self.record["workspace"], user=self.record["user"],
-                           request_id=self.run_id, mode="duel", ledger=ledger)
-
     async def completed(self, state: dict[str, Any], ledger: UsageLedger) -> Outcome:
         synthesis, messages = state.get("synthesis"), list(state.get("messages") or [])
         if synthesis is None:
             raise RuntimeError("the duel graph ended without a synthesis")
         verdicts = sorted(state.get("verdicts") or [], key=lambda verdict: verdict["order"] != "as_debated")
-        await self._bill(ledger)
+        await self.settle(ledger)
         done = {"id": self.run_id, "topic": self.input["topic"], "messages": messages, "synthesis": synthesis}
         return Outcome("completed", [
             Emit("synthesis", synthesis, self._store(store.complete_debate, synthesis=synthesis, verdicts=verdicts,
@@ -156,12 +109,12 @@ class DuelRun(ModeRun):
 
     async def failed(self, exc: BaseException, ledger: UsageLedger) -> Outcome:
         error = exc.error if isinstance(exc, RunFailure) else {"message": describe_failure(exc), "status": 500}
-        await self._bill(ledger)
+        await self.settle(ledger)
         await store.end_debate(self.services.db, debate_id=self.run_id, status=store.FAILED, error=error["message"])
         event = {"message": error["message"], **({"code": error["code"]} if error.get("code") else {})}
         return Outcome("failed", [Emit("error", event)], error=error)
 
     async def cancelled(self, ledger: UsageLedger) -> Outcome:
-        await self._bill(ledger)
+        await self.settle(ledger)
         await store.end_debate(self.services.db, debate_id=self.run_id, status=store.CANCELLED, error=CANCELLED)
         return Outcome("cancelled", [Emit("cancelled", {"message": CANCELLED})])

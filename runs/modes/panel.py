@@ -2,17 +2,15 @@
 
 The run's events are the graph's own (`panelists`, `panelist` with each answer, `answering`, `fallback`,
 `chunk`) and a last `done` carrying the whole `chat.completion` body, `_meta` included (or `error`).
-The credit reserved before the run is settled to the actual cost whatever way it ends, and one usage row
-is written per model.
+The credit reserved before the run (its `bill`, `services.billing`) is settled to the actual cost whatever way
+it ends, and one usage row is written per model.
 """
 
 from __future__ import annotations
 
-import time
-import uuid
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
@@ -21,42 +19,12 @@ from graphs.panel import graph as panel_graph
 from llm.usage import UsageLedger
 from nodes.panel import AllModelsFailedError, PanelContext, PanelError, TooFewFamiliesError, TooFewPanelistsError
 from runs.modes.base import Emit, ModeRun, Outcome, RunFailure, with_checkpointer
-from store import usage as usage_store
-from store import workspaces as ws_store
-
-if TYPE_CHECKING:
-    from runs.engine import Caller, RunEngine
 
 PROGRESS = ("panelists", "panelist", "answering", "fallback")
 
 
 class AnswerInterrupted(PanelError):
     """A model failed after some of its answer was streamed; the client cannot be given a clean answer."""
-
-
-def completion_id(mode: str) -> str:
-    """The id of the completion body: the seed's `panel-<ms>` for a raw panel, `chatcmpl-…` otherwise."""
-    if mode == "panel":
-        return f"panel-{int(time.time() * 1000)}"
-    return "chatcmpl-" + uuid.uuid4().hex[:24]
-
-
-async def start_panel(
-    engine: RunEngine, caller: Caller, *, graph_input: dict[str, Any], plan: dict[str, Any], reserved: float,
-    question: str, streamed: bool,
-) -> dict:
-    """Start the run of one chat completion whose `plan` (mode, router mode, models, arbitrators) is decided
-    and whose credit is reserved; return the run record.
-
-    `streamed`: the client reads the answer as it comes, so a candidate that fails midway cannot hand over
-    to the next one (the client already has part of an answer); without it, the next candidate answers.
-    """
-    completion = {"id": completion_id(plan["mode"]), "created": int(time.time())}
-    return await engine.submit(
-        "panel", caller=caller, title=question[:200], ref={"completionId": completion["id"]},
-        input={"graph": graph_input, "plan": plan, "reserved": reserved, "completion": completion,
-               "streamed": streamed},
-    )
 
 
 def response_model(plan: dict[str, Any], result: dict[str, Any]) -> str:
@@ -153,19 +121,8 @@ class PanelRun(ModeRun):
     def latency_ms(self) -> int:
         return round((datetime.now(UTC) - self.record["createdAt"]).total_seconds() * 1000)
 
-    async def _settle(self, ledger: UsageLedger) -> None:
-        """Settle the reservation to the actual cost and store per-model usage rows."""
-        db, workspace = self.services.db, self.record["workspace"]
-        reserved = self.input.get("reserved") or 0.0
-        if reserved > 0 or ledger.total_cost > 0:
-            await ws_store.settle_credit(db, workspace, reserved=reserved, actual=ledger.total_cost)
-        usage_mode = "chat" if self.plan["mode"] == "single" else self.plan["mode"]
-        await usage_store.record_usage(db, workspace=workspace, user=self.record["user"],
-                                       request_id=self.input["completion"]["id"],
-                                       mode=usage_mode, ledger=ledger)
-
     async def completed(self, state: dict[str, Any], ledger: UsageLedger) -> Outcome:
-        await self._settle(ledger)
+        await self.settle(ledger)
         completion = {
             "id": self.input["completion"]["id"],
             "object": "chat.completion",
@@ -179,10 +136,10 @@ class PanelRun(ModeRun):
         return Outcome("completed", [Emit("done", {"completion": completion})], result=completion)
 
     async def failed(self, exc: BaseException, ledger: UsageLedger) -> Outcome:
-        await self._settle(ledger)
+        await self.settle(ledger)
         error = panel_error(exc)
         return Outcome("failed", [Emit("error", {"error": error})], error=error)
 
     async def cancelled(self, ledger: UsageLedger) -> Outcome:
-        await self._settle(ledger)
+        await self.settle(ledger)
         return Outcome("cancelled", [Emit("cancelled", {"message": "Chat completion cancelled"})])

@@ -2,19 +2,20 @@
 
 The workflow run id is the run id. Events: `run_start`, then the workflow's own (`node_start`, `chunk`,
 `progress`, `node_end`) and a last `done {runId, state, usage}` (or `error {runId, error, node, code}`).
-At the end the run's usage rows are recorded and its tokens taken from the workspace allowance.
+At the end the run is billed (`ModeRun.settle`): its usage rows recorded, its tokens taken from the workspace
+allowance.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
 
-from designer import WorkflowContext, WorkflowSpec, compile_workflow, validate_workflow
+from designer import WorkflowContext, compile_workflow, validate_workflow
 from designer.modes import NodeInputError, tag_event
 from designer.run import run_error
 from designer.templates import MissingValue, TemplateError
@@ -22,33 +23,11 @@ from designer.usage import run_usage
 from llm.usage import UsageLedger
 from runs.modes.base import Emit, ModeRun, Outcome, RunFailure
 from store import workflows as store
-from store import workspaces as ws_store
-from store.usage import record_usage
-
-if TYPE_CHECKING:
-    from runs.engine import Caller, RunEngine
 
 
 def jsonable(value: Any) -> Any:
     """State values as plain JSON (a mode may hold datetimes or other objects)."""
     return json.loads(json.dumps(value, ensure_ascii=False, default=str))
-
-
-async def start_workflow(
-    engine: RunEngine, caller: Caller, *, spec: WorkflowSpec, initial: dict[str, Any], workflow_id: str | None,
-    workspace_agents: list[dict[str, Any]] | None,
-) -> dict:
-    """Store the workflow run as `running` and start it; return the `workflow_runs` record."""
-    run_id = store.new_run_id()
-    record = await store.insert_run(engine.db, run_id=run_id, workspace=caller.workspace, user=caller.user,
-                                    workflow_id=workflow_id, workflow_name=spec.name, input=initial)
-    await engine.submit(
-        "workflow", caller=caller, run_id=run_id, title=spec.name,
-        ref={"workflowId": workflow_id, "workflowRunId": run_id},
-        input={"workflow": spec.dump(), "initial": jsonable(initial), "workflowId": workflow_id,
-               "workspaceAgents": workspace_agents},
-    )
-    return record
 
 
 def is_input_problem(exc: BaseException) -> bool:
@@ -92,11 +71,7 @@ class WorkflowRun(ModeRun):
 
     async def _settle(self, ledger: UsageLedger) -> dict[str, Any]:
         """Record the run's usage rows and take its tokens from the allowance; return the run's usage."""
-        db, workspace = self.services.db, self.record["workspace"]
-        await record_usage(db, workspace=workspace, user=self.record["user"], request_id=self.run_id,
-                           mode="workflow", ledger=ledger)
-        if ledger.total_tokens:
-            await ws_store.consume_allowance(db, workspace, ledger.total_tokens)
+        await self.settle(ledger)
         return run_usage(ledger)
 
     async def completed(self, state: dict[str, Any], ledger: UsageLedger) -> Outcome:

@@ -22,7 +22,8 @@ from api.main import create_app
 from core.settings import Settings
 from llm.factory import ModelFactory
 from runs.checkpoints import mongodb_saver
-from runs.engine import EventWriter, RunEngine
+from runs.engine import EventWriter
+from services.engine import RunEngine
 from store import runs as run_store
 from tests.support.duel import script_duel
 from tests.support.servers import ServerThread

@@ -1,7 +1,8 @@
-"""Designer workflows over HTTP: store them, check and start their runs, and answer with a run's result.
+"""Designer workflows: store them, check and start their runs, and a run's result.
 
 A run is the run engine's (`runs.modes.workflow`): it outlives its client, stores its status, final state
-and usage, records usage rows and takes the tokens from the workspace allowance.
+and usage; when it ends its usage rows are recorded and its tokens taken from the workspace allowance, which
+must not be used up when it starts (`services.billing`).
 """
 
 from __future__ import annotations
@@ -9,17 +10,16 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from fastapi import FastAPI
-
-from api.deps import Principal
-from api.errors import ApiError
 from designer import WorkflowError, WorkflowInputError, WorkflowSpec, prepare_input, validate_workflow
 from designer.spec import RoundtableNode
-from runs import RunFailure
-from runs.modes.roundtable import seated_agents
-from runs.modes.workflow import start_workflow
+from runs import Caller, RunEngine
+from runs.modes.workflow import jsonable
+from services import billing
+from services.access import Principal
+from services.backend import Backend
+from services.errors import CannotStart, NotFound, RunFailed, Unprocessable
+from services.roundtable import seated_agents
 from store import workflows as store
-from store import workspaces as ws_store
 
 log = logging.getLogger("parley.workflows")
 
@@ -66,12 +66,12 @@ def public_run(doc: dict) -> dict[str, Any]:
 
 
 def check_workflow(document: Any) -> WorkflowSpec:
-    """Parse and check a workflow document, or raise a 422 listing every problem."""
+    """Parse and check a workflow document, or raise `Unprocessable` listing every problem."""
     try:
         return validate_workflow(document)
     except WorkflowError as exc:
-        raise ApiError(422, str(exc), code="invalid_workflow",
-                       extra={"errors": [issue.to_dict() for issue in exc.issues]}) from None
+        raise Unprocessable(str(exc), code="invalid_workflow",
+                            errors=[issue.to_dict() for issue in exc.issues]) from None
 
 
 async def create_workflow(db, principal: Principal, document: Any) -> dict[str, Any]:
@@ -83,7 +83,7 @@ async def create_workflow(db, principal: Principal, document: Any) -> dict[str, 
 async def get_workflow(db, principal: Principal, workflow_id: str) -> dict:
     doc = await store.find_workflow(db, workspace=principal.workspace, workflow_id=workflow_id)
     if doc is None:
-        raise ApiError(404, f"No workflow '{workflow_id}' in this workspace", code="workflow_not_found")
+        raise NotFound(f"No workflow '{workflow_id}' in this workspace", code="workflow_not_found")
     return doc
 
 
@@ -94,7 +94,7 @@ async def list_workflows(db, principal: Principal) -> dict[str, Any]:
 
 async def delete_workflow(db, principal: Principal, workflow_id: str) -> None:
     if not await store.delete_workflow(db, workspace=principal.workspace, workflow_id=workflow_id):
-        raise ApiError(404, f"No workflow '{workflow_id}' in this workspace", code="workflow_not_found")
+        raise NotFound(f"No workflow '{workflow_id}' in this workspace", code="workflow_not_found")
 
 
 async def list_runs(db, principal: Principal, workflow_id: str) -> dict[str, Any]:
@@ -106,7 +106,7 @@ async def list_runs(db, principal: Principal, workflow_id: str) -> dict[str, Any
 async def get_run(db, principal: Principal, run_id: str) -> dict[str, Any]:
     doc = await store.find_run(db, workspace=principal.workspace, run_id=run_id)
     if doc is None:
-        raise ApiError(404, f"No workflow run '{run_id}' in this workspace", code="run_not_found")
+        raise NotFound(f"No workflow run '{run_id}' in this workspace", code="run_not_found")
     return public_run(doc)
 
 
@@ -117,51 +117,74 @@ async def workspace_agents(db, workspace: str) -> list[dict[str, Any]]:
     """The workspace's agents in the round-table graph's input shape, for `"agents": "workspace"` nodes."""
     try:
         return await seated_agents(db, workspace=workspace)
-    except RunFailure as exc:
+    except CannotStart as exc:
         # The conversations API answers 500 here (the seed's contract); for a workflow it is bad input.
-        raise ApiError(422, exc.error["message"], code="no_agents") from exc
+        raise Unprocessable(exc.message, code="no_agents") from exc
+
+
+async def start_workflow(
+    engine: RunEngine, caller: Caller, *, spec: WorkflowSpec, initial: dict[str, Any], workflow_id: str | None,
+    workspace_agents: list[dict[str, Any]] | None,
+) -> dict:
+    """Store the workflow run as `running` and start it; return the `workflow_runs` record."""
+    run_id = store.new_run_id()
+    record = await store.insert_run(engine.db, run_id=run_id, workspace=caller.workspace, user=caller.user,
+                                    workflow_id=workflow_id, workflow_name=spec.name, input=initial)
+    await engine.submit(
+        "workflow", caller=caller, run_id=run_id, title=spec.name,
+        ref={"workflowId": workflow_id, "workflowRunId": run_id},
+        input={"workflow": spec.dump(), "initial": jsonable(initial), "workflowId": workflow_id,
+               "workspaceAgents": workspace_agents,
+               "bill": billing.Bill(usage="workflow", takes_allowance=True).dump()},
+    )
+    return record
 
 
 async def start_run(
-    app: FastAPI, principal: Principal, *, workflow_id: str | None = None, document: Any = None,
+    backend: Backend, principal: Principal, *, workflow_id: str | None = None, document: Any = None,
     input: dict | None = None,
 ) -> dict:
     """Check the workflow (stored, or the inline `document`), that the caller may run now and that the
     input fits; store the run as `running` and start it; return its `workflow_runs` record. An omitted
     input runs the workflow's `sampleInput`.
+
+    Raises:
+        NotFound: no such stored workflow.
+        Unprocessable: the workflow or its input has problems (`errors` lists them), or it seats the
+            workspace's agents and there are none.
+        RateLimited: over `RUN_RATE_LIMIT` for the workspace's user.
+        PaymentRequired: the workspace's token allowance is used up.
     """
-    state = app.state
     if workflow_id is not None:
-        document = (await get_workflow(state.db, principal, workflow_id))["spec"]
+        document = (await get_workflow(backend.db, principal, workflow_id))["spec"]
     spec = check_workflow(document)
-    decision = await state.ratelimiter.hit(RUN_RATE_LIMIT, "workflow-runs", principal.workspace, principal.user)
-    if not decision.allowed:
-        raise ApiError(429, "Too many workflow runs; try again later", code="rate_limited",
-                       headers={"Retry-After": str(decision.retry_after)})
+    await backend.admit(RUN_RATE_LIMIT, "workflow-runs", principal.workspace, principal.user,
+                        message="Too many workflow runs; try again later")
     try:
         initial = prepare_input(spec, spec.sample_input if input is None else input)
     except WorkflowInputError as exc:
-        raise ApiError(422, str(exc), code="invalid_input",
-                       extra={"errors": [issue.to_dict() for issue in exc.issues]}) from None
-    workspace = await ws_store.get_workspace(state.db, principal.workspace)
-    if workspace.get("allowanceTokens") == 0:
-        raise ApiError(402, "The workspace's token allowance is used up", code="allowance_exhausted")
+        raise Unprocessable(str(exc), code="invalid_input", errors=[issue.to_dict() for issue in exc.issues]) from None
+    await billing.require_allowance(backend.db, principal.workspace)
     agents = None
     if any(isinstance(n, RoundtableNode) and n.config.agents == "workspace" for n in spec.nodes):
-        agents = await workspace_agents(state.db, principal.workspace)
-    return await start_workflow(state.runs, principal.caller, spec=spec, initial=initial, workflow_id=workflow_id,
+        agents = await workspace_agents(backend.db, principal.workspace)
+    return await start_workflow(backend.runs, principal.caller, spec=spec, initial=initial, workflow_id=workflow_id,
                                 workspace_agents=agents)
 
 
-async def run_to_end(app: FastAPI, run: dict) -> dict[str, Any]:
-    """Wait for a workflow run and return its record; a failed run raises 422 (bad input) or 502 (a node failed).
+async def run_to_end(backend: Backend, run: dict) -> dict[str, Any]:
+    """Wait for a workflow run and return its record.
 
     A client that hangs up does not stop the run, which is still stored whole.
+
+    Raises:
+        RunFailed: the run failed (bad input: 422, a node failed: 502) or was cancelled; its error names the
+            run, the failed node and the usage.
     """
-    finished = await app.state.runs.wait(run["_id"])
+    finished = await backend.runs.wait(run["_id"])
     if finished["status"] != "completed":
         error = finished.get("error") or {"message": "The workflow run was cancelled", "status": 502}
-        raise ApiError(error.get("status", 502), error["message"], code=error.get("code", "workflow_failed"),
-                       extra={"runId": run["_id"], "node": error.get("node"), "usage": error.get("usage")},
-                       headers={"X-Run-Id": run["_id"]})
-    return public_run(await store.find_run(app.state.db, workspace=finished["workspace"], run_id=run["_id"]))
+        raise RunFailed({"message": error["message"], "status": error.get("status", 502),
+                         "code": error.get("code", "workflow_failed"), "runId": run["_id"], "node": error.get("node"),
+                         "usage": error.get("usage")}, run_id=run["_id"])
+    return public_run(await store.find_run(backend.db, workspace=finished["workspace"], run_id=run["_id"]))

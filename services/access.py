@@ -1,4 +1,5 @@
-"""Who may see and stop each kind of record: one rule per kind, applied by the mode's own routes and by `/v1/runs`.
+"""Who is calling (`Principal`), and who may see and stop each kind of record: one rule per kind, applied by the
+mode's own routes and by `/v1/runs`.
 
 A run of a kind is shown to a key of its workspace that carries the kind's scope (a `readonly` key reads every
 kind); a kind kept *private* is shown only to its owner (the key's user that started it) and to `admin` keys.
@@ -12,7 +13,30 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from api.deps import Principal
+from runs import Caller
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: the key's id, user, workspace and scopes."""
+
+    key_id: str
+    user: str
+    workspace: str
+    scopes: frozenset[str]
+
+    @property
+    def readonly(self) -> bool:
+        return "readonly" in self.scopes
+
+    def allows(self, scope: str) -> bool:
+        """True when the key carries `scope` (an `admin` key carries every scope)."""
+        return scope in self.scopes or "admin" in self.scopes
+
+    @property
+    def caller(self) -> Caller:
+        """Who runs started with this key are for."""
+        return Caller(user=self.user, workspace=self.workspace)
 
 
 @dataclass(frozen=True)

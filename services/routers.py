@@ -15,11 +15,11 @@ from pydantic.json_schema import SkipJsonSchema
 from pydantic.alias_generators import to_camel
 from pymongo.asynchronous.database import AsyncDatabase
 
-from api.errors import ApiError
 from store import routers as router_store
 from core.limits import DEFAULT_PANEL_SIZE, MAX_PANEL_SIZE, MIN_PANEL_SIZE
 from core.settings import Settings
 from nodes.panel import TooFewFamiliesError, pick_panelists
+from services.errors import Conflict, InvalidRequest, NotFound
 
 PRESET_ID = "debate"
 ROUTER_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
@@ -116,7 +116,7 @@ def preset_router(settings: Settings) -> dict[str, Any]:
 
 
 def check_debate_ready(router: dict[str, Any]) -> None:
-    """Refuse debate on a router whose models cannot fill a panel of distinct families (400).
+    """Refuse debate on a router whose models cannot fill a panel of distinct families (`InvalidRequest`).
 
     A router that allows same-family panels can always fill one, so it is not checked.
     """
@@ -125,26 +125,25 @@ def check_debate_ready(router: dict[str, Any]) -> None:
     try:
         pick_panelists(router["models"], router.get("panel_size", DEFAULT_PANEL_SIZE))
     except TooFewFamiliesError as exc:
-        raise ApiError(400, f"Cannot enable debate on router '{router['id']}': {exc}", code="too_few_families") from exc
+        raise InvalidRequest(f"Cannot enable debate on router '{router['id']}': {exc}",
+                             code="too_few_families") from exc
 
 
 def _refuse_preset(router_id: str) -> None:
     if router_id == PRESET_ID:
-        raise ApiError(
-            409,
+        raise Conflict(
             f"'{PRESET_ID}' is the built-in debate preset; it follows PARLEY_DEBATE_MODELS and "
             "PARLEY_ARBITRATOR_MODEL and cannot be changed here. Create a router with another id instead.",
             code="preset_read_only",
         )
 
 
-def _not_found(router_id: str) -> ApiError:
-    return ApiError(404, f"No router '{router_id}' in this workspace (model 'router/{router_id}')",
-                    code="router_not_found")
+def _not_found(router_id: str) -> NotFound:
+    return NotFound(f"No router '{router_id}' in this workspace (model 'router/{router_id}')", code="router_not_found")
 
 
 async def load_router(db: AsyncDatabase, settings: Settings, *, workspace: str, router_id: str) -> dict[str, Any]:
-    """The router `router_id` of `workspace` (or the preset); 404 when there is none."""
+    """The router `router_id` of `workspace` (or the preset); `NotFound` when there is none."""
     if router_id == PRESET_ID:
         return preset_router(settings)
     router = await router_store.get_router(db, workspace=workspace, router_id=router_id)
@@ -164,7 +163,7 @@ async def create_router(db: AsyncDatabase, *, workspace: str, body: RouterCreate
     check_debate_ready(router)
     stored = await router_store.insert_router(db, workspace=workspace, router=router)
     if stored is None:
-        raise ApiError(409, f"A router '{body.id}' already exists in this workspace", code="router_exists")
+        raise Conflict(f"A router '{body.id}' already exists in this workspace", code="router_exists")
     return public_router(stored)
 
 
@@ -176,7 +175,7 @@ async def update_router(db: AsyncDatabase, *, workspace: str, router_id: str, bo
     changes = body.model_dump(exclude_unset=True)
     for required in ("models", "debate", "panel_size", "allow_same_family"):
         if required in changes and changes[required] is None:
-            raise ApiError(400, f"{to_camel(required)} cannot be null", code="invalid_request")
+            raise InvalidRequest(f"{to_camel(required)} cannot be null", code="invalid_request")
     check_debate_ready({**current, **changes})
     updated = await router_store.update_router(db, workspace=workspace, router_id=router_id, changes=changes)
     if updated is None:  # deleted meanwhile

@@ -1,34 +1,88 @@
-"""Duels over HTTP: the client's view of a debate, its list, and who may read its events.
+"""Duels (seeds/duel-sse-api.md): start a debate, the client's view of a debate, its list, and who may read its
+events.
 
-Starting and running a debate is the run engine's (`runs.modes.duel`); a debate's events are its run's.
+Running a debate is the run engine's (`runs.modes.duel`); a debate's events are its run's. A duel is charged
+no credit or allowance; its run records its usage (`services.billing`).
 """
 
 from __future__ import annotations
 
+import logging
 import secrets
+import time
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from fastapi import FastAPI
 from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import PyMongoError
 
-from api.deps import Principal
-from api.services import visibility
-from runs import Caller
+from graphs.duel import DuelContext
+from llm.failures import ModelError
+from runs import Caller, RunEngine
+from services import access
+from services.access import Principal
+from services.errors import CannotStart, NotFound
 from store import debates as store
 
+log = logging.getLogger("parley.duel")
 
 LEGACY_INTERRUPTED = "Debate interrupted: the server running it stopped"
+START_FAILED = "Failed to start debate"  # the seed's message, whatever the cause (the log has it)
 
 
-async def on_startup(app: FastAPI) -> None:
+async def fail_legacy_debates(db: AsyncDatabase) -> None:
     """Fail the debates an earlier Parley (0.1, before debates were runs) left `in_progress`: nothing can
     resume them."""
-    await store.fail_runless(app.state.db, error=LEGACY_INTERRUPTED)
+    await store.fail_runless(db, error=LEGACY_INTERRUPTED)
 
 
-class DebateNotFound(LookupError):
+class DebateNotFound(NotFound):
     """No such debate for this caller."""
+
+    def __init__(self, debate_id: str) -> None:
+        super().__init__("Debate not found")
+        self.debate_id = debate_id
+
+
+@dataclass
+class DebateRequest:
+    """A validated `POST /api/debate` body."""
+
+    topic: str
+    user_profile: dict
+    rounds: int | None = None
+
+
+def new_debate_id() -> str:
+    """`debate_<ms>_<random>`, the seed's format."""
+    return f"debate_{int(time.time() * 1000)}_{secrets.token_hex(4)}"
+
+
+async def start_duel(engine: RunEngine, caller: Caller, request: DebateRequest) -> dict:
+    """Store a new debate and start its run; return the debate record.
+
+    Raises:
+        CannotStart: the debate could not be set up (no usable model, or the database refused it).
+    """
+    context = DuelContext(models=engine.services.factory)
+    rounds = request.rounds or context.rounds
+    try:
+        model = engine.services.factory.resolve(context.model).model_id
+        debate = await store.create_debate(
+            engine.db, debate_id=new_debate_id(), user=caller.user, workspace=caller.workspace, topic=request.topic,
+            user_profile=request.user_profile, rounds=rounds, model=model, stream_token=secrets.token_urlsafe(18),
+        )
+        await engine.submit("duel", caller=caller, run_id=debate["_id"], title=request.topic,
+                            ref={"debateId": debate["_id"]},
+                            input={"topic": request.topic, "user_profile": request.user_profile, "rounds": rounds})
+    except ModelError as exc:
+        log.error("could not start a debate: no usable model: %s", exc)
+        raise CannotStart(START_FAILED) from exc
+    except PyMongoError as exc:
+        log.error("could not start a debate: %s", exc)
+        raise CannotStart(START_FAILED) from exc
+    return debate
 
 
 def public_debate(record: dict, *, summary: bool = False) -> dict:
@@ -64,8 +118,8 @@ def events_url(record: dict) -> str:
 
 
 async def get_debate(db: AsyncDatabase, principal: Principal, debate_id: str) -> dict:
-    """The debate, as stored, if the key may see it (its owner's or an admin's, see `visibility`)."""
-    record = await store.get_debate(db, debate_id=debate_id, visible=visibility.owned(principal, "duel"))
+    """The debate, as stored, if the key may see it (its owner's or an admin's, see `access`)."""
+    record = await store.get_debate(db, debate_id=debate_id, visible=access.owned(principal, "duel"))
     if record is None:
         raise DebateNotFound(debate_id)
     return record
@@ -73,7 +127,11 @@ async def get_debate(db: AsyncDatabase, principal: Principal, debate_id: str) ->
 
 async def list_debates(db: AsyncDatabase, caller: Caller, *, limit: int, cursor: str | None,
                        page: int | None) -> dict[str, Any]:
-    """One page of the caller's own debates, newest first (an admin key too lists only its user's)."""
+    """One page of the caller's own debates, newest first (an admin key too lists only its user's).
+
+    Raises:
+        ValueError: `cursor` is not one this list gave.
+    """
     rows, next_cursor, total = await store.list_debates(
         db, user=caller.user, workspace=caller.workspace, limit=limit, cursor=cursor, page=page,
     )

@@ -1,0 +1,157 @@
+"""What a run costs its workspace, for every mode in one place: plan it, reserve it before the run, settle it
+when the run ends.
+
+Two purses:
+
+- **credit** (USD): a chat completion reserves an estimate of its cost before any model is called (402 when the
+  balance cannot cover it) and is settled to the actual cost however it ends, so nothing beyond what was used
+  is ever charged (`credit_estimate`, `reserve_credit`);
+- the **token allowance**: a round-table question reserves the tokens of a minimum debate and is settled to the
+  tokens used (`reserve_allowance`); a workflow run needs an allowance not used up and takes its tokens when it
+  ends (`require_allowance`). A workspace without an allowance is unlimited.
+
+A duel is charged neither; every run records its usage rows (one per model) when it ends.
+
+What was reserved for a run is its `Bill`, kept in the run's input (`input["bill"]`), so whichever worker ends the
+run (the one that started it, or one that took it over) settles the same reservation: `settle`, which the run
+engine's modes call (given to the engine as its `settle`: `runs/` knows no billing rules).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from pymongo.asynchronous.database import AsyncDatabase
+
+from llm.factory import ModelFactory
+from llm.usage import UsageLedger
+from services.errors import CannotStart, PaymentRequired
+from store import workspaces as ws_store
+from store.usage import record_usage
+
+
+@dataclass(frozen=True)
+class Bill:
+    """What a run is charged when it ends, and what was reserved for it.
+
+    usage: the `mode` of its usage rows; request_id: their `requestId` (the run's id when None).
+    credit: USD reserved from the credit, settled to the actual cost (None: not charged in credit).
+    allowance: tokens reserved from the allowance, settled to the tokens used (None: none reserved).
+    takes_allowance: the tokens used are taken from the allowance at the end (none reserved before).
+    """
+
+    usage: str
+    request_id: str | None = None
+    credit: float | None = None
+    allowance: int | None = None
+    takes_allowance: bool = False
+
+    def dump(self) -> dict[str, Any]:
+        """The bill as the run's input keeps it."""
+        return asdict(self)
+
+
+# --- plan -----------------------------------------------------------------------------------
+
+
+def credit_estimate(factory: ModelFactory, models: list[str], *, prompt_tokens: int, output_tokens: int,
+                    calls: int) -> tuple[float, float]:
+    """(reservation, estimate of one call) in USD: `calls` calls of `prompt_tokens` in and `output_tokens` out at the
+    price of the priciest of `models` (unpriced models cost 0)."""
+    per_call = max((factory.price(m).cost(prompt_tokens, output_tokens) for m in models), default=0.0)
+    return per_call * calls, per_call
+
+
+# --- reserve --------------------------------------------------------------------------------
+
+
+async def reserve_credit(db: AsyncDatabase, workspace: str, amount: float, *, what: str, calls: int,
+                         per_call: float) -> float:
+    """Reserve `amount` USD (`calls` x `per_call`, for `what`) from the workspace's credit; return what was
+    reserved (0 for a free request).
+
+    Raises:
+        PaymentRequired: the balance cannot cover it (`insufficient_credits`).
+    """
+    if amount <= 0:
+        return 0.0
+    if await ws_store.reserve_credit(db, workspace, amount):
+        return amount
+    balance = (await ws_store.get_workspace(db, workspace)).get("creditUsd", 0.0)
+    raise PaymentRequired(
+        f"Insufficient credits: {what} reserves ${amount:.6f} ({calls} x ${per_call:.6f}, the estimated cost of "
+        f"one call) and workspace '{workspace}' has ${balance:.6f}. "
+        f"Add credit with `parley workspaces credit {workspace} --add USD`.",
+        code="insufficient_credits",
+    )
+
+
+async def reserve_allowance(db: AsyncDatabase, workspace: str, tokens: int, *, what: str) -> int | None:
+    """Reserve `tokens` (the minimum of `what`) from the workspace's allowance; return them, or None when the
+    allowance is unlimited (nothing reserved).
+
+    Raises:
+        CannotStart: the allowance cannot cover them (the round-table seed answers 500).
+    """
+    reserved = await ws_store.reserve_allowance(db, workspace, tokens)
+    if reserved is False:
+        left = (await ws_store.get_workspace(db, workspace)).get("allowanceTokens") or 0
+        raise CannotStart(
+            f"Insufficient token allowance: the workspace has {left} tokens left and {what} needs about "
+            f"{tokens}. Raise it with `parley workspaces allowance {workspace} --set N`.")
+    return tokens if reserved else None
+
+
+async def require_allowance(db: AsyncDatabase, workspace: str) -> None:
+    """Refuse a run whose tokens the allowance takes at the end when it is used up.
+
+    Raises:
+        PaymentRequired: the allowance is 0 (`allowance_exhausted`).
+    """
+    if (await ws_store.get_workspace(db, workspace)).get("allowanceTokens") == 0:
+        raise PaymentRequired("The workspace's token allowance is used up", code="allowance_exhausted")
+
+
+@contextlib.asynccontextmanager
+async def released_on_failure(db: AsyncDatabase, workspace: str, bill: Bill) -> AsyncIterator[None]:
+    """Give `bill`'s reservation back if the block fails: wrap everything between reserving and handing the bill to
+    the run that settles it, so that no failure in between (a database refusal, a cancelled request) keeps any."""
+    async with ws_store.released_on_failure(db, workspace, credit=bill.credit or 0.0, tokens=bill.allowance or 0):
+        yield
+
+
+# --- settle ---------------------------------------------------------------------------------
+
+
+def bill_of(record: dict[str, Any]) -> Bill:
+    """The run's bill; for a run started before runs carried one (resumed after an upgrade), what its mode
+    reserved then: a panel's credit and a round table's allowance in `reserved`."""
+    given = record["input"].get("bill")
+    if given is not None:
+        return Bill(**given)
+    kind, reserved = record["kind"], record["input"].get("reserved")
+    if kind == "panel":
+        mode = record["input"]["plan"]["mode"]
+        return Bill(usage="chat" if mode == "single" else mode, request_id=record["input"]["completion"]["id"],
+                    credit=reserved or 0.0)
+    return Bill(usage=kind, allowance=reserved if kind == "roundtable" else None, takes_allowance=kind == "workflow")
+
+
+async def settle(db: AsyncDatabase, record: dict[str, Any], ledger: UsageLedger) -> int | None:
+    """Bill the run `record` for what `ledger` recorded, however it ended: settle the credit reserved to the actual
+    cost, record one usage row per model, settle (or take) the allowance; return the allowance left (None:
+    unlimited, or not charged)."""
+    bill = bill_of(record)
+    workspace = record["workspace"]
+    if bill.credit is not None and (bill.credit > 0 or ledger.total_cost > 0):
+        await ws_store.settle_credit(db, workspace, reserved=bill.credit, actual=ledger.total_cost)
+    await record_usage(db, workspace=workspace, user=record["user"], request_id=bill.request_id or record["_id"],
+                       mode=bill.usage, ledger=ledger)
+    if bill.allowance is not None:
+        return await ws_store.settle_allowance(db, workspace, reserved=bill.allowance, actual=ledger.total_tokens)
+    if bill.takes_allowance and ledger.total_tokens:
+        return await ws_store.consume_allowance(db, workspace, ledger.total_tokens)
+    return None

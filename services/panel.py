@@ -1,0 +1,257 @@
+"""OpenAI-compatible chat completions over panels: resolve the router, plan the request, reserve its credit and
+start the panel run (the run settles the credit and records usage when it ends, `services.billing`).
+
+Billing: every request whose models have a price reserves an estimate of its cost before any model is
+called (`PaymentRequired` when the workspace's balance cannot cover it) and settles to the actual cost
+afterwards, failures included, so nothing beyond what was used is ever charged. The estimate of one call is
+prompt tokens x input price + output cap x output price for the priciest model involved; a debate
+reserves panel size + 1 such calls (about 4x), a raw panel panel-size calls (about 3x), a single-model
+request one. Unpriced models cost 0, so requests using only them need no credit at all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
+
+from core.limits import DEFAULT_MIN_SUCCESSES, DEFAULT_PANEL_SIZE, MAX_CHAT_MESSAGES
+from llm.client import off_loop
+from llm.factory import ModelFactory
+from llm.tokens import approx_tokens
+from nodes.panel import TooFewFamiliesError, pick_panelists, to_messages
+from runs import Caller
+from services import billing
+from services.backend import Backend
+from services.errors import InvalidRequest, RunFailed
+from services.routers import load_router
+
+log = logging.getLogger("parley.panel")
+
+# Output tokens assumed for the estimate when the request sets no cap.
+ESTIMATE_OUTPUT_TOKENS = 1024
+
+RouterMode = Literal["debate", "panel", "fallback", "direct"]
+
+
+# --- request --------------------------------------------------------------------------------
+
+
+def _content_required(schema: dict[str, Any]) -> None:
+    schema["required"] = [*schema.get("required", []), "content"]
+
+
+UNSUPPORTED = ("tools", "functions", "tool_choice", "function_call")
+
+
+def _declare_no_tools(schema: dict[str, Any]) -> None:
+    """`_no_tools` refuses these fields unless they are empty (falsy): say so in the JSON Schema."""
+    for name in UNSUPPORTED:
+        schema["properties"][name] = {"enum": [None, False, 0, "", [], {}],
+                                      "description": "Not supported: only an empty value is accepted."}
+
+
+class ChatMessage(BaseModel):
+    """One message of the conversation, as OpenAI's API takes it."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra=_content_required)
+
+    role: Literal["system", "developer", "user", "assistant"]
+    # `_has_content` refuses a missing, null or blank content, so only non-blank text or parts are declared.
+    content: Annotated[str | list[dict[str, Any]] | None, WithJsonSchema({"anyOf": [
+        {"type": "string", "pattern": r"\S"}, {"type": "array", "items": {"type": "object"}}]})] = None
+    name: str | None = None
+
+    @model_validator(mode="after")
+    def _has_content(self) -> ChatMessage:
+        if self.content is None or (isinstance(self.content, str) and not self.content.strip()):
+            raise ValueError(f"a {self.role} message needs non-empty content")
+        return self
+
+
+
+class ChatCompletionRequest(BaseModel):
+    """`POST /v1/chat/completions`: OpenAI's body plus Parley's `debate` and `panel` flags."""
+
+    # Fields other OpenAI clients send (top_p, user, seed, ...) are accepted and not acted on.
+    model_config = ConfigDict(extra="allow", json_schema_extra=_declare_no_tools)
+
+    model: str = Field(min_length=1, description="`router/<id>`, `router/debate`, or a `provider:model` id.")
+    messages: list[ChatMessage] = Field(min_length=1, max_length=MAX_CHAT_MESSAGES)
+    temperature: float | None = Field(None, ge=0, le=2)
+    max_tokens: int | None = Field(None, ge=1)
+    max_completion_tokens: int | None = Field(None, ge=1)
+    stream: bool = False
+    stream_options: dict[str, Any] | None = None
+    n: int | None = Field(None, ge=1, le=1, description="Parley answers with one choice.")
+    debate: bool | None = Field(None, description="Debate this request (true) or not (false), whatever the router says")
+    panel: bool | None = Field(None, description="Return every panelist's answer, labelled, without arbitration.")
+
+    @model_validator(mode="after")
+    def _no_tools(self) -> ChatCompletionRequest:
+        extra = self.model_extra or {}
+        for unsupported in UNSUPPORTED:
+            if extra.get(unsupported):
+                raise ValueError(f"'{unsupported}' is not supported by Parley's chat completions")
+        return self
+
+    @property
+    def output_cap(self) -> int | None:
+        return self.max_completion_tokens or self.max_tokens
+
+    def openai_messages(self) -> list[dict[str, Any]]:
+        # Only what a model reads: other keys a client sends are accepted (as OpenAI's API does) and dropped.
+        return [m.model_dump(include={"role", "content", "name"}, exclude_none=True) for m in self.messages]
+
+
+# --- planning -------------------------------------------------------------------------------
+
+
+@dataclass
+class Plan:
+    """What one request will do, decided before any model is called."""
+
+    mode: Literal["debate", "panel", "single"]
+    router_mode: RouterMode
+    models: list[str]
+    panelists: list[str] = field(default_factory=list)
+    arbitrators: list[str] = field(default_factory=list)
+    panel_size: int = DEFAULT_PANEL_SIZE
+    allow_same_family: bool = False
+    system_prompt: str | None = None
+    arbitrator_prompt: str | None = None
+
+    @property
+    def calls(self) -> int:
+        """Model calls the request makes when nothing fails."""
+        if self.mode == "debate":
+            return len(self.panelists) + 1
+        return len(self.panelists) if self.mode == "panel" else 1
+
+    @property
+    def priced_models(self) -> list[str]:
+        if self.mode == "single":
+            return self.models
+        return self.panelists + (self.arbitrators if self.mode == "debate" else [])
+
+
+async def plan_request(backend: Backend, body: ChatCompletionRequest, *, workspace: str) -> Plan:
+    """Resolve the target (router, preset or plain model) and the mode.
+
+    Raises:
+        InvalidRequest: `debate`/`panel` without a router, or a router that cannot fill its panel.
+        NotFound: no such router.
+    """
+    settings = backend.settings
+    if not body.model.startswith("router/"):
+        if body.debate or body.panel:
+            raise InvalidRequest(f"'debate' and 'panel' need a router: use model 'router/debate' or 'router/<id>', "
+                                 f"not '{body.model}'", code="router_required")
+        return Plan(mode="single", router_mode="direct", models=[body.model])
+
+    router_id = body.model.removeprefix("router/")
+    router = await load_router(backend.db, settings, workspace=workspace, router_id=router_id)
+    debate = router.get("debate", False) if body.debate is None else body.debate
+    mode = "panel" if body.panel else "debate" if debate else "single"
+    plan = Plan(
+        mode=mode,
+        router_mode="fallback" if mode == "single" else mode,
+        models=list(router["models"]),
+        arbitrators=list(dict.fromkeys(m for m in (router.get("arbitrator"), settings.arbitrator_model) if m)),
+        panel_size=router.get("panel_size", DEFAULT_PANEL_SIZE),
+        allow_same_family=router.get("allow_same_family", False),
+        system_prompt=router.get("system_prompt"),
+        arbitrator_prompt=router.get("arbitrator_prompt"),
+    )
+    if mode != "single":
+        try:
+            plan.panelists = pick_panelists(plan.models, plan.panel_size, allow_same_family=plan.allow_same_family)
+        except TooFewFamiliesError as exc:
+            raise InvalidRequest(f"Router '{router['id']}' cannot run a {mode}: {exc}",
+                                 code="too_few_families") from exc
+    return plan
+
+
+def estimate_cost(factory: ModelFactory, plan: Plan, body: ChatCompletionRequest) -> tuple[float, float]:
+    """Return (reservation, estimate of one call) in USD (`billing.credit_estimate`)."""
+    prompt_tokens = approx_tokens(to_messages(body.openai_messages(), plan.system_prompt))
+    return billing.credit_estimate(factory, plan.priced_models, prompt_tokens=prompt_tokens,
+                                   output_tokens=body.output_cap or ESTIMATE_OUTPUT_TOKENS, calls=plan.calls)
+
+
+async def reserve(backend: Backend, plan: Plan, body: ChatCompletionRequest, *, workspace: str) -> float:
+    """Reserve the estimated cost from the workspace's credit; `PaymentRequired` when the balance cannot cover it."""
+    # Converting and counting a long conversation takes a while: not on the loop that serves every other request.
+    amount, per_call = await off_loop(len(body.messages), estimate_cost, backend.factory, plan, body)
+    what = {"debate": "a debate", "panel": "a panel", "single": "this request"}[plan.mode]
+    return await billing.reserve_credit(backend.db, workspace, amount, what=what, calls=plan.calls, per_call=per_call)
+
+
+# --- running ----------------------------------------------------------------------------------
+
+
+def graph_input(plan: Plan, body: ChatCompletionRequest) -> dict[str, Any]:
+    """The panel graph's input for this request."""
+    return {
+        "messages": body.openai_messages(),
+        "models": plan.models,
+        "panel_size": plan.panel_size,
+        "allow_same_family": plan.allow_same_family,
+        "arbitrators": plan.arbitrators,
+        "mode": plan.mode,
+        "system_prompt": plan.system_prompt,
+        "arbitrator_prompt": plan.arbitrator_prompt,
+        "temperature": body.temperature,
+        "max_tokens": body.output_cap,
+        "min_successes": min(DEFAULT_MIN_SUCCESSES, plan.panel_size),
+    }
+
+
+def completion_id(mode: str) -> str:
+    """The id of the completion body: the seed's `panel-<ms>` for a raw panel, `chatcmpl-…` otherwise."""
+    if mode == "panel":
+        return f"panel-{int(time.time() * 1000)}"
+    return "chatcmpl-" + uuid.uuid4().hex[:24]
+
+
+async def start_completion(backend: Backend, caller: Caller, body: ChatCompletionRequest) -> dict:
+    """Plan one chat completion, reserve its credit and start its run; return the run record.
+
+    With `body.stream` the client reads the answer as it comes, so a candidate that fails midway cannot hand over
+    to the next one (the client already has part of an answer); without it, the next candidate answers.
+
+    Raises:
+        InvalidRequest, NotFound: as `plan_request`.
+        PaymentRequired: the workspace's credit cannot cover the estimate.
+    """
+    plan = await plan_request(backend, body, workspace=caller.workspace)
+    completion = {"id": completion_id(plan.mode), "created": int(time.time())}
+    bill = billing.Bill(usage="chat" if plan.mode == "single" else plan.mode, request_id=completion["id"],
+                        credit=await reserve(backend, plan, body, workspace=caller.workspace))
+    question = next((m.content for m in reversed(body.messages) if m.role == "user" and isinstance(m.content, str)),
+                    body.model)
+    async with billing.released_on_failure(backend.db, caller.workspace, bill):
+        return await backend.runs.submit(
+            "panel", caller=caller, title=question[:200], ref={"completionId": completion["id"]},
+            input={"graph": graph_input(plan, body), "plan": dataclasses.asdict(plan), "bill": bill.dump(),
+                   "completion": completion, "streamed": body.stream},
+        )
+
+
+async def completion_of(backend: Backend, record: dict) -> dict[str, Any]:
+    """The `chat.completion` body of the run `record` once it has ended.
+
+    Raises:
+        RunFailed: the run failed (its error) or was cancelled.
+    """
+    finished = await backend.runs.wait(record["_id"])
+    if finished["status"] != "completed":
+        log.warning("chat completion %s failed: %s", record["_id"], (finished.get("error") or {}).get("message"))
+        raise RunFailed(finished.get("error") or {"message": "The request was cancelled", "status": 499},
+                        run_id=record["_id"])
+    return finished["result"]
