@@ -27,6 +27,7 @@ from graphs.roundtable import RoundTableContext, estimate_minimum_tokens, format
 from graphs.roundtable import graph as roundtable_graph
 from nodes.failures import describe_failure, is_model_failure
 from nodes.models import UsageLedger
+from nodes.speak import is_chunk
 from runs.modes.base import Emit, ModeRun, Outcome, RunFailure, with_checkpointer
 from store import agents as agent_store
 from store import conversations as conv_store
@@ -181,6 +182,13 @@ async def _start(engine: RunEngine, caller: Caller, conversation: dict, content:
     return record["_id"]
 
 
+def seed_chunk(event: dict[str, Any]) -> dict[str, Any]:
+    """A `chunk` of the one shape (`nodes.speak`) as the seed's round-table chunk: the agent, the round, the text."""
+    speaker = event["speaker"]
+    return {"agentId": speaker["id"], "agentName": speaker["name"], "roundNumber": event["round"],
+            "content": event["content"]}
+
+
 def failure_message(exc: BaseException) -> str:
     """The model layer's account of a model failure (upstream text capped and redacted there), or the kind of
     any other failure."""
@@ -253,7 +261,7 @@ class RoundtableRun(ModeRun):
         return dict(self.input["graph"])
 
     def translate(self, mode: str, part: Any) -> Iterable[Emit]:
-        data = {k: v for k, v in part.items() if k != "event"}
+        data = seed_chunk(part) if is_chunk(part) else {k: v for k, v in part.items() if k != "event"}
         if part.get("event") == "message":
             self.transcript.append(data)
         yield Emit(part["event"], data)
