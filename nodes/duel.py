@@ -27,7 +27,7 @@ from nodes.personas import fallback_opponent
 from nodes.prompts import duel as prompts
 from nodes.speak import LengthRule, Speaker, Turn, speak
 from nodes.speak import TurnInterrupted as TurnInterrupted  # where the duel's callers have always found it
-from nodes.text import clip, first_sentence, is_cjk, topic_language
+from nodes.text import clip, first_sentence, is_cjk, newest_within, topic_language
 
 log = logging.getLogger("parley.duel")
 
@@ -211,9 +211,7 @@ def fold_summary(
     older = max(0, len(messages) - keep_recent)
     for message in messages[folded:older]:
         lines.append(f"{message['name']}: {first_sentence(message['content'])}")
-    while lines and sum(len(line) + 1 for line in lines) > max_chars:
-        lines.pop(0)
-    return "\n".join(lines), max(folded, older)
+    return "\n".join(newest_within(lines, max_chars)), max(folded, older)
 
 
 def _persona(role: Role, state: TurnInput) -> dict:

@@ -25,7 +25,7 @@ from nodes.failures import UNREADABLE_ANSWER
 from nodes.prompts import roundtable as prompts
 from nodes.retrieval import retrieve
 from nodes.speak import Turn, speak
-from nodes.text import first_sentence
+from nodes.text import clip, first_sentence
 
 log = logging.getLogger(__name__)
 
@@ -193,8 +193,7 @@ def format_positions(messages: list[dict[str, Any]], *, chars: int, me: str | No
             who += ", devil's advocate"
         if m["agentId"] == me:
             who += ", you"
-        text = m["content"] if len(m["content"]) <= chars else m["content"][:chars].rsplit(" ", 1)[0] + " …"
-        lines.append(f"- {who} [{m['stance']}, confidence {m['confidence']:.2f}]: {text}")
+        lines.append(f"- {who} [{m['stance']}, confidence {m['confidence']:.2f}]: {clip(m['content'], chars)}")
     return "\n".join(lines) or "(nobody has spoken yet)"
 
 
