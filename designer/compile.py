@@ -16,7 +16,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import RetryPolicy
 
 from designer import modes
-from designer.context import WorkflowContext, context_of
+from designer.context import WorkflowContext
 from designer.nodes import NodeFn, condition_node, condition_router, edge_router, llm_node, transform_node
 from designer.routing import node_routes
 from designer.spec import ConditionNode, WorkflowSpec
@@ -54,7 +54,7 @@ def _instrumented(spec: WorkflowSpec, node: Any, step: NodeFn) -> NodeFn:
     model = getattr(node.config, "model", None) if hasattr(node, "config") else None
 
     async def run(state: dict[str, Any], runtime: Any) -> dict[str, Any]:
-        ctx = context_of(runtime)
+        ctx = WorkflowContext.of(runtime)
         write = event_writer()
         attempt = runtime.execution_info.node_attempt if getattr(runtime, "execution_info", None) else 1
         write({"event": "node_start", "node": node.id, "type": node.type, "attempt": attempt})

@@ -20,8 +20,3 @@ class WorkflowContext(RunContext):
 
     workspace_agents: list[dict[str, Any]] | None = None
 
-
-def context_of(runtime: Any) -> RunContext:
-    """The run's context, or a default one when the caller passed none."""
-    context = getattr(runtime, "context", None)
-    return context if isinstance(context, RunContext) else WorkflowContext()

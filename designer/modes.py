@@ -15,12 +15,13 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 from core.limits import MAX_DUEL_ROUNDS, MIN_DUEL_ROUNDS
-from designer.context import context_of
+from designer.context import WorkflowContext
 from designer.nodes import NodeFn
 from designer.spec import DebateNode, DuelNode, PanelNode, RoundtableNode
 from designer.templates import render
 from nodes.context import RunContext
 from nodes.events import event_writer, relay
+from nodes.speak import is_chunk
 
 DEFAULT_USER_PROFILE = {"name": "Advocate"}
 _SHARED_CONTEXT_FIELDS = tuple(f.name for f in dataclasses.fields(RunContext))
@@ -31,14 +32,24 @@ class NodeInputError(ValueError):
 
 
 def tag_event(node_id: str, event: Any) -> dict[str, Any]:
-    """A nested graph's custom stream event, as the workflow's own: token chunks stay `chunk`, the rest
-    become `progress` with the original event name as `kind`."""
+    """A nested graph's custom stream event, as the workflow's own: token chunks stay `chunk` (in the one shape
+    of `nodes.speak`, tagged with the node: `{node, speaker, round, content}`), the rest become `progress`
+    with the original event name as `kind`."""
     if not isinstance(event, Mapping):
         return {"event": "progress", "node": node_id, "kind": "custom", "data": event}
     rest = {k: v for k, v in event.items() if k not in ("event", "node")}
     if event.get("event") == "chunk":
         return {"event": "chunk", "node": node_id, **rest}
     return {"event": "progress", "node": node_id, "kind": str(event.get("event") or "custom"), "data": rest}
+
+
+def workflow_event(event: Any) -> Any:
+    """A workflow's own custom stream event as its stream shows it: a `chunk` in the one shape
+    (`nodes.speak`) spoken by a workflow node becomes `{"event": "chunk", "node": id, "content": ...}`;
+    any other event (a nested mode graph's, already tagged by `tag_event`) stays as it is."""
+    if is_chunk(event) and "node" not in event:
+        return {"event": "chunk", "node": event["speaker"]["id"], "content": event["content"]}
+    return event
 
 
 async def run_nested(node_id: str, graph: CompiledStateGraph, payload: dict[str, Any], context: Any) -> dict[str, Any]:
@@ -110,7 +121,7 @@ def debate_node(node: DebateNode | PanelNode, defaults: Mapping[str, Any]) -> No
         nonlocal graph
         graph = graph or build()
         question = render(node.inputs.input, state, defaults)
-        final = await run_nested(node.id, graph, {"input": question}, context_of(runtime))
+        final = await run_nested(node.id, graph, {"input": question}, WorkflowContext.of(runtime))
         return {node.output_key: final.get("answer", "")}
 
     return ask_panel
@@ -155,7 +166,8 @@ def duel_node(node: DuelNode, defaults: Mapping[str, Any]) -> NodeFn:
             payload["rounds"] = rounds
         built = built or build()
         graph, schema = built
-        final = await run_nested(node.id, graph, payload, mode_context(schema, context_of(runtime), node.config.options))
+        ctx = WorkflowContext.of(runtime)
+        final = await run_nested(node.id, graph, payload, mode_context(schema, ctx, node.config.options))
         result = {key: final.get(key) for key in ("opponent_profile", "messages", "synthesis")}
         result["winner_argument"] = winner_argument(final)
         return {node.output_key: result}
@@ -196,7 +208,7 @@ def roundtable_node(node: RoundtableNode, defaults: Mapping[str, Any]) -> NodeFn
     async def hold_round_table(state: dict[str, Any], runtime: Any) -> dict[str, Any]:
         """Put the rendered question to a round table and write its synthesis and transcript."""
         nonlocal built
-        ctx = context_of(runtime)
+        ctx = WorkflowContext.of(runtime)
         payload = {
             "question": render(node.inputs.question, state, defaults),
             "topic": render(node.inputs.topic, state, defaults) if node.inputs.topic else None,

@@ -2,8 +2,9 @@
 
 Each factory takes the node's spec and the workflow's declared defaults and returns an async LangGraph
 node `(state, runtime) -> {output_key: value}`. Model calls go through `runtime.context` (a
-`RunContext`), labelled with the node id; token chunks go to the stream writer as
-`{"event": "chunk", "node": id, "content": ...}`.
+`RunContext`), labelled with the node id; a streamed `llm` node is a `speak` node (`nodes.speak`) whose
+chunks the workflow's stream shows as `{"event": "chunk", "node": id, "content": ...}`
+(`designer.modes.workflow_event`).
 """
 
 from __future__ import annotations
@@ -14,39 +15,43 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from designer.context import context_of
+from designer.context import WorkflowContext
 from designer.routing import Routing, evaluate, read
 from designer.schemas import model_from_schema
 from designer.spec import ConditionNode, LlmNode, TransformNode
 from designer.templates import lookup, render, to_text
-from nodes.events import event_writer
+from nodes.speak import speak
 
 NodeFn = Callable[[dict[str, Any], Any], Awaitable[dict[str, Any]]]
 
 
 def llm_node(node: LlmNode, defaults: Mapping[str, Any]) -> NodeFn:
-    """Build the node for an `llm` spec: one model call, streamed, or structured when a schema is given."""
+    """Build the node for an `llm` spec: one model call, streamed (a `speak` node, the node speaking as itself),
+    or structured when a schema is given."""
     config = node.config
-    output_model = model_from_schema(config.output_schema, node.id) if config.output_schema else None
 
-    async def call_model(state: dict[str, Any], runtime: Any) -> dict[str, Any]:
-        """Ask the node's model the rendered prompt and write its answer to the output key."""
-        ctx = context_of(runtime)
+    def prompt(state: dict[str, Any], ctx: Any) -> list[BaseMessage]:
         messages: list[BaseMessage] = []
         if node.inputs.system:
             messages.append(SystemMessage(render(node.inputs.system, state, defaults)))
         messages.append(HumanMessage(render(node.inputs.prompt, state, defaults)))
+        return messages
+
+    if config.output_schema is None:
+        return speak(
+            name="call_model", doc="Ask the node's model the rendered prompt and write its answer to the output key.",
+            prompt=prompt, speaker={"id": node.id, "name": node.id}, writes=node.output_key,
+            model=config.model, temperature=config.temperature, max_tokens=config.max_tokens, label=node.id,
+            resend=True,  # a retried node (its `retries`) streams its answer again, as it always has
+        )
+    output_model = model_from_schema(config.output_schema, node.id)
+
+    async def call_model(state: dict[str, Any], runtime: Any) -> dict[str, Any]:
+        """Ask the node's model the rendered prompt and write its answer to the output key."""
+        ctx = WorkflowContext.of(runtime)
         knobs = {"temperature": config.temperature, "max_tokens": config.max_tokens, "label": node.id}
-        if output_model is not None:
-            answer = await ctx.structured(output_model, config.model, **knobs).ainvoke(messages)
-            return {node.output_key: answer.model_dump(mode="json")}
-        write = event_writer()
-        parts: list[str] = []
-        async for chunk in ctx.chat(config.model, **knobs).astream(messages):
-            if isinstance(chunk.content, str) and chunk.content:
-                parts.append(chunk.content)
-                write({"event": "chunk", "node": node.id, "content": chunk.content})
-        return {node.output_key: "".join(parts)}
+        answer = await ctx.structured(output_model, config.model, **knobs).ainvoke(prompt(state, ctx))
+        return {node.output_key: answer.model_dump(mode="json")}
 
     return call_model
 

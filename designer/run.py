@@ -16,6 +16,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from designer.compile import compile_workflow
 from designer.context import WorkflowContext
+from designer.modes import workflow_event
 from designer.spec import WorkflowSpec
 from designer.usage import run_usage
 from designer.validate import Issue, suggest, type_matches
@@ -170,7 +171,7 @@ async def stream_workflow(
         async for mode, chunk in graph.astream(dict(initial), context=context, stream_mode=["custom", "values"]):
             if mode == "custom":
                 if isinstance(chunk, Mapping) and "event" in chunk:
-                    yield dict(chunk)
+                    yield dict(workflow_event(chunk))
             else:
                 final = chunk
     except Exception as exc:

@@ -22,6 +22,8 @@ from langgraph.types import Send
 from llm.failures import MODEL_RETRY
 from nodes.convergence import measure_convergence
 from nodes.events import emit
+from llm.failures import MODEL_RETRY
+from nodes.text import newest_within
 from nodes.roundtable import (
     RoundTableContext,
     agent_turn,
@@ -117,8 +119,8 @@ def after_round(state: RoundTableState, runtime: Runtime) -> list[Send | str] | 
 
 
 def format_history(exchanges: list[dict[str, Any]], *, max_chars: int = 2400) -> str | None:
-    """Bounded history for a follow-up: each earlier exchange's question and conclusion, newest first,
-    and the last positions of the most recent one.
+    """Bounded history for a follow-up: each earlier exchange's question and conclusion, oldest first, and the
+    last positions of the most recent one, within `max_chars` (`nodes.text.newest_within`).
 
     Args:
         exchanges: oldest first, each `{"question", "synthesis", "positions": [{agentName, stance, keyPoint}]}`.
@@ -131,7 +133,7 @@ def format_history(exchanges: list[dict[str, Any]], *, max_chars: int = 2400) ->
     positions = "\n".join(
         f"  - {p['agentName']} [{p['stance']}]: {p.get('keyPoint') or ''}" for p in latest.get("positions") or []
     )
-    for number, exchange in reversed(list(enumerate(exchanges, 1))):
+    for number, exchange in enumerate(exchanges, 1):
         synthesis = exchange.get("synthesis") or {}
         block = (
             f"Q{number}: {exchange['question']}\n"
@@ -139,12 +141,8 @@ def format_history(exchanges: list[dict[str, Any]], *, max_chars: int = 2400) ->
         )
         if exchange is latest and positions:
             block += "\n  Last positions:\n" + positions
-        if sum(len(b) for b in blocks) + len(block) > max_chars:
-            if not blocks:
-                blocks.append(block[:max_chars])
-            break
         blocks.append(block)
-    return "\n".join(reversed(blocks))
+    return "\n".join(newest_within(blocks, max_chars))
 
 
 def estimate_minimum_tokens(inputs: RoundTableInput, ctx: RoundTableContext | None = None) -> int:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import openai
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable
 from langgraph.runtime import Runtime
 from langgraph.types import Send
@@ -23,10 +23,13 @@ from core.limits import DEFAULT_DUEL_ROUNDS, DUEL_CONCLUSION_MAX_CHARS, DUEL_TUR
 from llm.failures import UNREADABLE_ANSWER
 from nodes.bounds import AtMost, Clipped
 from nodes.context import RunContext
+from llm.failures import UNREADABLE_ANSWER
 from nodes.events import emit, event_writer
 from nodes.personas import fallback_opponent
 from nodes.prompts import duel as prompts
-from nodes.text import LengthGate, clip, first_sentence, is_cjk, topic_language
+from nodes.speak import LengthRule, Speaker, Turn, speak
+from nodes.speak import TurnInterrupted as TurnInterrupted  # where the duel's callers have always found it
+from nodes.text import clip, first_sentence, is_cjk, newest_within, topic_language
 
 log = logging.getLogger("parley.duel")
 
@@ -79,10 +82,6 @@ def duel_context(runtime: Runtime[DuelContext] | None) -> DuelContext:
 
 # How many times a judge is asked for a readable verdict before it counts as abstaining.
 JUDGE_ATTEMPTS = 2
-
-
-class TurnInterrupted(RuntimeError):
-    """A turn's stream failed after part of it was sent; repeating it would send that part twice."""
 
 
 # --- structured outputs --------------------------------------------------------------------
@@ -214,9 +213,7 @@ def fold_summary(
     older = max(0, len(messages) - keep_recent)
     for message in messages[folded:older]:
         lines.append(f"{message['name']}: {first_sentence(message['content'])}")
-    while lines and sum(len(line) + 1 for line in lines) > max_chars:
-        lines.pop(0)
-    return "\n".join(lines), max(folded, older)
+    return "\n".join(newest_within(lines, max_chars)), max(folded, older)
 
 
 def _persona(role: Role, state: TurnInput) -> dict:
@@ -262,77 +259,63 @@ def turn_prompt(role: Role, state: TurnInput, ctx: DuelContext, summary: str) ->
     return [SystemMessage(system), HumanMessage(human)]
 
 
-async def _stream_turn(model: Runnable, prompt: list[BaseMessage], gate: LengthGate, emit) -> None:
-    """Stream one model answer through `gate`, sending what it releases; stop reading once it is full."""
-    truncated = False
-    stream = model.astream(prompt)
-    try:
-        async for chunk in stream:
-            text = chunk.text
-            if text:
-                emit(gate.feed(text))
-            if chunk.response_metadata.get("finish_reason") == "length":
-                truncated = True
-            if gate.full:
-                truncated = True
-                break
-    finally:
-        await stream.aclose()
-    emit(gate.finish(truncated=truncated))
+def _turn_length(state: TurnInput, ctx: DuelContext) -> LengthRule:
+    """The duel's length rule: `min_chars`..`max_chars`, a short turn asked to go on in the topic's language."""
+    language = topic_language(state["topic"])
+
+    def more(said: str) -> str:
+        return prompts.CONTINUE_PROMPT.format(
+            length=len(said), min_chars=ctx.min_chars, max_chars=ctx.max_chars,
+            missing=ctx.min_chars - len(said) + 20, language=language,
+        )
+
+    return LengthRule(ctx.min_chars, ctx.max_chars, more)
+
+
+def _speaker(role: Role, state: TurnInput) -> Speaker:
+    profile = state["user_profile"] if role == "user" else state["opponent_profile"]
+    return {"id": role, "name": profile["name"]}
+
+
+def _round_of(state: TurnInput) -> int:
+    return len(state.get("messages") or []) // 2 + 1
 
 
 def make_speaker(role: Role):
-    """Build the node that speaks one turn as `role` ("user": the user's agent, or "opponent")."""
+    """Build the node that speaks one turn as `role` ("user": the user's agent, or "opponent"), streamed,
+    within the context's character bounds: a `speak` node (`nodes.speak`)."""
 
-    async def speak(state: TurnInput, runtime: Runtime[DuelContext]) -> dict:
-        """Speak one turn, streaming it, within the context's character bounds."""
-        ctx = duel_context(runtime)
-        writer = event_writer()
-        messages = state.get("messages") or []
-        name = state["user_profile"]["name"] if role == "user" else state["opponent_profile"]["name"]
-        rounds = state.get("rounds") or ctx.rounds
-        round_no = len(messages) // 2 + 1
+    def prepare(state: TurnInput, ctx: DuelContext) -> dict:
+        """Fold the turns that left the recent window into the summary, and announce the turn."""
         summary, summarized = fold_summary(
-            state.get("summary", ""), state.get("summarized", 0), messages,
+            state.get("summary", ""), state.get("summarized", 0), state.get("messages") or [],
             keep_recent=ctx.recent_turns, max_chars=ctx.summary_max_chars,
         )
-        prompt = turn_prompt(role, state, ctx, summary)
-        model = ctx.chat(
-            ctx.user_model if role == "user" else ctx.opponent_model,
-            temperature=ctx.temperature, max_tokens=ctx.turn_tokens(state["topic"]), label=role,
-        )
-        gate = LengthGate(ctx.min_chars, ctx.max_chars)
-        sent = False
+        emit({"event": "start", "role": role, "name": _speaker(role, state)["name"], "round": _round_of(state),
+              "rounds": state.get("rounds") or ctx.rounds})
+        return {"summary": summary, "summarized": summarized}
 
-        def emit(text: str) -> None:
-            nonlocal sent
-            if text:
-                sent = True
-                writer({"event": "chunk", "role": role, "name": name, "content": text})
+    def record(turn: Turn, state: TurnInput, ctx: DuelContext) -> dict:
+        message = {"role": role, "name": turn.speaker["name"], "content": turn.text,
+                   "timestamp": int(time.time() * 1000)}
+        emit({"event": "message", **message, "round": _round_of(state)})
+        return {"messages": [message], "summary": state["summary"], "summarized": state["summarized"]}
 
-        writer({"event": "start", "role": role, "name": name, "round": round_no, "rounds": rounds})
-        try:
-            await _stream_turn(model, prompt, gate, emit)
-            if len(gate.emitted) < ctx.min_chars:
-                # Too short: ask for a continuation rather than a new answer, so what was sent stays true.
-                language = topic_language(state["topic"])
-                more = [*prompt, AIMessage(gate.emitted), HumanMessage(prompts.CONTINUE_PROMPT.format(
-                    length=len(gate.emitted), min_chars=ctx.min_chars, max_chars=ctx.max_chars,
-                    missing=ctx.min_chars - len(gate.emitted) + 20, language=language,
-                ))]
-                if gate.emitted and not is_cjk(gate.emitted) and not gate.emitted[-1].isspace():
-                    emit(gate.feed(" "))
-                await _stream_turn(model, more, gate, emit)
-        except Exception as exc:
-            if sent:
-                raise TurnInterrupted(f"{name}'s turn failed after it began streaming: {exc}") from exc
-            raise
-        message = {"role": role, "name": name, "content": gate.emitted, "timestamp": int(time.time() * 1000)}
-        writer({"event": "message", **message, "round": round_no})
-        return {"messages": [message], "summary": summary, "summarized": summarized}
-
-    speak.__name__ = f"{role}_turn"
-    return speak
+    return speak(
+        name=f"{role}_turn",
+        doc="Speak one turn, streaming it, within the context's character bounds.",
+        context=DuelContext,
+        reads=TurnInput,
+        prepare=prepare,
+        speaker=lambda state, ctx: _speaker(role, state),
+        prompt=lambda state, ctx: turn_prompt(role, state, ctx, state["summary"]),
+        model=lambda state, ctx: ctx.user_model if role == "user" else ctx.opponent_model,
+        temperature=lambda state, ctx: ctx.temperature,
+        max_tokens=lambda state, ctx: ctx.turn_tokens(state["topic"]),
+        label=role,
+        length=_turn_length,
+        writes=record,
+    )
 
 
 # --- judge and synthesize --------------------------------------------------------------------

@@ -31,10 +31,12 @@ from llm.usage import monotonic_ms, usage_from_message
 from nodes.context import RunContext
 from nodes.events import emit, event_writer
 from nodes.prompts import panel as prompts
+from nodes.speak import Turn, TurnInterrupted, chunk_event, say
 
 # The raw panel's wire format (seed contract): each answer under its model's name, separated by rules.
 PANEL_BLOCK = "**{model}**\n\n{answer}"
 PANEL_SEPARATOR = "\n\n---\n\n"
+PANEL_SPEAKER = {"id": "panel", "name": "panel"}  # who "speaks" the assembled raw panel's blocks
 
 ANSWER_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[:MAX_PANEL_SIZE]  # one per panelist
 
@@ -489,9 +491,9 @@ async def stream_first_answer(
     """Stream an answer from the first candidate that gives one; each failure hands over to the next, except a
     transient one before any token was sent, after which the same candidate is asked once more (`MODEL_RETRY`).
 
-    Tokens go out as `{"event": "chunk"}`; `{"event": "answering"}` announces each candidate and
-    `{"event": "fallback"}` each failure (with `partial: true` when some of its tokens already went out,
-    which a streaming caller cannot take back).
+    Tokens go out as `chunk` events, each candidate speaking as itself (`nodes.speak.say`);
+    `{"event": "answering"}` announces each candidate and `{"event": "fallback"}` each failure (with
+    `partial: true` when some of its tokens already went out, which a streaming caller cannot take back).
 
     Returns:
         The answer, the model that gave it, and the failed attempts before it.
@@ -504,29 +506,27 @@ async def stream_first_answer(
     for model in dict.fromkeys(candidates):
         writer({"event": "answering", "role": role, "model": model})
         for attempt in range(1, MODEL_RETRY.max_attempts + 1):
-            parts: list[str] = []
+            turn: Turn | None = None
             try:
                 chat = ctx.chat(model, temperature=temperature, max_tokens=max_tokens, timeout=timeout,
                                 label=f"{role}:{model}")
-                async for chunk in chat.astream(messages):
-                    text = content_text(chunk.content)
-                    if text:
-                        parts.append(text)
-                        writer({"event": "chunk", "content": text})
-                if not "".join(parts).strip():
+                turn = await say(chat, messages, speaker={"id": model, "name": model})
+                if not turn.text.strip():
                     raise EmptyAnswerError(f"{model} answered with no text")
             # Any failure of one candidate is the next one's cue; the cause is kept and reported if all fail.
             except Exception as exc:  # noqa: BLE001
-                if not parts and attempt < MODEL_RETRY.max_attempts and is_transient(exc):
+                partial = isinstance(exc, TurnInterrupted) or bool(turn and turn.text)
+                cause = exc.__cause__ if isinstance(exc, TurnInterrupted) and exc.__cause__ else exc
+                if not partial and attempt < MODEL_RETRY.max_attempts and is_transient(cause):
                     # Nothing of it was sent (a pooled connection the server had closed, say): ask it again.
                     await asyncio.sleep(MODEL_RETRY.initial_interval)
                     continue
-                failure = {"model": model, "role": role, "error": classify_failure(exc),
-                           "detail": describe_failure(exc), "partial": bool(parts)}
+                failure = {"model": model, "role": role, "error": classify_failure(cause),
+                           "detail": describe_failure(cause), "partial": partial}
                 failures.append(failure)
                 writer({"event": "fallback", **failure})
                 break
-            return "".join(parts), model, failures
+            return turn.text, model, failures
     raise AllModelsFailedError(role, failures)
 
 
@@ -556,7 +556,7 @@ async def assemble_panel(state: dict[str, Any]) -> dict[str, Any]:
     blocks = []
     for i, item in enumerate(state["answers"]):
         block = PANEL_BLOCK.format(model=item["model"], answer=item["answer"])
-        writer({"event": "chunk", "content": (PANEL_SEPARATOR if i else "") + block})
+        writer(chunk_event(PANEL_SPEAKER, (PANEL_SEPARATOR if i else "") + block))
         blocks.append(block)
     return {"answer": PANEL_SEPARATOR.join(blocks), "arbitrator": None}
 

@@ -1,8 +1,8 @@
 """Round-table nodes: seating, an agent's turn, the devil's advocate's turn, the synthesis, memory formation.
 
 Every node reads its knobs from `RoundTableContext` and calls models only through it. Turn nodes are
-fed by `Send` with a `TurnInput`, so one round's agents run concurrently; each streams its tokens as
-`chunk` events and returns one transcript message.
+fed by `Send` with a `TurnInput`, so one round's agents run concurrently; each is a `speak` node
+(`nodes.speak`) streaming its tokens as `chunk` events, and returns one transcript message.
 """
 
 from __future__ import annotations
@@ -22,10 +22,12 @@ from llm.failures import UNREADABLE_ANSWER
 from nodes.bounds import AtMost, Clipped
 from nodes.context import RunContext
 from nodes.convergence import positions_of, strongest_consensus
+from llm.failures import UNREADABLE_ANSWER
 from nodes.events import emit, event_writer
 from nodes.prompts import roundtable as prompts
 from nodes.retrieval import retrieve
-from nodes.text import first_sentence
+from nodes.speak import Turn, speak
+from nodes.text import clip, first_sentence
 
 log = logging.getLogger(__name__)
 
@@ -193,8 +195,7 @@ def format_positions(messages: list[dict[str, Any]], *, chars: int, me: str | No
             who += ", devil's advocate"
         if m["agentId"] == me:
             who += ", you"
-        text = m["content"] if len(m["content"]) <= chars else m["content"][:chars].rsplit(" ", 1)[0] + " …"
-        lines.append(f"- {who} [{m['stance']}, confidence {m['confidence']:.2f}]: {text}")
+        lines.append(f"- {who} [{m['stance']}, confidence {m['confidence']:.2f}]: {clip(m['content'], chars)}")
     return "\n".join(lines) or "(nobody has spoken yet)"
 
 
@@ -237,22 +238,16 @@ def _usage_of(ctx: RoundTableContext, label: str) -> dict[str, int]:
     return {"inputTokens": sum(r.input_tokens for r in records), "outputTokens": sum(r.output_tokens for r in records)}
 
 
-async def _take_turn(state: TurnInput, ctx: RoundTableContext) -> dict[str, Any]:
-    """Stream one agent's answer as chunk events, then extract the stance it took."""
+def _turn_model(state: TurnInput, ctx: RoundTableContext) -> str | None:
+    agent = state["agent"]
+    return agent.get("model") or (ctx.devils_advocate_model if agent["isDevilsAdvocate"] else None)
+
+
+async def _record_turn(turn: Turn, state: TurnInput, ctx: RoundTableContext) -> dict[str, Any]:
+    """Extract the stance the streamed answer took, and record the answer as one transcript message."""
     agent, round_number = state["agent"], state["round"]
-    model = agent.get("model") or (ctx.devils_advocate_model if agent["isDevilsAdvocate"] else None)
-    label = f"roundtable:{round_number}:{agent['id']}:{uuid.uuid4().hex[:8]}"
-    write = event_writer()
-    chat = ctx.chat(model, temperature=ctx.temperature, max_tokens=ctx.max_tokens, label=label)
-    parts: list[str] = []
-    async for chunk in chat.astream(_turn_messages(state, ctx)):
-        text = chunk.content if isinstance(chunk.content, str) else ""
-        if text:
-            parts.append(text)
-            write({"event": "chunk", "agentId": agent["id"], "agentName": agent["name"],
-                   "roundNumber": round_number, "content": text})
-    content = "".join(parts).strip()
-    extract = ctx.structured(StatedPosition, model, temperature=0.0, label=label)
+    content = turn.text.strip()
+    extract = ctx.structured(StatedPosition, turn.model, temperature=0.0, label=turn.label)
     try:
         position: StatedPosition = await extract.ainvoke([
             SystemMessage(prompts.POSITION_SYSTEM),
@@ -277,22 +272,37 @@ async def _take_turn(state: TurnInput, ctx: RoundTableContext) -> dict[str, Any]
         "roundNumber": round_number,
         "isDevilsAdvocate": agent["isDevilsAdvocate"],
         "seat": agent.get("seat", 0),
-        "model": ctx.model_id(model),
-        "usage": _usage_of(ctx, label),
+        "model": ctx.model_id(turn.model),
+        "usage": _usage_of(ctx, turn.label),
         "createdAt": datetime.now(UTC).isoformat(),
     }
-    write({"event": "message", **message})
-    return message
+    emit({"event": "message", **message})
+    return {"transcript": [message]}
 
 
-async def agent_turn(state: TurnInput, runtime: Runtime) -> dict[str, Any]:
-    """Answer the question in character, reading the others' previous positions, and state a stance."""
-    return {"transcript": [await _take_turn(state, context_of(runtime))]}
+# One turn of the table, whoever sits: the devil's advocate differs only in its prompt (`_turn_messages`).
+# A turn failing mid-stream is asked again (its retry policy), as the table's turns always were.
+_TURN = dict(
+    context=RoundTableContext,
+    reads=TurnInput,
+    speaker=lambda state, ctx: {"id": state["agent"]["id"], "name": state["agent"]["name"]},
+    round=lambda state, ctx: state["round"],
+    prompt=_turn_messages,
+    model=_turn_model,
+    temperature=lambda state, ctx: ctx.temperature,
+    max_tokens=lambda state, ctx: ctx.max_tokens,
+    label=lambda state, ctx: f"roundtable:{state['round']}:{state['agent']['id']}:{uuid.uuid4().hex[:8]}",
+    writes=_record_turn,
+    resend=True,
+)
 
-
-async def devils_advocate_turn(state: TurnInput, runtime: Runtime) -> dict[str, Any]:
-    """Attack the strongest consensus that emerged in the previous round."""
-    return {"transcript": [await _take_turn(state, context_of(runtime))]}
+agent_turn = speak(
+    name="agent_turn", **_TURN,
+    doc="Answer the question in character, reading the others' previous positions, and state a stance.",
+)
+devils_advocate_turn = speak(
+    name="devils_advocate_turn", **_TURN, doc="Attack the strongest consensus that emerged in the previous round.",
+)
 
 
 # --- synthesis ------------------------------------------------------------------------------

@@ -1,5 +1,8 @@
 """Text shaping for spoken turns: which language a topic is in, sentence ends (Latin and CJK), and length limits.
 
+The one text cutter is `soft_cut` (and `clip`, `first_sentence` and `LengthGate` built on it); the one bounded
+history of a prompt is `newest_within`.
+
 `LengthGate` keeps a streamed turn within [min, max] characters without ever taking back text
 already sent: what is certain to survive the final cut streams at once, the rest waits for its
 sentence to end.
@@ -82,6 +85,23 @@ def first_sentence(text: str, limit: int = 120) -> str:
     """The first sentence of `text`, clipped to `limit` characters."""
     ends = sentence_ends(text)
     return clip(text[: ends[0]] if ends else text, limit)
+
+
+def newest_within(pieces: list[str], max_chars: int, *, sep: str = "\n") -> list[str]:
+    """A prompt's bounded history: the newest of `pieces` (the list's end) that fit in `max_chars` characters
+    once joined with `sep`, in their order, the oldest dropped first; when not even the newest fits, it alone,
+    clipped to `max_chars` (`clip`)."""
+    kept: list[str] = []
+    size = 0
+    for piece in reversed(pieces):
+        grown = size + len(piece) + (len(sep) if kept else 0)
+        if grown > max_chars:
+            break
+        kept.append(piece)
+        size = grown
+    if not kept and pieces:
+        kept = [clip(pieces[-1], max_chars)]
+    return kept[::-1]
 
 
 class LengthGate:

@@ -63,7 +63,7 @@ class DuelRun(ModeRun):
     def translate(self, mode: str, part: Any) -> Iterable[Emit]:
         kind = part.get("event")
         if kind == "chunk":
-            yield Emit("chunk", {"role": part["role"], "content": part["content"]})
+            yield Emit("chunk", {"role": part["speaker"]["id"], "content": part["content"]})  # the seed's chunk
         elif kind == "start" and self.speaking != part["role"]:
             self.speaking = part["role"]
             yield Emit("start", {"role": part["role"], "name": part["name"]})

@@ -21,6 +21,7 @@ from graphs.roundtable import RoundTableContext
 from graphs.roundtable import graph as roundtable_graph
 from llm.failures import failure_message
 from llm.usage import UsageLedger
+from nodes.speak import is_chunk
 from runs.modes.base import Emit, ModeRun, Outcome, RunFailure, with_checkpointer
 from store import agents as agent_store
 from store import conversations as conv_store
@@ -90,7 +91,7 @@ class RoundtableRun(ModeRun):
         return dict(self.input["graph"])
 
     def translate(self, mode: str, part: Any) -> Iterable[Emit]:
-        data = {k: v for k, v in part.items() if k != "event"}
+        data = seed_chunk(part) if is_chunk(part) else {k: v for k, v in part.items() if k != "event"}
         if part.get("event") == "message":
             self.transcript.append(data)
         yield Emit(part["event"], data)

@@ -15,8 +15,8 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
 
-from designer import WorkflowContext, compile_workflow, validate_workflow
-from designer.modes import NodeInputError, tag_event
+from designer import WorkflowContext, WorkflowSpec, compile_workflow, validate_workflow
+from designer.modes import NodeInputError, tag_event, workflow_event
 from designer.run import run_error
 from designer.templates import MissingValue, TemplateError
 from designer.usage import run_usage
@@ -64,6 +64,8 @@ class WorkflowRun(ModeRun):
         if origin is not None and origin.nested:
             # An event of a mode graph running inside a workflow node: shown as that node's.
             part = tag_event(origin.outermost_node, part)
+        else:
+            part = workflow_event(part)
         data = {k: v for k, v in part.items() if k != "event"}
         if part.get("event") == "node_end":
             data["output"] = jsonable(data["output"])

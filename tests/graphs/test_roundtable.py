@@ -10,6 +10,8 @@ from core.settings import Settings
 from graphs.roundtable import build_round_table_graph, estimate_minimum_tokens, format_history, graph
 from llm.factory import ModelFactory
 from nodes.roundtable import RoundTableContext
+from nodes.speak import is_chunk
+from runs.modes.roundtable import seed_chunk
 
 
 @pytest.fixture
@@ -158,7 +160,7 @@ async def test_streamed_events_come_in_round_order(llm, make_context):
     async for chunk in build_round_table_graph().compile().astream(
         {"question": "Open a Lyon office?", "agents": TABLE}, context=make_context(), stream_mode="custom"
     ):
-        events.append(chunk)
+        events.append({"event": "chunk", **seed_chunk(chunk)} if is_chunk(chunk) else chunk)  # as its stream shows it
     names = [e["event"] for e in events]
     assert names[0] == "round_start" and events[0]["roundNumber"] == 0 and len(events[0]["agents"]) == 4
     second = names.index("round_start", 1)

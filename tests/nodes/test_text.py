@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from nodes.text import LengthGate, clip, first_sentence, is_cjk, sentence_ends, soft_cut, topic_language
+from nodes.text import (
+    LengthGate,
+    clip,
+    first_sentence,
+    is_cjk,
+    newest_within,
+    sentence_ends,
+    soft_cut,
+    topic_language,
+)
 
 
 def stream(gate: LengthGate, pieces: list[str], *, truncated: bool = False) -> list[str]:
@@ -125,3 +134,17 @@ def test_a_continuation_appends_to_a_short_reply():
 def test_bounds_must_make_sense(bounds):
     with pytest.raises(ValueError):
         LengthGate(*bounds)
+
+
+def test_newest_within_keeps_the_newest_pieces_that_fit_joined():
+    pieces = ["a" * 10, "b" * 10, "c" * 10]
+    assert newest_within(pieces, 21) == ["b" * 10, "c" * 10]  # 10 + 1 + 10: the separator counts
+    assert newest_within(pieces, 20) == ["c" * 10]
+    assert newest_within(pieces, 32) == pieces
+    assert newest_within(pieces, 32, sep="\n\n") == ["b" * 10, "c" * 10]
+    assert newest_within([], 10) == []
+
+
+def test_newest_within_clips_a_newest_piece_too_long_alone():
+    kept = newest_within(["old", "The first sentence is short. The second one runs on and on."], 40)
+    assert kept == ["The first sentence is short."]

@@ -1,0 +1,173 @@
+"""The `speak` node on the scripted model server: the one chunk shape, the length rules, a model that fails."""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+import pytest
+from langchain_core.messages import HumanMessage, SystemMessage
+from langgraph.graph import END, START, StateGraph
+
+from core.settings import Settings
+from nodes.context import RunContext
+from llm.factory import ModelFactory
+from nodes.speak import CHUNK_KEYS, LengthRule, Turn, TurnInterrupted, chunk_event, is_chunk, speak
+
+LONG = ("Cities grow when people can reach work. Trams carry more riders than buses do. "
+        "Bike lanes cost little and pay back fast. Parking minimums raise rents for everyone. "
+        "Zoning reform lets housing follow the jobs. Every one of these choices compounds over decades.")
+
+
+class State(TypedDict, total=False):
+    topic: str
+    round: int
+    answer: str
+    said: list[str]
+
+
+@pytest.fixture
+def context(llm, tmp_path) -> RunContext:
+    settings = Settings(openai_base_url=llm.base_url, openai_api_key="sk-test", openai_model="openai:gpt-4o-mini",
+                        parley_home=tmp_path, _env_file=None)
+    return RunContext(models=ModelFactory(settings))
+
+
+def ask(state: dict, ctx: RunContext) -> list:
+    return [SystemMessage("You are Ada, a planner."), HumanMessage(f"Speak on: {state['topic']}")]
+
+
+def one_node_graph(node) -> Any:
+    builder = StateGraph(State, context_schema=RunContext)
+    builder.add_node("speak", node)
+    builder.add_edge(START, "speak")
+    builder.add_edge("speak", END)
+    return builder.compile()
+
+
+async def run(node, context: RunContext, **state: Any) -> tuple[list[dict], dict]:
+    events, final = [], {}
+    async for mode, payload in one_node_graph(node).astream(
+        {"topic": "trams", **state}, context=context, stream_mode=["custom", "values"]
+    ):
+        if mode == "custom":
+            events.append(payload)
+        else:
+            final = payload
+    return events, final
+
+
+ADA = {"id": "ada", "name": "Ada"}
+
+
+async def test_chunks_come_in_the_one_shape_and_make_the_turn(llm, context):
+    llm.script(match="Speak on: trams", reply="Trams carry more riders than buses do, and for longer.")
+    node = speak(name="ada_turn", prompt=ask, speaker=ADA, round=lambda state, ctx: state["round"], writes="answer",
+                 model="openai:gpt-4o", temperature=0.3, label="ada")
+    events, state = await run(node, context, round=2)
+
+    assert len(events) > 3 and all(is_chunk(e) and set(e) == set(CHUNK_KEYS) for e in events)
+    assert all(e["speaker"] == ADA and e["round"] == 2 for e in events)
+    assert "".join(e["content"] for e in events) == state["answer"]
+    assert state["answer"] == "Trams carry more riders than buses do, and for longer."
+    request = llm.requests[-1]
+    assert request["model"] == "gpt-4o" and request["stream"] is True and request["temperature"] == 0.3
+    assert [r.label for r in context.ledger.records] == ["ada"]
+    assert node.__name__ == "ada_turn" and node.capability == "speak"
+
+
+async def test_a_long_turn_is_cut_at_a_sentence_end_within_its_bounds(llm, context):
+    llm.script(match="Speak on: trams", reply=LONG)
+    node = speak(name="turn", prompt=ask, speaker=ADA, writes="answer", length=LengthRule(60, 130))
+    events, state = await run(node, context)
+
+    text = state["answer"]
+    assert 60 <= len(text) <= 130 and text.endswith(".") and LONG.startswith(text)
+    assert "".join(e["content"] for e in events) == text  # nothing sent was taken back
+    assert len(llm.requests) == 1
+
+
+async def test_a_short_turn_is_continued_in_the_same_turn(llm, context):
+    llm.script(match="Say more", reply="Bike lanes cost little and pay back fast.")
+    llm.script(match="Speak on: trams", reply="Trams work.")
+    node = speak(name="turn", prompt=ask, speaker=ADA, writes="answer",
+                 length=LengthRule(30, 200, more=lambda said: f"Say more than {len(said)} characters."))
+    events, state = await run(node, context)
+
+    assert state["answer"] == "Trams work. Bike lanes cost little and pay back fast."
+    assert "".join(e["content"] for e in events) == state["answer"]
+    follow_up = llm.requests[-1]["messages"]
+    assert follow_up[-2] == {"role": "assistant", "content": "Trams work."}
+    assert follow_up[-1]["content"] == "Say more than 11 characters."
+
+
+async def test_a_short_turn_without_a_continuation_stays_short(llm, context):
+    llm.script(match="Speak on: trams", reply="Trams work.")
+    node = speak(name="turn", prompt=ask, speaker=ADA, writes="answer", length=LengthRule(30, 200))
+    _, state = await run(node, context)
+    assert state["answer"] == "Trams work." and len(llm.requests) == 1
+
+
+async def test_prepare_writes_reads_and_knobs_from_the_context(llm, context):
+    llm.script(match="Speak on: trams", reply="Yes to trams.")
+    seen: dict[str, Any] = {}
+
+    class Input(TypedDict):
+        topic: str
+
+    async def record(turn: Turn, state: dict, ctx: RunContext) -> dict:
+        seen.update(turn=turn, state=state, ctx=ctx)
+        return {"said": [f"{turn.speaker['name']}: {turn.text}"]}
+
+    node = speak(name="turn", prompt=ask, reads=Input, writes=record,
+                 prepare=lambda state, ctx: {"mood": "calm"},
+                 speaker=lambda state, ctx: {"id": "ada", "name": f"Ada ({state['mood']})"},
+                 model=lambda state, ctx: ctx.model_id())
+    _, state = await run(node, context)
+
+    assert state["said"] == ["Ada (calm): Yes to trams."]
+    assert seen["turn"].model == "openai:gpt-4o-mini" and seen["ctx"] is context
+    assert set(seen["state"]) == {"topic", "mood"}  # the node reads its input schema's keys, plus what prepare gave
+
+
+async def test_a_model_that_stops_mid_stream_interrupts_the_turn(llm, context):
+    llm.script(match="Speak on: trams", reply=LONG, drop_after=3)
+    node = speak(name="turn", prompt=ask, speaker=ADA, writes="answer")
+    events: list[dict] = []
+    with pytest.raises(TurnInterrupted, match="Ada's turn failed after it began streaming") as caught:
+        async for payload in one_node_graph(node).astream({"topic": "trams"}, context=context, stream_mode="custom"):
+            events.append(payload)
+    assert events and all(is_chunk(e) for e in events)  # what went out before it broke
+    assert caught.value.__cause__ is not None and not isinstance(caught.value.__cause__, TurnInterrupted)
+
+
+async def test_a_stream_ended_without_a_finish_is_not_taken_for_a_whole_turn(llm, context):
+    llm.script(match="Speak on: trams", reply=LONG, end_after=3)
+    node = speak(name="turn", prompt=ask, speaker=ADA, writes="answer")
+    with pytest.raises(TurnInterrupted):
+        await one_node_graph(node).ainvoke({"topic": "trams"}, context=context)
+
+
+async def test_with_resend_a_failure_mid_stream_is_raised_as_it_is(llm, context):
+    llm.script(match="Speak on: trams", reply=LONG, drop_after=3)
+    node = speak(name="turn", prompt=ask, speaker=ADA, writes="answer", resend=True)
+    with pytest.raises(Exception) as caught:
+        await one_node_graph(node).ainvoke({"topic": "trams"}, context=context)
+    assert not isinstance(caught.value, TurnInterrupted)
+
+
+async def test_a_failure_before_any_token_is_the_model_s_own(llm, context):
+    llm.script(match="Speak on: trams", status=400)
+    node = speak(name="turn", prompt=ask, speaker=ADA, writes="answer")
+    events: list[dict] = []
+    with pytest.raises(Exception) as caught:
+        async for payload in one_node_graph(node).astream({"topic": "trams"}, context=context, stream_mode="custom"):
+            events.append(payload)
+    assert not isinstance(caught.value, TurnInterrupted) and "400" in str(caught.value)
+    assert events == []
+
+
+def test_chunk_event_is_the_one_shape():
+    event = chunk_event({"id": "user", "name": "Ada", "extra": 1}, "Hi", round=3)
+    assert event == {"event": "chunk", "speaker": {"id": "user", "name": "Ada"}, "round": 3, "content": "Hi"}
+    assert tuple(event) == CHUNK_KEYS and is_chunk(event)
+    assert not is_chunk({"event": "chunk", "content": "Hi"})  # a wire shape, already projected
