@@ -23,6 +23,7 @@ from designer.spec import ConditionNode, WorkflowSpec
 from designer.usage import usage_summary
 from designer.validate import validate_workflow
 from nodes.events import event_writer
+from nodes.failures import is_transient
 
 FACTORIES = {
     "llm": llm_node,
@@ -92,7 +93,8 @@ def build_workflow(spec: Mapping[str, Any] | WorkflowSpec) -> StateGraph:
     builder = StateGraph(state_schema(spec), context_schema=WorkflowContext)
     for node in spec.nodes:
         step = FACTORIES[node.type](node, defaults)
-        retry = RetryPolicy(max_attempts=node.retries + 1) if node.retries else None
+        # `retries` are extra attempts after a transient model failure (`is_transient`), as the field says.
+        retry = RetryPolicy(max_attempts=node.retries + 1, retry_on=is_transient) if node.retries else None
         builder.add_node(node.id, _instrumented(spec, node, step), retry_policy=retry)
 
     builder.add_edge(START, spec.entry)
