@@ -15,7 +15,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import RetryPolicy
 
-from designer import modes
+from designer import capabilities, modes
 from designer.context import WorkflowContext, context_of
 from designer.nodes import NodeFn, condition_node, condition_router, edge_router, llm_node, transform_node
 from designer.routing import node_routes
@@ -33,6 +33,9 @@ FACTORIES = {
     "panel": modes.debate_node,
     "duel": modes.duel_node,
     "roundtable": modes.roundtable_node,
+    "select_opponent": capabilities.select_opponent_node,
+    "synthesize": capabilities.synthesize_node,
+    "score_convergence": capabilities.score_convergence_node,
 }
 
 

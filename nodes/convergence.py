@@ -173,7 +173,7 @@ def score_convergence(
     round_key: str = "round",
     rounds_key: str = "rounds",
     converged_key: str = "converged",
-    threshold_role: str = "convergence_threshold",
+    threshold_role: str | None = "convergence_threshold",
     threshold: float = 0.85,
     event: str = "convergence",
 ):
@@ -187,7 +187,7 @@ def score_convergence(
             `agentId` and `usage`) and of the round just spoken.
         rounds_key, converged_key: where it writes the round's record (a list with `operator.add`) and
             whether the table converged.
-        threshold_role: the run context's field giving the threshold; `threshold` when it has none.
+        threshold_role: the run context's field giving the threshold; `threshold` when it has none (or None).
         event: the name of the event announcing the score.
     """
 
@@ -204,7 +204,8 @@ def score_convergence(
                 row = usage.setdefault(m["agentId"], {"inputTokens": 0, "outputTokens": 0})
                 row["inputTokens"] += int(m.get("usage", {}).get("inputTokens", 0))
                 row["outputTokens"] += int(m.get("usage", {}).get("outputTokens", 0))
-        limit = getattr(runtime.context, threshold_role, threshold) if runtime.context else threshold
+        context = getattr(runtime, "context", None)
+        limit = getattr(context, threshold_role, threshold) if context and threshold_role else threshold
         converged = score is not None and score >= limit
         if score is not None:
             emit({"event": event, "roundNumber": round_number, "score": score, "threshold": limit,

@@ -76,8 +76,9 @@ def select_opponent(
     prompt: str,
     fallback: Callable[[str, str], dict],
     context: type[RunContext] = RunContext,
-    model_role: str = "opponent_model",
-    temperature_role: str = "temperature",
+    model_role: str | None = "opponent_model",
+    temperature_role: str | None = "temperature",
+    temperature: float | None = None,
     topic_key: str = "topic",
     user_key: str = "user_profile",
     output_key: str = "opponent_profile",
@@ -90,7 +91,8 @@ def select_opponent(
             `{name}`, `{bio}`, `{traits}` and `{interests}` (the user's, from their profile's `softMemory`).
         fallback: the opponent when casting fails, from the topic and the user's name.
         context: the run context class the node reads; `model_role` and `temperature_role` name its
-            fields giving the caster's model and temperature (a missing field means the run's defaults).
+            fields giving the caster's model and temperature (None or a missing field: the run's model,
+            and `temperature`).
         topic_key, user_key, output_key: the state keys it reads (topic, user profile) and writes.
     """
 
@@ -106,8 +108,10 @@ def select_opponent(
                 traits=listing(memory.get("traits")), interests=listing(memory.get("interests")),
             )),
         ]
-        model = ctx.structured(OpponentProfile, getattr(ctx, model_role, None),
-                               temperature=getattr(ctx, temperature_role, None), label=label)
+        model = ctx.structured(
+            OpponentProfile, getattr(ctx, model_role, None) if model_role else None,
+            temperature=getattr(ctx, temperature_role, temperature) if temperature_role else temperature, label=label,
+        )
 
         def failed(exc: BaseException) -> None:
             log.warning("opponent selection failed for %r (%s: %s); using a built-in persona", topic,
