@@ -23,6 +23,7 @@ from evals.runner import ItemStore, prepare_folder, run_jobs
 from evals.scoring import bootstrap_interval, mean
 from evals.tasks import TaskError, jsonl_records
 from graphs.duel import JUDGE_RETRY, DuelContext, judge_both_orders, judge_debate
+from nodes.judge import agreed_winner
 from nodes.models import ModelFactory
 
 __all__ = ["JudgePair", "judge_pairs", "load_pairs", "summarise_judgements"]
@@ -96,7 +97,7 @@ async def judge_pair(pair: JudgePair, *, factory: ModelFactory, model: str) -> d
     winner = {"user": "A", "opponent": "B", "tie": "tie"}
     verdicts = {v["order"]: winner[v["winner"]] for v in result["verdicts"]}
     given, swapped = verdicts["as_debated"], verdicts["swapped"]
-    combined = given if given == swapped else "tie"  # the duel's own rule for two judgements
+    combined = agreed_winner(given, swapped)  # the duel's own rule for two judgements
     return {
         "item": pair.id,
         "label": pair.label,

@@ -21,6 +21,7 @@ from typing_extensions import NotRequired, TypedDict  # pydantic's schemas need 
 
 from nodes.context import RunContext
 from nodes.events import emit, event_writer
+from nodes.judge import agreed_winner, verdicts_by_order
 from nodes.prompts import duel as prompts
 from nodes.select_opponent import listing as _listing
 from nodes.text import LengthGate, clip, first_sentence, is_cjk, topic_language
@@ -244,16 +245,14 @@ async def announce_synthesis(state: dict) -> None:
 
 def combine_verdicts(verdicts: list[dict], *, names: dict[str, str], topic: str, conclusion_max_chars: int) -> dict:
     """The synthesis from the two verdicts: their common winner, or a tie saying that they disagreed."""
-    ordered = sorted(verdicts, key=lambda v: v.get("order") != "as_debated")
-    first = ordered[0]
-    second = ordered[1] if len(ordered) > 1 else first
+    first, second = verdicts_by_order(verdicts)
+    winner = agreed_winner(first["winner"], second["winner"])
     if first["winner"] == second["winner"]:
-        winner, reason = first["winner"], first["winnerReason"]
+        reason = first["winnerReason"]
     else:
         cjk = is_cjk(topic)
         shown = {**names, "tie": "平局" if cjk else "a tie"}
         template = prompts.TIE_REASON_CJK if cjk else prompts.TIE_REASON
-        winner = "tie"
         reason = template.format(
             first=shown[first["winner"]], second=shown[second["winner"]],
             first_reason=first["winnerReason"], second_reason=second["winnerReason"],

@@ -160,3 +160,8 @@ def verdicts_by_order(verdicts: Sequence[dict[str, Any]]) -> tuple[dict[str, Any
     """The verdict as debated and the swapped one (the first twice when there is one only)."""
     ordered = sorted(verdicts, key=lambda v: v.get("order") != "as_debated")
     return ordered[0], ordered[1] if len(ordered) > 1 else ordered[0]
+
+
+def agreed_winner(first: str, second: str) -> str:
+    """The winner both judgings named, else "tie": the rule that turns two verdicts into one."""
+    return first if first == second else "tie"
