@@ -15,7 +15,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import RetryPolicy
 
-from designer import modes
+from designer import capabilities, modes
 from designer.context import WorkflowContext
 from designer.nodes import NodeFn, condition_node, condition_router, edge_router, llm_node, transform_node
 from designer.routing import node_routes
@@ -23,6 +23,7 @@ from designer.spec import ConditionNode, WorkflowSpec
 from designer.usage import usage_summary
 from designer.validate import validate_workflow
 from nodes.events import event_writer
+from llm.failures import is_transient
 
 FACTORIES = {
     "llm": llm_node,
@@ -32,6 +33,9 @@ FACTORIES = {
     "panel": modes.debate_node,
     "duel": modes.duel_node,
     "roundtable": modes.roundtable_node,
+    "select_opponent": capabilities.select_opponent_node,
+    "synthesize": capabilities.synthesize_node,
+    "score_convergence": capabilities.score_convergence_node,
 }
 
 
@@ -92,7 +96,8 @@ def build_workflow(spec: Mapping[str, Any] | WorkflowSpec) -> StateGraph:
     builder = StateGraph(state_schema(spec), context_schema=WorkflowContext)
     for node in spec.nodes:
         step = FACTORIES[node.type](node, defaults)
-        retry = RetryPolicy(max_attempts=node.retries + 1) if node.retries else None
+        # `retries` are extra attempts after a transient model failure (`is_transient`), as the field says.
+        retry = RetryPolicy(max_attempts=node.retries + 1, retry_on=is_transient) if node.retries else None
         builder.add_node(node.id, _instrumented(spec, node, step), retry_policy=retry)
 
     builder.add_edge(START, spec.entry)

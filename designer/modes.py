@@ -136,6 +136,21 @@ def winner_argument(final: Mapping[str, Any]) -> str:
     return "\n\n".join(f"{m.get('name') or m.get('role')}: {m.get('content', '')}" for m in picked)
 
 
+def user_profile_input(
+    configured: Mapping[str, Any] | None, template: str | None, state: Mapping[str, Any], defaults: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The user's profile a node argues for: its rendered input (an object, or a name), else its config's, else
+    `DEFAULT_USER_PROFILE`."""
+    profile: Any = configured or DEFAULT_USER_PROFILE
+    if template:
+        profile = render(template, state, defaults, raw=True)
+        if isinstance(profile, str):
+            profile = {"name": profile}
+        if not isinstance(profile, Mapping):
+            raise NodeInputError(f"inputs.user_profile must give an object or a name, not {type(profile).__name__}")
+    return dict(profile)
+
+
 def duel_node(node: DuelNode, defaults: Mapping[str, Any]) -> NodeFn:
     """Build the node for a `duel` spec."""
     built: tuple[CompiledStateGraph, Any] | None = None
@@ -149,14 +164,8 @@ def duel_node(node: DuelNode, defaults: Mapping[str, Any]) -> NodeFn:
     async def stage_duel(state: dict[str, Any], runtime: Any) -> dict[str, Any]:
         """Stage a duel on the rendered topic; write its transcript, verdict and the winner's argument."""
         nonlocal built
-        profile: Any = node.config.user_profile or DEFAULT_USER_PROFILE
-        if node.inputs.user_profile:
-            profile = render(node.inputs.user_profile, state, defaults, raw=True)
-            if isinstance(profile, str):
-                profile = {"name": profile}
-            if not isinstance(profile, Mapping):
-                raise NodeInputError(f"inputs.user_profile must give an object or a name, not {type(profile).__name__}")
-        payload: dict[str, Any] = {"topic": render(node.inputs.topic, state, defaults), "user_profile": dict(profile)}
+        profile = user_profile_input(node.config.user_profile, node.inputs.user_profile, state, defaults)
+        payload: dict[str, Any] = {"topic": render(node.inputs.topic, state, defaults), "user_profile": profile}
         rounds = render(node.inputs.rounds, state, defaults, raw=True) if node.inputs.rounds else node.config.rounds
         if rounds is not None:
             if isinstance(rounds, bool) or not isinstance(rounds, int):

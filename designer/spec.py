@@ -307,6 +307,83 @@ class RoundtableNode(_Node):
     writes: ClassVar[str] = "object"
 
 
+# --- capability node types (the parts the modes are built of) --------------------------------
+
+
+class SelectOpponentConfig(_Strict):
+    model: str | None = Field(None, description="`provider:model`; the run's default model when omitted.")
+    temperature: float | None = Field(0.8, ge=0, le=2, description="Sampling temperature (the duel's by default).")
+    user_profile: dict[str, Any] | None = Field(
+        None, description="The user (`name`, `bio`, `softMemory`) when `inputs.user_profile` is not set."
+    )
+
+
+class SelectOpponentInputs(_Strict):
+    topic: Template = Field("{topic}", description="What the opponent will argue about.")
+    user_profile: Template | None = Field(None, description="A placeholder for an object key, e.g. `{profile}`.")
+
+
+class SelectOpponentNode(_Node):
+    """Cast an opponent for the topic, opposed to the user's likely stance (the duel's `select_opponent`); a
+    built-in persona when the model cannot. Writes `{name, title, bio, stance, traits}`."""
+
+    type: Literal["select_opponent"]
+    config: SelectOpponentConfig = Field(default_factory=SelectOpponentConfig)
+    inputs: SelectOpponentInputs = Field(default_factory=SelectOpponentInputs)
+
+    writes: ClassVar[str] = "object"
+
+
+class SynthesizeConfig(_Strict):
+    model: str | None = Field(None, description="`provider:model`; the run's default model when omitted.")
+    temperature: float | None = Field(0.2, ge=0, le=2, description="Sampling temperature.")
+    output_schema: dict[str, Any] = Field(
+        ..., description="A JSON Schema object (as `llm`'s `output_schema`): the synthesis's shape."
+    )
+    fallback: dict[str, Any] | None = Field(
+        None,
+        description="Written instead when the answer cannot be read (after the node's retries); when omitted, "
+        "an unreadable answer fails the node.",
+    )
+
+
+class SynthesizeNode(_Node):
+    """Write a structured synthesis (the round table's `synthesize`), or `config.fallback` when the model's
+    answer cannot be read."""
+
+    type: Literal["synthesize"]
+    config: SynthesizeConfig
+    inputs: LlmInputs
+
+    writes: ClassVar[str] = "object"
+
+
+class ScoreConvergenceConfig(_Strict):
+    threshold: float = Field(0.85, ge=0, le=1, description="The score at which the table counts as converged.")
+
+
+class ScoreConvergenceInputs(_Strict):
+    transcript: Template = Field(
+        "{transcript}",
+        description="A placeholder for a list of messages `{agentId, roundNumber, stance, confidence, keyPoint}`, "
+        "e.g. a round table's `{outcome.transcript}`.",
+    )
+    round: Template | None = Field(
+        None, description="A placeholder for the round to score (an integer); the transcript's last when omitted."
+    )
+
+
+class ScoreConvergenceNode(_Node):
+    """Score how far a table's stated positions agree and have stopped moving (the round table's
+    `score_convergence`); no model is called. Writes `{roundNumber, convergenceScore, converged, usage}`."""
+
+    type: Literal["score_convergence"]
+    config: ScoreConvergenceConfig = Field(default_factory=ScoreConvergenceConfig)
+    inputs: ScoreConvergenceInputs = Field(default_factory=ScoreConvergenceInputs)
+
+    writes: ClassVar[str] = "object"
+
+
 NODE_TYPES: dict[str, type[_Node]] = {
     "llm": LlmNode,
     "transform": TransformNode,
@@ -315,11 +392,16 @@ NODE_TYPES: dict[str, type[_Node]] = {
     "panel": PanelNode,
     "duel": DuelNode,
     "roundtable": RoundtableNode,
+    "select_opponent": SelectOpponentNode,
+    "synthesize": SynthesizeNode,
+    "score_convergence": ScoreConvergenceNode,
 }
 MODE_NODE_TYPES = ("debate", "panel", "duel", "roundtable")
+CAPABILITY_NODE_TYPES = ("select_opponent", "synthesize", "score_convergence")
 
 Node = Annotated[
-    LlmNode | TransformNode | ConditionNode | DebateNode | PanelNode | DuelNode | RoundtableNode,
+    LlmNode | TransformNode | ConditionNode | DebateNode | PanelNode | DuelNode | RoundtableNode
+    | SelectOpponentNode | SynthesizeNode | ScoreConvergenceNode,
     Field(discriminator="type"),
 ]
 

@@ -25,6 +25,7 @@ from designer.spec import (
     LlmNode,
     RoundtableNode,
     StateKey,
+    SynthesizeNode,
     TransformNode,
     WorkflowSpec,
 )
@@ -280,11 +281,18 @@ class _Checker:
         self.output(i, node)
         for slot, text in node.inputs.model_dump(exclude_none=True).items():
             self.template(node.id, f"{base}.inputs.{slot}", text)
-        if isinstance(node, LlmNode) and node.config.output_schema is not None:
+        if isinstance(node, LlmNode | SynthesizeNode) and node.config.output_schema is not None:
             try:
-                model_from_schema(node.config.output_schema, node.id)
+                output_model = model_from_schema(node.config.output_schema, node.id)
             except SchemaError as exc:
                 self.add(node.id, f"{base}.config.output_schema.{exc.path}", str(exc))
+            else:
+                if isinstance(node, SynthesizeNode) and node.config.fallback is not None:
+                    try:
+                        output_model.model_validate(node.config.fallback)
+                    except ValidationError as exc:
+                        self.add(node.id, f"{base}.config.fallback",
+                                 f"the fallback does not fit output_schema: {exc.errors()[0]['msg']}")
         if isinstance(node, TransformNode):
             self.transform(i, node)
         if isinstance(node, ConditionNode):

@@ -1,8 +1,8 @@
 """Judge bias: how often the duel's judge changes its verdict when two answers swap places, and how often
 it agrees with people who labelled the better answer.
 
-Each pair `{question, answer_a, answer_b, label?}` goes to the duel's own judge node (`nodes.duel.judge`,
-with the duel's retry policy), once in the given order and once swapped, exactly as a duel is judged:
+Each pair `{question, answer_a, answer_b, label?}` goes to the duel's own judge node (`nodes.judge.judge`
+as the duel configures it, `graphs.duel.judge_debate`, with its retry policy), once in the given order and once swapped, exactly as a duel is judged:
 the question is the topic and each answer one speaker's turn. Records are appended to
 `DIR/judgements.jsonl` as they finish, so a run resumes like `parley eval run` does.
 """
@@ -22,9 +22,9 @@ from langgraph.graph import END, START, StateGraph
 from evals.runner import ItemStore, prepare_folder, run_jobs
 from evals.scoring import bootstrap_interval, mean
 from evals.tasks import TaskError, jsonl_records
-from graphs.duel import JUDGE_RETRY
+from graphs.duel import JUDGE_RETRY, DuelContext, judge_both_orders, judge_debate
 from llm.factory import ModelFactory
-from nodes.duel import DuelContext, judge, judge_both_orders
+from nodes.judge import agreed_winner
 
 __all__ = ["JudgePair", "judge_pairs", "load_pairs", "summarise_judgements"]
 
@@ -56,7 +56,7 @@ class JudgeState(TypedDict, total=False):
 def build_judge_graph() -> StateGraph:
     """The duel's judging step on its own: the transcript judged twice, the second time with the order swapped."""
     builder = StateGraph(JudgeState, context_schema=DuelContext)
-    builder.add_node("judge", judge, retry_policy=JUDGE_RETRY)
+    builder.add_node("judge", judge_debate, retry_policy=JUDGE_RETRY)
     builder.add_conditional_edges(START, judge_both_orders, ["judge"])
     builder.add_edge("judge", END)
     return builder
@@ -97,7 +97,7 @@ async def judge_pair(pair: JudgePair, *, factory: ModelFactory, model: str) -> d
     winner = {"user": "A", "opponent": "B", "tie": "tie"}
     verdicts = {v["order"]: winner[v["winner"]] for v in result["verdicts"]}
     given, swapped = verdicts["as_debated"], verdicts["swapped"]
-    combined = given if given == swapped else "tie"  # the duel's own rule for two judgements
+    combined = agreed_winner(given, swapped)  # the duel's own rule for two judgements
     return {
         "item": pair.id,
         "label": pair.label,

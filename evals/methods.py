@@ -28,7 +28,7 @@ from graphs.panel import graph as panel_graph
 from graphs.roundtable import RoundTableContext
 from graphs.roundtable import graph as roundtable_graph
 from nodes.context import RunContext
-from nodes.panel import content_text
+from nodes.arbitrate import content_text
 
 __all__ = ["METHODS", "Attempt", "MethodOptions", "describe"]
 

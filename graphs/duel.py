@@ -14,23 +14,19 @@ from typing import Annotated, Literal
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
-from langgraph.types import RetryPolicy
 from typing_extensions import NotRequired, TypedDict  # pydantic's schemas need these before Python 3.12
 
-from llm.failures import MODEL_RETRY, UNREADABLE_ANSWER, is_transient
-from nodes.duel import (
-    JUDGE_ATTEMPTS,
-    DuelContext,
-    announce_synthesis,
-    duel_context,
-    judge,
-    judge_both_orders,
-    make_speaker,
-    select_opponent,
-    synthesize,
-)
+from llm.failures import MODEL_RETRY
+from nodes.duel import DuelContext, announce_synthesis, duel_context, make_speaker, synthesize
+from nodes.judge import JUDGE_RETRY, judge, judge_both_orders
+from nodes.personas import fallback_opponent
+from nodes.prompts import duel as prompts
+from nodes.select_opponent import select_opponent
 
-__all__ = ["DuelContext", "DuelInput", "DuelOutput", "DuelState", "build_duel_graph", "graph"]
+__all__ = [
+    "JUDGE_RETRY", "DuelContext", "DuelInput", "DuelOutput", "DuelState", "build_duel_graph", "graph", "judge_debate",
+    "judge_both_orders", "pick_opponent",
+]
 
 
 class DuelInput(TypedDict):
@@ -63,9 +59,17 @@ class DuelState(TypedDict, total=False):
 
 # Turns are retried only while nothing of them was sent (a failure mid-stream raises TurnInterrupted).
 TURN_RETRY = MODEL_RETRY
-JUDGE_RETRY = RetryPolicy(
-    max_attempts=JUDGE_ATTEMPTS, initial_interval=0.5,
-    retry_on=lambda exc: is_transient(exc) or isinstance(exc, UNREADABLE_ANSWER),  # unreadable verdicts too
+
+# The opponent is cast by a model for the topic; the built-in personas stand in when that fails.
+pick_opponent = select_opponent(
+    system=prompts.SELECT_OPPONENT_SYSTEM, prompt=prompts.SELECT_OPPONENT_PROMPT, fallback=fallback_opponent,
+    context=DuelContext,
+)
+# Judged twice, order swapped (`judge_both_orders`); JUDGE_RETRY asks again after a transient failure or an
+# unreadable verdict.
+judge_debate = judge(
+    system=prompts.JUDGE_SYSTEM, prompt=prompts.JUDGE_PROMPT, unreadable=prompts.UNREADABLE_VERDICT,
+    context=DuelContext,
 )
 
 
@@ -88,11 +92,11 @@ def first_step(state: DuelState, runtime: Runtime[DuelContext]) -> Literal[
 def build_duel_graph() -> StateGraph:
     """The duel as an uncompiled `StateGraph`; compile it, or embed it in a larger graph."""
     builder = StateGraph(DuelState, context_schema=DuelContext, input_schema=DuelInput, output_schema=DuelOutput)
-    builder.add_node("select_opponent", select_opponent)
+    builder.add_node("select_opponent", pick_opponent)
     builder.add_node("user_turn", make_speaker("user"), retry_policy=TURN_RETRY)
     builder.add_node("opponent_turn", make_speaker("opponent"), retry_policy=TURN_RETRY)
     builder.add_node("announce_synthesis", announce_synthesis)
-    builder.add_node("judge", judge, retry_policy=JUDGE_RETRY)
+    builder.add_node("judge", judge_debate, retry_policy=JUDGE_RETRY)
     builder.add_node("synthesize", synthesize)
 
     builder.add_conditional_edges(START, first_step)

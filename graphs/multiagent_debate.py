@@ -2,7 +2,10 @@
 the others' latest answers and revises its own. The caller reads the last round's answers (and usually
 takes their majority).
 
-    ask_agents -> agent_answer x k (Send) -> close_round -> ask_agents ... | END
+    ask_agents -> agent_answer x k (Send) -> close_round -> ask_agents ... | arbitrate? | END
+
+With `arbitrators` in the context, an arbitrator then writes one answer from the last round's,
+anonymised (the `arbitrate` node the panel uses); without them the graph ends after the last round.
 
 Each agent sees its own previous answer and the others' from the previous round only, so a prompt's
 size does not grow with the number of rounds. `parley eval` uses this graph as its `debate` method.
@@ -26,8 +29,9 @@ from langgraph.types import Send
 
 from llm.failures import MODEL_RETRY
 from llm.tokens import approx_text_tokens, clip_text
+from nodes.arbitrate import MIN_ANSWER_TOKENS, arbitrate, content_text
 from nodes.context import RunContext
-from nodes.panel import MIN_ANSWER_TOKENS, content_text
+from nodes.fan_out import FanOut
 from nodes.prompts import multiagent_debate as prompts
 
 __all__ = ["MultiAgentDebateContext", "build_multiagent_debate_graph", "graph"]
@@ -47,6 +51,8 @@ class MultiAgentDebateContext(RunContext):
     agent_models: list[str] | None = None
     temperature: float | None = 0.7
     max_tokens: int | None = 512
+    arbitrators: list[str] | None = None  # when set, the last round's answers are arbitrated into `answer`
+    arbitrator_timeout: float | None = None
 
     def agent_model(self, agent: int) -> str | None:
         return self.agent_models[agent % len(self.agent_models)] if self.agent_models else None
@@ -67,6 +73,9 @@ class DebateInput(TypedDict):
 class DebateOutput(TypedDict, total=False):
     final_answers: list[str]  # the last round's answers, in agent order
     answers: list[dict[str, Any]]  # every answer of every round: {agent, round, model, content}
+    answer: str  # the arbitrated answer (with `arbitrators` only)
+    arbitrator: str  # the arbitrator that gave it
+    attempts: list[dict[str, Any]]  # arbitrator candidates that failed first: {model, role, error, detail, partial}
 
 
 class DebateState(DebateInput, DebateOutput, total=False):
@@ -87,20 +96,29 @@ class AgentTask(TypedDict):
 # --- nodes ----------------------------------------------------------------------------------
 
 
-def ask_agents(state: DebateState, runtime: Runtime) -> list[Send]:
-    """Send every agent its turn: the question alone in round 0, with the previous round's answers after."""
+# One `agent_answer` branch per agent, every one needed (a failed agent fails the round).
+AGENTS = FanOut(node="agent_answer", results_key="answers")
+
+
+def agent_tasks(state: DebateState, runtime: Runtime) -> list[AgentTask]:
+    """Every agent's turn: the question alone in round 0, with the previous round's answers after."""
     ctx = debate_context(runtime)
     if ctx.agents < 1 or ctx.rounds < 0:
         raise ValueError(f"a debate needs at least one agent and no negative rounds (got {ctx.agents}, {ctx.rounds})")
     round_number = state.get("round", 0)
     previous = {a["agent"]: a["content"] for a in state.get("answers") or [] if a["round"] == round_number - 1}
     return [
-        Send("agent_answer", AgentTask(
+        AgentTask(
             question=state["question"], agent=agent, round=round_number, own=previous.get(agent),
             others=[previous[other] for other in sorted(previous) if other != agent],
-        ))
+        )
         for agent in range(ctx.agents)
     ]
+
+
+def ask_agents(state: DebateState, runtime: Runtime) -> list[Send]:
+    """Send every agent its turn at once."""
+    return AGENTS.send(agent_tasks(state, runtime))
 
 
 def revision_messages(task: AgentTask, *, prompt_budget: int | None) -> list[BaseMessage]:
@@ -146,11 +164,28 @@ def close_round(state: DebateState) -> dict[str, Any]:
     return {"round": finished + 1, "final_answers": [a["content"] for a in final]}
 
 
-def next_step(state: DebateState, runtime: Runtime) -> list[Send] | Literal["__end__"]:
-    """Another revision round, or the end once `rounds` revisions have been made."""
-    if state["round"] > debate_context(runtime).rounds:
-        return END
+def next_step(state: DebateState, runtime: Runtime) -> list[Send] | Literal["arbitrate", "__end__"]:
+    """Another revision round, or (once `rounds` revisions have been made) the arbitrator, if any, or the end."""
+    ctx = debate_context(runtime)
+    if state["round"] > ctx.rounds:
+        return "arbitrate" if ctx.arbitrators else END
     return ask_agents(state, runtime)
+
+
+def final_round(state: DebateState) -> list[dict[str, Any]]:
+    """The last round's answers as the arbitrator reads them: `{model, model_id, answer}` in agent order."""
+    finished = state["round"] - 1
+    final = sorted((a for a in state["answers"] if a["round"] == finished), key=lambda a: a["agent"])
+    return [{"model": f"agent {a['agent'] + 1}", "model_id": a["model"], "answer": a["content"]} for a in final]
+
+
+arbitrate_debate = arbitrate(
+    candidates=lambda state, ctx: ctx.arbitrators or [],
+    timeout=lambda ctx: ctx.arbitrator_timeout,
+    context=MultiAgentDebateContext,
+    messages=lambda state: [{"role": "user", "content": state["question"]}],
+    answers=final_round,
+)
 
 
 # --- wiring ---------------------------------------------------------------------------------
@@ -162,9 +197,11 @@ def build_multiagent_debate_graph() -> StateGraph:
                          output_schema=DebateOutput)
     builder.add_node("agent_answer", agent_answer, retry_policy=MODEL_RETRY)
     builder.add_node("close_round", close_round)
+    builder.add_node("arbitrate", arbitrate_debate)
     builder.add_conditional_edges(START, ask_agents, ["agent_answer"])
     builder.add_edge("agent_answer", "close_round")
-    builder.add_conditional_edges("close_round", next_step, ["agent_answer", END])
+    builder.add_conditional_edges("close_round", next_step, ["agent_answer", "arbitrate", END])
+    builder.add_edge("arbitrate", END)
     return builder
 
 

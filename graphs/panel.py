@@ -23,17 +23,17 @@ from nodes.panel import (
     AllModelsFailedError,
     PanelContext,
     PanelError,
+    PANELISTS,
     PanelistTask,
     Seat,
     TooFewFamiliesError,
     TooFewPanelistsError,
     answer_with_fallback,
-    arbitrate,
+    arbitrate_panel,
     assemble_panel,
     choose_panelists,
     panel_context,
     panelist,
-    panelist_failed,
     tally,
 )
 
@@ -94,17 +94,22 @@ def route_request(state: PanelState) -> Literal["choose_panelists", "answer"]:
     return "answer" if mode == "single" else "choose_panelists"
 
 
-def ask_panelists(state: PanelState) -> list[Send]:
-    """Send the request to every chosen panelist at once."""
+def panelist_tasks(state: PanelState) -> list[PanelistTask]:
+    """The request, once for every chosen panelist."""
     sent = monotonic_ms()
     return [
-        Send("panelist", PanelistTask(
+        PanelistTask(
             index=i, model=seat["model"], label=seat["label"], messages=state["messages"],
             system_prompt=state.get("system_prompt"), temperature=seat["temperature"],
             max_tokens=state.get("max_tokens"), sent_ms=sent,
-        ))
+        )
         for i, seat in enumerate(state["chosen"])
     ]
+
+
+def ask_panelists(state: PanelState) -> list[Send]:
+    """Send the request to every chosen panelist at once."""
+    return PANELISTS.send(panelist_tasks(state))
 
 
 def after_tally(state: PanelState) -> Literal["arbitrate", "assemble_panel"]:
@@ -132,9 +137,9 @@ def build_panel_graph(*, panelist_retry: RetryPolicy | None = PANELIST_RETRY) ->
     """
     builder = StateGraph(PanelState, context_schema=PanelContext, input_schema=PanelInput, output_schema=PanelOutput)
     builder.add_node("choose_panelists", choose_panelists)
-    builder.add_node("panelist", panelist, retry_policy=panelist_retry, error_handler=panelist_failed(then="tally"))
+    builder.add_node("panelist", panelist, **PANELISTS.node_options(then="tally", retry=panelist_retry))
     builder.add_node("tally", tally)
-    builder.add_node("arbitrate", arbitrate)
+    builder.add_node("arbitrate", arbitrate_panel)
     builder.add_node("assemble_panel", assemble_panel)
     builder.add_node("answer", answer_with_fallback)
 

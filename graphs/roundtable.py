@@ -23,6 +23,7 @@ from llm.failures import MODEL_RETRY
 from nodes.convergence import measure_convergence
 from nodes.events import emit
 from llm.failures import MODEL_RETRY
+from nodes.fan_out import FanOut
 from nodes.text import newest_within
 from nodes.roundtable import (
     RoundTableContext,
@@ -89,21 +90,28 @@ async def open_round(state: RoundTableState) -> dict[str, Any]:
     return {"round": round_number}
 
 
+# One round: every seat's turn at once (the devil's advocate's on its own node), every one needed.
+TURNS = FanOut(node=lambda task: "devils_advocate_turn" if task["agent"]["isDevilsAdvocate"] else "agent_turn",
+               results_key="transcript")
+# The end: every seat's memory notes, beside the synthesis.
+MEMORIES = FanOut(node="form_memories", results_key="memories")
+
+
 def dispatch_turns(state: RoundTableState) -> list[Send]:
     """Send every seat its turn, with the previous round's positions."""
     round_number = state["round"]
     previous = [m for m in state.get("transcript") or [] if m["roundNumber"] == round_number - 1]
-    return [
-        Send("devils_advocate_turn" if seat["isDevilsAdvocate"] else "agent_turn", {
+    return TURNS.send(
+        {
             "agent": seat,
             "round": round_number,
             "question": state["question"],
             "topic": state.get("topic"),
             "history": state.get("history"),
             "previous": previous,
-        })
+        }
         for seat in state["seats"]
-    ]
+    )
 
 
 def after_round(state: RoundTableState, runtime: Runtime) -> list[Send | str] | str:
@@ -111,10 +119,9 @@ def after_round(state: RoundTableState, runtime: Runtime) -> list[Send | str] | 
     ctx = context_of(runtime)
     if not state.get("converged") and state["round"] < ctx.max_rounds:
         return "open_round"
-    memory_turns = [
-        Send("form_memories", {"agent": seat, "question": state["question"], "transcript": state["transcript"]})
-        for seat in state["seats"]
-    ]
+    memory_turns = MEMORIES.send(
+        {"agent": seat, "question": state["question"], "transcript": state["transcript"]} for seat in state["seats"]
+    )
     return ["synthesize", *memory_turns]
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 from typing import Any, Literal
@@ -166,27 +166,58 @@ def _clamp(value: float) -> float:
     return max(0.0, min(1.0, float(value)))
 
 
-async def measure_convergence(state: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
-    """Close the current round: score its convergence and record each agent's token usage."""
-    round_number = state["round"]
-    transcript = state.get("transcript") or []
-    score = None
-    if round_number > 0:
-        score = convergence_score(positions_of(transcript, round_number), positions_of(transcript, round_number - 1))
-    usage: dict[str, dict[str, int]] = {}
-    for m in transcript:
-        if m.get("roundNumber") == round_number:
-            row = usage.setdefault(m["agentId"], {"inputTokens": 0, "outputTokens": 0})
-            row["inputTokens"] += int(m.get("usage", {}).get("inputTokens", 0))
-            row["outputTokens"] += int(m.get("usage", {}).get("outputTokens", 0))
-    threshold = getattr(runtime.context, "convergence_threshold", 0.85) if runtime.context else 0.85
-    converged = score is not None and score >= threshold
-    if score is not None:
-        emit(
-            {"event": "convergence", "roundNumber": round_number, "score": score, "threshold": threshold,
-             "converged": converged}
-        )
-    return {
-        "rounds": [{"roundNumber": round_number, "convergenceScore": score, "usage": usage}],
-        "converged": converged,
-    }
+def score_convergence(
+    *,
+    positions: Callable[[Sequence[dict[str, Any]], int], list[Position]] = positions_of,
+    transcript_key: str = "transcript",
+    round_key: str = "round",
+    rounds_key: str = "rounds",
+    converged_key: str = "converged",
+    threshold_role: str | None = "convergence_threshold",
+    threshold: float = 0.85,
+    event: str = "convergence",
+):
+    """Build the node closing a round: its convergence score (from round 1), whether it reached the threshold,
+    and each agent's token usage in it.
+
+    Args:
+        positions: the agents' positions in one round of the transcript (`positions_of`: a round table's
+            messages, the devil's advocate left out).
+        transcript_key, round_key: the state keys of the transcript (messages with `roundNumber`,
+            `agentId` and `usage`) and of the round just spoken.
+        rounds_key, converged_key: where it writes the round's record (a list with `operator.add`) and
+            whether the table converged.
+        threshold_role: the run context's field giving the threshold; `threshold` when it has none (or None).
+        event: the name of the event announcing the score.
+    """
+
+    async def close_round(state: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
+        """Close the current round: score its convergence and record each agent's token usage."""
+        round_number = state[round_key]
+        transcript = state.get(transcript_key) or []
+        score = None
+        if round_number > 0:
+            score = convergence_score(positions(transcript, round_number), positions(transcript, round_number - 1))
+        usage: dict[str, dict[str, int]] = {}
+        for m in transcript:
+            if m.get("roundNumber") == round_number:
+                row = usage.setdefault(m["agentId"], {"inputTokens": 0, "outputTokens": 0})
+                row["inputTokens"] += int(m.get("usage", {}).get("inputTokens", 0))
+                row["outputTokens"] += int(m.get("usage", {}).get("outputTokens", 0))
+        context = getattr(runtime, "context", None)
+        limit = getattr(context, threshold_role, threshold) if context and threshold_role else threshold
+        converged = score is not None and score >= limit
+        if score is not None:
+            emit({"event": event, "roundNumber": round_number, "score": score, "threshold": limit,
+                  "converged": converged})
+        return {
+            rounds_key: [{"roundNumber": round_number, "convergenceScore": score, "usage": usage}],
+            converged_key: converged,
+        }
+
+    close_round.__name__ = "measure_convergence"
+    return close_round
+
+
+# The round table's: its transcript, its threshold (`RoundTableContext.convergence_threshold`).
+measure_convergence = score_convergence()

@@ -8,45 +8,50 @@ With `allow_same_family`, seats that distinct families cannot fill go to the lis
 
 from __future__ import annotations
 
-import asyncio
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict
 
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, convert_to_messages
-from langgraph.errors import NodeError
+from langchain_core.messages import BaseMessage
 from langgraph.runtime import Runtime
-from langgraph.types import Command
 
 from core.limits import DEFAULT_MIN_SUCCESSES, DEFAULT_PANEL_SIZE, MAX_PANEL_SIZE, MIN_PANEL_SIZE
 from llm.client import off_loop
-from llm.failures import MODEL_RETRY, classify_failure, describe_failure, is_transient
+from llm.failures import classify_failure, describe_failure
 from llm.families import model_family
 from llm.providers import DEFAULT_PROVIDER, split_model_id
-from llm.tokens import approx_text_tokens, approx_tokens, clip_text
 from llm.usage import monotonic_ms, usage_from_message
+from nodes.arbitrate import (  # noqa: F401 (re-exported: the panel's callers and tests read them here)
+    ANSWER_LETTERS,
+    MIN_ANSWER_TOKENS,
+    AllModelsFailedError,
+    AnswerError,
+    EmptyAnswerError,
+    arbitrate,
+    arbitration_messages,
+    caller_instructions,
+    content_text,
+    fair_shares,
+    redact_names,
+    stream_first_answer,
+    to_messages,
+)
 from nodes.context import RunContext
 from nodes.events import emit, event_writer
-from nodes.prompts import panel as prompts
-from nodes.speak import Turn, TurnInterrupted, chunk_event, say
+from nodes.fan_out import FanOut
+from nodes.speak import chunk_event
 
 # The raw panel's wire format (seed contract): each answer under its model's name, separated by rules.
 PANEL_BLOCK = "**{model}**\n\n{answer}"
 PANEL_SEPARATOR = "\n\n---\n\n"
 PANEL_SPEAKER = {"id": "panel", "name": "panel"}  # who "speaks" the assembled raw panel's blocks
 
-ANSWER_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[:MAX_PANEL_SIZE]  # one per panelist
-
 # Resampled seats: a model's samples spread around the caller's temperature (this one when the caller
 # set none) in steps of this size, so a model asked twice answers twice, not once in duplicate.
 SAMPLE_TEMPERATURE = 0.7
 SAMPLE_TEMPERATURE_STEP = 0.15
-
-# However small the arbitrator's context window, each answer keeps at least this much of its text.
-MIN_ANSWER_TOKENS = 48
 
 
 @dataclass(kw_only=True)
@@ -69,8 +74,8 @@ def panel_context(runtime: Runtime | None) -> PanelContext:
 # --- errors ---------------------------------------------------------------------------------
 
 
-class PanelError(Exception):
-    """A panel run cannot produce an answer."""
+# A panel run cannot produce an answer: the base of the panel's errors, and of the arbitrator's.
+PanelError = AnswerError
 
 
 class TooFewFamiliesError(PanelError, ValueError):
@@ -102,36 +107,7 @@ class TooFewPanelistsError(PanelError):
         )
 
 
-class AllModelsFailedError(PanelError):
-    """Every candidate for one role (the arbitrator, or a router's fallback list) failed; `attempts` says why."""
-
-    def __init__(self, role: str, attempts: Sequence[dict[str, Any]]) -> None:
-        self.role, self.attempts = role, list(attempts)
-        fates = "; ".join(f"{a['model']}: {a['error']} ({a['detail']})" for a in self.attempts)
-        who = "arbitrator candidate" if role == "arbitrator" else "model in the fallback list"
-        super().__init__(f"Every {who} failed. {fates or 'No candidates were given.'}")
-
-
-class EmptyAnswerError(RuntimeError):
-    """A model answered with no text at all."""
-
-
 # --- message helpers ------------------------------------------------------------------------
-
-
-def content_text(content: Any) -> str:
-    """The text of an OpenAI-style content (a string, or a list of parts of which the text ones count)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
-    return "" if content is None else str(content)
-
-
-def to_messages(messages: Sequence[dict[str, Any]], system_prompt: str | None = None) -> list[BaseMessage]:
-    """Turn OpenAI-style `{role, content}` dicts into LangChain messages, `system_prompt` first."""
-    converted = convert_to_messages([dict(m) for m in messages])
-    return ([SystemMessage(system_prompt)] if system_prompt else []) + converted
 
 
 class _PanelPrompts:
@@ -161,82 +137,6 @@ class _PanelPrompts:
 
 
 _PANEL_PROMPTS = _PanelPrompts()
-
-
-def caller_instructions(messages: Sequence[dict[str, Any]], system_prompt: str | None) -> str:
-    """Everything the caller told the models to do: the configured system prompt and any system messages."""
-    parts = [system_prompt] if system_prompt else []
-    parts += [content_text(m.get("content")) for m in messages if m.get("role") in ("system", "developer")]
-    return "\n\n".join(p.strip() for p in parts if p and p.strip())
-
-
-def redact_names(text: str, models: Sequence[str]) -> str:
-    """Replace the panel's model ids and names in `text`, so an answer that names its author stays anonymous."""
-    names: set[str] = set()
-    for model in models:
-        _, name = split_model_id(model)
-        names |= {model, name, name.rsplit("/", 1)[-1]}
-    for name in sorted((n for n in names if len(n) >= 3), key=len, reverse=True):
-        text = re.sub(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", prompts.REDACTED_NAME, text, flags=re.IGNORECASE)
-    return text
-
-
-def arbitration_messages(
-    messages: Sequence[dict[str, Any]],
-    answers: Sequence[dict[str, str]],
-    *,
-    system_prompt: str | None = None,
-    arbitrator_prompt: str | None = None,
-    prompt_budget: int | None = None,
-) -> list[BaseMessage]:
-    """The arbitrator's prompt: its instructions, the caller's, the conversation and the answers as Answer A, B, C.
-
-    With a `prompt_budget` (tokens, from the arbitrator's context window), answers share what the rest
-    of the prompt leaves: short ones keep all of theirs, long ones are cut to an equal share of the
-    remainder, so every answer reaches the arbitrator rather than the context guard dropping the first
-    ones whole.
-    """
-    instructions = (
-        arbitrator_prompt.strip() + prompts.CUSTOM_ARBITRATOR_SUFFIX if arbitrator_prompt else prompts.ARBITRATOR_SYSTEM
-    )
-    caller = caller_instructions(messages, system_prompt)
-    if caller:
-        instructions += "\n\n" + prompts.CALLER_INSTRUCTIONS.format(system_prompt=caller)
-    conversation = "\n\n".join(
-        prompts.CONVERSATION_TURN.format(role=m.get("role", "user"), content=content_text(m.get("content")))
-        for m in messages
-        if m.get("role") not in ("system", "developer")
-    )
-    names = [name for a in answers for name in (a["model"], a.get("model_id")) if name]
-    texts = [redact_names(a["answer"], names) for a in answers]
-
-    def prompt(texts: Sequence[str]) -> list[BaseMessage]:
-        blocks = "\n\n".join(
-            prompts.ANSWER_BLOCK.format(letter=ANSWER_LETTERS[i], answer=text) for i, text in enumerate(texts)
-        )
-        return [SystemMessage(instructions), HumanMessage(prompts.ARBITRATION_REQUEST.format(
-            conversation=conversation, answers=blocks))]
-
-    if prompt_budget is not None and texts:
-        room = prompt_budget - approx_tokens(prompt([""] * len(texts)))
-        shares = fair_shares([approx_text_tokens(t) for t in texts], room)
-        texts = [clip_text(t, max(MIN_ANSWER_TOKENS, share), prompts.ANSWER_CUT) for t, share in zip(texts, shares)]
-    return prompt(texts)
-
-
-def fair_shares(sizes: Sequence[int], room: int) -> list[int]:
-    """Split `room` among items of `sizes`: the smallest take what they need, the rest split what is left equally.
-
-    >>> fair_shares([100, 900, 900], 1000)
-    [100, 450, 450]
-    """
-    shares = [0] * len(sizes)
-    left = max(0, room)
-    order = sorted(range(len(sizes)), key=lambda i: sizes[i])
-    for taken, i in enumerate(order):
-        shares[i] = min(sizes[i], left // (len(sizes) - taken))
-        left -= shares[i]
-    return shares
 
 
 # --- choosing the panel ---------------------------------------------------------------------
@@ -433,42 +333,45 @@ async def panelist(task: PanelistTask, runtime: Runtime[PanelContext]) -> dict[s
     return {"panelist_results": [result]}
 
 
+def panelist_failure(task: PanelistTask, exc: BaseException) -> dict[str, Any]:
+    """The result of a panelist whose call failed (its retries spent), announced like an answer."""
+    result = {
+        "index": task["index"],
+        "model": task.get("label") or task["model"],
+        "model_id": task["model"],
+        "success": False,
+        "answer": None,
+        "tokens": 0,
+        "cost": 0.0,
+        "latencyMs": round(monotonic_ms() - task["sent_ms"]),
+        "error": classify_failure(exc),
+        "detail": describe_failure(exc),
+    }
+    emit({"event": "panelist", "index": task["index"], "detail": result["detail"], **public_panelist(result)})
+    return result
+
+
+def any_failure(exc: BaseException) -> bool:
+    """Every failure of a panelist is recorded: an empty answer as much as an outage."""
+    return True
+
+
+# The panel's fan-out: one `panelist` branch per seat, each failure recorded, at least `min_successes` answers.
+PANELISTS = FanOut(node="panelist", results_key="panelist_results", tolerate=any_failure, failure=panelist_failure)
+
+
 def panelist_failed(*, then: str):
-    """Build the error handler of the panelist node: it records the failure and carries on to `then`.
-
-    LangGraph drops a whole parallel step when one branch raises; routing the exhausted failure here
-    keeps the siblings' answers. The explicit `goto` matters: a handler's writes do not fire the failed
-    node's outgoing edge, so without it a panel where every branch failed would just stop.
-    """
-
-    async def record_failure(task: PanelistTask, error: NodeError) -> Command:
-        """Record why a panelist failed and go on with the others' answers."""
-        result = {
-            "index": task["index"],
-            "model": task.get("label") or task["model"],
-            "model_id": task["model"],
-            "success": False,
-            "answer": None,
-            "tokens": 0,
-            "cost": 0.0,
-            "latencyMs": round(monotonic_ms() - task["sent_ms"]),
-            "error": classify_failure(error.error),
-            "detail": describe_failure(error.error),
-        }
-        emit({"event": "panelist", "index": task["index"], "detail": result["detail"],
-                             **public_panelist(result)})
-        return Command(goto=then, update={"panelist_results": [result]})
-
-    return record_failure
+    """Build the error handler of the panelist node: it records the failure and carries on to `then`
+    (see `FanOut.failed`)."""
+    return PANELISTS.failed(then=then)
 
 
 async def tally(state: dict[str, Any]) -> dict[str, Any]:
     """Put the panelists' results in panel order and insist on enough answers."""
-    results = sorted(state.get("panelist_results") or [], key=lambda r: r["index"])
-    needed = state.get("min_successes", DEFAULT_MIN_SUCCESSES)
+    results = PANELISTS.gather(
+        state, needed=state.get("min_successes", DEFAULT_MIN_SUCCESSES), too_few=TooFewPanelistsError
+    )
     answered = [r for r in results if r["success"]]
-    if len(answered) < max(needed, 1):
-        raise TooFewPanelistsError(results, needed)
     return {
         "panelists": [public_panelist(r) for r in results],
         "answers": [{"model": r["model"], "model_id": r["model_id"], "answer": r["answer"]} for r in answered],
@@ -478,76 +381,12 @@ async def tally(state: dict[str, Any]) -> dict[str, Any]:
 # --- answering ------------------------------------------------------------------------------
 
 
-async def stream_first_answer(
-    ctx: RunContext,
-    candidates: Sequence[str],
-    messages: list[BaseMessage],
-    *,
-    role: str,
-    temperature: float | None = None,
-    max_tokens: int | None = None,
-    timeout: float | None = None,
-) -> tuple[str, str, list[dict[str, Any]]]:
-    """Stream an answer from the first candidate that gives one; each failure hands over to the next, except a
-    transient one before any token was sent, after which the same candidate is asked once more (`MODEL_RETRY`).
-
-    Tokens go out as `chunk` events, each candidate speaking as itself (`nodes.speak.say`);
-    `{"event": "answering"}` announces each candidate and `{"event": "fallback"}` each failure (with
-    `partial: true` when some of its tokens already went out, which a streaming caller cannot take back).
-
-    Returns:
-        The answer, the model that gave it, and the failed attempts before it.
-
-    Raises:
-        AllModelsFailedError: every candidate failed.
-    """
-    writer = event_writer()
-    failures: list[dict[str, Any]] = []
-    for model in dict.fromkeys(candidates):
-        writer({"event": "answering", "role": role, "model": model})
-        for attempt in range(1, MODEL_RETRY.max_attempts + 1):
-            turn: Turn | None = None
-            try:
-                chat = ctx.chat(model, temperature=temperature, max_tokens=max_tokens, timeout=timeout,
-                                label=f"{role}:{model}")
-                turn = await say(chat, messages, speaker={"id": model, "name": model})
-                if not turn.text.strip():
-                    raise EmptyAnswerError(f"{model} answered with no text")
-            # Any failure of one candidate is the next one's cue; the cause is kept and reported if all fail.
-            except Exception as exc:  # noqa: BLE001
-                partial = isinstance(exc, TurnInterrupted) or bool(turn and turn.text)
-                cause = exc.__cause__ if isinstance(exc, TurnInterrupted) and exc.__cause__ else exc
-                if not partial and attempt < MODEL_RETRY.max_attempts and is_transient(cause):
-                    # Nothing of it was sent (a pooled connection the server had closed, say): ask it again.
-                    await asyncio.sleep(MODEL_RETRY.initial_interval)
-                    continue
-                failure = {"model": model, "role": role, "error": classify_failure(cause),
-                           "detail": describe_failure(cause), "partial": partial}
-                failures.append(failure)
-                writer({"event": "fallback", **failure})
-                break
-            return turn.text, model, failures
-    raise AllModelsFailedError(role, failures)
+def _arbitrators(state: dict[str, Any], ctx: RunContext) -> list[str]:
+    return state.get("arbitrators") or [ctx.factory.settings.arbitrator_model]
 
 
-async def arbitrate(state: dict[str, Any], runtime: Runtime[PanelContext]) -> dict[str, Any]:
-    """Have the first arbitrator candidate that answers synthesize the best answer from the anonymised panel."""
-    ctx = panel_context(runtime)
-    candidates = state.get("arbitrators") or [ctx.factory.settings.arbitrator_model]
-    # One prompt serves every candidate, so it fits the smallest window among them.
-    budgets = [ctx.factory.prompt_budget(m, state.get("max_tokens")) for m in candidates]
-    prompt = arbitration_messages(
-        state["messages"],
-        state["answers"],
-        system_prompt=state.get("system_prompt"),
-        arbitrator_prompt=state.get("arbitrator_prompt"),
-        prompt_budget=min((b for b in budgets if b is not None), default=None),
-    )
-    answer, model, failures = await stream_first_answer(
-        ctx, candidates, prompt, role="arbitrator", temperature=state.get("temperature"),
-        max_tokens=state.get("max_tokens"), timeout=ctx.arbitrator_timeout,
-    )
-    return {"answer": answer, "arbitrator": model, "attempts": failures}
+# The panel's arbitrator: the request's candidates (else the deployment's), each call within its time limit.
+arbitrate_panel = arbitrate(candidates=_arbitrators, timeout=lambda ctx: ctx.arbitrator_timeout, context=PanelContext)
 
 
 async def assemble_panel(state: dict[str, Any]) -> dict[str, Any]:

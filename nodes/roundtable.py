@@ -23,10 +23,11 @@ from nodes.bounds import AtMost, Clipped
 from nodes.context import RunContext
 from nodes.convergence import positions_of, strongest_consensus
 from llm.failures import UNREADABLE_ANSWER
-from nodes.events import emit, event_writer
+from nodes.events import emit
 from nodes.prompts import roundtable as prompts
 from nodes.retrieval import retrieve
 from nodes.speak import Turn, speak
+from nodes.synthesize import synthesize as synthesize_node
 from nodes.text import clip, first_sentence
 
 log = logging.getLogger(__name__)
@@ -353,9 +354,8 @@ def fallback_synthesis(seats: list[dict[str, Any]], transcript: list[dict[str, A
     )
 
 
-async def synthesize(state: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
-    """Write the structured synthesis of the debate."""
-    ctx = context_of(runtime)
+def synthesis_prompt(state: dict[str, Any], ctx: RoundTableContext) -> list[BaseMessage]:
+    """The synthesizer's prompt: the question, how positions moved, the final ones, and every attack."""
     seats, transcript, rounds_run = state["seats"], state.get("transcript") or [], state["round"]
     last = [m for m in transcript if m["roundNumber"] == rounds_run]
     attacks = [m["content"] for m in transcript if m["isDevilsAdvocate"]]
@@ -366,13 +366,12 @@ async def synthesize(state: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
         positions=format_positions(last, chars=ctx.position_chars),
         attacks="\n".join(f"- round {i}: {a[: ctx.position_chars]}" for i, a in enumerate(attacks)) or "(nothing)",
     )
-    try:
-        draft: SynthesisDraft = await ctx.structured(
-            SynthesisDraft, ctx.synthesis_model, temperature=0.2, label="roundtable:synthesis"
-        ).ainvoke([SystemMessage(prompts.SYNTHESIS_SYSTEM), HumanMessage(prompt)])
-    except UNREADABLE_ANSWER as exc:
-        log.warning("synthesis unreadable (%s); falling back to the table's own positions", exc.__class__.__name__)
-        draft = fallback_synthesis(seats, transcript)
+    return [SystemMessage(prompts.SYNTHESIS_SYSTEM), HumanMessage(prompt)]
+
+
+def finish_synthesis(state: dict[str, Any], ctx: RoundTableContext, draft: SynthesisDraft) -> dict[str, Any]:
+    """The synthesis in the contract's shape, announced, with the number of rounds the table sat."""
+    seats, transcript, rounds_run = state["seats"], state.get("transcript") or [], state["round"]
     fields = draft.model_dump()
     synthesis = {
         "summary": fields["summary"],
@@ -393,12 +392,19 @@ async def synthesize(state: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
     return {"synthesis": synthesis, "total_rounds": rounds_run}
 
 
+# Write the structured synthesis of the debate; an unreadable one falls back to the table's own positions.
+synthesize = synthesize_node(
+    schema=SynthesisDraft, prompt=synthesis_prompt, shape=finish_synthesis, context=RoundTableContext,
+    fallback=lambda state, exc: fallback_synthesis(state["seats"], state.get("transcript") or []),
+    model_role="synthesis_model", temperature=0.2, label="roundtable:synthesis", what="round-table synthesis",
+)
+
+
 # --- memories -------------------------------------------------------------------------------
 
 
-async def form_memories(state: MemoryInput, runtime: Runtime) -> dict[str, Any]:
-    """Write a few short notes of what this agent learned in the debate."""
-    ctx = context_of(runtime)
+def memory_prompt(state: MemoryInput, ctx: RoundTableContext) -> list[BaseMessage]:
+    """One agent's prompt for its notes: its own final position and the others'."""
     agent, transcript = state["agent"], state["transcript"]
     final_round = max((m["roundNumber"] for m in transcript), default=0)
     final = [m for m in transcript if m["roundNumber"] == final_round]
@@ -412,12 +418,19 @@ async def form_memories(state: MemoryInput, runtime: Runtime) -> dict[str, Any]:
     )
     system = prompts.MEMORY_SYSTEM.format(name=agent["name"], role=agent["role"] or "participant",
                                           persona=agent.get("persona") or "")
-    try:
-        notes: MemoryNotes = await ctx.structured(
-            MemoryNotes, agent.get("model"), temperature=0.2, label=f"roundtable:memory:{agent['id']}"
-        ).ainvoke([SystemMessage(system), HumanMessage(prompt)])
-    except UNREADABLE_ANSWER as exc:
-        log.warning("memory notes of %s unreadable (%s); none kept", agent["name"], exc.__class__.__name__)
-        notes = MemoryNotes(notes=[])
+    return [SystemMessage(system), HumanMessage(prompt)]
+
+
+def keep_notes(state: MemoryInput, ctx: RoundTableContext, notes: MemoryNotes) -> dict[str, Any]:
+    agent = state["agent"]
     kept = [n.strip() for n in notes.notes if n.strip()][: ctx.memory_notes]
     return {"memories": [{"agentId": agent["id"], "notes": kept}]}
+
+
+# Write a few short notes of what this agent learned in the debate (none when its answer is unreadable).
+form_memories = synthesize_node(
+    schema=MemoryNotes, prompt=memory_prompt, shape=keep_notes, context=RoundTableContext,
+    fallback=lambda state, exc: MemoryNotes(notes=[]), model=lambda state: state["agent"].get("model"),
+    temperature=0.2, label=lambda state: f"roundtable:memory:{state['agent']['id']}", what="memory notes",
+)
+form_memories.__name__ = "form_memories"

@@ -15,7 +15,7 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
 
-from designer import WorkflowContext, WorkflowSpec, compile_workflow, validate_workflow
+from designer import WorkflowContext, compile_workflow, validate_workflow
 from designer.modes import NodeInputError, tag_event, workflow_event
 from designer.run import run_error
 from designer.templates import MissingValue, TemplateError

@@ -1500,6 +1500,67 @@ export interface components {
                 [key: string]: unknown;
             } | null;
         };
+        /** ScoreConvergenceConfig */
+        ScoreConvergenceConfig: {
+            /**
+             * Threshold
+             * @description The score at which the table counts as converged.
+             * @default 0.85
+             */
+            threshold: number;
+        };
+        /** ScoreConvergenceInputs */
+        ScoreConvergenceInputs: {
+            /**
+             * Transcript
+             * @description A placeholder for a list of messages `{agentId, roundNumber, stance, confidence, keyPoint}`, e.g. a round table's `{outcome.transcript}`.
+             * @default {transcript}
+             */
+            transcript: string;
+            /**
+             * Round
+             * @description A placeholder for the round to score (an integer); the transcript's last when omitted.
+             * @default null
+             */
+            round: string | null;
+        };
+        /**
+         * ScoreConvergenceNode
+         * @description Score how far a table's stated positions agree and have stopped moving (the round table's
+         *     `score_convergence`); no model is called. Writes `{roundNumber, convergenceScore, converged, usage}`.
+         */
+        ScoreConvergenceNode: {
+            /**
+             * Id
+             * @description A node id.
+             */
+            id: string;
+            /**
+             * Description
+             * @description What the node is for.
+             * @default null
+             */
+            description: string | null;
+            /**
+             * Output Key
+             * @description The declared state key the node writes.
+             * @default null
+             */
+            output_key: string | null;
+            /**
+             * Retries
+             * @description Extra attempts after a transient model failure.
+             * @default 0
+             */
+            retries: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "score_convergence";
+            config?: components["schemas"]["ScoreConvergenceConfig"];
+            inputs?: components["schemas"]["ScoreConvergenceInputs"];
+        };
         /**
          * SeedError
          * @description The duel seed's error body (`/api/...`): `{"error": "<message>"}`, with `retryAfter` on a 429. The refusals
@@ -1529,6 +1590,81 @@ export interface components {
              * @default null
              */
             details: components["schemas"]["ValidationIssue"][] | null;
+        };
+        /** SelectOpponentConfig */
+        SelectOpponentConfig: {
+            /**
+             * Model
+             * @description `provider:model`; the run's default model when omitted.
+             * @default null
+             */
+            model: string | null;
+            /**
+             * Temperature
+             * @description Sampling temperature (the duel's by default).
+             * @default 0.8
+             */
+            temperature: number | null;
+            /**
+             * User Profile
+             * @description The user (`name`, `bio`, `softMemory`) when `inputs.user_profile` is not set.
+             * @default null
+             */
+            user_profile: {
+                [key: string]: unknown;
+            } | null;
+        };
+        /** SelectOpponentInputs */
+        SelectOpponentInputs: {
+            /**
+             * Topic
+             * @description What the opponent will argue about.
+             * @default {topic}
+             */
+            topic: string;
+            /**
+             * User Profile
+             * @description A placeholder for an object key, e.g. `{profile}`.
+             * @default null
+             */
+            user_profile: string | null;
+        };
+        /**
+         * SelectOpponentNode
+         * @description Cast an opponent for the topic, opposed to the user's likely stance (the duel's `select_opponent`); a
+         *     built-in persona when the model cannot. Writes `{name, title, bio, stance, traits}`.
+         */
+        SelectOpponentNode: {
+            /**
+             * Id
+             * @description A node id.
+             */
+            id: string;
+            /**
+             * Description
+             * @description What the node is for.
+             * @default null
+             */
+            description: string | null;
+            /**
+             * Output Key
+             * @description The declared state key the node writes.
+             * @default null
+             */
+            output_key: string | null;
+            /**
+             * Retries
+             * @description Extra attempts after a transient model failure.
+             * @default 0
+             */
+            retries: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "select_opponent";
+            config?: components["schemas"]["SelectOpponentConfig"];
+            inputs?: components["schemas"]["SelectOpponentInputs"];
         };
         /** SoftMemory */
         SoftMemory: {
@@ -1576,6 +1712,73 @@ export interface components {
              * @default null
              */
             description: string | null;
+        };
+        /** SynthesizeConfig */
+        SynthesizeConfig: {
+            /**
+             * Model
+             * @description `provider:model`; the run's default model when omitted.
+             * @default null
+             */
+            model: string | null;
+            /**
+             * Temperature
+             * @description Sampling temperature.
+             * @default 0.2
+             */
+            temperature: number | null;
+            /**
+             * Output Schema
+             * @description A JSON Schema object (as `llm`'s `output_schema`): the synthesis's shape.
+             */
+            output_schema: {
+                [key: string]: unknown;
+            };
+            /**
+             * Fallback
+             * @description Written instead when the answer cannot be read (after the node's retries); when omitted, an unreadable answer fails the node.
+             * @default null
+             */
+            fallback: {
+                [key: string]: unknown;
+            } | null;
+        };
+        /**
+         * SynthesizeNode
+         * @description Write a structured synthesis (the round table's `synthesize`), or `config.fallback` when the model's
+         *     answer cannot be read.
+         */
+        SynthesizeNode: {
+            /**
+             * Id
+             * @description A node id.
+             */
+            id: string;
+            /**
+             * Description
+             * @description What the node is for.
+             * @default null
+             */
+            description: string | null;
+            /**
+             * Output Key
+             * @description The declared state key the node writes.
+             * @default null
+             */
+            output_key: string | null;
+            /**
+             * Retries
+             * @description Extra attempts after a transient model failure.
+             * @default 0
+             */
+            retries: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "synthesize";
+            config: components["schemas"]["SynthesizeConfig"];
+            inputs: components["schemas"]["LlmInputs"];
         };
         /** TransformInputs */
         TransformInputs: {
@@ -1703,7 +1906,7 @@ export interface components {
                 [key: string]: components["schemas"]["StateKey"];
             };
             /** Nodes */
-            nodes: (components["schemas"]["LlmNode"] | components["schemas"]["TransformNode"] | components["schemas"]["ConditionNode"] | components["schemas"]["DebateNode"] | components["schemas"]["PanelNode"] | components["schemas"]["DuelNode"] | components["schemas"]["RoundtableNode"])[];
+            nodes: (components["schemas"]["LlmNode"] | components["schemas"]["TransformNode"] | components["schemas"]["ConditionNode"] | components["schemas"]["DebateNode"] | components["schemas"]["PanelNode"] | components["schemas"]["DuelNode"] | components["schemas"]["RoundtableNode"] | components["schemas"]["SelectOpponentNode"] | components["schemas"]["SynthesizeNode"] | components["schemas"]["ScoreConvergenceNode"])[];
             /** Edges */
             edges?: components["schemas"]["Edge"][];
             /**

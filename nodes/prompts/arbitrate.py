@@ -1,4 +1,4 @@
-"""Prompts of panel mode: the arbitrator's instructions and how the panel's answers are shown to it."""
+"""Prompts of the arbitrator (the `arbitrate` node): its instructions and how the answers it weighs are shown to it."""
 
 ARBITRATOR_SYSTEM = """You are the arbitrator of a panel of independent experts who each answered the same request.
 Weigh their answers on accuracy, reasoning and completeness. Where they disagree, decide which is right and why;
