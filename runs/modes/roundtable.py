@@ -27,6 +27,13 @@ from store import agents as agent_store
 from store import conversations as conv_store
 
 
+def seed_chunk(event: dict[str, Any]) -> dict[str, Any]:
+    """A `chunk` of the one shape (`nodes.speak`) as the seed's round-table chunk: the agent, the round, the text."""
+    speaker = event["speaker"]
+    return {"agentId": speaker["id"], "agentName": speaker["name"], "roundNumber": event["round"],
+            "content": event["content"]}
+
+
 def render_synthesis(synthesis: dict[str, Any]) -> str:
     """The synthesizer message's text: summary, recommended action, consensus, risks and conditions."""
     lines = [synthesis["summary"], "", f"Recommended action: {synthesis['recommendedAction']}"]
