@@ -55,6 +55,7 @@ def select_opponent_node(node: SelectOpponentNode, defaults: Mapping[str, Any]) 
             out = await cast({"topic": render(node.inputs.topic, state, defaults), "user_profile": profile}, runtime)
         return {node.output_key: out["opponent_profile"]}
 
+    choose_opponent.__wrapped__ = cast  # type: ignore[attr-defined]
     return choose_opponent
 
 
@@ -98,4 +99,5 @@ def score_convergence_node(node: ScoreConvergenceNode, defaults: Mapping[str, An
         return {node.output_key: {"roundNumber": record["roundNumber"], "convergenceScore": record["convergenceScore"],
                                   "converged": out["converged"], "usage": record["usage"]}}
 
+    measure.__wrapped__ = score  # type: ignore[attr-defined]
     return measure
