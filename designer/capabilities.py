@@ -14,10 +14,9 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from designer.modes import NodeInputError, tag_event, user_profile_input
-from designer.nodes import NodeFn
+from designer.nodes import NodeFn, prompt_of
 from designer.schemas import model_from_schema
 from designer.spec import ScoreConvergenceNode, SelectOpponentNode, SynthesizeNode
 from designer.templates import render
@@ -55,6 +54,7 @@ def select_opponent_node(node: SelectOpponentNode, defaults: Mapping[str, Any]) 
             out = await cast({"topic": render(node.inputs.topic, state, defaults), "user_profile": profile}, runtime)
         return {node.output_key: out["opponent_profile"]}
 
+    choose_opponent.__wrapped__ = cast  # type: ignore[attr-defined]
     return choose_opponent
 
 
@@ -62,16 +62,8 @@ def synthesize_node(node: SynthesizeNode, defaults: Mapping[str, Any]) -> NodeFn
     """Build the node for a `synthesize` spec: a structured answer, or the config's fallback when unreadable."""
     config = node.config
     schema = model_from_schema(config.output_schema, node.id)
-
-    def prompt(state: Mapping[str, Any], ctx: Any) -> list[BaseMessage]:
-        messages: list[BaseMessage] = []
-        if node.inputs.system:
-            messages.append(SystemMessage(render(node.inputs.system, state, defaults)))
-        messages.append(HumanMessage(render(node.inputs.prompt, state, defaults)))
-        return messages
-
     return synthesize(
-        schema=schema, prompt=prompt, shape=lambda state, ctx, draft: {node.output_key: draft.model_dump(mode="json")},
+        schema=schema, prompt=prompt_of(node, defaults), shape=lambda state, ctx, draft: {node.output_key: draft.model_dump(mode="json")},
         fallback=None if config.fallback is None else lambda state, exc: schema.model_validate(config.fallback),
         temperature=config.temperature, label=node.id, what=f"synthesis of node {node.id!r}",
     )
@@ -98,4 +90,5 @@ def score_convergence_node(node: ScoreConvergenceNode, defaults: Mapping[str, An
         return {node.output_key: {"roundNumber": record["roundNumber"], "convergenceScore": record["convergenceScore"],
                                   "converged": out["converged"], "usage": record["usage"]}}
 
+    measure.__wrapped__ = score  # type: ignore[attr-defined]
     return measure

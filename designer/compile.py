@@ -82,6 +82,7 @@ def _instrumented(spec: WorkflowSpec, node: Any, step: NodeFn) -> NodeFn:
 
     run.__name__ = node.id
     run.__doc__ = step.__doc__
+    run.__wrapped__ = step  # type: ignore[attr-defined]  # what it runs (`nodes.capability.capability_of`)
     return run
 
 

@@ -25,17 +25,25 @@ from nodes.speak import speak
 NodeFn = Callable[[dict[str, Any], Any], Awaitable[dict[str, Any]]]
 
 
-def llm_node(node: LlmNode, defaults: Mapping[str, Any]) -> NodeFn:
-    """Build the node for an `llm` spec: one model call, streamed (a `speak` node, the node speaking as itself),
-    or structured when a schema is given."""
-    config = node.config
+def prompt_of(node: Any, defaults: Mapping[str, Any]) -> Callable[[Mapping[str, Any], Any], list[BaseMessage]]:
+    """The prompt of a node whose inputs are a `prompt` template and an optional `system` one: its messages,
+    rendered against the state."""
 
-    def prompt(state: dict[str, Any], ctx: Any) -> list[BaseMessage]:
+    def prompt(state: Mapping[str, Any], ctx: Any) -> list[BaseMessage]:
         messages: list[BaseMessage] = []
         if node.inputs.system:
             messages.append(SystemMessage(render(node.inputs.system, state, defaults)))
         messages.append(HumanMessage(render(node.inputs.prompt, state, defaults)))
         return messages
+
+    return prompt
+
+
+def llm_node(node: LlmNode, defaults: Mapping[str, Any]) -> NodeFn:
+    """Build the node for an `llm` spec: one model call, streamed (a `speak` node, the node speaking as itself),
+    or structured when a schema is given."""
+    config = node.config
+    prompt = prompt_of(node, defaults)
 
     if config.output_schema is None:
         return speak(

@@ -116,9 +116,7 @@ def agent_tasks(state: DebateState, runtime: Runtime) -> list[AgentTask]:
     ]
 
 
-def ask_agents(state: DebateState, runtime: Runtime) -> list[Send]:
-    """Send every agent its turn at once."""
-    return AGENTS.send(agent_tasks(state, runtime))
+ask_agents = AGENTS.dispatch(agent_tasks, name="ask_agents", doc="Send every agent its turn at once.")
 
 
 def revision_messages(task: AgentTask, *, prompt_budget: int | None) -> list[BaseMessage]:

@@ -107,9 +107,8 @@ def panelist_tasks(state: PanelState) -> list[PanelistTask]:
     ]
 
 
-def ask_panelists(state: PanelState) -> list[Send]:
-    """Send the request to every chosen panelist at once."""
-    return PANELISTS.send(panelist_tasks(state))
+ask_panelists = PANELISTS.dispatch(panelist_tasks, name="ask_panelists",
+                                   doc="Send the request to every chosen panelist at once.")
 
 
 def after_tally(state: PanelState) -> Literal["arbitrate", "assemble_panel"]:

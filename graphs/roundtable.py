@@ -97,11 +97,11 @@ TURNS = FanOut(node=lambda task: "devils_advocate_turn" if task["agent"]["isDevi
 MEMORIES = FanOut(node="form_memories", results_key="memories")
 
 
-def dispatch_turns(state: RoundTableState) -> list[Send]:
-    """Send every seat its turn, with the previous round's positions."""
+def turn_tasks(state: RoundTableState) -> list[dict[str, Any]]:
+    """Every seat's turn of the round, with the previous round's positions."""
     round_number = state["round"]
     previous = [m for m in state.get("transcript") or [] if m["roundNumber"] == round_number - 1]
-    return TURNS.send(
+    return [
         {
             "agent": seat,
             "round": round_number,
@@ -111,7 +111,11 @@ def dispatch_turns(state: RoundTableState) -> list[Send]:
             "previous": previous,
         }
         for seat in state["seats"]
-    )
+    ]
+
+
+dispatch_turns = TURNS.dispatch(turn_tasks, name="dispatch_turns",
+                                doc="Send every seat its turn, with the previous round's positions.")
 
 
 def after_round(state: RoundTableState, runtime: Runtime) -> list[Send | str] | str:

@@ -20,6 +20,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, co
 from langgraph.runtime import Runtime
 
 from nodes.anonymise import Anonymiser
+from nodes.capability import mark
 from nodes.context import RunContext
 from nodes.events import event_writer
 from core.limits import MAX_PANEL_SIZE
@@ -264,4 +265,4 @@ def arbitrate(
         return {answer_key: answer, model_key: model, attempts_key: failures}
 
     arbitrate_answers.__name__ = "arbitrate"
-    return arbitrate_answers
+    return mark(arbitrate_answers, "arbitrate")

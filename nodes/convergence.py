@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 
+from nodes.capability import mark
 from nodes.events import emit
 
 Stance = Literal["for", "against", "conditional", "neutral"]
@@ -216,7 +217,7 @@ def score_convergence(
         }
 
     close_round.__name__ = "measure_convergence"
-    return close_round
+    return mark(close_round, "score_convergence")
 
 
 # The round table's: its transcript, its threshold (`RoundTableContext.convergence_threshold`).

@@ -15,12 +15,15 @@ a "timeout" failure); `min_successes` is how many branches must succeed for `gat
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from langgraph.errors import NodeError
 from langgraph.types import Command, RetryPolicy, Send
+
+from nodes.capability import mark
 
 Task = Mapping[str, Any]
 
@@ -72,15 +75,19 @@ class FanOut:
         """One `Send` per task, to its branch node."""
         return [Send(self.node_of(task), task) for task in tasks]
 
-    def dispatch(self, tasks: Callable[..., Iterable[Task]]) -> Callable[..., list[Send]]:
-        """The routing function (for `add_conditional_edges`) sending the tasks `tasks(state, ...)` returns."""
+    def dispatch(self, tasks: Callable[..., Iterable[Task]], *, name: str | None = None,
+                 doc: str | None = None) -> Callable[..., list[Send]]:
+        """The routing function (for `add_conditional_edges`) sending the tasks `tasks(state, ...)` returns, named
+        `name` (else after `tasks`)."""
 
-        def fan_out(state: Any, *args: Any) -> list[Send]:
-            return self.send(tasks(state, *args))
+        def fan_out(state: Any, *args: Any, **kwargs: Any) -> list[Send]:
+            return self.send(tasks(state, *args, **kwargs))
 
-        fan_out.__name__ = getattr(tasks, "__name__", "fan_out")
-        fan_out.__doc__ = tasks.__doc__
-        return fan_out
+        # Its signature is `tasks`' (LangGraph passes `runtime`, `config` ... by the parameters it sees).
+        functools.update_wrapper(fan_out, tasks)
+        fan_out.__name__ = fan_out.__qualname__ = name or getattr(tasks, "__name__", "fan_out")
+        fan_out.__doc__ = doc or tasks.__doc__
+        return mark(fan_out, "fan_out")
 
     def node_options(self, *, then: str | None = None, retry: RetryPolicy | None = None) -> dict[str, Any]:
         """`add_node` keywords of the branch node: its retry policy, its timeout and, when failures are

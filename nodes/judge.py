@@ -25,6 +25,7 @@ from typing_extensions import TypedDict  # pydantic's schemas need these before 
 
 from nodes.anonymise import Anonymiser
 from nodes.bounds import AtMost, Clipped
+from nodes.capability import mark
 from nodes.context import RunContext
 from nodes.fan_out import FanOut
 from nodes.structured import ask_structured, node_attempt, structured_retry
@@ -72,6 +73,9 @@ def judge_both_orders(state: dict, *, keys: Sequence[str] = ("topic", "user_prof
     """Send the transcript to the judge twice: as debated, and with the speakers' order swapped."""
     shared = {key: state[key] for key in keys}
     return JUDGES.send([{**shared, "swapped": False}, {**shared, "swapped": True}])
+
+
+mark(judge_both_orders, "fan_out")  # a router on `FanOut`
 
 
 def anonymised_transcript(messages: list[dict], first: Role, names: dict[Role, str]) -> str:
@@ -153,7 +157,7 @@ def judge(
         }]}
 
     judge_debate.__name__ = "judge"
-    return judge_debate
+    return mark(judge_debate, "judge")
 
 
 def verdicts_by_order(verdicts: Sequence[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 from typing_extensions import TypedDict  # pydantic's schemas need these before Python 3.12
 
 from nodes.bounds import AtMost, Clipped
+from nodes.capability import mark
 from nodes.context import RunContext
 from nodes.events import emit
 from nodes.structured import ask_structured, is_unusable
@@ -126,4 +127,4 @@ def select_opponent(
         return {output_key: profile}
 
     cast_opponent.__name__ = "select_opponent"
-    return cast_opponent
+    return mark(cast_opponent, "select_opponent")

@@ -26,6 +26,7 @@ from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
 from nodes.context import RunContext
+from nodes.capability import mark
 from nodes.events import event_writer
 from nodes.text import LengthGate, is_cjk
 
@@ -239,5 +240,4 @@ def speak(
     node.__name__ = node.__qualname__ = name
     node.__doc__ = doc or "Say one streamed turn (`nodes.speak`)."
     node.__annotations__ = {"state": reads or dict, "runtime": Runtime, "return": dict}
-    node.capability = "speak"  # type: ignore[attr-defined]
-    return node
+    return mark(node, "speak")

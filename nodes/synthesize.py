@@ -21,6 +21,7 @@ from langchain_core.messages import BaseMessage
 from langgraph.runtime import Runtime
 from pydantic import BaseModel
 
+from nodes.capability import mark
 from nodes.context import RunContext
 from nodes.structured import ask_structured, is_unreadable, node_attempt
 
@@ -78,4 +79,4 @@ def synthesize(
         return shape(state, ctx, draft)
 
     write_synthesis.__name__ = "synthesize"
-    return write_synthesis
+    return mark(write_synthesis, "synthesize")

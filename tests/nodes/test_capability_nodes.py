@@ -12,16 +12,17 @@ from langchain_core.messages import HumanMessage
 from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel
 
-from graphs.duel import JUDGE_RETRY, DuelContext, judge_both_orders, judge_debate, pick_opponent
+from evals.judge import build_judge_graph
+from graphs.duel import JUDGE_RETRY, DuelContext, pick_opponent
 from graphs.multiagent_debate import MultiAgentDebateContext
 from graphs.multiagent_debate import graph as debate_graph
+from llm.factory import ModelFactory
+from llm.failures import classify_failure, is_model_failure
 from nodes.anonymise import Anonymiser
 from nodes.arbitrate import AllModelsFailedError, arbitrate
 from nodes.context import RunContext
 from nodes.convergence import score_convergence
 from nodes.fan_out import FanOut, TooFewSuccessesError
-from llm.failures import classify_failure, is_model_failure
-from llm.factory import ModelFactory
 from nodes.personas import fallback_opponent
 from nodes.structured import ask_structured, is_unreadable
 from nodes.synthesize import synthesize
@@ -186,20 +187,8 @@ async def test_the_multi_agent_debate_can_end_with_the_arbitrator(parley_env, ll
 # --- judge ------------------------------------------------------------------------------------
 
 
-class JudgeState(TypedDict, total=False):
-    topic: str
-    user_profile: dict
-    opponent_profile: dict
-    messages: list[dict]
-    verdicts: Annotated[list[dict], operator.add]
-
-
 def judge_graph():
-    builder = StateGraph(JudgeState, context_schema=DuelContext)
-    builder.add_node("judge", judge_debate, retry_policy=JUDGE_RETRY)
-    builder.add_conditional_edges(START, judge_both_orders, ["judge"])
-    builder.add_edge("judge", END)
-    return builder.compile()
+    return build_judge_graph().compile()  # the duel's judging on its own (evals/judge.py)
 
 
 DEBATE = {
