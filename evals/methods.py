@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from langchain_core.messages import HumanMessage
 
 from evals import prompts
-from evals.answers import AnswerRule, majority_vote
+from nodes.answers import AnswerRule, majority_answer
 from graphs.multiagent_debate import MultiAgentDebateContext
 from graphs.multiagent_debate import graph as debate_graph
 from graphs.panel import PanelContext
@@ -74,11 +74,8 @@ async def self_consistency(question: str, rule: AnswerRule, ctx: RunContext, opt
     """Sample `samples` answers at once and take their majority (ties: the first sample's of the tied)."""
     chat = ctx.chat(temperature=options.temperature, max_tokens=options.max_tokens, label="self-consistency")
     replies = await asyncio.gather(*(chat.ainvoke([HumanMessage(question)]) for _ in range(options.samples)))
-    texts = [content_text(r.content) for r in replies]
-    votes = [rule.extract(t) for t in texts]
-    vote = majority_vote(votes)
-    shown = next((t for t, v in zip(texts, votes) if v == vote.answer), texts[0])
-    return Attempt(shown, vote.answer, votes, vote.tied)
+    ballot = majority_answer([content_text(r.content) for r in replies], rule)
+    return Attempt(ballot.text, ballot.vote.answer, ballot.votes, ballot.vote.tied)
 
 
 async def debate(question: str, rule: AnswerRule, ctx: RunContext, options: MethodOptions) -> Attempt:
@@ -88,11 +85,8 @@ async def debate(question: str, rule: AnswerRule, ctx: RunContext, options: Meth
         agent_models=options.models or None, temperature=options.temperature, max_tokens=options.max_tokens,
     )
     result = await debate_graph.ainvoke({"question": question}, context=context)
-    texts = result["final_answers"]
-    votes = [rule.extract(t) for t in texts]
-    vote = majority_vote(votes)
-    shown = next((t for t, v in zip(texts, votes) if v == vote.answer), texts[0] if texts else "")
-    return Attempt(shown, vote.answer, votes, vote.tied)
+    ballot = majority_answer(result["final_answers"], rule)
+    return Attempt(ballot.text, ballot.vote.answer, ballot.votes, ballot.vote.tied)
 
 
 async def panel(question: str, rule: AnswerRule, ctx: RunContext, options: MethodOptions) -> Attempt:
