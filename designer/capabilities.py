@@ -23,6 +23,7 @@ from typing import Annotated, Any, TypedDict
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langgraph.graph import END, START, StateGraph
 
+from core.limits import DUEL_CONCLUSION_MAX_CHARS
 from designer.context import WorkflowContext
 from designer.modes import DEFAULT_USER_PROFILE, NodeInputError, run_nested, tag_event, user_profile_input
 from designer.nodes import NodeFn
@@ -266,7 +267,7 @@ class JudgeContext(WorkflowContext):
 
     judge_model: str | None = None
     synthesis_temperature: float | None = 0.3
-    conclusion_max_chars: int = 100
+    conclusion_max_chars: int = DUEL_CONCLUSION_MAX_CHARS
 
 
 class _JudgeState(TypedDict, total=False):
