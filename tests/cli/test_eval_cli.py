@@ -96,19 +96,19 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "designer" / "examples" / "multi
 
 
 def test_a_workflow_file_runs_as_a_method_and_matches_the_debate_it_is_built_as(parley_env, llm, tmp_path):
-    """The multiagent-debate example (3 agents × 2 rounds, then a majority) beside the debate method of the same
-    shape: the same calls per item and the same answers, read by the task's rule."""
+    """The multiagent-debate example (Du et al.'s 3 agents × 2 rounds, then a majority) beside the debate method of
+    the same shape (its defaults: 3 agents, 1 revision round): the same calls and answers, read by the task's rule."""
     llm.script(match="Other agents answered", reply="Checked again. Answer: 12")
     llm.script(reply="First go. Answer: 12")
     method = f"workflow:{EXAMPLE}"
     out = tmp_path / "out"
-    result = run("run", "--task", "arithmetic", "--methods", f"debate,{method}", "--n", "2", "--agents", "3",
-                 "--rounds", "2", "--out", str(out), "--concurrency", "1")
+    result = run("run", "--task", "arithmetic", "--methods", f"debate,{method}", "--n", "2", "--out", str(out),
+                 "--concurrency", "1")
     assert result.exit_code == 0, result.output
     doc = json.loads((out / "results.json").read_text())
     assert [m["name"] for m in doc["methods"]] == ["debate", method]
     debate, workflow = doc["methods"]
-    assert debate["calls_per_item"] == workflow["calls_per_item"] == 9.0
+    assert debate["calls_per_item"] == workflow["calls_per_item"] == 6.0
     assert workflow["label"] == "workflow Multi-agent debate (multiagent-debate.json)"
     items = [json.loads(line) for line in (out / "items.jsonl").read_text().splitlines()]
     by_method = {name: {r["item"]: r for r in items if r["method"] == name} for name in ("debate", method)}
