@@ -1,5 +1,5 @@
-"""`parley eval`: measure single answers, self-consistency, debate, panel and round table on a task, and the
-duel judge's position bias, in this process (no HTTP, no database)."""
+"""`parley eval`: measure single answers, self-consistency, debate, panel, round table and designer workflows
+(`workflow:<path>`) on a task, and the duel judge's position bias, in this process (no HTTP, no database)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from cli.common import console, fail, model_factory
 from core.limits import MAX_PANEL_SIZE, MAX_TABLE_SEATS, MIN_PANEL_SIZE
 from core.settings import get_settings
 from evals.judge import JUDGE_JSON, JUDGE_MD, judge_pairs, load_pairs
-from evals.methods import METHODS, MethodOptions
+from evals.methods import METHODS, WORKFLOW_PREFIX, MethodOptions, workflow_spec
 from evals.report import EMBEDDED_MODEL_NOTE, PLOT_FILE, RESULTS_JSON, RESULTS_MD, write_reports
 from evals.runner import EvalAborted, Observer, RunSettings, RunSettingsMismatch, run_eval
 from evals.tasks import TaskError, load_task
@@ -37,10 +37,16 @@ def _comma_list(value: str | None) -> list[str]:
 
 
 def _check_methods(methods: list[str], agents: int, match_budget: bool, samples: int | None) -> None:
-    unknown = [m for m in methods if m not in METHODS]
+    unknown = [m for m in methods if m not in METHODS and not m.startswith(WORKFLOW_PREFIX)]
     if not methods or unknown:
-        raise fail(f"unknown method(s) {', '.join(unknown) or '(none given)'}: choose from {', '.join(METHODS)}",
-                   code=2)
+        raise fail(f"unknown method(s) {', '.join(unknown) or '(none given)'}: choose from {', '.join(METHODS)}, "
+                   f"or {WORKFLOW_PREFIX}<path of a workflow file>", code=2)
+    for method in methods:
+        if method.startswith(WORKFLOW_PREFIX):
+            try:
+                workflow_spec(method.removeprefix(WORKFLOW_PREFIX))
+            except ValueError as exc:
+                raise fail(f"--methods {method}: {exc}", code=2) from exc
     if len(set(methods)) != len(methods):
         raise fail("--methods names a method twice", code=2)
     if "panel" in methods and not MIN_PANEL_SIZE <= agents <= MAX_PANEL_SIZE:
@@ -128,7 +134,8 @@ def _results_table(doc: dict[str, Any]) -> Table:
 @app.command("run")
 def run(
     task: str = typer.Option(..., "--task", help="arithmetic, gsm8k, or the path of a JSONL of {question, answer}."),
-    methods: str = typer.Option(..., "--methods", help=f"Comma list of: {', '.join(METHODS)}."),
+    methods: str = typer.Option(..., "--methods", help=f"Comma list of: {', '.join(METHODS)}, or "
+                                f"{WORKFLOW_PREFIX}<path> (a designer workflow reading `question`, writing `answer`)."),
     out: Path = typer.Option(..., "--out", help="Folder for results (and for resuming an interrupted run)."),
     n: int = typer.Option(20, "--n", help="Items to ask (the first n in the seed's order)."),
     seed: int = typer.Option(0, "--seed", help="Seeds the arithmetic problems, the item order and the bootstrap."),
@@ -162,11 +169,15 @@ def run(
     settings = RunSettings(task=loaded.name, answer_rule=loaded.rule.name, n=n, seed=seed, methods=method_list,
                            model=model_id, options=options, match_budget=match_budget,
                            item_ids=[item.id for item in loaded.items])
-    embedded = any(m.startswith("local:") for m in [model_id, *agent_models])
+    # A workflow's nodes may name models of their own: the factory must reach them too.
+    workflow_models = [m for method in method_list if method.startswith(WORKFLOW_PREFIX)
+                       for m in workflow_spec(method.removeprefix(WORKFLOW_PREFIX)).models()]
+    run_models = list(dict.fromkeys([model_id, *agent_models, *workflow_models]))
+    embedded = any(m.startswith("local:") for m in run_models)
     if embedded:
         console.print(f"[bold yellow]Note:[/] {EMBEDDED_MODEL_NOTE}")
 
-    with _model_factory([model_id, *agent_models]) as factory:
+    with _model_factory(run_models) as factory:
         columns = [TextColumn("{task.description:<16}"), BarColumn(), MofNCompleteColumn(),
                    TextColumn("accuracy {task.fields[accuracy]}"), TimeRemainingColumn()]
         with Progress(*columns, console=console) as progress:

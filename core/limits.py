@@ -62,6 +62,8 @@ MAX_TABLE_SEATS = 5
 MAX_TABLE_ROUNDS = 3
 # Extra attempts of one designer workflow node after a transient model failure.
 MAX_NODE_RETRIES = 5
+# Parallel branches of one designer `fan_out` node: as many as an arbitrator can tell apart (Answer A … G).
+MAX_FAN_OUT_BRANCHES = MAX_PANEL_SIZE
 
 
 @dataclass(frozen=True)

@@ -1,29 +1,54 @@
-"""The workflow node types backed by Parley's capability nodes: `select_opponent`, `synthesize` and
-`score_convergence`.
+"""The workflow node types backed by Parley's capability nodes: `select_opponent`, `synthesize`,
+`score_convergence`, `fan_out`, `arbitrate`, `judge` and `vote`.
 
 Each renders its inputs from workflow state, runs the capability node the modes are built of (the duel's
-`select_opponent`, the round table's `synthesize` and `score_convergence`) with its settings taken from the
-node's config, and writes the result to the node's output key. The node's own stream events (the opponent
-once cast, the convergence score) come out as `progress` events under the workflow node's id, as a mode
-node's do.
+`select_opponent` and `judge`, the round table's `synthesize` and `score_convergence`, the panel's and the
+multi-agent debate's `fan_out` and `arbitrate`, the evaluation's majority vote) with its settings taken from
+the node's config, and writes the result to the node's output key. The node's own stream events (the
+opponent once cast, each branch's answer, the convergence score) come out as `progress` events under the
+workflow node's id, as a mode node's do; streamed tokens (the arbitrator's) as `chunk` events.
+
+`fan_out` and `judge` send their branches on LangGraph's `Send`: each is a small graph of its own
+(dispatch → branch × N → gather) run as the workflow node's nested graph.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import operator
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
+from langchain_core.messages import BaseMessage, SystemMessage
+from langgraph.graph import END, START, StateGraph
 
-from designer.modes import NodeInputError, tag_event, user_profile_input
+from core.limits import DUEL_CONCLUSION_MAX_CHARS
+from designer.context import WorkflowContext
+from designer.modes import DEFAULT_USER_PROFILE, NodeInputError, run_nested, tag_event, user_profile_input
 from designer.nodes import NodeFn, prompt_of
 from designer.schemas import model_from_schema
-from designer.spec import ScoreConvergenceNode, SelectOpponentNode, SynthesizeNode
+from designer.spec import (
+    ArbitrateNode,
+    FanOutNode,
+    JudgeNode,
+    ScoreConvergenceNode,
+    SelectOpponentNode,
+    SynthesizeNode,
+    VoteNode,
+)
 from designer.templates import render
+from llm.failures import MODEL_RETRY, classify_failure, describe_failure, is_model_failure
+from nodes.answers import majority_answer, parse_rule
+from nodes.arbitrate import arbitrate, content_text
 from nodes.convergence import score_convergence
 from nodes.events import EVENT_SINK, event_writer, relay
+from nodes.fan_out import FanOut
+from nodes.judge import JUDGE_RETRY, agreed_winner, judge, judge_both_orders, verdicts_by_order
 from nodes.personas import fallback_opponent
 from nodes.prompts import duel as duel_prompts
+from nodes.prompts import multiagent_debate as debate_prompts
+from nodes.revise import revision_messages
 from nodes.select_opponent import select_opponent
 from nodes.synthesize import synthesize
 
@@ -63,7 +88,8 @@ def synthesize_node(node: SynthesizeNode, defaults: Mapping[str, Any]) -> NodeFn
     config = node.config
     schema = model_from_schema(config.output_schema, node.id)
     return synthesize(
-        schema=schema, prompt=prompt_of(node, defaults), shape=lambda state, ctx, draft: {node.output_key: draft.model_dump(mode="json")},
+        schema=schema, prompt=prompt_of(node, defaults),
+        shape=lambda state, ctx, draft: {node.output_key: draft.model_dump(mode="json")},
         fallback=None if config.fallback is None else lambda state, exc: schema.model_validate(config.fallback),
         temperature=config.temperature, label=node.id, what=f"synthesis of node {node.id!r}",
     )
@@ -92,3 +118,227 @@ def score_convergence_node(node: ScoreConvergenceNode, defaults: Mapping[str, An
 
     measure.__wrapped__ = score  # type: ignore[attr-defined]
     return measure
+
+
+# --- answers read from state ----------------------------------------------------------------
+
+
+def answer_list(value: Any, slot: str) -> list[dict[str, Any]]:
+    """The answers a placeholder gave, as `{index, label, model?, content}`: a list of texts, or a fan_out's
+    results (whose failed branches, `success: false`, are left out)."""
+    if not isinstance(value, list):
+        raise NodeInputError(f"inputs.{slot} must give a list of answers, not {type(value).__name__}")
+    answers = []
+    for i, item in enumerate(value):
+        if isinstance(item, str):
+            answers.append({"index": i, "label": f"answer {i + 1}", "content": item})
+        elif isinstance(item, Mapping) and isinstance(item.get("content"), str):
+            if item.get("success", True) is False:
+                continue
+            index = item.get("branch", i)
+            answers.append({"index": index, "label": f"branch {int(index) + 1}", "model": item.get("model"),
+                            "content": item["content"]})
+        elif not (isinstance(item, Mapping) and item.get("success") is False):
+            raise NodeInputError(f"inputs.{slot}[{i}] must be a text or a fan_out result {{branch, content}}")
+    return answers
+
+
+# --- fan_out ----------------------------------------------------------------------------------
+
+
+class _FanOutState(TypedDict, total=False):
+    tasks: list[dict[str, Any]]
+    results: Annotated[list[dict[str, Any]], operator.add]
+    answers: list[dict[str, Any]]
+
+
+def fan_out_node(node: FanOutNode, defaults: Mapping[str, Any]) -> NodeFn:
+    """Build the node for a `fan_out` spec: every branch asked at once on `Send`, gathered in branch order.
+
+    With `inputs.previous`, branch i revises its own answer there after reading the others' (the prompt of
+    `graphs.multiagent_debate`, `nodes.revise.revision_messages`); a branch with no previous answer is asked
+    the prompt alone.
+    """
+    config = node.config
+    tolerant = config.min_successes is not None
+    revise_prompt = config.revise_prompt or debate_prompts.REVISE_PROMPT
+
+    def failed(task: Mapping[str, Any], exc: BaseException) -> dict[str, Any]:
+        return {"branch": task["branch"], "model": task["model_id"], "success": False,
+                "error": classify_failure(exc), "detail": describe_failure(exc)}
+
+    spread = FanOut(node="branch", results_key="results", timeout=config.timeout, min_successes=config.min_successes,
+                    tolerate=is_model_failure if tolerant else None, failure=failed if tolerant else None,
+                    index_key="branch")
+
+    async def branch(task: dict[str, Any], runtime: Any) -> dict[str, Any]:
+        """Ask one branch's model the prompt (or its revision) and record its answer."""
+        ctx = WorkflowContext.of(runtime)
+        model = task["model"]
+        messages: list[BaseMessage] = [SystemMessage(task["system"])] if task["system"] else []
+        messages += revision_messages(task["question"], task["own"], task["others"],
+                                      prompt_budget=ctx.factory.prompt_budget(model, config.max_tokens),
+                                      revise_prompt=revise_prompt)
+        chat = ctx.chat(model, temperature=config.temperature, max_tokens=config.max_tokens,
+                        label=f"{node.id}:{task['branch']}")
+        reply = await chat.ainvoke(messages)
+        answer = {"branch": task["branch"], "model": task["model_id"], "content": content_text(reply.content).strip()}
+        event_writer()({"event": "answer", **answer})
+        return {"results": [answer]}
+
+    def gather(state: _FanOutState) -> dict[str, Any]:
+        """Every branch's result in branch order (too few successes fail the node)."""
+        return {"answers": spread.gather(state)}
+
+    builder = StateGraph(_FanOutState, context_schema=WorkflowContext)
+    builder.add_node("branch", branch, **spread.node_options(then="gather", retry=MODEL_RETRY))
+    builder.add_node("gather", gather)
+    builder.add_conditional_edges(START, spread.dispatch(lambda state: state["tasks"]), ["branch"])
+    builder.add_edge("branch", "gather")
+    builder.add_edge("gather", END)
+    graph = builder.compile(name=f"{node.id}/fan_out")
+
+    def model_of(index: int) -> str | None:
+        return config.models[index % len(config.models)] if config.models else config.model
+
+    async def fan_out(state: dict[str, Any], runtime: Any) -> dict[str, Any]:
+        """Ask every branch at once and write their answers in branch order."""
+        ctx = WorkflowContext.of(runtime)
+        question = render(node.inputs.prompt, state, defaults)
+        system = render(node.inputs.system, state, defaults) if node.inputs.system else None
+        previous: dict[int, str] = {}
+        if node.inputs.previous:
+            answers = answer_list(render(node.inputs.previous, state, defaults, raw=True), "previous")
+            previous = {int(a["index"]): a["content"] for a in answers}
+        tasks = [
+            {"branch": i, "model": model_of(i), "model_id": ctx.model_id(model_of(i)), "question": question,
+             "system": system, "own": previous.get(i),
+             "others": [previous[other] for other in sorted(previous) if other != i]}
+            for i in range(node.branch_count())
+        ]
+        final = await run_nested(node.id, graph, {"tasks": tasks}, ctx)
+        return {node.output_key: final.get("answers", [])}
+
+    return fan_out
+
+
+# --- arbitrate ------------------------------------------------------------------------------
+
+
+def arbitrate_node(node: ArbitrateNode, defaults: Mapping[str, Any]) -> NodeFn:
+    """Build the node for an `arbitrate` spec: the panel's arbitrator over the rendered answers, anonymised."""
+    config = node.config
+    step = arbitrate(
+        candidates=lambda state, ctx: config.arbitrators or [ctx.model_id()],
+        timeout=lambda ctx: config.timeout,
+        context=WorkflowContext,
+        messages=lambda state: [{"role": "user", "content": state["question"]}],
+    )
+
+    async def arbitrate_answers(state: dict[str, Any], runtime: Any) -> dict[str, Any]:
+        """Have the first arbitrator that answers write the best answer from the rendered ones."""
+        answers = answer_list(render(node.inputs.answers, state, defaults, raw=True), "answers")
+        if not answers:
+            raise NodeInputError("inputs.answers gave no answers to arbitrate")
+        shown = [{"model": a["label"], "model_id": a.get("model"), "answer": a["content"]} for a in answers]
+        inner = {
+            "question": render(node.inputs.question, state, defaults), "answers": shown,
+            "system_prompt": render(node.inputs.system, state, defaults) if node.inputs.system else None,
+            "arbitrator_prompt": config.prompt, "temperature": config.temperature, "max_tokens": config.max_tokens,
+        }
+        with events_under(node.id):
+            out = await step(inner, runtime)
+        return {node.output_key: out["answer"]}
+
+    return arbitrate_answers
+
+
+# --- judge ----------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(kw_only=True)
+class JudgeContext(WorkflowContext):
+    """The knobs the duel's judge reads, from a `judge` node's config."""
+
+    judge_model: str | None = None
+    synthesis_temperature: float | None = 0.3
+    conclusion_max_chars: int = DUEL_CONCLUSION_MAX_CHARS
+
+
+class _JudgeState(TypedDict, total=False):
+    topic: str
+    user_profile: dict[str, Any]
+    opponent_profile: dict[str, Any]
+    messages: list[dict[str, Any]]
+    verdicts: Annotated[list[dict[str, Any]], operator.add]
+
+
+def _profile(template: str | None, state: Mapping[str, Any], defaults: Mapping[str, Any], fallback: dict[str, Any],
+             slot: str) -> dict[str, Any]:
+    if not template:
+        return dict(fallback)
+    value = render(template, state, defaults, raw=True)
+    if isinstance(value, str):
+        return {"name": value}
+    if not isinstance(value, Mapping) or not isinstance(value.get("name"), str):
+        raise NodeInputError(f"inputs.{slot} must give a name or an object with a name, not {value!r}")
+    return dict(value)
+
+
+def judge_node(node: JudgeNode, defaults: Mapping[str, Any]) -> NodeFn:
+    """Build the node for a `judge` spec: the duel's judge, both orders at once on `Send`."""
+    config = node.config
+    builder = StateGraph(_JudgeState, context_schema=JudgeContext)
+    builder.add_node("judge", judge(system=duel_prompts.JUDGE_SYSTEM, prompt=duel_prompts.JUDGE_PROMPT,
+                                    unreadable=duel_prompts.UNREADABLE_VERDICT, context=JudgeContext, label=node.id),
+                     retry_policy=JUDGE_RETRY)
+    builder.add_conditional_edges(START, judge_both_orders, ["judge"])
+    builder.add_edge("judge", END)
+    graph = builder.compile(name=f"{node.id}/judge")
+
+    async def judge_debate(state: dict[str, Any], runtime: Any) -> dict[str, Any]:
+        """Judge the rendered debate in both orders; write the agreed winner and both verdicts."""
+        messages = render(node.inputs.messages, state, defaults, raw=True)
+        if not isinstance(messages, list) or not all(
+                isinstance(m, Mapping) and m.get("role") in ("user", "opponent") and isinstance(m.get("content"), str)
+                for m in messages):
+            raise NodeInputError("inputs.messages must give a list of turns {role: user|opponent, content}")
+        ctx = WorkflowContext.of(runtime)
+        shared = {f.name: getattr(ctx, f.name) for f in dataclasses.fields(WorkflowContext)}
+        context = JudgeContext(**shared, judge_model=config.model, synthesis_temperature=config.temperature,
+                               conclusion_max_chars=config.conclusion_max_chars)
+        payload = {
+            "topic": render(node.inputs.topic, state, defaults), "messages": [dict(m) for m in messages],
+            "user_profile": _profile(node.inputs.user_profile, state, defaults, DEFAULT_USER_PROFILE, "user_profile"),
+            "opponent_profile": _profile(node.inputs.opponent_profile, state, defaults, {"name": "Opponent"},
+                                         "opponent_profile"),
+        }
+        final = await run_nested(node.id, graph, payload, context)
+        first, second = verdicts_by_order(final.get("verdicts") or [])
+        return {node.output_key: {"winner": agreed_winner(first["winner"], second["winner"]),
+                                  "verdicts": [first, second]}}
+
+    return judge_debate
+
+
+# --- vote -----------------------------------------------------------------------------------
+
+
+def vote_node(node: VoteNode, defaults: Mapping[str, Any]) -> NodeFn:
+    """Build the node for a `vote` spec: the majority of the rendered answers under an answer rule."""
+
+    async def vote(state: dict[str, Any], runtime: Any) -> dict[str, Any]:
+        """Read every answer by the rule, take the majority, and write the first answer read as the winner."""
+        answers = answer_list(render(node.inputs.answers, state, defaults, raw=True), "answers")
+        name = render(node.inputs.rule, state, defaults) if node.inputs.rule else node.config.rule
+        try:
+            rule = parse_rule(name)
+        except ValueError as exc:
+            raise NodeInputError(f"inputs.rule: {exc}") from None
+        ballot = majority_answer([a["content"] for a in answers], rule)
+        event_writer()({"event": "progress", "node": node.id, "kind": "vote",
+                        "data": {"rule": rule.name, "answer": ballot.vote.answer, "count": ballot.vote.count,
+                                 "tied": ballot.vote.tied, "votes": ballot.votes}})
+        return {node.output_key: ballot.text}
+
+    return vote

@@ -36,6 +36,10 @@ FACTORIES = {
     "select_opponent": capabilities.select_opponent_node,
     "synthesize": capabilities.synthesize_node,
     "score_convergence": capabilities.score_convergence_node,
+    "fan_out": capabilities.fan_out_node,
+    "arbitrate": capabilities.arbitrate_node,
+    "judge": capabilities.judge_node,
+    "vote": capabilities.vote_node,
 }
 
 

@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from core.limits import (
     DEFAULT_PANEL_SIZE,
+    DUEL_CONCLUSION_MAX_CHARS,
+    MAX_FAN_OUT_BRANCHES,
     MAX_DUEL_ROUNDS,
     MAX_NODE_RETRIES,
     MAX_PANEL_SIZE,
@@ -384,6 +386,134 @@ class ScoreConvergenceNode(_Node):
     writes: ClassVar[str] = "object"
 
 
+class FanOutConfig(_Strict):
+    branches: int | None = Field(
+        None, ge=1, le=MAX_FAN_OUT_BRANCHES,
+        description="Parallel calls; one per entry of `models` when omitted (then `models` is required).",
+    )
+    models: list[str] | None = Field(
+        None, min_length=1, description="`provider:model` ids dealt to the branches in turn (branch i gets "
+        "`models[i % len]`); `model` for every branch when omitted.",
+    )
+    model: str | None = Field(None, description="`provider:model` of every branch; the run's default when omitted.")
+    temperature: float | None = Field(None, ge=0, le=2, description="Sampling temperature of every branch.")
+    max_tokens: int | None = Field(None, gt=0, description="Output cap of every branch.")
+    timeout: float | None = Field(None, gt=0, description="Wall-clock seconds of one branch's attempt.")
+    min_successes: int | None = Field(
+        None, ge=1, le=MAX_FAN_OUT_BRANCHES,
+        description="Branches that must answer. When set, a branch whose model fails is recorded (`success: "
+        "false`) and the others go on; when omitted, every branch must answer.",
+    )
+    revise_prompt: str | None = Field(
+        None, description="With `inputs.previous`: the revision request, with `{answers}` (the others' answers) "
+        "and `{question}` (the rendered prompt); the multi-agent debate's when omitted.",
+    )
+
+
+class FanOutInputs(_Strict):
+    prompt: Template = Field(..., description="The user message every branch is asked.")
+    system: Template | None = Field(None, description="An optional system message.")
+    previous: Template | None = Field(
+        None, description="A placeholder for the list an earlier fan_out wrote, e.g. `{first}`: each branch then "
+        "sees its own answer there and revises it after reading the others' (Du et al.'s debate round).",
+    )
+
+
+class FanOutNode(_Node):
+    """Ask N models at once (LangGraph `Send`, one branch each), with a per-branch timeout and a minimum of
+    answers. Writes the answers in branch order: `[{branch, model, content}]` (`success: false`, `error`,
+    `detail` for a branch that failed)."""
+
+    type: Literal["fan_out"]
+    config: FanOutConfig = Field(default_factory=FanOutConfig)
+    inputs: FanOutInputs
+
+    writes: ClassVar[str] = "array"
+
+    def branch_count(self) -> int:
+        return self.config.branches or len(self.config.models or [])
+
+
+class ArbitrateConfig(_Strict):
+    arbitrators: list[str] | None = Field(
+        None, min_length=1, description="The fallback chain (`provider:model`), asked in order until one answers; "
+        "the run's default model when omitted.",
+    )
+    prompt: str | None = Field(None, description="Instructions replacing the arbitrator's own.")
+    temperature: float | None = Field(None, ge=0, le=2, description="Sampling temperature.")
+    max_tokens: int | None = Field(None, gt=0, description="Output cap.")
+    timeout: float | None = Field(None, gt=0, description="Seconds one candidate may take.")
+
+
+class ArbitrateInputs(_Strict):
+    question: Template = Field("{question}", description="What the answers answer.")
+    answers: Template = Field(..., description="A placeholder for a list of answers (texts, or a fan_out's "
+                                               "results), e.g. `{answers}`.")
+    system: Template | None = Field(None, description="The caller's instructions the answers were given under.")
+
+
+class ArbitrateNode(_Node):
+    """Write the best answer from several, shown to an arbitrator anonymised as Answer A, B, C (the panel's
+    `arbitrate`); each candidate of the fallback chain is asked in turn until one answers. Streams it."""
+
+    type: Literal["arbitrate"]
+    config: ArbitrateConfig = Field(default_factory=ArbitrateConfig)
+    inputs: ArbitrateInputs
+
+    writes: ClassVar[str] = "string"
+
+
+class JudgeConfig(_Strict):
+    model: str | None = Field(None, description="`provider:model`; the run's default model when omitted.")
+    temperature: float | None = Field(0.3, ge=0, le=2, description="Sampling temperature (the duel's by default).")
+    conclusion_max_chars: int = Field(DUEL_CONCLUSION_MAX_CHARS, ge=1, description="The conclusion's length cap.")
+
+
+class JudgeInputs(_Strict):
+    topic: Template = Field("{topic}", description="What was debated.")
+    messages: Template = Field(
+        "{messages}", description="A placeholder for the two-sided transcript `[{role: user|opponent, content}]`, "
+        "one turn each per round, e.g. a duel's `{outcome.messages}`.",
+    )
+    user_profile: Template | None = Field(None, description="A placeholder for the `user` side's profile or name.")
+    opponent_profile: Template | None = Field(None, description="A placeholder for the `opponent` side's profile "
+                                                                "or name.")
+
+
+class JudgeNode(_Node):
+    """Judge a two-sided debate twice, the speakers' order swapped, anonymised (the duel's `judge`). Writes
+    `{winner, verdicts}`: `winner` (`user`, `opponent` or `tie`) is the one both verdicts named, else a tie."""
+
+    type: Literal["judge"]
+    config: JudgeConfig = Field(default_factory=JudgeConfig)
+    inputs: JudgeInputs = Field(default_factory=JudgeInputs)
+
+    writes: ClassVar[str] = "object"
+
+
+class VoteConfig(_Strict):
+    rule: str = Field("exact", description="How an answer is read: `number`, `choice`, `exact` or "
+                                           "`regex:<pattern>` (as `parley eval --rule`).")
+
+
+class VoteInputs(_Strict):
+    answers: Template = Field(..., description="A placeholder for a list of answers (texts, or a fan_out's "
+                                               "results), e.g. `{answers}`.")
+    rule: Template | None = Field(None, description="A placeholder for the rule's name, e.g. `{rule}`; "
+                                                    "`config.rule` when omitted.")
+
+
+class VoteNode(_Node):
+    """Take the majority of several answers, each read by an answer rule (a tie goes to the earliest); no model
+    is called. Writes the first answer read as the winner (the first answer when none can be read)."""
+
+    type: Literal["vote"]
+    config: VoteConfig = Field(default_factory=VoteConfig)
+    inputs: VoteInputs
+
+    writes: ClassVar[str] = "string"
+
+
 NODE_TYPES: dict[str, type[_Node]] = {
     "llm": LlmNode,
     "transform": TransformNode,
@@ -395,13 +525,17 @@ NODE_TYPES: dict[str, type[_Node]] = {
     "select_opponent": SelectOpponentNode,
     "synthesize": SynthesizeNode,
     "score_convergence": ScoreConvergenceNode,
+    "fan_out": FanOutNode,
+    "arbitrate": ArbitrateNode,
+    "judge": JudgeNode,
+    "vote": VoteNode,
 }
 MODE_NODE_TYPES = ("debate", "panel", "duel", "roundtable")
-CAPABILITY_NODE_TYPES = ("select_opponent", "synthesize", "score_convergence")
+CAPABILITY_NODE_TYPES = ("select_opponent", "synthesize", "score_convergence", "fan_out", "arbitrate", "judge", "vote")
 
 Node = Annotated[
     LlmNode | TransformNode | ConditionNode | DebateNode | PanelNode | DuelNode | RoundtableNode
-    | SelectOpponentNode | SynthesizeNode | ScoreConvergenceNode,
+    | SelectOpponentNode | SynthesizeNode | ScoreConvergenceNode | FanOutNode | ArbitrateNode | JudgeNode | VoteNode,
     Field(discriminator="type"),
 ]
 

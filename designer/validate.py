@@ -10,6 +10,7 @@ import difflib
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from string import Formatter
 from typing import Any
 
 from pydantic import ValidationError
@@ -21,15 +22,22 @@ from designer.spec import (
     NODE_TYPES,
     SPEC_VERSION,
     UNARY_OPS,
+    ArbitrateNode,
     ConditionNode,
+    FanOutNode,
     LlmNode,
     RoundtableNode,
     StateKey,
     SynthesizeNode,
     TransformNode,
+    VoteNode,
     WorkflowSpec,
 )
-from designer.templates import TemplateError, check_path, template_keys
+from designer.templates import Placeholder, TemplateError, check_path, parse_template, template_keys
+from nodes.answers import parse_rule
+
+# The placeholders a fan_out's `config.revise_prompt` takes (Python format fields, filled per branch).
+REVISE_FIELDS = ("answers", "question")
 
 
 @dataclass(frozen=True)
@@ -295,6 +303,16 @@ class _Checker:
                                  f"the fallback does not fit output_schema: {exc.errors()[0]['msg']}")
         if isinstance(node, TransformNode):
             self.transform(i, node)
+        if isinstance(node, FanOutNode):
+            self.fan_out(i, node)
+        if isinstance(node, ArbitrateNode):
+            self.placeholder(node.id, f"{base}.inputs.answers", node.inputs.answers, "a list of answers")
+        if isinstance(node, VoteNode):
+            self.placeholder(node.id, f"{base}.inputs.answers", node.inputs.answers, "a list of answers")
+            try:
+                parse_rule(node.config.rule)
+            except ValueError as exc:
+                self.add(node.id, f"{base}.config.rule", str(exc))
         if isinstance(node, ConditionNode):
             config = node.config
             self.state_path(node.id, f"{base}.config.key", config.key)
@@ -308,6 +326,40 @@ class _Checker:
             if not any(not agent.isDevilsAdvocate for agent in node.config.agents):
                 self.add(node.id, f"{base}.config.agents", "a round table needs at least one agent that is not the "
                                                            "devil's advocate")
+
+    def placeholder(self, node: str, path: str, text: str, what: str) -> None:
+        """A template that must pass a value through whole: one bare placeholder such as `{answers}`."""
+        try:
+            parts = parse_template(text)
+        except TemplateError:
+            return  # reported by `template`
+        if not (len(parts) == 1 and isinstance(parts[0], Placeholder) and not parts[0].spec):
+            self.add(node, path, f"must be one placeholder giving {what}, such as '{{answers}}', not {text!r}")
+
+    def fan_out(self, i: int, node: FanOutNode) -> None:
+        base, config = f"nodes[{i}]", node.config
+        branches = node.branch_count()
+        if not branches:
+            self.add(node.id, f"{base}.config.branches", "a fan_out node needs config.branches or config.models")
+        elif config.min_successes is not None and config.min_successes > branches:
+            self.add(node.id, f"{base}.config.min_successes",
+                     f"min_successes {config.min_successes} is more than the node's {branches} branches")
+        if node.inputs.previous is not None:
+            self.placeholder(node.id, f"{base}.inputs.previous", node.inputs.previous, "an earlier fan_out's list")
+        if config.revise_prompt is not None:
+            if node.inputs.previous is None:
+                self.add(node.id, f"{base}.config.revise_prompt", "a revise_prompt needs inputs.previous, the "
+                                                                  "answers to revise")
+            try:
+                fields = [f for _, f, _, _ in Formatter().parse(config.revise_prompt) if f is not None]
+            except ValueError as exc:
+                self.add(node.id, f"{base}.config.revise_prompt", f"bad template: {exc}")
+            else:
+                unknown = sorted(set(fields) - set(REVISE_FIELDS))
+                if unknown:
+                    self.add(node.id, f"{base}.config.revise_prompt",
+                             f"unknown placeholder(s) {', '.join('{' + f + '}' for f in unknown)}; a revise_prompt "
+                             "takes {answers} and {question} (write '{{' and '}}' for literal braces)")
 
     def transform(self, i: int, node: TransformNode) -> None:
         base, config = f"nodes[{i}]", node.config

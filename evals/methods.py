@@ -6,6 +6,10 @@
 - `panel`: `graphs.panel` in debate mode: k panelists answer, an arbitrator writes the final answer.
 - `roundtable`: `graphs.roundtable` with k solver agents (and its devil's advocate) for up to r debate rounds;
   the synthesis' `recommendedAction` is read as the answer.
+- `workflow:<path>`: a designer workflow file (`designer/examples/multiagent-debate.json`, say). It receives the
+  question in its state key `question` (and the rule's name in `rule`, when it declares that key) and its
+  state key `answer` (a string) is read by the task's rule. Its own nodes fix its models and knobs; the
+  options above do not reach it.
 
 Every method takes the question as `Task.prompt` words it and a `RunContext` whose ledger collects the
 item's usage; it returns what it answered and the answer the task's rule reads from it.
@@ -14,13 +18,19 @@ item's usage; it returns what it answered and the answer the task's rule reads f
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
+from functools import cache
+from pathlib import Path
 
 from langchain_core.messages import HumanMessage
 
+from designer import WorkflowContext, compile_workflow, prepare_input, validate_workflow
+from designer.spec import WorkflowSpec
 from evals import prompts
-from evals.answers import AnswerRule, majority_vote
+from nodes.answers import AnswerRule, majority_answer
 from graphs.multiagent_debate import MultiAgentDebateContext
 from graphs.multiagent_debate import graph as debate_graph
 from graphs.panel import PanelContext
@@ -30,7 +40,7 @@ from graphs.roundtable import graph as roundtable_graph
 from nodes.context import RunContext
 from nodes.arbitrate import content_text
 
-__all__ = ["METHODS", "Attempt", "MethodOptions", "describe"]
+__all__ = ["METHODS", "WORKFLOW_PREFIX", "Attempt", "MethodOptions", "describe", "method_of", "workflow_spec"]
 
 
 @dataclass(frozen=True)
@@ -74,11 +84,8 @@ async def self_consistency(question: str, rule: AnswerRule, ctx: RunContext, opt
     """Sample `samples` answers at once and take their majority (ties: the first sample's of the tied)."""
     chat = ctx.chat(temperature=options.temperature, max_tokens=options.max_tokens, label="self-consistency")
     replies = await asyncio.gather(*(chat.ainvoke([HumanMessage(question)]) for _ in range(options.samples)))
-    texts = [content_text(r.content) for r in replies]
-    votes = [rule.extract(t) for t in texts]
-    vote = majority_vote(votes)
-    shown = next((t for t, v in zip(texts, votes) if v == vote.answer), texts[0])
-    return Attempt(shown, vote.answer, votes, vote.tied)
+    ballot = majority_answer([content_text(r.content) for r in replies], rule)
+    return Attempt(ballot.text, ballot.vote.answer, ballot.votes, ballot.vote.tied)
 
 
 async def debate(question: str, rule: AnswerRule, ctx: RunContext, options: MethodOptions) -> Attempt:
@@ -88,11 +95,8 @@ async def debate(question: str, rule: AnswerRule, ctx: RunContext, options: Meth
         agent_models=options.models or None, temperature=options.temperature, max_tokens=options.max_tokens,
     )
     result = await debate_graph.ainvoke({"question": question}, context=context)
-    texts = result["final_answers"]
-    votes = [rule.extract(t) for t in texts]
-    vote = majority_vote(votes)
-    shown = next((t for t, v in zip(texts, votes) if v == vote.answer), texts[0] if texts else "")
-    return Attempt(shown, vote.answer, votes, vote.tied)
+    ballot = majority_answer(result["final_answers"], rule)
+    return Attempt(ballot.text, ballot.vote.answer, ballot.votes, ballot.vote.tied)
 
 
 async def panel(question: str, rule: AnswerRule, ctx: RunContext, options: MethodOptions) -> Attempt:
@@ -141,8 +145,67 @@ METHODS: dict[str, Method] = {
 }
 
 
+WORKFLOW_PREFIX = "workflow:"
+
+
+@cache
+def workflow_spec(path: str) -> WorkflowSpec:
+    """The checked workflow a `workflow:<path>` method runs.
+
+    Raises:
+        ValueError: the file cannot be read, is not a valid workflow (`WorkflowError`), or does not declare
+            the state keys `question` and `answer`.
+    """
+    try:
+        document = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"cannot read workflow {path}: {exc}") from exc
+    spec = validate_workflow(document)
+    missing = [key for key in ("question", "answer") if key not in spec.state]
+    if missing:
+        raise ValueError(f"workflow {path} must declare the state key(s) {', '.join(missing)}: a method's workflow "
+                         "reads the question from `question` and writes its answer to `answer`")
+    return spec
+
+
+@cache
+def _workflow_graph(path: str) -> Any:
+    return compile_workflow(workflow_spec(path))
+
+
+def workflow_method(path: str) -> Method:
+    """The method running the workflow file at `path` (see the module's docstring)."""
+    spec = workflow_spec(path)
+
+    async def workflow(question: str, rule: AnswerRule, ctx: RunContext, options: MethodOptions) -> Attempt:
+        """Run the workflow on the question; its `answer` is read by the rule."""
+        values = {"question": question, **({"rule": rule.name} if "rule" in spec.state else {})}
+        context = WorkflowContext(models=ctx.models, model=ctx.model, ledger=ctx.ledger)
+        final = await _workflow_graph(path).ainvoke(prepare_input(spec, values), context=context)
+        answer = final.get("answer")
+        text = answer if isinstance(answer, str) else "" if answer is None else json.dumps(answer, ensure_ascii=False)
+        return Attempt(text, rule.extract(text))
+
+    return workflow
+
+
+def method_of(name: str) -> Method:
+    """The method a `--methods` entry names: a built-in (`METHODS`) or `workflow:<path>`.
+
+    Raises:
+        KeyError: no such method.
+        ValueError: a workflow file that cannot be used (see `workflow_spec`).
+    """
+    if name.startswith(WORKFLOW_PREFIX):
+        return workflow_method(name.removeprefix(WORKFLOW_PREFIX))
+    return METHODS[name]
+
+
 def describe(name: str, options: MethodOptions) -> str:
     """The method with its knobs, as the results table names it (`debate (3 agents × 1 round)`)."""
+    if name.startswith(WORKFLOW_PREFIX):
+        path = name.removeprefix(WORKFLOW_PREFIX)
+        return f"workflow {workflow_spec(path).name} ({Path(path).name})"
     agents, rounds = options.agents, options.rounds
     plural = "" if rounds == 1 else "s"
     return {

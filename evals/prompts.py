@@ -1,9 +1,8 @@
-"""Prompts of the evaluation: the answer formats every method is asked for, and the round table's seats."""
+"""Prompts of the evaluation: how a question is put (with its rule's answer format, `nodes.prompts.answers`),
+and the round table's seats."""
 
-# Appended to every question, whatever the method, so every answer can be read back the same way.
-NUMBER_FORMAT = "Work it out step by step, then end with a last line of the form `Answer: <number>`."
-CHOICE_FORMAT = "Think it through, then end with a last line of the form `Answer: <letter>`."
-EXACT_FORMAT = "Think it through, then end with a last line of the form `Answer: <your answer>`."
+# The answer format (`AnswerRule.instruction`) is appended to every question, whatever the method, so every
+# answer can be read back the same way.
 
 QUESTION = "{question}\n\n{instruction}"
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import openai
 
-from evals.methods import METHODS, MethodOptions
+from evals.methods import MethodOptions, method_of
 from evals.scoring import matched_samples, mean
 from evals.tasks import Item, Task
 from llm.factory import ModelFactory
@@ -193,7 +193,7 @@ async def run_item(task: Task, item: Item, method: str, options: MethodOptions, 
     """Ask one item with one method; the record written to items.jsonl."""
     ctx = RunContext(models=factory, model=model)
     started = time.monotonic()
-    attempt = await METHODS[method](task.prompt(item), task.rule, ctx, options)
+    attempt = await method_of(method)(task.prompt(item), task.rule, ctx, options)
     seconds = time.monotonic() - started
     ledger = ctx.ledger
     return {

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from evals import prompts
-from evals.answers import AnswerRule, canonical_number, parse_rule
+from nodes.answers import AnswerRule, canonical_number, parse_rule
 
 __all__ = ["Item", "Task", "TaskError", "arithmetic_items", "load_task", "select_gsm8k_subset"]
 

@@ -21,18 +21,17 @@ import operator
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypedDict
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import BaseMessage
 from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from llm.failures import MODEL_RETRY
-from llm.tokens import approx_text_tokens, clip_text
-from nodes.arbitrate import MIN_ANSWER_TOKENS, arbitrate, content_text
+from nodes.arbitrate import arbitrate, content_text
 from nodes.context import RunContext
 from nodes.fan_out import FanOut
-from nodes.prompts import multiagent_debate as prompts
+from nodes.revise import revision_messages as peer_revision
 
 __all__ = ["MultiAgentDebateContext", "build_multiagent_debate_graph", "graph"]
 
@@ -120,25 +119,10 @@ ask_agents = AGENTS.dispatch(agent_tasks, name="ask_agents", doc="Send every age
 
 
 def revision_messages(task: AgentTask, *, prompt_budget: int | None) -> list[BaseMessage]:
-    """An agent's prompt: the question, then (after round 0) its own last answer and the others' to weigh.
-
-    With a `prompt_budget` (tokens, from the model's context window) every previous answer is cut to an
-    equal share of what the question leaves, so all of them reach the model.
-    """
-    question = task["question"]
-    if task["round"] == 0 or task["own"] is None:
-        return [HumanMessage(question)]
-    own, others = task["own"], list(task["others"])
-    if prompt_budget is not None:
-        room = prompt_budget - 2 * approx_text_tokens(question) - approx_text_tokens(prompts.REVISE_PROMPT)
-        share = max(MIN_ANSWER_TOKENS, room // (len(others) + 1))
-        own, others = clip_text(own, share), [clip_text(answer, share) for answer in others]
-    shown = "\n\n".join(prompts.OTHER_ANSWER.format(number=i + 1, answer=answer) for i, answer in enumerate(others))
-    return [
-        HumanMessage(question),
-        AIMessage(own),
-        HumanMessage(prompts.REVISE_PROMPT.format(answers=shown or "(none)", question=question)),
-    ]
+    """An agent's prompt: the question, then (after round 0) its own last answer and the others' to weigh
+    (`nodes.revise.revision_messages`, cut to the `prompt_budget`)."""
+    own = None if task["round"] == 0 else task["own"]
+    return peer_revision(task["question"], own, task["others"], prompt_budget=prompt_budget)
 
 
 async def agent_answer(task: AgentTask, runtime: Runtime) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """The layers hold: `lint-imports` (import-linter) checks the contracts of pyproject.toml's [tool.importlinter]
 against this tree's imports.
 
-The layers, top down: `cli`, `api`, `services`, `runs`, `designer` and `evals`, `graphs`, `nodes`, `llm` (the model
+The layers, top down: `cli`, `api`, `services`, `runs`, `evals` (which runs workflows as methods), `designer`,
+`graphs`, `nodes`, `llm` (the model
 layer) and `store` (independent of each other), `core`; a package imports only those below it. No package's modules
 import each other in a circle, and nothing below `api` imports an HTTP server library.
 """

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -89,3 +90,44 @@ def test_judge_command(parley_env, llm, tmp_path):
 
     missing = run("judge", "--pairs", str(tmp_path / "none.jsonl"), "--out", str(tmp_path / "k"))
     assert missing.exit_code == 2 and "cannot read" in missing.output
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "designer" / "examples" / "multiagent-debate.json"
+
+
+def test_a_workflow_file_runs_as_a_method_and_matches_the_debate_it_is_built_as(parley_env, llm, tmp_path):
+    """The multiagent-debate example (Du et al.'s 3 agents × 2 rounds, then a majority) beside the debate method of
+    the same shape (its defaults: 3 agents, 1 revision round): the same calls and answers, read by the task's rule."""
+    llm.script(match="Other agents answered", reply="Checked again. Answer: 12")
+    llm.script(reply="First go. Answer: 12")
+    method = f"workflow:{EXAMPLE}"
+    out = tmp_path / "out"
+    result = run("run", "--task", "arithmetic", "--methods", f"debate,{method}", "--n", "2", "--out", str(out),
+                 "--concurrency", "1")
+    assert result.exit_code == 0, result.output
+    doc = json.loads((out / "results.json").read_text())
+    assert [m["name"] for m in doc["methods"]] == ["debate", method]
+    debate, workflow = doc["methods"]
+    assert debate["calls_per_item"] == workflow["calls_per_item"] == 6.0
+    assert workflow["label"] == "workflow Multi-agent debate (multiagent-debate.json)"
+    items = [json.loads(line) for line in (out / "items.jsonl").read_text().splitlines()]
+    by_method = {name: {r["item"]: r for r in items if r["method"] == name} for name in ("debate", method)}
+    assert set(by_method["debate"]) == set(by_method[method]) and len(by_method[method]) == 2
+    for item, asked in by_method[method].items():
+        built_in = by_method["debate"][item]
+        assert asked["prediction"] == built_in["prediction"] == "12" and asked["correct"] == built_in["correct"]
+        assert asked["tokens"] == built_in["tokens"]  # the same prompts, so the same usage
+
+
+def test_a_workflow_method_must_read_question_and_write_answer(parley_env, tmp_path):
+    document = json.loads(EXAMPLE.read_text())
+    document["state"]["reply"] = document["state"].pop("answer")
+    document["nodes"][-1]["output_key"] = "reply"
+    path = tmp_path / "flow.json"
+    path.write_text(json.dumps(document))
+    result = run("run", "--task", "arithmetic", "--methods", f"workflow:{path}", "--out", str(tmp_path / "out"))
+    assert result.exit_code == 2
+    assert "must declare the state key(s) answer" in " ".join(result.output.split())
+    missing = run("run", "--task", "arithmetic", "--methods", f"workflow:{tmp_path / 'none.json'}",
+                  "--out", str(tmp_path / "out"))
+    assert missing.exit_code == 2 and "cannot read workflow" in " ".join(missing.output.split())

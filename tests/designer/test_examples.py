@@ -15,7 +15,7 @@ LAYER_ONE = sorted(name for name in example_files()
 
 def test_there_are_the_promised_examples():
     assert {"debate-summary", "duel-panel-review", "roundtable-decision"} <= set(example_files())
-    assert LAYER_ONE == ["outline-brief", "tagline-loop"]
+    assert LAYER_ONE == ["multiagent-debate", "outline-brief", "tagline-loop"]
 
 
 @pytest.mark.parametrize("name", sorted(example_files()))

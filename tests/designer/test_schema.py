@@ -62,3 +62,19 @@ def test_schema_rejects_broken_workflows(validator, what):
     assert list(validator.iter_errors(document)), f"the JSON Schema accepted a workflow with {what}"
     with pytest.raises(ValueError):  # and the designer agrees
         validate_workflow(document)
+
+
+def test_the_studio_offers_every_node_type_with_inspector_fields():
+    """The Studio's palette (`NODE_TYPES` in doc.ts) lists the schema's node types in its order, and its inspector
+    (`FIELDS` in Inspector.tsx) has fields for each, so a new node type cannot be left out of the designer."""
+    import re
+    from pathlib import Path
+
+    from designer.spec import NODE_TYPES
+
+    views = Path(__file__).resolve().parents[2] / "studio" / "src" / "views" / "designer"
+    palette = re.search(r"export const NODE_TYPES = \[(.*?)\] as const;", (views / "doc.ts").read_text(), re.S)
+    assert palette and re.findall(r'"(\w+)"', palette.group(1)) == list(NODE_TYPES)
+    inspector = (views / "Inspector.tsx").read_text()
+    fields = inspector[inspector.index("const FIELDS"):inspector.index("\n};", inspector.index("const FIELDS"))]
+    assert re.findall(r"^  (\w+): \[", fields, re.M) == list(NODE_TYPES)

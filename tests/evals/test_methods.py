@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from evals import prompts
-from evals.answers import parse_rule
+from nodes.answers import parse_rule
 from evals.methods import METHODS, MethodOptions
 from llm.factory import ModelFactory
 from nodes.context import RunContext

@@ -8,7 +8,7 @@ from importlib import resources
 
 import pytest
 
-from evals.answers import canonical_number
+from nodes.answers import canonical_number
 from evals.tasks import GSM8K_FILE, TaskError, arithmetic_items, load_task, select_gsm8k_subset
 
 

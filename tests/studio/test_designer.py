@@ -133,3 +133,37 @@ def test_a_run_is_stopped_from_the_run_panel(studio, llm):
     with studio.api() as api:
         [run] = api.get("/v1/runs", params={"kind": "workflow"}).json()["data"]
     assert run["status"] == "cancelled"
+
+
+def test_the_multiagent_debate_example_runs_from_capability_nodes(studio, llm):
+    llm.script(match="Other agents answered", reply="Checked the others. Answer: 9")
+    llm.script(reply="First try. Answer: 9")
+    page = studio.open("/designer")
+    open_example(page, "multiagent-debate")
+    expect(node(page, "revise")).to_contain_text("3 branches revising {first}")
+    expect(node(page, "majority")).to_contain_text("majority of {final}")
+    page.get_by_role("tab", name="Run").click()
+    page.get_by_role("button", name="Run workflow").click()
+    expect(page.get_by_role("status").filter(has_text="Done: 3 node run(s)")).to_be_visible()
+    log = page.get_by_role("list", name="Run log").locator("li")
+    assert [log.nth(i).get_attribute("data-node") for i in range(log.count())] == \
+        ["answer_alone", "revise", "majority"]
+    final = page.locator("details").filter(has=page.get_by_text("Final state", exact=True)).locator("pre")
+    expect(final).to_contain_text('"answer": "Checked the others. Answer: 9"')
+    assert len(llm.requests) == 6
+
+
+def test_a_fan_out_node_is_added_from_the_palette_and_set_in_the_inspector(studio):
+    page = studio.open("/designer")
+    page.get_by_role("button", name="New").click()
+    page.get_by_label("Node type").select_option("fan_out")
+    page.get_by_role("button", name="Add node").click()
+    panel = page.get_by_role("tabpanel")
+    expect(panel.get_by_role("heading", name="fan_out node fan_out")).to_be_visible()
+    panel.get_by_label("Prompt", exact=True).fill("{input}")
+    panel.get_by_label("Branches").fill("2")
+    panel.get_by_label("Minimum answers").fill("3")
+    expect(node(page, "fan_out").locator(".node-issues")).to_contain_text("more than the node's 2 branches")
+    panel.get_by_label("Minimum answers").fill("1")
+    expect(node(page, "fan_out")).to_contain_text("2 branches")
+    expect(node(page, "fan_out").locator(".node-issues")).not_to_contain_text("min_successes")

@@ -643,6 +643,96 @@ export interface components {
             /** Model */
             model?: string | null;
         };
+        /** ArbitrateConfig */
+        ArbitrateConfig: {
+            /**
+             * Arbitrators
+             * @description The fallback chain (`provider:model`), asked in order until one answers; the run's default model when omitted.
+             * @default null
+             */
+            arbitrators: string[] | null;
+            /**
+             * Prompt
+             * @description Instructions replacing the arbitrator's own.
+             * @default null
+             */
+            prompt: string | null;
+            /**
+             * Temperature
+             * @description Sampling temperature.
+             * @default null
+             */
+            temperature: number | null;
+            /**
+             * Max Tokens
+             * @description Output cap.
+             * @default null
+             */
+            max_tokens: number | null;
+            /**
+             * Timeout
+             * @description Seconds one candidate may take.
+             * @default null
+             */
+            timeout: number | null;
+        };
+        /** ArbitrateInputs */
+        ArbitrateInputs: {
+            /**
+             * Question
+             * @description What the answers answer.
+             * @default {question}
+             */
+            question: string;
+            /**
+             * Answers
+             * @description A placeholder for a list of answers (texts, or a fan_out's results), e.g. `{answers}`.
+             */
+            answers: string;
+            /**
+             * System
+             * @description The caller's instructions the answers were given under.
+             * @default null
+             */
+            system: string | null;
+        };
+        /**
+         * ArbitrateNode
+         * @description Write the best answer from several, shown to an arbitrator anonymised as Answer A, B, C (the panel's
+         *     `arbitrate`); each candidate of the fallback chain is asked in turn until one answers. Streams it.
+         */
+        ArbitrateNode: {
+            /**
+             * Id
+             * @description A node id.
+             */
+            id: string;
+            /**
+             * Description
+             * @description What the node is for.
+             * @default null
+             */
+            description: string | null;
+            /**
+             * Output Key
+             * @description The declared state key the node writes.
+             * @default null
+             */
+            output_key: string | null;
+            /**
+             * Retries
+             * @description Extra attempts after a transient model failure.
+             * @default 0
+             */
+            retries: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "arbitrate";
+            config?: components["schemas"]["ArbitrateConfig"];
+            inputs: components["schemas"]["ArbitrateInputs"];
+        };
         /**
          * Case
          * @description One branch of a condition node: taken when the node's key passes `op` against `value`.
@@ -1023,6 +1113,115 @@ export interface components {
              */
             when: components["schemas"]["Predicate"] | null;
         };
+        /** FanOutConfig */
+        FanOutConfig: {
+            /**
+             * Branches
+             * @description Parallel calls; one per entry of `models` when omitted (then `models` is required).
+             * @default null
+             */
+            branches: number | null;
+            /**
+             * Models
+             * @description `provider:model` ids dealt to the branches in turn (branch i gets `models[i % len]`); `model` for every branch when omitted.
+             * @default null
+             */
+            models: string[] | null;
+            /**
+             * Model
+             * @description `provider:model` of every branch; the run's default when omitted.
+             * @default null
+             */
+            model: string | null;
+            /**
+             * Temperature
+             * @description Sampling temperature of every branch.
+             * @default null
+             */
+            temperature: number | null;
+            /**
+             * Max Tokens
+             * @description Output cap of every branch.
+             * @default null
+             */
+            max_tokens: number | null;
+            /**
+             * Timeout
+             * @description Wall-clock seconds of one branch's attempt.
+             * @default null
+             */
+            timeout: number | null;
+            /**
+             * Min Successes
+             * @description Branches that must answer. When set, a branch whose model fails is recorded (`success: false`) and the others go on; when omitted, every branch must answer.
+             * @default null
+             */
+            min_successes: number | null;
+            /**
+             * Revise Prompt
+             * @description With `inputs.previous`: the revision request, with `{answers}` (the others' answers) and `{question}` (the rendered prompt); the multi-agent debate's when omitted.
+             * @default null
+             */
+            revise_prompt: string | null;
+        };
+        /** FanOutInputs */
+        FanOutInputs: {
+            /**
+             * Prompt
+             * @description The user message every branch is asked.
+             */
+            prompt: string;
+            /**
+             * System
+             * @description An optional system message.
+             * @default null
+             */
+            system: string | null;
+            /**
+             * Previous
+             * @description A placeholder for the list an earlier fan_out wrote, e.g. `{first}`: each branch then sees its own answer there and revises it after reading the others' (Du et al.'s debate round).
+             * @default null
+             */
+            previous: string | null;
+        };
+        /**
+         * FanOutNode
+         * @description Ask N models at once (LangGraph `Send`, one branch each), with a per-branch timeout and a minimum of
+         *     answers. Writes the answers in branch order: `[{branch, model, content}]` (`success: false`, `error`,
+         *     `detail` for a branch that failed).
+         */
+        FanOutNode: {
+            /**
+             * Id
+             * @description A node id.
+             */
+            id: string;
+            /**
+             * Description
+             * @description What the node is for.
+             * @default null
+             */
+            description: string | null;
+            /**
+             * Output Key
+             * @description The declared state key the node writes.
+             * @default null
+             */
+            output_key: string | null;
+            /**
+             * Retries
+             * @description Extra attempts after a transient model failure.
+             * @default 0
+             */
+            retries: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "fan_out";
+            config?: components["schemas"]["FanOutConfig"];
+            inputs: components["schemas"]["FanOutInputs"];
+        };
         /** FormatConfig */
         FormatConfig: {
             /**
@@ -1073,6 +1272,91 @@ export interface components {
              * @default
              */
             separator: string;
+        };
+        /** JudgeConfig */
+        JudgeConfig: {
+            /**
+             * Model
+             * @description `provider:model`; the run's default model when omitted.
+             * @default null
+             */
+            model: string | null;
+            /**
+             * Temperature
+             * @description Sampling temperature (the duel's by default).
+             * @default 0.3
+             */
+            temperature: number | null;
+            /**
+             * Conclusion Max Chars
+             * @description The conclusion's length cap.
+             * @default 100
+             */
+            conclusion_max_chars: number;
+        };
+        /** JudgeInputs */
+        JudgeInputs: {
+            /**
+             * Topic
+             * @description What was debated.
+             * @default {topic}
+             */
+            topic: string;
+            /**
+             * Messages
+             * @description A placeholder for the two-sided transcript `[{role: user|opponent, content}]`, one turn each per round, e.g. a duel's `{outcome.messages}`.
+             * @default {messages}
+             */
+            messages: string;
+            /**
+             * User Profile
+             * @description A placeholder for the `user` side's profile or name.
+             * @default null
+             */
+            user_profile: string | null;
+            /**
+             * Opponent Profile
+             * @description A placeholder for the `opponent` side's profile or name.
+             * @default null
+             */
+            opponent_profile: string | null;
+        };
+        /**
+         * JudgeNode
+         * @description Judge a two-sided debate twice, the speakers' order swapped, anonymised (the duel's `judge`). Writes
+         *     `{winner, verdicts}`: `winner` (`user`, `opponent` or `tie`) is the one both verdicts named, else a tie.
+         */
+        JudgeNode: {
+            /**
+             * Id
+             * @description A node id.
+             */
+            id: string;
+            /**
+             * Description
+             * @description What the node is for.
+             * @default null
+             */
+            description: string | null;
+            /**
+             * Output Key
+             * @description The declared state key the node writes.
+             * @default null
+             */
+            output_key: string | null;
+            /**
+             * Retries
+             * @description Extra attempts after a transient model failure.
+             * @default 0
+             */
+            retries: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "judge";
+            config?: components["schemas"]["JudgeConfig"];
+            inputs?: components["schemas"]["JudgeInputs"];
         };
         /** LlmConfig */
         LlmConfig: {
@@ -1869,6 +2153,66 @@ export interface components {
              */
             type: string;
         };
+        /** VoteConfig */
+        VoteConfig: {
+            /**
+             * Rule
+             * @description How an answer is read: `number`, `choice`, `exact` or `regex:<pattern>` (as `parley eval --rule`).
+             * @default exact
+             */
+            rule: string;
+        };
+        /** VoteInputs */
+        VoteInputs: {
+            /**
+             * Answers
+             * @description A placeholder for a list of answers (texts, or a fan_out's results), e.g. `{answers}`.
+             */
+            answers: string;
+            /**
+             * Rule
+             * @description A placeholder for the rule's name, e.g. `{rule}`; `config.rule` when omitted.
+             * @default null
+             */
+            rule: string | null;
+        };
+        /**
+         * VoteNode
+         * @description Take the majority of several answers, each read by an answer rule (a tie goes to the earliest); no model
+         *     is called. Writes the first answer read as the winner (the first answer when none can be read).
+         */
+        VoteNode: {
+            /**
+             * Id
+             * @description A node id.
+             */
+            id: string;
+            /**
+             * Description
+             * @description What the node is for.
+             * @default null
+             */
+            description: string | null;
+            /**
+             * Output Key
+             * @description The declared state key the node writes.
+             * @default null
+             */
+            output_key: string | null;
+            /**
+             * Retries
+             * @description Extra attempts after a transient model failure.
+             * @default 0
+             */
+            retries: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "vote";
+            config?: components["schemas"]["VoteConfig"];
+            inputs: components["schemas"]["VoteInputs"];
+        };
         /**
          * Parley workflow (version 1)
          * @description A workflow: declared state, nodes, edges, where it starts and where it finishes.
@@ -1906,7 +2250,7 @@ export interface components {
                 [key: string]: components["schemas"]["StateKey"];
             };
             /** Nodes */
-            nodes: (components["schemas"]["LlmNode"] | components["schemas"]["TransformNode"] | components["schemas"]["ConditionNode"] | components["schemas"]["DebateNode"] | components["schemas"]["PanelNode"] | components["schemas"]["DuelNode"] | components["schemas"]["RoundtableNode"] | components["schemas"]["SelectOpponentNode"] | components["schemas"]["SynthesizeNode"] | components["schemas"]["ScoreConvergenceNode"])[];
+            nodes: (components["schemas"]["LlmNode"] | components["schemas"]["TransformNode"] | components["schemas"]["ConditionNode"] | components["schemas"]["DebateNode"] | components["schemas"]["PanelNode"] | components["schemas"]["DuelNode"] | components["schemas"]["RoundtableNode"] | components["schemas"]["SelectOpponentNode"] | components["schemas"]["SynthesizeNode"] | components["schemas"]["ScoreConvergenceNode"] | components["schemas"]["FanOutNode"] | components["schemas"]["ArbitrateNode"] | components["schemas"]["JudgeNode"] | components["schemas"]["VoteNode"])[];
             /** Edges */
             edges?: components["schemas"]["Edge"][];
             /**

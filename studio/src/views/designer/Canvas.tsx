@@ -51,6 +51,22 @@ function summary(node: WfNode): string {
       return `on ${inputs.topic ?? "{topic}"}`;
     case "roundtable":
       return Array.isArray(config.agents) ? `${config.agents.length} agents` : `${config.agents ?? "?"} agents`;
+    case "select_opponent":
+      return `casts for ${inputs.topic ?? "{topic}"}`;
+    case "synthesize":
+      return String(inputs.prompt ?? "");
+    case "score_convergence":
+      return `scores ${inputs.transcript ?? "{transcript}"}`;
+    case "fan_out": {
+      const branches = config.branches ?? (Array.isArray(config.models) ? config.models.length : "?");
+      return `${branches} branches${inputs.previous ? ` revising ${inputs.previous}` : ""}`;
+    }
+    case "arbitrate":
+      return `arbitrates ${inputs.answers ?? "?"}`;
+    case "judge":
+      return `judges ${inputs.messages ?? "{messages}"}`;
+    case "vote":
+      return `majority of ${inputs.answers ?? "?"}`;
     default:
       return "";
   }

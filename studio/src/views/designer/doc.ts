@@ -5,7 +5,13 @@
  */
 
 export const END = "__end__";
-export const NODE_TYPES = ["llm", "transform", "condition", "debate", "panel", "duel", "roundtable"] as const;
+/* Every node type of the workflow schema (designer/spec.py's NODE_TYPES, in its order; a test keeps them equal):
+ * the plain ones, the whole modes, then the capability nodes the modes are built of. */
+export const NODE_TYPES = [
+  "llm", "transform", "condition",
+  "debate", "panel", "duel", "roundtable",
+  "select_opponent", "synthesize", "score_convergence", "fan_out", "arbitrate", "judge", "vote",
+] as const;
 export const STATE_TYPES = ["string", "number", "integer", "boolean", "object", "array", "any"] as const;
 export const OPS = ["eq", "ne", "gt", "gte", "lt", "lte", "in", "not_in", "contains", "not_contains", "matches", "truthy", "falsy"] as const;
 
@@ -119,6 +125,13 @@ export function blankNode(type: string, id: string): WfNode {
       return { id, type, config: { key: "", cases: [{ op: "eq", value: "", goto: END }] } };
     case "roundtable":
       return { id, type, config: { agents: "workspace" } };
+    case "synthesize":
+      return { id, type, config: { output_schema: { type: "object", properties: { summary: { type: "string" } } } }, inputs: { prompt: "" } };
+    case "fan_out":
+      return { id, type, config: { branches: 3 }, inputs: { prompt: "" } };
+    case "arbitrate":
+    case "vote":
+      return { id, type, inputs: { answers: "" } };
     default:
       return { id, type };
   }

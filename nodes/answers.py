@@ -1,4 +1,5 @@
-"""Answer rules: how a model's free-text answer is reduced to a comparable value, and majority voting over them.
+"""Answer rules: how a model's free-text answer is reduced to a comparable value, and majority voting over them
+(the evaluation's methods and the designer's `vote` node).
 
 A rule is named on the command line: `number`, `choice`, `exact` or `regex:<pattern>`. Each rule gives
 the instruction added to every question (so all methods are asked for the same format), extracts the
@@ -14,9 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
-from evals import prompts
+from nodes.prompts import answers as prompts
 
-__all__ = ["AnswerRule", "Vote", "majority_vote", "parse_rule"]
+__all__ = ["AnswerRule", "Ballot", "Vote", "majority_answer", "majority_vote", "parse_rule"]
 
 # "Answer: 42", "answer is 42", "final answer: (B)": the explicit marker the instructions ask for.
 _MARKER = re.compile(r"\banswer\s*(?:is|:|=)\s*", re.IGNORECASE)
@@ -171,3 +172,21 @@ def majority_vote(answers: Sequence[str | None]) -> Vote:
     top = max(counts.values())
     leaders = [a for a in counts if counts[a] == top]  # Counter keeps first-seen order
     return Vote(leaders[0], top, len(leaders) > 1)
+
+
+@dataclass(frozen=True)
+class Ballot:
+    """A majority vote over free-text answers: the text shown for the winner, the vote, and each answer's reading."""
+
+    text: str
+    vote: Vote
+    votes: list[str | None]
+
+
+def majority_answer(texts: Sequence[str], rule: AnswerRule) -> Ballot:
+    """Read every answer by `rule` and take the majority (`majority_vote`); the text shown is the first answer
+    read as the winner (the first answer when none could be read, "" when there are none)."""
+    votes = [rule.extract(text) for text in texts]
+    vote = majority_vote(votes)
+    shown = next((t for t, v in zip(texts, votes) if v == vote.answer), texts[0] if texts else "")
+    return Ballot(shown, vote, votes)
