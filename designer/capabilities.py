@@ -219,6 +219,7 @@ def fan_out_node(node: FanOutNode, defaults: Mapping[str, Any]) -> NodeFn:
         final = await run_nested(node.id, graph, {"tasks": tasks}, ctx)
         return {node.output_key: final.get("answers", [])}
 
+    fan_out.nested_graph = graph  # type: ignore[attr-defined]  # what it runs (tests/test_architecture.py reads it)
     return fan_out
 
 
@@ -250,6 +251,7 @@ def arbitrate_node(node: ArbitrateNode, defaults: Mapping[str, Any]) -> NodeFn:
             out = await step(inner, runtime)
         return {node.output_key: out["answer"]}
 
+    arbitrate_answers.__wrapped__ = step  # type: ignore[attr-defined]
     return arbitrate_answers
 
 
@@ -318,6 +320,7 @@ def judge_node(node: JudgeNode, defaults: Mapping[str, Any]) -> NodeFn:
         return {node.output_key: {"winner": agreed_winner(first["winner"], second["winner"]),
                                   "verdicts": [first, second]}}
 
+    judge_debate.nested_graph = graph  # type: ignore[attr-defined]
     return judge_debate
 
 

@@ -33,14 +33,18 @@ FACTORIES = {"speak": speak, "select_opponent": select_opponent, "fan_out": FanO
 CAPABILITY_WORKFLOW = wf(
     [{"id": "cast", "type": "select_opponent", "config": {"user_profile": {"name": "Ada"}}, "output_key": "opponent"},
      {"id": "say", "type": "llm", "inputs": {"prompt": "Answer {topic}"}, "output_key": "answer"},
+     {"id": "settle", "type": "arbitrate", "inputs": {"answers": "{answers}"}, "output_key": "best"},
+     {"id": "verdict", "type": "judge", "inputs": {"topic": "{topic}", "messages": "{turns}", "user_profile": "Ada",
+                                                   "opponent_profile": "Bo"}, "output_key": "judged"},
      {"id": "sum", "type": "synthesize", "config": {"output_schema": {
          "type": "object", "properties": {"summary": {"type": "string"}}, "required": ["summary"]}},
       "inputs": {"prompt": "Sum up {answer}"}, "output_key": "verdict"},
      {"id": "score", "type": "score_convergence", "inputs": {"transcript": "{outcome.transcript}"},
       "output_key": "convergence"}],
-    {"topic": "string", "opponent": "object", "answer": "string", "verdict": "object", "outcome": "object",
-     "convergence": "object"},
-    [{"from": "cast", "to": "say"}, {"from": "say", "to": "sum"}, {"from": "sum", "to": "score"}],
+    {"topic": "string", "question": "string", "opponent": "object", "answer": "string", "answers": "array",
+     "best": "string", "turns": "array", "judged": "object", "verdict": "object", "outcome": "object", "convergence": "object"},
+    [{"from": "cast", "to": "say"}, {"from": "say", "to": "settle"}, {"from": "settle", "to": "verdict"},
+     {"from": "verdict", "to": "sum"}, {"from": "sum", "to": "score"}],
     entry="cast", finish=["score"],
 )
 
@@ -49,8 +53,19 @@ def workflows() -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted((ROOT / "designer" / "examples").glob("*.json"))]
 
 
+def nested_graph(fn):
+    """The compiled graph a node runs as its own steps (a designer capability node's `nested_graph`, on it or on
+    what it wraps); None for a mode nested whole, which is not counted."""
+    while fn is not None:
+        if (graph := getattr(fn, "nested_graph", None)) is not None:
+            return graph
+        fn = getattr(fn, "__wrapped__", None)
+    return None
+
+
 def capabilities_in(compiled) -> set[str]:
-    """The capabilities a compiled graph's nodes and routers are (a graph nested whole is not looked into)."""
+    """The capabilities a compiled graph's nodes and routers are, with those of the graphs a node wraps (a mode
+    nested whole is not looked into)."""
     builder = compiled.builder
     functions = [spec.runnable for spec in builder.nodes.values()]
     functions += [branch.path for branches in builder.branches.values() for branch in branches.values()]
@@ -59,6 +74,8 @@ def capabilities_in(compiled) -> set[str]:
         for fn in (getattr(runnable, "afunc", None), getattr(runnable, "func", None), runnable):
             if (name := capability_of(fn)) is not None:
                 found.add(name)
+            if (nested := nested_graph(fn)) is not None:
+                found |= capabilities_in(nested)
     return found
 
 
