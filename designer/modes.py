@@ -1,17 +1,17 @@
 """The workflow node types backed by Parley's modes: `debate`, `panel`, `duel` and `roundtable`.
 
-Thin adapters: each renders its inputs from workflow state, runs the mode's own graph (imported on
-first use, so the designer works without a mode it does not run) as a nested graph, re-emits that
-graph's stream events under the workflow node's id, and writes the result to the node's output key.
+Thin adapters: each renders its inputs from workflow state, runs the mode's own compiled graph (`graphs.panel.graph`,
+`graphs.duel.graph`, `graphs.roundtable.graph`, imported on first use, so the designer works without a mode it does
+not run) as a nested graph, re-emits that graph's stream events under the workflow node's id, and writes the result
+to the node's output key.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any, TypedDict
+from typing import Any
 
-from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 from core.limits import MAX_DUEL_ROUNDS, MIN_DUEL_ROUNDS
@@ -56,8 +56,8 @@ async def run_nested(node_id: str, graph: CompiledStateGraph, payload: dict[str,
     """Run a mode's compiled graph inside a workflow node; return its final state."""
     write = event_writer()
     final: dict[str, Any] = {}
-    # subgraphs=True: a mode may run its own graph inside a node (the panel's debate node does), and
-    # its events should reach the workflow's stream too. The result is the shallowest graph's values
+    # subgraphs=True: a mode may run a graph inside one of its nodes, and its events should reach the
+    # workflow's stream too. The result is the shallowest graph's values
     # (namespaces are absolute, so when this runs inside a workflow node even the top one has a prefix).
     depth = None
     async for namespace, mode, chunk in graph.astream(
@@ -85,43 +85,25 @@ def mode_context(schema: Any, ctx: RunContext, options: Mapping[str, Any]) -> An
     return schema(**shared, **options)
 
 
-class _PanelState(TypedDict, total=False):
-    input: str
-    answer: str
-
-
 def debate_node(node: DebateNode | PanelNode, defaults: Mapping[str, Any]) -> NodeFn:
-    """Build the node for a `debate` spec (arbitrated answer) or a `panel` spec (labelled raw answers)."""
-    graph: CompiledStateGraph | None = None
-
-    def build() -> CompiledStateGraph:
-        from graphs.panel import debate_node as panel_debate_node
-
-        config = node.config
-        step = panel_debate_node(
-            models=config.models,
-            arbitrators=getattr(config, "arbitrators", None),
-            panel_size=config.panel_size,
-            allow_same_family=config.allow_same_family,
-            system_prompt=config.system_prompt,
-            arbitrator_prompt=getattr(config, "arbitrator_prompt", None),
-            input_key="input",
-            output_key="answer",
-            mode=node.type,
-        )
-        # One-node graph, so the panel's stream events arrive tagged with this workflow node's id.
-        builder = StateGraph(_PanelState, context_schema=RunContext)
-        builder.add_node(node.type, step)
-        builder.add_edge(START, node.type)
-        builder.add_edge(node.type, END)
-        return builder.compile(name=f"{node.id}/{node.type}")
+    """Build the node for a `debate` spec (arbitrated answer) or a `panel` spec (labelled raw answers): the panel
+    mode's own compiled graph (`graphs.panel.graph`) on the rendered question."""
 
     async def ask_panel(state: dict[str, Any], runtime: Any) -> dict[str, Any]:
         """Put the rendered input to a panel of distinct-family models and write its answer."""
-        nonlocal graph
-        graph = graph or build()
-        question = render(node.inputs.input, state, defaults)
-        final = await run_nested(node.id, graph, {"input": question}, WorkflowContext.of(runtime))
+        from graphs.panel import PanelContext, graph, question_input
+
+        config, ctx = node.config, WorkflowContext.of(runtime)
+        try:
+            inputs = question_input(
+                render(node.inputs.input, state, defaults), models=config.models,
+                arbitrators=getattr(config, "arbitrators", None), panel_size=config.panel_size,
+                allow_same_family=config.allow_same_family, system_prompt=config.system_prompt,
+                arbitrator_prompt=getattr(config, "arbitrator_prompt", None), mode=node.type,
+                default_arbitrator=ctx.factory.settings.arbitrator_model)
+        except ValueError as exc:
+            raise NodeInputError(f"inputs.input gives no question ({exc})") from None
+        final = await run_nested(node.id, graph, inputs, mode_context(PanelContext, ctx, {}))
         return {node.output_key: final.get("answer", "")}
 
     return ask_panel
@@ -153,17 +135,10 @@ def user_profile_input(
 
 def duel_node(node: DuelNode, defaults: Mapping[str, Any]) -> NodeFn:
     """Build the node for a `duel` spec."""
-    built: tuple[CompiledStateGraph, Any] | None = None
-
-    def build() -> tuple[CompiledStateGraph, Any]:
-        from graphs.duel import build_duel_graph
-
-        builder = build_duel_graph()
-        return builder.compile(name=f"{node.id}/duel"), builder.context_schema
-
     async def stage_duel(state: dict[str, Any], runtime: Any) -> dict[str, Any]:
         """Stage a duel on the rendered topic; write its transcript, verdict and the winner's argument."""
-        nonlocal built
+        from graphs.duel import DuelContext, graph
+
         profile = user_profile_input(node.config.user_profile, node.inputs.user_profile, state, defaults)
         payload: dict[str, Any] = {"topic": render(node.inputs.topic, state, defaults), "user_profile": profile}
         rounds = render(node.inputs.rounds, state, defaults, raw=True) if node.inputs.rounds else node.config.rounds
@@ -173,10 +148,8 @@ def duel_node(node: DuelNode, defaults: Mapping[str, Any]) -> NodeFn:
             if not MIN_DUEL_ROUNDS <= rounds <= MAX_DUEL_ROUNDS:  # as `config.rounds` and the duel's own route
                 raise NodeInputError(f"inputs.rounds must give {MIN_DUEL_ROUNDS} to {MAX_DUEL_ROUNDS}, not {rounds}")
             payload["rounds"] = rounds
-        built = built or build()
-        graph, schema = built
         ctx = WorkflowContext.of(runtime)
-        final = await run_nested(node.id, graph, payload, mode_context(schema, ctx, node.config.options))
+        final = await run_nested(node.id, graph, payload, mode_context(DuelContext, ctx, node.config.options))
         result = {key: final.get(key) for key in ("opponent_profile", "messages", "synthesis")}
         result["winner_argument"] = winner_argument(final)
         return {node.output_key: result}
@@ -206,17 +179,10 @@ def table_agents(node: RoundtableNode, ctx: RunContext) -> list[dict[str, Any]]:
 
 def roundtable_node(node: RoundtableNode, defaults: Mapping[str, Any]) -> NodeFn:
     """Build the node for a `roundtable` spec."""
-    built: tuple[CompiledStateGraph, Any] | None = None
-
-    def build() -> tuple[CompiledStateGraph, Any]:
-        from graphs.roundtable import build_round_table_graph
-
-        builder = build_round_table_graph()
-        return builder.compile(name=f"{node.id}/roundtable"), builder.context_schema
-
     async def hold_round_table(state: dict[str, Any], runtime: Any) -> dict[str, Any]:
         """Put the rendered question to a round table and write its synthesis and transcript."""
-        nonlocal built
+        from graphs.roundtable import RoundTableContext, graph
+
         ctx = WorkflowContext.of(runtime)
         payload = {
             "question": render(node.inputs.question, state, defaults),
@@ -224,9 +190,7 @@ def roundtable_node(node: RoundtableNode, defaults: Mapping[str, Any]) -> NodeFn
             "agents": table_agents(node, ctx),
             "history": None,
         }
-        built = built or build()
-        graph, schema = built
-        final = await run_nested(node.id, graph, payload, mode_context(schema, ctx, node.config.options))
+        final = await run_nested(node.id, graph, payload, mode_context(RoundTableContext, ctx, node.config.options))
         return {node.output_key: {key: final.get(key) for key in ("synthesis", "total_rounds", "rounds", "transcript")}}
 
     return hold_round_table

@@ -39,7 +39,7 @@ from nodes.panel import (
 
 __all__ = [
     "AllModelsFailedError", "PanelContext", "PanelError", "PanelInput", "PanelOutput", "PanelState",
-    "TooFewFamiliesError", "TooFewPanelistsError", "build_panel_graph", "debate_node", "graph",
+    "TooFewFamiliesError", "TooFewPanelistsError", "build_panel_graph", "debate_node", "graph", "question_input",
 ]
 
 Mode = Literal["debate", "panel", "single"]
@@ -155,6 +155,37 @@ def build_panel_graph(*, panelist_retry: RetryPolicy | None = PANELIST_RETRY) ->
 graph = build_panel_graph().compile(name="panel")
 
 
+def question_input(
+    question: str,
+    *,
+    models: list[str] | None = None,
+    arbitrators: list[str] | None = None,
+    panel_size: int = DEFAULT_PANEL_SIZE,
+    system_prompt: str | None = None,
+    arbitrator_prompt: str | None = None,
+    mode: str = "debate",
+    allow_same_family: bool | None = None,
+    default_arbitrator: str | None = None,
+) -> PanelInput:
+    """The panel graph's input for one question (what `debate_node` and the designer's `debate` and `panel` node
+    types run `graph` on): the arbitrators default to `default_arbitrator`, the answers needed to the panel's."""
+    if mode not in ("debate", "panel"):
+        raise ValueError(f"mode must be 'debate' or 'panel', not {mode!r}")
+    if question is None or not str(question).strip():
+        raise ValueError(f"the {mode} node needs a question")
+    return {
+        "messages": [{"role": "user", "content": str(question)}],
+        "models": list(models or []),
+        "allow_same_family": allow_same_family,
+        "arbitrators": list(arbitrators or ([default_arbitrator] if default_arbitrator else [])),
+        "panel_size": panel_size,
+        "mode": mode,
+        "system_prompt": system_prompt,
+        "arbitrator_prompt": arbitrator_prompt,
+        "min_successes": min(DEFAULT_MIN_SUCCESSES, panel_size),
+    }
+
+
 def debate_node(
     *,
     models: list[str] | None = None,
@@ -177,28 +208,17 @@ def debate_node(
     """
     if mode not in ("debate", "panel"):
         raise ValueError(f"mode must be 'debate' or 'panel', not {mode!r}")
+    settings = dict(models=models, arbitrators=arbitrators, panel_size=panel_size, system_prompt=system_prompt,
+                    arbitrator_prompt=arbitrator_prompt, mode=mode, allow_same_family=allow_same_family)
 
     async def debate(state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]:
         """Put the question to the panel and store its answer."""
         ctx = panel_context(runtime)
-        settings = ctx.factory.settings
         question = state.get(input_key)
         if question is None or not str(question).strip():
             raise ValueError(f"the {mode} node needs a question in state key {input_key!r}")
-        result = await graph.ainvoke(
-            {
-                "messages": [{"role": "user", "content": str(question)}],
-                "models": list(models or []),
-                "allow_same_family": allow_same_family,
-                "arbitrators": arbitrators or [settings.arbitrator_model],
-                "panel_size": panel_size,
-                "mode": mode,
-                "system_prompt": system_prompt,
-                "arbitrator_prompt": arbitrator_prompt,
-                "min_successes": min(DEFAULT_MIN_SUCCESSES, panel_size),
-            },
-            context=ctx,
-        )
+        inputs = question_input(str(question), **settings, default_arbitrator=ctx.factory.settings.arbitrator_model)
+        result = await graph.ainvoke(inputs, context=ctx)
         return {output_key: result["answer"]}
 
     return debate

@@ -1,8 +1,8 @@
 """The mode node adapters' plumbing, against stand-in modes that follow the interface contract.
 
-The real modes are exercised in `test_mode_nodes.py` (marker `modes`); here small fakes of
-`graphs.panel.debate_node`, `graphs.duel.build_duel_graph` and `graphs.roundtable.build_round_table_graph`
-check what the adapters pass in (inputs, config, context, models) and what they make of the result
+The real modes are exercised in `test_mode_nodes.py` (marker `modes`); here small fakes of the mode modules
+(`graphs.panel`: `graph`, `question_input`, `PanelContext`; `graphs.duel`: `graph`, `DuelContext`;
+`graphs.roundtable`: `graph`, `RoundTableContext`) check what the adapters pass in (inputs, config, context, models) and what they make of the result
 (output key, tagged stream events, per-node usage).
 """
 
@@ -28,25 +28,41 @@ from tests.designer.conftest import run_workflow, wf
 CALLS: dict[str, Any] = {}
 
 
+@dataclass(kw_only=True)
+class PanelContext(RunContext):
+    panelist_timeout: float = 60
+
+
+class PanelState(TypedDict, total=False):
+    messages: list
+    mode: str
+    answer: str
+
+
 def fake_panel() -> types.ModuleType:
-    def debate_node(*, models=None, arbitrators=None, panel_size=3, system_prompt=None, arbitrator_prompt=None,
-                    input_key="input", output_key="verdict", mode="debate", allow_same_family=None):
-        CALLS["panel"] = dict(models=models, arbitrators=arbitrators, panel_size=panel_size,
-                              system_prompt=system_prompt, arbitrator_prompt=arbitrator_prompt,
-                              input_key=input_key, output_key=output_key, mode=mode,
-                              allow_same_family=allow_same_family)
+    def question_input(question, *, models=None, arbitrators=None, panel_size=3, system_prompt=None,
+                       arbitrator_prompt=None, mode="debate", allow_same_family=None, default_arbitrator=None):
+        CALLS["panel"] = dict(question=question, models=models, arbitrators=arbitrators, panel_size=panel_size,
+                              system_prompt=system_prompt, arbitrator_prompt=arbitrator_prompt, mode=mode,
+                              allow_same_family=allow_same_family, default_arbitrator=default_arbitrator)
+        if not str(question).strip():
+            raise ValueError(f"the {mode} node needs a question")
+        return {"messages": [{"role": "user", "content": question}], "mode": mode}
 
-        async def node(state, runtime):
-            ctx = runtime.context
-            CALLS["panel_context"] = ctx
-            get_stream_writer()({"event": "panelists", "models": models})
-            answer = await ctx.chat("openai:gpt-5", label="arbitrator").ainvoke([HumanMessage(state[input_key])])
-            return {output_key: f"[{mode}] {answer.content}"}
+    async def answer(state: PanelState, runtime) -> dict:
+        ctx = runtime.context
+        CALLS["panel_context"] = ctx
+        get_stream_writer()({"event": "panelists", "models": CALLS["panel"]["models"]})
+        question = state["messages"][-1]["content"]
+        reply = await ctx.chat("openai:gpt-5", label="arbitrator").ainvoke([HumanMessage(question)])
+        return {"answer": f"[{state['mode']}] {reply.content}"}
 
-        return node
-
+    builder = StateGraph(PanelState, context_schema=PanelContext)
+    builder.add_node("answer", answer)
+    builder.add_edge(START, "answer")
+    builder.add_edge("answer", END)
     module = types.ModuleType("graphs.panel")
-    module.debate_node = debate_node
+    module.graph, module.question_input, module.PanelContext = builder.compile(), question_input, PanelContext
     return module
 
 
@@ -78,16 +94,18 @@ def fake_duel() -> types.ModuleType:
                              {"role": "opponent", "name": "Bo", "content": "Offices win."}],
                 "synthesis": {"winner": "user", "winnerReason": "evidence", "conclusion": "mixed"}}
 
-    def build_duel_graph() -> StateGraph:
-        builder = StateGraph(DuelState, context_schema=DuelContext)
-        builder.add_node("argue", argue)
-        builder.add_edge(START, "argue")
-        builder.add_edge("argue", END)
-        return builder
-
+    builder = StateGraph(DuelState, context_schema=DuelContext)
+    builder.add_node("argue", argue)
+    builder.add_edge(START, "argue")
+    builder.add_edge("argue", END)
     module = types.ModuleType("graphs.duel")
-    module.build_duel_graph = build_duel_graph
+    module.graph, module.DuelContext = builder.compile(), DuelContext
     return module
+
+
+@dataclass(kw_only=True)
+class RoundTableContext(RunContext):
+    max_rounds: int = 3
 
 
 class TableState(TypedDict, total=False):
@@ -108,15 +126,12 @@ def fake_roundtable(action: str = "Go ahead with Lyon.") -> types.ModuleType:
         return {"synthesis": {"summary": f"{names} debated", "recommendedAction": action},
                 "total_rounds": 1, "rounds": [{"round": 1}], "transcript": [{"content": "…"}]}
 
-    def build_round_table_graph() -> StateGraph:
-        builder = StateGraph(TableState)
-        builder.add_node("debate", debate)
-        builder.add_edge(START, "debate")
-        builder.add_edge("debate", END)
-        return builder
-
+    builder = StateGraph(TableState, context_schema=RoundTableContext)
+    builder.add_node("debate", debate)
+    builder.add_edge(START, "debate")
+    builder.add_edge("debate", END)
     module = types.ModuleType("graphs.roundtable")
-    module.build_round_table_graph = build_round_table_graph
+    module.graph, module.RoundTableContext = builder.compile(), RoundTableContext
     return module
 
 
@@ -153,12 +168,14 @@ async def test_debate_node_passes_its_config_and_writes_the_answer(modes, llm, c
     events, done = await run_workflow(document, document["sampleInput"], ctx)
 
     assert CALLS["panel"] == {
+        "question": document["sampleInput"]["question"],
         "models": ["openai:gpt-5", "google:gemini-2.5-pro"], "arbitrators": ["openai:gpt-5"], "panel_size": 2,
         "system_prompt": "Answer in at most five sentences and give one concrete reason.",
         "arbitrator_prompt": "Combine the strongest points of the answers into one clear recommendation.",
-        "input_key": "input", "output_key": "answer", "mode": "debate", "allow_same_family": True}
+        "mode": "debate", "allow_same_family": True, "default_arbitrator": ctx.factory.settings.arbitrator_model}
     assert done["state"]["verdict"] == "[debate] Adopt it gradually."
-    assert isinstance(CALLS["panel_context"], RunContext)
+    panel_ctx = CALLS["panel_context"]  # the panel's own context class, sharing the workflow's models and ledger
+    assert isinstance(panel_ctx, PanelContext) and panel_ctx.models is ctx.models
     progress = [e for e in events if e["event"] == "progress"]
     assert progress == [{"event": "progress", "node": "debate", "kind": "panelists",
                          "data": {"models": ["openai:gpt-5", "google:gemini-2.5-pro"]}}]
@@ -256,3 +273,11 @@ async def test_workspace_agents_outside_http_runs_are_a_clear_error(factory):
     with pytest.raises(WorkflowRunError) as caught:
         await run_workflow(document, document["sampleInput"], WorkflowContext(models=factory))
     assert caught.value.node == "table" and "only known to HTTP runs" in str(caught.value)
+
+
+async def test_a_panel_node_on_an_empty_question_is_refused_naming_the_node(modes, ctx):
+    document = wf([{"id": "ask", "type": "panel", "output_key": "answers"}], {"input": "string", "answers": "string"})
+    with pytest.raises(WorkflowRunError) as caught:
+        await run_workflow(document, {"input": "   "}, ctx)
+    assert caught.value.node == "ask" and "gives no question" in str(caught.value)
+    assert "panel_context" not in CALLS  # refused before the panel ran
