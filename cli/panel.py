@@ -8,23 +8,23 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from services.routers import PRESET_ID, preset_router
-from store import routers as router_store
 from cli.common import console, fail, model_factory, with_db
-from core.limits import DEFAULT_MIN_SUCCESSES, DEFAULT_PANEL_SIZE, MAX_PANEL_SIZE, MIN_PANEL_SIZE
-from core.settings import get_settings
+from core.limits import MAX_PANEL_SIZE, MIN_PANEL_SIZE
+from core.settings import Settings, get_settings
 from graphs.panel import PanelContext, PanelError, graph
 from llm.failures import ModelError
-from store import routers as router_store
+from services.errors import NotFound, ServiceError
+from services.panel import graph_input, plan_for_router
+from services.routers import PRESET_ID, load_router, preset_router
 
 
-def _load_router(router_id: str, workspace: str) -> dict[str, Any]:
+def _load_router(router_id: str, workspace: str, settings: Settings) -> dict[str, Any]:
     if router_id == PRESET_ID:
-        return preset_router(get_settings())
-    found = with_db(lambda db: router_store.get_router(db, workspace=workspace, router_id=router_id))
-    if found is None:
-        raise fail(f"no router '{router_id}' in workspace '{workspace}' (see `GET /v1/routers`)", code=2)
-    return found
+        return preset_router(settings)  # without starting a database
+    try:
+        return with_db(lambda db: load_router(db, settings, workspace=workspace, router_id=router_id))
+    except NotFound as exc:
+        raise fail(f"no router '{router_id}' in workspace '{workspace}' (see `GET /v1/routers`)", code=2) from exc
 
 
 def _panel_table(panelists: list[dict[str, Any]]) -> Table:
@@ -58,28 +58,14 @@ def ask(
     fills the panel by asking its models again.
     """
     settings = get_settings()
-    config = _load_router(router, workspace)
-    models = list(model or config["models"])
-    size = panel_size or config.get("panel_size", DEFAULT_PANEL_SIZE)
-    arbitrators = [m for m in dict.fromkeys((arbitrator, config.get("arbitrator"), settings.arbitrator_model)) if m]
-    debate_on = config.get("debate", False) if debate is None else debate
-    if allow_same_family is None:
-        # The preset resamples for its own (embedded) list only; a stored router's setting goes with the router.
-        allow_same_family = config.get("allow_same_family", False) and not (model and config.get("preset"))
-    mode = "panel" if panel else "debate" if debate_on else "single"
-
-    state = {
-        "messages": [{"role": "user", "content": question}],
-        "models": models,
-        "panel_size": size,
-        "allow_same_family": allow_same_family,
-        "arbitrators": arbitrators,
-        "mode": mode,
-        "system_prompt": system or config.get("system_prompt"),
-        "arbitrator_prompt": config.get("arbitrator_prompt"),
-        "max_tokens": max_tokens,
-        "min_successes": min(DEFAULT_MIN_SUCCESSES, size),
-    }
+    try:
+        plan = plan_for_router(_load_router(router, workspace, settings), settings, debate=debate, panel=panel,
+                               models=model, arbitrator=arbitrator, panel_size=panel_size,
+                               allow_same_family=allow_same_family, system_prompt=system)
+    except ServiceError as exc:  # the same refusal as the chat completions route's
+        raise fail(str(exc)) from exc
+    state = graph_input(plan, [{"role": "user", "content": question}], max_tokens=max_tokens)
+    mode = plan.mode
 
     async def run(context: PanelContext) -> dict[str, Any]:
         result: dict[str, Any] = {}
@@ -95,7 +81,7 @@ def ask(
         console.print()
         return result
 
-    with model_factory(models + arbitrators) as factory:
+    with model_factory(plan.models + plan.arbitrators) as factory:
         context = PanelContext(models=factory)
         try:
             result = asyncio.run(run(context))

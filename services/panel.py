@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
 from core.limits import DEFAULT_MIN_SUCCESSES, DEFAULT_PANEL_SIZE, MAX_CHAT_MESSAGES
+from core.settings import Settings
 from llm.client import off_loop
 from llm.factory import ModelFactory
 from llm.tokens import approx_tokens
@@ -156,16 +157,43 @@ async def plan_request(backend: Backend, body: ChatCompletionRequest, *, workspa
 
     router_id = body.model.removeprefix("router/")
     router = await load_router(backend.db, settings, workspace=workspace, router_id=router_id)
-    debate = router.get("debate", False) if body.debate is None else body.debate
-    mode = "panel" if body.panel else "debate" if debate else "single"
+    return plan_for_router(router, settings, debate=body.debate, panel=bool(body.panel))
+
+
+def plan_for_router(
+    router: dict[str, Any],
+    settings: Settings,
+    *,
+    debate: bool | None = None,
+    panel: bool = False,
+    models: list[str] | None = None,
+    arbitrator: str | None = None,
+    panel_size: int | None = None,
+    allow_same_family: bool | None = None,
+    system_prompt: str | None = None,
+) -> Plan:
+    """What a request to `router` does (`POST /v1/chat/completions` and `parley ask`): `debate` on or off (default:
+    the router's), `panel` for the raw answers; the other arguments (`parley ask`'s flags) override the router's.
+
+    The arbitrators are `arbitrator`, then the router's, then the deployment's. Left unset, `allow_same_family` is
+    the router's, except that the preset resamples only its own (embedded) list, never models given here.
+
+    Raises:
+        InvalidRequest: a debate or panel whose models cannot fill the panel with distinct families.
+    """
+    debate_on = router.get("debate", False) if debate is None else debate
+    mode = "panel" if panel else "debate" if debate_on else "single"
+    if allow_same_family is None:
+        allow_same_family = router.get("allow_same_family", False) and not (models and router.get("preset"))
     plan = Plan(
         mode=mode,
         router_mode="fallback" if mode == "single" else mode,
-        models=list(router["models"]),
-        arbitrators=list(dict.fromkeys(m for m in (router.get("arbitrator"), settings.arbitrator_model) if m)),
-        panel_size=router.get("panel_size", DEFAULT_PANEL_SIZE),
-        allow_same_family=router.get("allow_same_family", False),
-        system_prompt=router.get("system_prompt"),
+        models=list(models or router["models"]),
+        arbitrators=list(dict.fromkeys(m for m in (arbitrator, router.get("arbitrator"), settings.arbitrator_model)
+                                       if m)),
+        panel_size=panel_size or router.get("panel_size", DEFAULT_PANEL_SIZE),
+        allow_same_family=allow_same_family,
+        system_prompt=system_prompt or router.get("system_prompt"),
         arbitrator_prompt=router.get("arbitrator_prompt"),
     )
     if mode != "single":
@@ -195,10 +223,11 @@ async def reserve(backend: Backend, plan: Plan, body: ChatCompletionRequest, *, 
 # --- running ----------------------------------------------------------------------------------
 
 
-def graph_input(plan: Plan, body: ChatCompletionRequest) -> dict[str, Any]:
-    """The panel graph's input for this request."""
+def graph_input(plan: Plan, messages: list[dict[str, Any]], *, temperature: float | None = None,
+                max_tokens: int | None = None) -> dict[str, Any]:
+    """The panel graph's input for `messages` planned as `plan`."""
     return {
-        "messages": body.openai_messages(),
+        "messages": messages,
         "models": plan.models,
         "panel_size": plan.panel_size,
         "allow_same_family": plan.allow_same_family,
@@ -206,8 +235,8 @@ def graph_input(plan: Plan, body: ChatCompletionRequest) -> dict[str, Any]:
         "mode": plan.mode,
         "system_prompt": plan.system_prompt,
         "arbitrator_prompt": plan.arbitrator_prompt,
-        "temperature": body.temperature,
-        "max_tokens": body.output_cap,
+        "temperature": temperature,
+        "max_tokens": max_tokens,
         "min_successes": min(DEFAULT_MIN_SUCCESSES, plan.panel_size),
     }
 
@@ -238,7 +267,9 @@ async def start_completion(backend: Backend, caller: Caller, body: ChatCompletio
     async with billing.released_on_failure(backend.db, caller.workspace, bill):
         return await backend.runs.submit(
             "panel", caller=caller, title=question[:200], ref={"completionId": completion["id"]},
-            input={"graph": graph_input(plan, body), "plan": dataclasses.asdict(plan), "bill": bill.dump(),
+            input={"graph": graph_input(plan, body.openai_messages(), temperature=body.temperature,
+                                        max_tokens=body.output_cap),
+                   "plan": dataclasses.asdict(plan), "bill": bill.dump(),
                    "completion": completion, "streamed": body.stream},
         )
 
