@@ -18,15 +18,14 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, field_validator
 
 from core.limits import MAX_TABLE_ROUNDS, MAX_TABLE_SEATS
-from llm.failures import UNREADABLE_ANSWER
 from nodes.bounds import AtMost, Clipped
 from nodes.context import RunContext
 from nodes.convergence import positions_of, strongest_consensus
-from llm.failures import UNREADABLE_ANSWER
 from nodes.events import emit
 from nodes.prompts import roundtable as prompts
 from nodes.retrieval import retrieve
 from nodes.speak import Turn, speak
+from nodes.structured import ask_structured
 from nodes.synthesize import synthesize as synthesize_node
 from nodes.text import clip, first_sentence
 
@@ -249,18 +248,19 @@ async def _record_turn(turn: Turn, state: TurnInput, ctx: RoundTableContext) -> 
     agent, round_number = state["agent"], state["round"]
     content = turn.text.strip()
     extract = ctx.structured(StatedPosition, turn.model, temperature=0.0, label=turn.label)
-    try:
-        position: StatedPosition = await extract.ainvoke([
-            SystemMessage(prompts.POSITION_SYSTEM),
-            HumanMessage(prompts.POSITION_PROMPT.format(
-                question=state["question"], name=agent["name"], role=agent["role"] or "participant", answer=content
-            )),
-        ])
-    except UNREADABLE_ANSWER as exc:
+
+    def unknown_stance(exc: BaseException) -> StatedPosition:
         # The answer itself is kept; only its stance is unknown, which counts as neutral and unsure.
         log.warning("stance of %s in round %s unreadable (%s); recorded as neutral", agent["name"], round_number,
                     exc.__class__.__name__)
-        position = StatedPosition(stance="neutral", confidence=0.0, keyPoint=first_sentence(content, 200))
+        return StatedPosition(stance="neutral", confidence=0.0, keyPoint=first_sentence(content, 200))
+
+    position: StatedPosition = await ask_structured(extract, [
+        SystemMessage(prompts.POSITION_SYSTEM),
+        HumanMessage(prompts.POSITION_PROMPT.format(
+            question=state["question"], name=agent["name"], role=agent["role"] or "participant", answer=content
+        )),
+    ], fallback=unknown_stance)
     message = {
         "agentId": agent["id"],
         "agentName": agent["name"],
