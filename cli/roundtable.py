@@ -21,6 +21,7 @@ import store
 from cli.common import console, database_uri, fail, model_factory
 from core.settings import get_settings
 from llm.factory import ModelFactory
+from nodes.text import clip
 from runs.checkpoints import expire_after, mongodb_saver
 from services import roundtable as service
 from services.access import Principal
@@ -51,8 +52,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _short(text: str, limit: int = KEY_POINT_CHARS) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+    return clip(" ".join(text.split()), limit)
 
 
 def _names(names: list[str]) -> str:
