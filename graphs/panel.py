@@ -39,7 +39,8 @@ from nodes.panel import (
 
 __all__ = [
     "AllModelsFailedError", "PanelContext", "PanelError", "PanelInput", "PanelOutput", "PanelState",
-    "TooFewFamiliesError", "TooFewPanelistsError", "build_panel_graph", "debate_node", "graph", "question_input",
+    "TooFewFamiliesError", "TooFewPanelistsError", "build_panel_graph", "debate_node", "graph", "panel_input",
+    "question_input",
 ]
 
 Mode = Literal["debate", "panel", "single"]
@@ -155,6 +156,36 @@ def build_panel_graph(*, panelist_retry: RetryPolicy | None = PANELIST_RETRY) ->
 graph = build_panel_graph().compile(name="panel")
 
 
+def panel_input(
+    messages: list[dict[str, Any]],
+    *,
+    models: list[str] | None = None,
+    arbitrators: list[str] | None = None,
+    panel_size: int = DEFAULT_PANEL_SIZE,
+    mode: Mode = "debate",
+    allow_same_family: bool | None = None,
+    system_prompt: str | None = None,
+    arbitrator_prompt: str | None = None,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
+) -> PanelInput:
+    """The panel graph's input for `messages` (what the chat completions route, `parley ask` and the designer run
+    `graph` on); the answers needed to go on are the panel's default, never more than its seats."""
+    return {
+        "messages": messages,
+        "models": list(models or []),
+        "allow_same_family": allow_same_family,
+        "arbitrators": list(arbitrators or []),
+        "panel_size": panel_size,
+        "mode": mode,
+        "system_prompt": system_prompt,
+        "arbitrator_prompt": arbitrator_prompt,
+        "temperature": temperature,
+        "max_tokens": max_tokens,
+        "min_successes": min(DEFAULT_MIN_SUCCESSES, panel_size),
+    }
+
+
 def question_input(
     question: str,
     *,
@@ -168,22 +199,17 @@ def question_input(
     default_arbitrator: str | None = None,
 ) -> PanelInput:
     """The panel graph's input for one question (what `debate_node` and the designer's `debate` and `panel` node
-    types run `graph` on): the arbitrators default to `default_arbitrator`, the answers needed to the panel's."""
+    types run `graph` on), in `mode` "debate" or "panel"; the arbitrators default to `default_arbitrator`."""
     if mode not in ("debate", "panel"):
         raise ValueError(f"mode must be 'debate' or 'panel', not {mode!r}")
     if question is None or not str(question).strip():
         raise ValueError(f"the {mode} node needs a question")
-    return {
-        "messages": [{"role": "user", "content": str(question)}],
-        "models": list(models or []),
-        "allow_same_family": allow_same_family,
-        "arbitrators": list(arbitrators or ([default_arbitrator] if default_arbitrator else [])),
-        "panel_size": panel_size,
-        "mode": mode,
-        "system_prompt": system_prompt,
-        "arbitrator_prompt": arbitrator_prompt,
-        "min_successes": min(DEFAULT_MIN_SUCCESSES, panel_size),
-    }
+    return panel_input(
+        [{"role": "user", "content": str(question)}], models=models,
+        arbitrators=arbitrators or ([default_arbitrator] if default_arbitrator else []), panel_size=panel_size,
+        mode=mode, allow_same_family=allow_same_family, system_prompt=system_prompt,
+        arbitrator_prompt=arbitrator_prompt,
+    )
 
 
 def debate_node(

@@ -20,8 +20,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
-from core.limits import DEFAULT_MIN_SUCCESSES, DEFAULT_PANEL_SIZE, MAX_CHAT_MESSAGES
+from core.limits import DEFAULT_PANEL_SIZE, MAX_CHAT_MESSAGES
 from core.settings import Settings
+from graphs.panel import panel_input
 from llm.client import off_loop
 from llm.factory import ModelFactory
 from llm.tokens import approx_tokens
@@ -226,19 +227,11 @@ async def reserve(backend: Backend, plan: Plan, body: ChatCompletionRequest, *, 
 def graph_input(plan: Plan, messages: list[dict[str, Any]], *, temperature: float | None = None,
                 max_tokens: int | None = None) -> dict[str, Any]:
     """The panel graph's input for `messages` planned as `plan`."""
-    return {
-        "messages": messages,
-        "models": plan.models,
-        "panel_size": plan.panel_size,
-        "allow_same_family": plan.allow_same_family,
-        "arbitrators": plan.arbitrators,
-        "mode": plan.mode,
-        "system_prompt": plan.system_prompt,
-        "arbitrator_prompt": plan.arbitrator_prompt,
-        "temperature": temperature,
-        "max_tokens": max_tokens,
-        "min_successes": min(DEFAULT_MIN_SUCCESSES, plan.panel_size),
-    }
+    return dict(panel_input(
+        messages, models=plan.models, arbitrators=plan.arbitrators, panel_size=plan.panel_size, mode=plan.mode,
+        allow_same_family=plan.allow_same_family, system_prompt=plan.system_prompt,
+        arbitrator_prompt=plan.arbitrator_prompt, temperature=temperature, max_tokens=max_tokens,
+    ))
 
 
 def completion_id(mode: str) -> str:
