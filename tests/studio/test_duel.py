@@ -113,6 +113,11 @@ def test_a_stored_debate_replays_from_its_events(studio, llm):
     fill_duel_form(page, rounds=1)
     page.get_by_role("button", name="Start the duel").click()
     expect(page.get_by_test_id("winner")).to_have_text("Ada")
-    page.get_by_role("link", name=re.compile(r"^debate_")).click()
+    link = page.get_by_role("link", name=re.compile(r"^debate_"))
+    debate_id = link.inner_text()
+    link.click()
+    # The router keeps the old page on screen while the new one loads: wait for the replay's own heading, then
+    # for its turns (the winner alone could still be the live page's).
+    expect(page.get_by_role("heading", name=f"Duel {debate_id}")).to_be_visible()
+    expect(page.locator(".turn-text")).to_have_text([USER_REPLY, OPPONENT_REPLY])
     expect(page.get_by_test_id("winner")).to_have_text("Ada")
-    assert page.locator(".turn-text").all_inner_texts() == [USER_REPLY, OPPONENT_REPLY]

@@ -43,7 +43,7 @@ def test_every_kind_is_listed_and_replays_in_its_viewer(studio, llm, sync_db):
     expect(rows).to_have_count(2)
     page.get_by_role("link", name="Remote work?").click()
     expect(page.get_by_test_id("winner")).to_have_text("Ada")
-    assert page.locator(".turn-text").all_inner_texts() == [USER_REPLY, OPPONENT_REPLY]
+    expect(page.locator(".turn-text")).to_have_text([USER_REPLY, OPPONENT_REPLY])
     studio.shot("history-duel", full_page=True)
 
     page.go_back()
