@@ -26,7 +26,7 @@ from evals.tasks import Item, Task
 from llm.factory import ModelFactory
 from llm.failures import ModelError, describe_failure
 from nodes.context import RunContext
-from nodes.panel import PanelError
+from graphs.panel.steps import PanelError
 
 __all__ = ["EvalAborted", "ItemStore", "RunSettings", "RunSettingsMismatch", "run_eval"]
 

@@ -40,7 +40,7 @@ MIN_ANSWER_TOKENS = 48
 
 
 class AnswerError(Exception):
-    """A run cannot produce an answer (the panel's errors are these too: `nodes.panel.PanelError`)."""
+    """A run cannot produce an answer (the panel's errors are these too: `graphs.panel.steps.PanelError`)."""
 
 
 class AllModelsFailedError(AnswerError):

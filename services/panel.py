@@ -26,7 +26,7 @@ from graphs.panel import panel_input
 from llm.client import off_loop
 from llm.factory import ModelFactory
 from llm.tokens import approx_tokens
-from nodes.panel import TooFewFamiliesError, pick_panelists, to_messages
+from graphs.panel.steps import TooFewFamiliesError, pick_panelists, to_messages
 from runs import Caller
 from services import billing
 from services.backend import Backend

@@ -18,7 +18,7 @@ from typing import Any
 from pymongo.asynchronous.database import AsyncDatabase
 
 from graphs.roundtable import RoundTableContext, estimate_minimum_tokens, format_history
-from nodes.roundtable import builtin_devils_advocate
+from graphs.roundtable.steps import builtin_devils_advocate
 from runs import Caller, Event, RunEngine
 from services import billing
 from services.access import Principal

@@ -18,7 +18,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from store import routers as router_store
 from core.limits import DEFAULT_PANEL_SIZE, MAX_PANEL_SIZE, MIN_PANEL_SIZE
 from core.settings import Settings
-from nodes.panel import TooFewFamiliesError, pick_panelists
+from graphs.panel.steps import TooFewFamiliesError, pick_panelists
 from services.errors import Conflict, InvalidRequest, NotFound
 
 PRESET_ID = "debate"

@@ -52,5 +52,5 @@ forbidden_modules = ["llm"]
 """)
     result = lint_imports("--config", str(config))
     assert result.returncode != 0 and "nodes without the model layer BROKEN" in result.stdout
-    assert "nodes.panel -> llm." in result.stdout
+    assert "nodes.structured -> llm." in result.stdout
 

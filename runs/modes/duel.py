@@ -17,7 +17,7 @@ from langgraph.pregel import Pregel
 
 from graphs.duel import DuelContext
 from graphs.duel import graph as duel_graph
-from nodes.duel import TurnInterrupted
+from graphs.duel.steps import TurnInterrupted
 from llm.failures import failure_message
 from llm.usage import UsageLedger
 from runs.modes.base import Emit, ModeRun, Outcome, RunFailure, with_checkpointer

@@ -17,7 +17,7 @@ from langgraph.pregel import Pregel
 
 from graphs.panel import graph as panel_graph
 from llm.usage import UsageLedger
-from nodes.panel import AllModelsFailedError, PanelContext, PanelError, TooFewFamiliesError, TooFewPanelistsError
+from graphs.panel.steps import AllModelsFailedError, PanelContext, PanelError, TooFewFamiliesError, TooFewPanelistsError
 from runs.modes.base import Emit, ModeRun, Outcome, RunFailure, with_checkpointer
 
 PROGRESS = ("panelists", "panelist", "answering", "fallback")

@@ -23,7 +23,7 @@ from core.limits import (
 )
 from graphs.duel import DuelContext
 from graphs.roundtable import RoundTableContext
-from nodes.panel import ANSWER_LETTERS, pick_panelists
+from graphs.panel.steps import ANSWER_LETTERS, pick_panelists
 
 
 def _properties(name: str) -> dict[str, dict]:

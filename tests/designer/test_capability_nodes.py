@@ -7,7 +7,7 @@ import pytest
 
 from designer import WorkflowError, validate_workflow
 from designer.run import WorkflowRunError
-from nodes.personas import fallback_opponent
+from graphs.duel.personas import fallback_opponent
 from tests.designer.conftest import run_workflow, wf
 from tests.support.duel import OPPONENT, SELECT_MARK
 

@@ -23,7 +23,7 @@ from nodes.arbitrate import AllModelsFailedError, arbitrate
 from nodes.context import RunContext
 from nodes.convergence import score_convergence
 from nodes.fan_out import FanOut, TooFewSuccessesError
-from nodes.personas import fallback_opponent
+from graphs.duel.personas import fallback_opponent
 from nodes.structured import ask_structured, is_unreadable
 from nodes.synthesize import synthesize
 from tests.support.duel import JUDGE_MARK, OPPONENT, SELECT_MARK, judgement

@@ -11,7 +11,7 @@ from langgraph.errors import NodeTimeoutError
 
 from llm.failures import ModelError, classify_failure, describe_failure, is_transient
 from llm.tokens import approx_tokens
-from nodes.panel import (
+from graphs.panel.steps import (
     AllModelsFailedError,
     TooFewFamiliesError,
     TooFewPanelistsError,
@@ -214,7 +214,7 @@ def test_error_messages_name_each_model_and_why():
 
 
 def test_a_panels_conversation_is_converted_once_for_all_its_panelists():
-    from nodes.panel import _PANEL_PROMPTS
+    from graphs.panel.steps import _PANEL_PROMPTS
 
     messages = [{"role": "user", "content": "Why is the sky blue?"}, {"role": "assistant", "content": "Rayleigh."},
                 {"role": "user", "content": "Say more."}]

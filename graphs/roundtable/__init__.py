@@ -25,7 +25,7 @@ from nodes.events import emit
 from llm.failures import MODEL_RETRY
 from nodes.fan_out import FanOut
 from nodes.text import newest_within
-from nodes.roundtable import (
+from graphs.roundtable.steps import (
     RoundTableContext,
     agent_turn,
     context_of,

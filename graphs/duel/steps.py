@@ -3,7 +3,7 @@
 Every node reads its knobs from `DuelContext` and calls models only through it. Streamed events
 (`nodes.events`): `start`, `chunk` and `message` per turn, `synthesizing` before judging. Choosing the
 opponent and judging are the capability nodes `nodes.select_opponent` and `nodes.judge`, configured
-for the duel in `graphs/duel.py`.
+for the duel in `graphs/duel/`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from core.limits import DEFAULT_DUEL_ROUNDS, DUEL_CONCLUSION_MAX_CHARS, DUEL_TUR
 from nodes.context import RunContext
 from nodes.events import emit
 from nodes.judge import agreed_winner, verdicts_by_order
-from nodes.prompts import duel as prompts
+from graphs.duel import prompts
 from nodes.select_opponent import listing as _listing
 from nodes.speak import LengthRule, Speaker, Turn, speak
 from nodes.speak import TurnInterrupted as TurnInterrupted  # where the duel's callers have always found it

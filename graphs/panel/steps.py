@@ -1,7 +1,7 @@
-"""Panel mode's nodes: choose panelists of distinct families, ask them in parallel, then arbitrate or assemble.
+"""The panel's own steps: choose panelists of distinct families, ask them in parallel, then arbitrate or assemble.
 
 The nodes read the panel's state keys (`messages`, `models`, `panel_size`, `arbitrators`, ...) and the
-per-run `PanelContext`; `graphs/panel.py` wires them, and any other graph may reuse them.
+per-run `PanelContext`; `graphs/panel/` wires them (on the capability nodes `fan_out` and `arbitrate`).
 With `allow_same_family`, seats that distinct families cannot fill go to the listed models again
 (self-consistency sampling), each seat with a unique label and each resample at its own temperature.
 """

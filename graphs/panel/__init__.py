@@ -19,7 +19,7 @@ from core.limits import DEFAULT_MIN_SUCCESSES, DEFAULT_PANEL_SIZE
 from llm.failures import MODEL_RETRY
 from llm.usage import monotonic_ms
 from nodes.context import RunContext
-from nodes.panel import (
+from graphs.panel.steps import (
     AllModelsFailedError,
     PanelContext,
     PanelError,

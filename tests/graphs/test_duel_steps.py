@@ -6,8 +6,8 @@ import pytest
 
 from graphs.duel import graph
 from llm.factory import ModelFactory
-from nodes.duel import DuelContext, TurnInterrupted, combine_verdicts
-from nodes.personas import CHINESE, ENGLISH
+from graphs.duel.steps import DuelContext, TurnInterrupted, combine_verdicts
+from graphs.duel.personas import CHINESE, ENGLISH
 from tests.support.duel import (
     CHINESE_OPPONENT,
     CHINESE_OPPONENT_REPLY,

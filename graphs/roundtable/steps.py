@@ -1,4 +1,4 @@
-"""Round-table nodes: seating, an agent's turn, the devil's advocate's turn, the synthesis, memory formation.
+"""The round table's own steps: seating, the turn prompts, the synthesis and memory prompts and their fallbacks.
 
 Every node reads its knobs from `RoundTableContext` and calls models only through it. Turn nodes are
 fed by `Send` with a `TurnInput`, so one round's agents run concurrently; each is a `speak` node
@@ -22,7 +22,7 @@ from nodes.bounds import AtMost, Clipped
 from nodes.context import RunContext
 from nodes.convergence import positions_of, strongest_consensus
 from nodes.events import emit
-from nodes.prompts import roundtable as prompts
+from graphs.roundtable import prompts
 from nodes.retrieval import retrieve
 from nodes.speak import Turn, speak
 from nodes.structured import ask_structured

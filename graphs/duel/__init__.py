@@ -17,10 +17,10 @@ from langgraph.runtime import Runtime
 from typing_extensions import NotRequired, TypedDict  # pydantic's schemas need these before Python 3.12
 
 from llm.failures import MODEL_RETRY
-from nodes.duel import DuelContext, announce_synthesis, duel_context, make_speaker, synthesize
+from graphs.duel.steps import DuelContext, announce_synthesis, duel_context, make_speaker, synthesize
 from nodes.judge import JUDGE_RETRY, judge, judge_both_orders
-from nodes.personas import fallback_opponent
-from nodes.prompts import duel as prompts
+from graphs.duel.personas import fallback_opponent
+from graphs.duel import prompts
 from nodes.select_opponent import select_opponent
 
 __all__ = [
