@@ -38,6 +38,8 @@ from designer.spec import (
     VoteNode,
 )
 from designer.templates import render
+from graphs.duel import prompts as duel_prompts
+from graphs.duel.personas import fallback_opponent
 from llm.failures import MODEL_RETRY, classify_failure, describe_failure, is_model_failure
 from nodes.answers import majority_answer, parse_rule
 from nodes.arbitrate import arbitrate, content_text
@@ -45,8 +47,6 @@ from nodes.convergence import score_convergence
 from nodes.events import EVENT_SINK, event_writer, relay
 from nodes.fan_out import FanOut
 from nodes.judge import JUDGE_RETRY, agreed_winner, judge, judge_both_orders, verdicts_by_order
-from graphs.duel.personas import fallback_opponent
-from graphs.duel import prompts as duel_prompts
 from nodes.prompts import multiagent_debate as debate_prompts
 from nodes.revise import revision_messages
 from nodes.select_opponent import select_opponent

@@ -23,10 +23,10 @@ import openai
 from evals.methods import MethodOptions, method_of
 from evals.scoring import matched_samples, mean
 from evals.tasks import Item, Task
+from graphs.panel.steps import PanelError
 from llm.factory import ModelFactory
 from llm.failures import ModelError, describe_failure
 from nodes.context import RunContext
-from graphs.panel.steps import PanelError
 
 __all__ = ["EvalAborted", "ItemStore", "RunSettings", "RunSettingsMismatch", "run_eval"]
 

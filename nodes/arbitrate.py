@@ -19,14 +19,14 @@ from typing import Any
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, convert_to_messages
 from langgraph.runtime import Runtime
 
-from nodes.anonymise import Anonymiser
-from nodes.capability import mark
-from nodes.context import RunContext
-from nodes.events import event_writer
 from core.limits import MAX_PANEL_SIZE
 from llm.failures import MODEL_RETRY, classify_failure, describe_failure, is_transient
 from llm.providers import split_model_id
 from llm.tokens import approx_text_tokens, approx_tokens, clip_text
+from nodes.anonymise import Anonymiser
+from nodes.capability import mark
+from nodes.context import RunContext
+from nodes.events import event_writer
 from nodes.prompts import arbitrate as prompts
 from nodes.speak import Turn, TurnInterrupted, say
 

@@ -23,10 +23,10 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validat
 from core.limits import DEFAULT_PANEL_SIZE, MAX_CHAT_MESSAGES
 from core.settings import Settings
 from graphs.panel import panel_input
+from graphs.panel.steps import TooFewFamiliesError, pick_panelists, to_messages
 from llm.client import off_loop
 from llm.factory import ModelFactory
 from llm.tokens import approx_tokens
-from graphs.panel.steps import TooFewFamiliesError, pick_panelists, to_messages
 from runs import Caller
 from services import billing
 from services.backend import Backend

@@ -11,15 +11,15 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-from pydantic.json_schema import SkipJsonSchema
 from pydantic.alias_generators import to_camel
+from pydantic.json_schema import SkipJsonSchema
 from pymongo.asynchronous.database import AsyncDatabase
 
-from store import routers as router_store
 from core.limits import DEFAULT_PANEL_SIZE, MAX_PANEL_SIZE, MIN_PANEL_SIZE
 from core.settings import Settings
 from graphs.panel.steps import TooFewFamiliesError, pick_panelists
 from services.errors import Conflict, InvalidRequest, NotFound
+from store import routers as router_store
 
 PRESET_ID = "debate"
 ROUTER_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"

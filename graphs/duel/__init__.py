@@ -16,11 +16,11 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from typing_extensions import NotRequired, TypedDict  # pydantic's schemas need these before Python 3.12
 
-from llm.failures import MODEL_RETRY
-from graphs.duel.steps import DuelContext, announce_synthesis, duel_context, make_speaker, synthesize
-from nodes.judge import JUDGE_RETRY, judge, judge_both_orders
-from graphs.duel.personas import fallback_opponent
 from graphs.duel import prompts
+from graphs.duel.personas import fallback_opponent
+from graphs.duel.steps import DuelContext, announce_synthesis, duel_context, make_speaker, synthesize
+from llm.failures import MODEL_RETRY
+from nodes.judge import JUDGE_RETRY, judge, judge_both_orders
 from nodes.select_opponent import select_opponent
 
 __all__ = [

@@ -20,10 +20,10 @@ from pydantic import BaseModel
 from typing_extensions import NotRequired, TypedDict  # pydantic's schemas need these before Python 3.12
 
 from core.limits import DEFAULT_DUEL_ROUNDS, DUEL_CONCLUSION_MAX_CHARS, DUEL_TURN_MAX_CHARS, DUEL_TURN_MIN_CHARS
+from graphs.duel import prompts
 from nodes.context import RunContext
 from nodes.events import emit
 from nodes.judge import agreed_winner, verdicts_by_order
-from graphs.duel import prompts
 from nodes.select_opponent import listing as _listing
 from nodes.speak import LengthRule, Speaker, Turn, speak
 from nodes.speak import TurnInterrupted as TurnInterrupted  # where the duel's callers have always found it

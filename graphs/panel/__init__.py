@@ -16,14 +16,11 @@ from langgraph.runtime import Runtime
 from langgraph.types import RetryPolicy, Send
 
 from core.limits import DEFAULT_MIN_SUCCESSES, DEFAULT_PANEL_SIZE
-from llm.failures import MODEL_RETRY
-from llm.usage import monotonic_ms
-from nodes.context import RunContext
 from graphs.panel.steps import (
+    PANELISTS,
     AllModelsFailedError,
     PanelContext,
     PanelError,
-    PANELISTS,
     PanelistTask,
     Seat,
     TooFewFamiliesError,
@@ -36,6 +33,9 @@ from graphs.panel.steps import (
     panelist,
     tally,
 )
+from llm.failures import MODEL_RETRY
+from llm.usage import monotonic_ms
+from nodes.context import RunContext
 
 __all__ = [
     "AllModelsFailedError", "PanelContext", "PanelError", "PanelInput", "PanelOutput", "PanelState",

@@ -19,12 +19,6 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
-from llm.failures import MODEL_RETRY
-from nodes.convergence import measure_convergence
-from nodes.events import emit
-from llm.failures import MODEL_RETRY
-from nodes.fan_out import FanOut
-from nodes.text import newest_within
 from graphs.roundtable.steps import (
     RoundTableContext,
     agent_turn,
@@ -34,6 +28,11 @@ from graphs.roundtable.steps import (
     seat_agents,
     synthesize,
 )
+from llm.failures import MODEL_RETRY
+from nodes.convergence import measure_convergence
+from nodes.events import emit
+from nodes.fan_out import FanOut
+from nodes.text import newest_within
 
 __all__ = [
     "RoundTableContext", "RoundTableState", "build_round_table_graph", "estimate_minimum_tokens", "format_history",

@@ -18,11 +18,11 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, field_validator
 
 from core.limits import MAX_TABLE_ROUNDS, MAX_TABLE_SEATS
+from graphs.roundtable import prompts
 from nodes.bounds import AtMost, Clipped
 from nodes.context import RunContext
 from nodes.convergence import positions_of, strongest_consensus
 from nodes.events import emit
-from graphs.roundtable import prompts
 from nodes.retrieval import retrieve
 from nodes.speak import Turn, speak
 from nodes.structured import ask_structured

@@ -16,8 +16,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
 
 from graphs.panel import graph as panel_graph
-from llm.usage import UsageLedger
 from graphs.panel.steps import AllModelsFailedError, PanelContext, PanelError, TooFewFamiliesError, TooFewPanelistsError
+from llm.usage import UsageLedger
 from runs.modes.base import Emit, ModeRun, Outcome, RunFailure, with_checkpointer
 
 PROGRESS = ("panelists", "panelist", "answering", "fallback")

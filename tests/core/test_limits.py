@@ -22,8 +22,8 @@ from core.limits import (
     MIN_PANEL_SIZE,
 )
 from graphs.duel import DuelContext
-from graphs.roundtable import RoundTableContext
 from graphs.panel.steps import ANSWER_LETTERS, pick_panelists
+from graphs.roundtable import RoundTableContext
 
 
 def _properties(name: str) -> dict[str, dict]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from graphs.duel import graph
-from llm.factory import ModelFactory
-from graphs.duel.steps import DuelContext, TurnInterrupted, combine_verdicts
 from graphs.duel.personas import CHINESE, ENGLISH
+from graphs.duel.steps import DuelContext, TurnInterrupted, combine_verdicts
+from llm.factory import ModelFactory
 from tests.support.duel import (
     CHINESE_OPPONENT,
     CHINESE_OPPONENT_REPLY,

@@ -9,8 +9,6 @@ import openai
 import pytest
 from langgraph.errors import NodeTimeoutError
 
-from llm.failures import ModelError, classify_failure, describe_failure, is_transient
-from llm.tokens import approx_tokens
 from graphs.panel.steps import (
     AllModelsFailedError,
     TooFewFamiliesError,
@@ -23,6 +21,8 @@ from graphs.panel.steps import (
     sample_temperatures,
     to_messages,
 )
+from llm.failures import ModelError, classify_failure, describe_failure, is_transient
+from llm.tokens import approx_tokens
 
 GPT5, GPT5_MINI, O3 = "openai:gpt-5", "openai:gpt-5-mini", "openai:o3"
 SONNET, OPUS = "anthropic:claude-sonnet-4-5", "anthropic:claude-opus-4-5"

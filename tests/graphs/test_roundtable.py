@@ -8,8 +8,8 @@ import pytest
 
 from core.settings import Settings
 from graphs.roundtable import build_round_table_graph, estimate_minimum_tokens, format_history, graph
-from llm.factory import ModelFactory
 from graphs.roundtable.steps import RoundTableContext
+from llm.factory import ModelFactory
 from nodes.speak import is_chunk
 from runs.modes.roundtable import seed_chunk
 

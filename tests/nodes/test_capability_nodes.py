@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from evals.judge import build_judge_graph
 from graphs.duel import JUDGE_RETRY, DuelContext, pick_opponent
+from graphs.duel.personas import fallback_opponent
 from graphs.multiagent_debate import MultiAgentDebateContext
 from graphs.multiagent_debate import graph as debate_graph
 from llm.factory import ModelFactory
@@ -23,7 +24,6 @@ from nodes.arbitrate import AllModelsFailedError, arbitrate
 from nodes.context import RunContext
 from nodes.convergence import score_convergence
 from nodes.fan_out import FanOut, TooFewSuccessesError
-from graphs.duel.personas import fallback_opponent
 from nodes.structured import ask_structured, is_unreadable
 from nodes.synthesize import synthesize
 from tests.support.duel import JUDGE_MARK, OPPONENT, SELECT_MARK, judgement
