@@ -83,3 +83,11 @@ def test_family_does_not_depend_on_provider():
 )
 def test_split_model_id(model_id, expected):
     assert split_model_id(model_id) == expected
+
+
+def test_the_contract_name_still_answers():
+    """`nodes.models.model_family` is a public name (shared/CONTRACT.md): the model layer's own function."""
+    from nodes.models import model_family as public
+
+    assert public is model_family
+    assert public("openai:gpt-5") == public("openai:gpt-5-mini") != public("anthropic:claude-sonnet-4-5")
