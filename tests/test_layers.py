@@ -54,3 +54,19 @@ forbidden_modules = ["llm"]
     assert result.returncode != 0 and "nodes without the model layer BROKEN" in result.stdout
     assert "nodes.structured -> llm." in result.stdout
 
+
+
+def test_every_layer_is_installed():
+    """`pip install` ships every package of the layers: the `parley` command imports them from any directory."""
+    settings = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    shipped = settings["tool"]["setuptools"]["packages"]["find"]["include"]
+    for package in settings["tool"]["importlinter"]["root_packages"]:
+        assert f"{package}*" in shipped, f"pyproject.toml's packages.find leaves out {package}/"
+
+
+def test_the_installed_command_runs_outside_the_tree(tmp_path):
+    """The venv's `parley` (an editable install) imports the CLI and every layer under it, run from elsewhere."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result = subprocess.run([sys.executable, "-c", "import cli.main, services.panel, api.main"], cwd=tmp_path,
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
