@@ -171,52 +171,6 @@ class LiveRun:
             await self._changed.wait()
 
 
-class BatchStore:
-    """Store the event batches and usage rows of every run a worker executes, several runs' in one command.
-
-    The embedded database spends about a millisecond on each command whatever it holds (bench/dbops.py), so
-    a hundred runs storing their batches every quarter of a second would keep it busy; gathered, they cost a
-    few commands per round. A write waits for no timer: it is sent at once when none is in flight, else with
-    those that came while one was (a group commit). Each run has at most one write queued at a time (its
-    `EventWriter` awaits each), so its events stay in order.
-    """
-
-    def __init__(self, db: AsyncDatabase) -> None:
-        self.db = db
-        self._queued: list[tuple[str, list[dict], list[UsageRecord], asyncio.Future]] = []
-        self._sender: asyncio.Task | None = None
-
-    async def write(self, run_id: str, events: list[dict], usage: list[UsageRecord]) -> None:
-        """Store a run's events, then its usage rows (raising `store.EventConflict` or a storage failure)."""
-        if not events and not usage:
-            return
-        done = asyncio.get_running_loop().create_future()
-        self._queued.append((run_id, events, usage, done))
-        if self._sender is None or self._sender.done():
-            self._sender = asyncio.create_task(self._send(), name="store event batches")
-        await done
-
-    async def _send(self) -> None:
-        while self._queued:
-            queued, self._queued = self._queued, []
-            try:
-                conflicted = await store.append_batches(self.db, [(r, ev) for r, ev, _, _ in queued if ev])
-                await store.add_usage_batches(self.db, [(r, u) for r, _, u, _ in queued
-                                                        if u and r not in conflicted])
-            except Exception as exc:  # every run of the round sees it (the database failed)
-                for *_, done in queued:
-                    if not done.done():
-                        done.set_exception(exc)
-                continue
-            for run_id, _, _, done in queued:
-                if done.done():  # its writer was abandoned meanwhile
-                    continue
-                if run_id in conflicted:
-                    done.set_exception(store.EventConflict(f"run {run_id}: event numbers already taken"))
-                else:
-                    done.set_result(None)
-
-
 class EventWriter:
     """Number one execution's events, show them to this worker's listeners, and store them in batches.
 
@@ -232,9 +186,8 @@ class EventWriter:
     SHOWN_UNSTORED = 256
 
     def __init__(self, db: AsyncDatabase, live: LiveRun, barrier: EventBarrier, *, write_after: float,
-                 batches: BatchStore | None = None, on_failure: Callable[[], None] = lambda: None) -> None:
+                 on_failure: Callable[[], None] = lambda: None) -> None:
         self.db, self.live, self.barrier, self.on_failure = db, live, barrier, on_failure
-        self.batches = batches or BatchStore(db)
         self.write_after = write_after
         self.failure: BaseException | None = None
         self.next_seq = live.first_seq
@@ -315,7 +268,7 @@ class EventWriter:
             changes = sorted(i for i in self._stores if i < upto)
             for index in changes:
                 await self._stores[index]()
-            await self.batches.write(self.live.id, self._rows[self._stored:upto], usage)
+            await store.store_batch(self.db, run_id=self.live.id, events=self._rows[self._stored:upto], usage=usage)
             for index in changes:
                 del self._stores[index]
             self._stored = upto
@@ -449,7 +402,6 @@ class RunEngine:
         self._closing: set[str] = set()  # runs whose graph has finished and whose outcome is being stored
         self._keeper: LeaseKeeper | None = None
         self._taker: asyncio.Task | None = None
-        self._batches = BatchStore(db)
 
     # --- life cycle ---------------------------------------------------------------------------
 
@@ -546,14 +498,15 @@ class RunEngine:
         try:
             mode: ModeRun = self.modes[record["kind"]](record, self.services)
             if live is None:
-                stored = await store.last_seq(self.db, run_id=run_id) if resumed else -1
+                # Fenced first: no page of an earlier execution, still going somewhere, is stored after this.
+                stored = await store.fence_events(self.db, run_id=run_id) if resumed else -1
                 # Past the ids another worker may have shown without storing them (see EventWriter).
                 gap = EventWriter.SHOWN_UNSTORED if resumed else 0
                 live = self._live[run_id] = LiveRun(run_id, first_seq=max(mode.first_seq, stored + 1 + gap))
             barrier = EventBarrier()
             if barriers is not None:
                 barriers[run_id] = barrier
-            writer = EventWriter(self.db, live, barrier, write_after=mode.store_every, batches=self._batches,
+            writer = EventWriter(self.db, live, barrier, write_after=mode.store_every,
                                  on_failure=lambda: self._stop(run_id, "storage"))
             earlier = [UsageRecord(**row) for row in await store.list_usage(self.db, run_id=run_id)] if resumed else []
             ledger = RunLedger(records=earlier, sink=writer.add_usage)

@@ -59,6 +59,7 @@ INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
 
 
 async def ensure_indexes(db: AsyncDatabase) -> None:
-    """Create every declared index (a no-op for those that exist)."""
+    """Create every declared index (a no-op for those that exist), and bring what earlier versions stored in line."""
     for collection, keys, options in INDEXES:
         await db[collection].create_index(keys, **options)
+    await runs.migrate_events(db)

@@ -11,6 +11,8 @@ from datetime import UTC, datetime, timedelta
 from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 
+from store.group import Group
+
 SCOPES = ("debate", "chat", "conversations", "workflows", "readonly", "admin")
 KEY_PREFIX = "pk_"
 # A key's `lastUsedAt` is written at most this often, so authenticating is not a write per request.
@@ -43,13 +45,23 @@ async def create_key(db: AsyncDatabase, *, user: str, workspace: str, scopes: li
     return record, plaintext
 
 
+async def _find_by_hash(db: AsyncDatabase, digests: list[str]) -> list[dict | None]:
+    found = {row["hash"]: row async for row in db.api_keys.find({"hash": {"$in": list(dict.fromkeys(digests))}})}
+    return [dict(found[d]) if d in found else None for d in digests]
+
+
+# The keys of concurrent requests are looked up in one command (`store.group`).
+_lookups: Group[str, dict | None] = Group("look keys up", send=_find_by_hash)
+
+
 async def find_key(db: AsyncDatabase, *, plaintext: str) -> dict | None:
     """Return the live (not revoked) key record matching `plaintext`, or None; note that it was used.
 
-    Nothing caches the answer: a key revoked a moment ago is refused on its next request.
+    Nothing caches the answer: a key revoked a moment ago is refused on its next request (a lookup is sent after
+    it is asked for, with the other requests' that came meanwhile).
     """
     digest = hash_key(plaintext)
-    record = await db.api_keys.find_one({"hash": digest})
+    record = await _lookups(db, digest)
     # The lookup is by hash; the constant-time comparison guards against a store that matched loosely.
     if record is None or record.get("revoked") or not hmac.compare_digest(record["hash"], digest):
         return None

@@ -22,7 +22,7 @@ OTHER = "other"
 # limiter's. A test checks that each collection named in store/*.py is here.
 COLLECTIONS = frozenset({
     "agent_documents", "agent_memories", "agents", "api_keys", "conversation_messages", "conversations",
-    "counters", "debate_rounds", "debates", "idempotency_keys", "routers", "run_checkpoints", "run_events",
+    "counters", "debate_rounds", "debates", "idempotency_keys", "migrations", "routers", "run_checkpoints", "run_events",
     "run_usage", "runs", "usage", "workflow_runs", "workflows", "workspaces",
     "ratelimit_counters", "ratelimit_windows",  # limits' MongoDB storage, named in api/ratelimit.py
 })

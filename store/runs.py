@@ -1,5 +1,5 @@
 """Runs: one `runs` record per run of any mode, its numbered events (`run_events`) and the usage of each of
-its model calls (`run_usage`).
+its model calls (in the page of events stored with it, else in `run_usage`).
 
 A run is `queued` → `running` → `completed`, `failed` or `cancelled`. The worker executing it holds a
 lease (`worker`, `leaseUntil`) that it renews while it runs (`renew_leases`, from a thread of its own with a
@@ -8,20 +8,30 @@ lease has expired and no heartbeat came for a whole lease, any other worker may 
 (`next_expiring`, `claim_expired`). Before a worker stores a run's end it claims it (`conclude`), unless a
 cancel was asked for first (`request_cancel`): of the two, the first recorded wins. Times are the workers'
 clocks (keep them in sync, e.g. with NTP): the embedded database cannot evaluate `$$NOW` in a query.
+
+A run's events are stored a batch to a document, a page: `{runId, seq, last, events: [...], usage?, voided?}`
+(`usage`: the usage rows of the model calls that ended since the page before), `seq` and
+`last` the numbers of its first and last event (a database spends about as much on a document of thirty events as
+on a document of one: bench/README.md). The numbers of one execution's pages follow on without a gap, so a worker
+that takes a run over fences it (`fence_events`): a page at the number after the last stored, which the unique
+`(runId, seq)` index keeps any later page of the earlier execution from taking (`EventConflict`). Events stored
+before pages, a document each, read as pages of one.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pymongo import ASCENDING, DESCENDING
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.database import Database
-from pymongo.errors import BulkWriteError
+from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from store.cursors import encode_cursor, older_than
+from store.group import DUPLICATE_KEY, Group, insert_each
 
 if TYPE_CHECKING:  # the records' type only: store/ imports nothing of Parley's but core/ (tests/test_layers.py)
     from llm.usage import UsageRecord
@@ -30,13 +40,14 @@ QUEUED, RUNNING, COMPLETED, FAILED, CANCELLED = "queued", "running", "completed"
 ACTIVE = (QUEUED, RUNNING)
 FINISHED = (COMPLETED, FAILED, CANCELLED)
 KINDS = ("duel", "panel", "roundtable", "workflow")
-DUPLICATE_KEY = 11000
+
 
 INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
     ("runs", [("status", 1), ("leaseUntil", 1)], {}),
     ("runs", [("workspace", 1), ("createdAt", -1), ("_id", -1)], {}),
     ("runs", [("workspace", 1), ("user", 1), ("createdAt", -1), ("_id", -1)], {}),  # a user's own runs
     ("run_events", [("runId", 1), ("seq", 1)], {"unique": True}),
+    ("run_events", [("runId", 1), ("last", 1)], {}),  # the pages holding the events after a number
     ("run_usage", [("runId", 1)], {}),
     # LangGraph's checkpoints of runs (`runs.checkpoints.RunSaver`, one document per graph of a run, `_id`
     # {thread_id, checkpoint_ns}): a run's removed at its end by thread id, a crash's orphans by TTL.
@@ -72,8 +83,12 @@ async def create_run(
         "heartbeatAt": at, "claims": 1, "cancelRequested": False, "createdAt": at, "startedAt": at,
         "finishedAt": None, "updatedAt": at, "usage": None, "result": None, "error": None, "concluding": None,
     }
-    await db.runs.insert_one(record)
+    await _new_runs(db, record)
     return record
+
+
+# The records of runs started at once are stored in one command (`store.group`).
+_new_runs: Group[dict, None] = Group("store new runs", send=lambda db, docs: insert_each(db.runs, docs))
 
 
 async def next_expiring(db: AsyncDatabase, *, exclude: list[str]) -> dict | None:
@@ -237,22 +252,27 @@ async def list_runs(
 
 
 async def append_events(db: AsyncDatabase, *, run_id: str, events: list[dict]) -> None:
-    """Store events (`{"seq", "event", "data", "origin"}`) of a run.
+    """Store events (`{"seq", "event", "data", "origin"}`, numbered on from the run's last page) of a run.
 
     Raises:
-        EventConflict: one of the sequence numbers is taken, by another worker that took the run over.
+        EventConflict: the first number is taken: another worker took the run over (see `fence_events`).
     """
     if run_id in await append_batches(db, [(run_id, events)]):
         raise EventConflict(f"run {run_id}: event numbers already taken")
 
 
-async def append_batches(db: AsyncDatabase, batches: list[tuple[str, list[dict]]]) -> set[str]:
-    """Store the events of several runs in one command (each run at most once in `batches`, its events in order)
-    and return the runs whose events conflicted: one of their sequence numbers is taken, by another worker that
-    took the run over. A conflicting run's events from the taken one on are not stored; every other run's are.
+async def append_batches(db: AsyncDatabase, batches: list[tuple[str, list[dict]]],
+                         usage: Mapping[str, list[UsageRecord]] | None = None) -> set[str]:
+    """Store the events of several runs in one command, a page each (each run at most once in `batches`, its
+    events in order, with its `usage` rows), and return the runs whose page conflicted: its first number is taken,
+    by another worker that took the run over (`fence_events`). A conflicting run's page is not stored; every other
+    run's is.
     """
     at = now()
-    docs = [{"runId": run_id, "at": at, **event} for run_id, events in batches for event in events]
+    usage = usage or {}
+    docs = [{"runId": run_id, "seq": events[0]["seq"], "last": events[-1]["seq"], "at": at, "events": events,
+             **({"usage": [asdict(r) for r in usage[run_id]]} if usage.get(run_id) else {})}
+            for run_id, events in batches if events]
     conflicted: set[str] = set()
     while docs:
         try:
@@ -262,39 +282,86 @@ async def append_batches(db: AsyncDatabase, batches: list[tuple[str, list[dict]]
             errors = exc.details.get("writeErrors", [])
             if not errors or errors[0].get("code") != DUPLICATE_KEY:
                 raise
-            # Ordered: the documents before the first error are stored, none after it. Send the others again,
-            # less the rest of the conflicting run's.
+            # Ordered: the pages before the first error are stored, none after it. Send the others again.
             index = errors[0]["index"]
-            loser = docs[index]["runId"]
-            conflicted.add(loser)
-            docs = [doc for doc in docs[index + 1:] if doc["runId"] != loser]
+            conflicted.add(docs[index]["runId"])
+            docs = docs[index + 1:]
     return conflicted
 
 
+def page_events(pages: Any) -> list[dict]:
+    """The events of stored pages (`run_events` documents, in order) as `{"seq", "event", "data", "origin",
+    "void"?}`, in order; a fence holds none, a document stored before pages is one event."""
+    rows: list[dict] = []
+    for page in pages:
+        if "events" in page:
+            voided = set(page.get("voided") or ())
+            rows += [{**event, "void": True} if event["seq"] in voided else event for event in page["events"]]
+        else:
+            rows.append({key: page[key] for key in ("seq", "event", "data", "origin", "void") if key in page})
+    return rows
+
+
+_PAGE = {"_id": 0, "runId": 0, "at": 0}
+
+
 async def events_after(db: AsyncDatabase, *, run_id: str, after: int, limit: int = 1000) -> list[dict]:
-    """Stored events of a run with `seq` greater than `after`, in order (void ones included, marked)."""
-    cursor = db.run_events.find({"runId": run_id, "seq": {"$gt": after}}, {"_id": 0, "runId": 0, "at": 0})
-    return await cursor.sort("seq", ASCENDING).limit(limit).to_list()
+    """Stored events of a run with `seq` greater than `after`, in order (void ones included, marked), at most
+    `limit` (and at least the rest of a page that holds more: whole pages are read)."""
+    pages = db.run_events.find({"runId": run_id, "last": {"$gt": after}}, _PAGE).sort("last", ASCENDING)
+    rows: list[dict] = []
+    async for page in pages:
+        rows += [row for row in page_events([page]) if row["seq"] > after]
+        if len(rows) >= limit:
+            break
+    return rows
 
 
 async def all_events(db: AsyncDatabase, *, run_id: str) -> list[dict]:
-    cursor = db.run_events.find({"runId": run_id}, {"_id": 0, "runId": 0, "at": 0})
-    return await cursor.sort("seq", ASCENDING).to_list()
+    return page_events(await db.run_events.find({"runId": run_id}, _PAGE).sort("seq", ASCENDING).to_list())
 
 
 async def last_seq(db: AsyncDatabase, *, run_id: str) -> int:
-    """The highest stored event number of a run (-1 when none)."""
-    rows = await db.run_events.find({"runId": run_id}, {"seq": 1}).sort("seq", DESCENDING).limit(1).to_list()
-    return rows[0]["seq"] if rows else -1
+    """The highest stored event number of a run (-1 when none; a fence counts)."""
+    rows = await db.run_events.find({"runId": run_id}, {"seq": 1, "last": 1}).sort("seq", DESCENDING).limit(
+        1).to_list()
+    return rows[0].get("last", rows[0]["seq"]) if rows else -1
+
+
+async def fence_events(db: AsyncDatabase, *, run_id: str) -> int:
+    """Keep every earlier execution of a run from storing events (a worker taking it over does this first): a page
+    of no events at the number after the last stored, the number the earlier execution's next page must start at.
+    Return that last stored number (-1 when none)."""
+    while True:
+        last = await last_seq(db, run_id=run_id)
+        try:
+            await db.run_events.insert_one({"runId": run_id, "seq": last + 1, "last": last + 1, "at": now(),
+                                            "events": []})
+            return last
+        except DuplicateKeyError:  # the earlier execution stored a page meanwhile: fence after it
+            continue
 
 
 async def mark_void(db: AsyncDatabase, *, run_id: str, seqs: list[int]) -> None:
     """Mark events as void: sent by a task that did not finish and will run again."""
-    if seqs:
-        await db.run_events.update_many({"runId": run_id, "seq": {"$in": seqs}}, {"$set": {"void": True}})
+    if not seqs:
+        return
+    wanted = set(seqs)
+    query = {"runId": run_id, "seq": {"$lte": max(wanted)}, "last": {"$gte": min(wanted)}}
+    async for page in db.run_events.find(query, {"seq": 1, "last": 1, "events": 1}):
+        if "events" not in page:  # stored before pages: one event
+            await db.run_events.update_one({"_id": page["_id"]}, {"$set": {"void": True}})
+            continue
+        mine = sorted(wanted & {event["seq"] for event in page["events"]})
+        if mine:
+            await db.run_events.update_one({"_id": page["_id"]}, {"$addToSet": {"voided": {"$each": mine}}})
 
 
-# --- usage ----------------------------------------------------------------------------------
+async def migrate_events(db: AsyncDatabase) -> None:
+    """Give events stored before pages, a document each, the `last` that pages are found by (once)."""
+    if await db.migrations.find_one({"_id": "run_events.last"}) is None:
+        await db.run_events.update_many({"last": {"$exists": False}}, [{"$set": {"last": "$seq"}}])
+        await db.migrations.update_one({"_id": "run_events.last"}, {"$set": {"at": now()}}, upsert=True)
 
 
 async def add_usage(db: AsyncDatabase, *, run_id: str, records: list[UsageRecord]) -> None:
@@ -310,7 +377,37 @@ async def add_usage_batches(db: AsyncDatabase, batches: list[tuple[str, list[Usa
         await db.run_usage.insert_many(docs, ordered=False)
 
 
+async def store_batch(db: AsyncDatabase, *, run_id: str, events: list[dict], usage: list[UsageRecord]) -> None:
+    """Store one execution's next events, then its usage rows, with the batches of every other run that came
+    meanwhile (`store.group`: a hundred runs storing every quarter of a second cost a few commands a round).
+
+    Raises:
+        EventConflict: one of the events' numbers is taken (another worker took the run over); neither the rest
+            of its events nor its usage rows are stored, while every other run's are.
+    """
+    if events or usage:
+        await _batches(db, (run_id, events, usage))
+
+
+async def _store_batches(db: AsyncDatabase, items: list[tuple[str, list[dict], list[UsageRecord]]]
+                         ) -> list[EventConflict | None]:
+    # Usage rows ride in their run's page; those that came without events go on their own.
+    conflicted = await append_batches(db, [(run_id, events) for run_id, events, _ in items if events],
+                                      {run_id: usage for run_id, events, usage in items if events})
+    await add_usage_batches(db, [(run_id, usage) for run_id, events, usage in items if usage and not events])
+    return [EventConflict(f"run {run_id}: event numbers already taken") if run_id in conflicted else None
+            for run_id, _, _ in items]
+
+
+_batches: Group[tuple[str, list[dict], list[UsageRecord]], None] = Group("store event batches", send=_store_batches)
+
+
 async def list_usage(db: AsyncDatabase, *, run_id: str) -> list[dict[str, Any]]:
-    """The usage of a run's model calls so far, oldest first: the fields of each `llm.usage.UsageRecord` stored."""
-    rows = db.run_usage.find({"runId": run_id}, {"runId": 0, "at": 0}).sort("_id", ASCENDING)
-    return [{k: v for k, v in row.items() if k != "_id"} async for row in rows]
+    """The usage of a run's model calls so far, oldest first: the fields of each `llm.usage.UsageRecord` stored
+    (in the run's pages of events, and on their own)."""
+    paged = db.run_events.find({"runId": run_id, "usage": {"$exists": True}}, {"at": 1, "usage": 1}).sort(
+        "seq", ASCENDING)
+    rows = [(page["at"], row) async for page in paged for row in page["usage"]]
+    alone = db.run_usage.find({"runId": run_id}, {"runId": 0}).sort("_id", ASCENDING)
+    rows += [(row["at"], {k: v for k, v in row.items() if k not in ("_id", "at")}) async for row in alone]
+    return [row for _, row in sorted(rows, key=lambda pair: pair[0])]

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 from pymongo.asynchronous.database import AsyncDatabase
 
+from store.group import Group
+
 if TYPE_CHECKING:  # the ledger's type only: store/ imports nothing of Parley's but core/ (tests/test_layers.py)
     from llm.usage import UsageLedger
 
@@ -33,5 +35,14 @@ async def record_usage(
         for model, sums in ledger.by_model().items()
     ]
     if rows:
-        await db.usage.insert_many([dict(row) for row in rows])
+        await _inserts(db, [dict(row) for row in rows])
     return rows
+
+
+async def _insert_together(db: AsyncDatabase, batches: list[list[dict]]) -> list[None]:
+    await db.usage.insert_many([row for rows in batches for row in rows], ordered=False)
+    return [None] * len(batches)
+
+
+# The rows of concurrent requests are stored in one command (`store.group`).
+_inserts: Group[list[dict], None] = Group("store usage rows", send=_insert_together)

@@ -1,7 +1,9 @@
 """Workspaces: a USD credit balance (panel debates) and a token allowance (round tables).
 
 Every change is one atomic conditional update, so concurrent requests can never take a balance
-below zero.
+below zero. Concurrent reservations and refunds of one workspace go to the database together (`store.group`):
+one update takes the sum of every reservation that came meanwhile when the balance covers it (else each is tried
+in turn, as if alone), one update gives back every refund.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from datetime import UTC, datetime
 
 from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
+
+from store.group import Group
 
 
 async def get_workspace(db: AsyncDatabase, workspace: str) -> dict:
@@ -34,19 +38,55 @@ async def add_credit(db: AsyncDatabase, workspace: str, usd: float) -> float:
     return float(doc["creditUsd"])
 
 
-async def reserve_credit(db: AsyncDatabase, workspace: str, usd: float) -> bool:
-    """Take `usd` from the balance if it covers it; False (and nothing taken) otherwise."""
+async def _take(db: AsyncDatabase, workspace: str, usd: float) -> bool:
+    """Take `usd` from the balance if it covers it, in one conditional update."""
     result = await db.workspaces.update_one(
         {"_id": workspace, "creditUsd": {"$gte": usd}}, {"$inc": {"creditUsd": -usd}}
     )
     return result.modified_count == 1
 
 
+def _by_workspace(items: list[tuple[str, float]]) -> dict[str, list[int]]:
+    """The indexes of `items` (workspace, amount) by workspace, in order."""
+    groups: dict[str, list[int]] = {}
+    for i, (workspace, _) in enumerate(items):
+        groups.setdefault(workspace, []).append(i)
+    return groups
+
+
+async def _reserve_together(db: AsyncDatabase, items: list[tuple[str, float]]) -> list[bool]:
+    taken = [False] * len(items)
+    for workspace, indexes in _by_workspace(items).items():
+        if len(indexes) > 1 and await _take(db, workspace, sum(items[i][1] for i in indexes)):
+            for i in indexes:
+                taken[i] = True
+            continue
+        for i in indexes:  # alone, or the sum is more than the balance: each in turn, first come first served
+            taken[i] = await _take(db, workspace, items[i][1])
+    return taken
+
+
+async def _refund_together(db: AsyncDatabase, items: list[tuple[str, float]]) -> list[None]:
+    for workspace, indexes in _by_workspace(items).items():
+        await db.workspaces.update_one({"_id": workspace}, {"$inc": {"creditUsd": sum(items[i][1] for i in indexes)}})
+    return [None] * len(items)
+
+
+_reservations: Group[tuple[str, float], bool] = Group("reserve credit", send=_reserve_together)
+_refunds: Group[tuple[str, float], None] = Group("refund credit", send=_refund_together)
+
+
+async def reserve_credit(db: AsyncDatabase, workspace: str, usd: float) -> bool:
+    """Take `usd` from the balance if it covers it; False (and nothing taken) otherwise."""
+    return await _reservations(db, (workspace, usd))
+
+
 async def settle_credit(db: AsyncDatabase, workspace: str, *, reserved: float, actual: float) -> None:
     """Return the unused part of a reservation; `actual` above `reserved` is charged only as far as the balance allows."""
     refund = reserved - actual
     if refund >= 0:
-        await db.workspaces.update_one({"_id": workspace}, {"$inc": {"creditUsd": refund}})
+        if refund > 0:
+            await _refunds(db, (workspace, refund))
         return
     extra = -refund
     charged = await db.workspaces.update_one(

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from pymongo import AsyncMongoClient, MongoClient
+from pymongo import AsyncMongoClient, MongoClient, monitoring
 
 import store
 from api.main import create_app
@@ -131,3 +131,30 @@ def spans() -> Iterator[SpanRecorder]:
     yield RECORDER
     RECORDER.recording = False
     RECORDER.clear()
+
+
+class Commands(monitoring.CommandListener):
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str]] = []
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        self.sent.append((event.command_name, event.command.get(event.command_name)))
+
+    def succeeded(self, event) -> None:
+        pass
+
+    def failed(self, event) -> None:
+        pass
+
+
+@pytest.fixture
+async def counted(parley_env):
+    """A database handle (indexes created) whose client notes every command it sends: `(db, commands)`, with
+    `commands.sent` the (command, collection) pairs since the fixture was made."""
+    commands = Commands()
+    client = AsyncMongoClient(parley_env.mongodb_uri, tz_aware=True, event_listeners=[commands])
+    database = client[parley_env.mongodb_db]
+    await store.ensure_indexes(database)
+    commands.sent.clear()
+    yield database, commands
+    await client.close()

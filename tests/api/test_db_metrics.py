@@ -79,7 +79,7 @@ def test_a_panel_request_counts_its_run_and_usage_and_saves_no_checkpoint(parley
         after = scrape(http)
     counted = ops(before, after)
     assert counted[("runs", "insert")] == 1
-    assert counted[("run_usage", "insert")] >= 1  # the usage of its four model calls, stored as they are made
+    assert counted[("run_events", "insert")] >= 1  # its events, and the usage of its four model calls in their pages
     assert counted[("usage", "insert")] == 1  # the request's billing rows
     assert not any(c == "run_checkpoints" for c, _ in counted)  # it starts over after a crash
     assert counted[("api_keys", "find")] >= 1  # the caller's key

@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from api.main import create_app
+from store.runs import page_events
 from tests.support.duel import (
     CHINESE_OPPONENT,
     CHINESE_OPPONENT_REPLY,
@@ -102,7 +103,7 @@ def test_a_debate_streams_the_seed_events_with_every_field(http, make_key, llm, 
     record = sync_db.debates.find_one({"_id": init["id"]})
     assert record["status"] == "completed" and record["messages"] == messages and record["synthesis"] == synthesis
     assert [v["order"] for v in record["verdicts"]] == ["as_debated", "swapped"]
-    stored = list(sync_db.run_events.find({"runId": init["id"]}).sort("seq", 1))  # a debate's events are its run's
+    stored = page_events(sync_db.run_events.find({"runId": init["id"]}).sort("seq", 1))  # a debate's events are its run's
     assert [(s["seq"], s["event"], s["data"]) for s in stored] == [(int(e.id), e.event, e.json()) for e in events]
     usage = list(sync_db.usage.find({"requestId": init["id"]}))
     assert usage and usage[0]["mode"] == "duel" and usage[0]["user"] == "alice"
@@ -261,7 +262,7 @@ def test_a_model_failure_mid_debate_sends_error_and_marks_it_failed(http, make_k
     record = sync_db.debates.find_one({"_id": events[0].json()["id"]})
     assert record["status"] == "failed" and record["error"] == events[-1].json()["message"]
     assert len(record["messages"]) == 1 and record["synthesis"] is None
-    assert sync_db.run_events.count_documents({"runId": record["_id"]}) == len(events)
+    assert len(page_events(sync_db.run_events.find({"runId": record["_id"]}).sort("seq", 1))) == len(events)
 
 
 def test_a_stream_cut_mid_turn_ends_with_error(http, make_key, llm, sync_db):

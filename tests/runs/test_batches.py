@@ -1,42 +1,12 @@
-"""Several runs' event batches and usage rows go to the database in one command (`runs.engine.BatchStore`,
+"""Several runs' event batches and usage rows go to the database in one command (`store.runs.store_batch`,
 `store.runs.append_batches`), and a run whose event numbers were taken fails alone."""
 
 from __future__ import annotations
 
 import asyncio
 
-import pytest
-from pymongo import AsyncMongoClient, monitoring
-
-import store
 from llm.usage import UsageRecord
-from runs.engine import BatchStore
 from store import runs as run_store
-
-
-class Commands(monitoring.CommandListener):
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, str]] = []
-
-    def started(self, event: monitoring.CommandStartedEvent) -> None:
-        self.sent.append((event.command_name, event.command.get(event.command_name)))
-
-    def succeeded(self, event) -> None:
-        pass
-
-    def failed(self, event) -> None:
-        pass
-
-
-@pytest.fixture
-async def counted(parley_env):
-    commands = Commands()
-    client = AsyncMongoClient(parley_env.mongodb_uri, tz_aware=True, event_listeners=[commands])
-    database = client[parley_env.mongodb_db]
-    await store.ensure_indexes(database)
-    commands.sent.clear()
-    yield database, commands
-    await client.close()
 
 
 def events(*seqs: int) -> list[dict]:
@@ -51,23 +21,74 @@ async def stored_seqs(db, run_id: str) -> list[int]:
     return [row["seq"] for row in await run_store.all_events(db, run_id=run_id)]
 
 
-async def test_a_conflicting_run_loses_its_own_events_from_the_taken_number_on_and_no_others(db):
-    await run_store.append_events(db, run_id="taken", events=events(1))  # another worker stored #1
+async def test_a_conflicting_run_loses_its_page_and_no_other_run_its_own(db):
+    await run_store.append_events(db, run_id="taken", events=events(0))  # another worker stored #0
     conflicted = await run_store.append_batches(db, [("first", events(0, 1, 2)), ("taken", events(0, 1, 2)),
                                                      ("last", events(0, 1))])
     assert conflicted == {"taken"}
     assert await stored_seqs(db, "first") == [0, 1, 2]
-    assert await stored_seqs(db, "taken") == [0, 1]  # #0 of this batch, #1 of the other worker; not #2
+    assert await stored_seqs(db, "taken") == [0]  # the other worker's #0; nothing of this batch
     assert await stored_seqs(db, "last") == [0, 1]
-    assert [r["data"]["content"] for r in await run_store.all_events(db, run_id="taken")] == ["#0", "#1"]
+
+
+async def test_a_batch_is_one_document_and_reads_back_event_by_event(counted):
+    db, commands = counted
+    await run_store.append_events(db, run_id="r", events=events(0, 1, 2))
+    await run_store.append_events(db, run_id="r", events=events(3, 4))
+    assert await db.run_events.count_documents({"runId": "r"}) == 2
+    assert [r["data"]["content"] for r in await run_store.all_events(db, run_id="r")] == ["#0", "#1", "#2", "#3", "#4"]
+    assert [r["seq"] for r in await run_store.events_after(db, run_id="r", after=1)] == [2, 3, 4]
+    assert [r["seq"] for r in await run_store.events_after(db, run_id="r", after=2)] == [3, 4]
+    assert await run_store.events_after(db, run_id="r", after=4) == []
+    assert await run_store.last_seq(db, run_id="r") == 4
+
+
+async def test_a_fence_keeps_the_earlier_execution_from_storing_more(db):
+    await run_store.append_events(db, run_id="r", events=events(0, 1, 2))
+    assert await run_store.fence_events(db, run_id="r") == 2
+    # The earlier execution's next page starts where its last ended: it is refused, whatever its length.
+    conflicted = await run_store.append_batches(db, [("r", events(3, 4, 5, 6))])
+    assert conflicted == {"r"}
+    # The execution that fenced it numbers its events past the fence (the engine leaves a gap).
+    await run_store.append_events(db, run_id="r", events=events(260, 261))
+    assert await stored_seqs(db, "r") == [0, 1, 2, 260, 261]
+    assert [r["seq"] for r in await run_store.events_after(db, run_id="r", after=2)] == [260, 261]
+
+
+async def test_a_fence_goes_after_a_page_stored_while_it_was_being_put_up(db):
+    await run_store.append_events(db, run_id="r", events=events(0))
+    await db.run_events.insert_one({"runId": "r", "seq": 1, "last": 1, "events": []})  # a fence another worker put up
+    await run_store.append_events(db, run_id="r", events=events(2, 3))  # written by a third, after that one
+    assert await run_store.fence_events(db, run_id="r") == 3
+    assert await run_store.append_batches(db, [("r", events(4))]) == {"r"}
+
+
+async def test_events_are_voided_inside_their_pages(db):
+    await run_store.append_events(db, run_id="r", events=events(0, 1, 2))
+    await run_store.append_events(db, run_id="r", events=events(3, 4))
+    await run_store.mark_void(db, run_id="r", seqs=[2, 3])
+    assert [(r["seq"], r.get("void", False)) for r in await run_store.all_events(db, run_id="r")] == [
+        (0, False), (1, False), (2, True), (3, True), (4, False)]
+
+
+async def test_events_stored_a_document_each_before_pages_read_as_ever(db):
+    await db.run_events.insert_many([{"runId": "old", "seq": s, "event": "chunk", "data": {"content": f"#{s}"},
+                                      "origin": None} for s in range(3)])
+    await db.migrations.delete_many({})
+    await run_store.migrate_events(db)
+    await run_store.mark_void(db, run_id="old", seqs=[1])
+    assert [(r["seq"], r.get("void", False)) for r in await run_store.all_events(db, run_id="old")] == [
+        (0, False), (1, True), (2, False)]
+    assert [r["seq"] for r in await run_store.events_after(db, run_id="old", after=0)] == [1, 2]
+    assert await run_store.fence_events(db, run_id="old") == 2
 
 
 async def test_writes_that_come_together_are_sent_together(counted):
     db, commands = counted
-    batches = BatchStore(db)
-    await asyncio.gather(*(batches.write(f"run{i}", events(0, 1), [usage(f"m{i}")]) for i in range(10)))
+    await asyncio.gather(*(run_store.store_batch(db, run_id=f"run{i}", events=events(0, 1), usage=[usage(f"m{i}")])
+                           for i in range(10)))
     assert commands.sent.count(("insert", "run_events")) == 1
-    assert commands.sent.count(("insert", "run_usage")) == 1
+    assert commands.sent.count(("insert", "run_usage")) == 0  # each run's usage rows ride in its page
     for i in range(10):
         assert await stored_seqs(db, f"run{i}") == [0, 1]
         assert [u["model"] for u in await run_store.list_usage(db, run_id=f"run{i}")] == [f"m{i}"]
@@ -75,21 +96,28 @@ async def test_writes_that_come_together_are_sent_together(counted):
 
 async def test_a_write_that_comes_while_one_is_in_flight_goes_in_the_next_command(counted):
     db, commands = counted
-    batches = BatchStore(db)
-    first = asyncio.create_task(batches.write("a", events(0), []))
+    first = asyncio.create_task(run_store.store_batch(db, run_id="a", events=events(0), usage=[]))
     await asyncio.sleep(0)  # the first is being sent
-    await asyncio.gather(first, batches.write("b", events(0), []), batches.write("c", events(0), []))
+    await asyncio.gather(first, *(run_store.store_batch(db, run_id=r, events=events(0), usage=[]) for r in "bc"))
     assert commands.sent.count(("insert", "run_events")) == 2
     assert [await stored_seqs(db, r) for r in "abc"] == [[0], [0], [0]]
 
 
 async def test_only_the_run_whose_numbers_were_taken_sees_the_conflict(db):
     await run_store.append_events(db, run_id="taken", events=events(0))
-    batches = BatchStore(db)
-    results = await asyncio.gather(batches.write("taken", events(0, 1), [usage("lost")]),
-                                   batches.write("fine", events(0, 1), [usage("kept")]), return_exceptions=True)
+    results = await asyncio.gather(run_store.store_batch(db, run_id="taken", events=events(0, 1), usage=[usage("lost")]),
+                                   run_store.store_batch(db, run_id="fine", events=events(0, 1), usage=[usage("kept")]),
+                                   return_exceptions=True)
     assert isinstance(results[0], run_store.EventConflict)
     assert results[1] is None
     assert await stored_seqs(db, "taken") == [0]
     assert await run_store.list_usage(db, run_id="taken") == []  # a run that lost its numbers bills nothing here
     assert [u["model"] for u in await run_store.list_usage(db, run_id="fine")] == ["kept"]
+
+
+async def test_usage_that_comes_without_events_is_stored_on_its_own_and_read_with_the_rest(db):
+    await run_store.store_batch(db, run_id="r", events=events(0), usage=[usage("a")])
+    await run_store.store_batch(db, run_id="r", events=[], usage=[usage("b")])
+    await run_store.store_batch(db, run_id="r", events=events(1), usage=[usage("c")])
+    assert [u["model"] for u in await run_store.list_usage(db, run_id="r")] == ["a", "b", "c"]
+    assert await db.run_usage.count_documents({"runId": "r"}) == 1

@@ -18,6 +18,7 @@ from pymongo.database import Database
 from core.embedded import free_port
 from runs.checkpoints import COLLECTION, namespaces, read_saved, survives
 from runs.engine import origin_of
+from store.runs import page_events
 from tests.support.sse import SseEvent, iter_sse
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,7 +97,8 @@ def wait_until_saved(db: Database, run_id: str, ids: Iterable[str], timeout: flo
     seqs = [int(i) for i in ids]
     deadline = time.monotonic() + timeout
     while True:
-        origins = [origin_of(row) for row in db.run_events.find({"runId": run_id, "seq": {"$in": seqs}})]
+        rows = page_events(db.run_events.find({"runId": run_id}).sort("seq", 1))
+        origins = [origin_of(row) for row in rows if row["seq"] in seqs]
         saved = read_saved(db[COLLECTION], run_id, namespaces(o for o in origins if o is not None))
         if len(origins) == len(seqs) and all(survives(origin, saved) for origin in origins):
             return
