@@ -99,6 +99,7 @@ def run_error(error: dict[str, Any], *, run_id: str | None = None) -> ApiError:
 SERVICE_STATUSES: dict[type[service_errors.ServiceError], int] = {
     service_errors.InvalidRequest: 400,
     service_errors.PaymentRequired: 402,
+    service_errors.Forbidden: 403,
     service_errors.NotFound: 404,
     service_errors.Conflict: 409,
     service_errors.Unprocessable: 422,

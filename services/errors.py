@@ -29,6 +29,12 @@ class InvalidRequest(ServiceError):
     code = "invalid_request"
 
 
+class Forbidden(ServiceError):
+    """The key may not do this: it is read-only, lacks the scope, or is not the run's owner's."""
+
+    code = "forbidden"
+
+
 class NotFound(ServiceError):
     """No such thing for this caller (what it may not see is not found either)."""
 

@@ -23,6 +23,7 @@ from runs import RunEngine
 from runs.modes.panel import response_model
 from services import panel as panel_service
 from services.panel import ChatCompletionRequest
+from services.progress import progress_line
 
 router = APIRouter(tags=["chat"])
 
@@ -63,21 +64,6 @@ def _error_event(err: ApiError) -> ServerSentEvent:
     return _data({"error": {"message": err.message, "type": err.type, "code": err.code, **err.extra}})
 
 
-def _progress(kind: str, event: dict[str, Any]) -> str | None:
-    """An SSE comment line for a progress event of the run, or None for events that are not progress."""
-    if kind == "panelists":
-        return "panel: " + ", ".join(event["models"])
-    if kind == "panelist":
-        if event["success"]:
-            return f"panelist {event['model']} answered in {event['latencyMs']} ms ({event['tokens']} tokens)"
-        return f"panelist {event['model']} failed: {event['error']} ({event.get('detail', '')})"
-    if kind == "answering":
-        return f"{event['role']} {event['model']} is answering"
-    if kind == "fallback":
-        return f"{event['role']} {event['model']} failed: {event['error']} ({event['detail']}); trying the next one"
-    return None
-
-
 def stream_response(engine: RunEngine, record: dict, headers: dict[str, str]) -> EventSourceResponse:
     """Relay the run's events as `chat.completion.chunk` events and progress comments.
 
@@ -115,7 +101,7 @@ def stream_response(engine: RunEngine, record: dict, headers: dict[str, str]) ->
                 else:
                     if event.event == "answering" and plan["mode"] != "panel":
                         model = data["model"]
-                    if line := _progress(event.event, data):
+                    if line := progress_line("panel", event.event, data):
                         yield ServerSentEvent(comment=line)
 
     async def cancel_unfinished() -> None:
