@@ -121,6 +121,23 @@ def service_error(exc: service_errors.ServiceError) -> ApiError:
     return ApiError(status, exc.message, code=code, headers=headers, extra=dict(exc.details))
 
 
+INTERNAL_ERROR = "Internal error: the server log has the cause"
+
+
+def failure_error(exc: Exception) -> ApiError:
+    """The error for an exception that reached the edge of Parley (a route, an MCP tool): what it says itself (an
+    `ApiError`, a service's refusal), the database unreachable (503), or anything else (500, its cause logged)."""
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, service_errors.ServiceError):
+        return service_error(exc)
+    if isinstance(exc, ConnectionFailure):
+        log.error("database unreachable: %s", exc)
+        return ApiError(503, "Database unavailable: " + str(exc).split(",")[0], code="database_unavailable")
+    log.error("unexpected failure", exc_info=exc)
+    return ApiError(500, INTERNAL_ERROR, code="internal_error")
+
+
 def error_body(path: str, err: ApiError) -> dict[str, Any]:
     """Render `err` in the shape of the API family `path` belongs to."""
     code = err.code or default_code(err.status)
@@ -179,11 +196,8 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         # Starlette calls this for anything no other handler took, then re-raises it for the server's log.
-        err = ApiError(500, "Internal error: the server log has the cause", code="internal_error")
-        return error_response(request, err)
+        return error_response(request, ApiError(500, INTERNAL_ERROR, code="internal_error"))
 
     @app.exception_handler(ConnectionFailure)
     async def _db_down(request: Request, exc: ConnectionFailure) -> JSONResponse:
-        log.error("database unreachable: %s", exc)
-        err = ApiError(503, "Database unavailable: " + str(exc).split(",")[0], code="database_unavailable")
-        return error_response(request, err)
+        return error_response(request, failure_error(exc))

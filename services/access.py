@@ -74,24 +74,25 @@ def is_admin(principal: Principal) -> bool:
     return "admin" in principal.scopes
 
 
-def check_scope(principal: Principal, scope: str, *, write: bool = False) -> None:
+def check_scope(principal: Principal, scope: str | None, *, write: bool = False) -> None:
     """Let the key use `scope`, or raise.
 
     Args:
         principal: the caller.
-        scope: the capability asked for (`debate`, `chat`, `conversations`, `workflows`).
-        write: it creates, runs or deletes something, which a `readonly` key may not do.
+        scope: the capability asked for (`debate`, `chat`, `conversations`, `workflows`); None for what every key
+            may do (read the runs it may see; a write, such as a cancel, with a key that is not read-only).
+        write: it creates, runs, stops or deletes something, which a `readonly` key may not do.
 
     Raises:
         Forbidden: `read_only_key` for a write with a read-only key, `scope_denied` for a key without the scope.
     """
     if write and principal.readonly and not is_admin(principal):
         raise Forbidden("This key is read-only", code="read_only_key")
-    if not (principal.allows(scope) or (not write and principal.readonly)):
+    if scope is not None and not (principal.allows(scope) or (not write and principal.readonly)):
         raise Forbidden(f"This key lacks the '{scope}' scope", code="scope_denied")
 
 
-def may_use(principal: Principal, scope: str, *, write: bool = False) -> bool:
+def may_use(principal: Principal, scope: str | None, *, write: bool = False) -> bool:
     """Whether `check_scope` lets the key use `scope`."""
     try:
         check_scope(principal, scope, write=write)
