@@ -36,11 +36,12 @@ def _bullets(title: str, items: Iterable[Any] | None) -> list[str]:
 
 def _duel(record: dict, events: list[Event]) -> list[str]:
     lines: list[str] = []
-    turn = 0
+    turn, names = 0, {}
     for event in events:
         data = event.data
         if event.event == "init":
             user, opponent = data["userProfile"], data["opponentProfile"]
+            names = {"user": user["name"], "opponent": opponent["name"]}
             lines += [f"**{user['name']}** (you) against **{opponent['name']}**"
                       + (f", {opponent['title']}" if opponent.get("title") else "") + ".", ""]
         elif event.event == "message":
@@ -49,7 +50,9 @@ def _duel(record: dict, events: list[Event]) -> list[str]:
                 lines += [f"## Round {(turn + 1) // 2}", ""]
             lines += [f"**{data['name']}:**", "", _quote(data["content"]), ""]
         elif event.event == "synthesis":
-            lines += ["## Verdict", "", f"**Winner:** {data.get('winner')}", ""]
+            winner = data.get("winner")
+            lines += ["## Verdict", "", f"**Winner:** {names[winner]} ({winner})" if winner in names
+                      else "**Winner:** none (a tie)", ""]
             if data.get("winnerReason"):
                 lines += [data["winnerReason"], ""]
             if data.get("conclusion"):
