@@ -45,7 +45,7 @@ from graphs.panel.steps import PanelContext, _arbitrators, arbitrate_panel, pane
 
 __all__ = [
     "DEFAULT_ANSWER_RULE", "DEFAULT_RULE", "JUDGES", "MIN_RANK_ANSWERS", "REVIEWS", "RULES", "RuleError",
-    "arbitrate_by_rule", "check_rule", "count_ranks", "decide", "judge_answer", "panelist_instructions",
+    "arbitrate_by_rule", "check_rule", "chosen_text", "count_ranks", "decide", "judge_answer", "panelist_instructions",
     "pick_best", "review_answers", "vote",
 ]
 
@@ -147,6 +147,14 @@ def undecided(decision: dict[str, Any], reason: str) -> dict[str, Any]:
     decision = {**decision, "decidedBy": "arbitrator", "reason": reason}
     emit({"event": "decision", **decision})
     return {"decision": decision}
+
+
+def chosen_text(answer: str, decision: dict[str, Any] | None) -> str:
+    """A debate's answer without the note its rule added: the chosen answer as its panelist wrote it (the
+    arbitrator's answer, which has no note, as it is)."""
+    if not decision or decision.get("decidedBy") == "arbitrator":
+        return answer
+    return answer.rsplit(prompts.NOTE_SEPARATOR, 1)[0]
 
 
 def after_decision(state: dict[str, Any]) -> Literal["arbitrate", "__end__"]:
