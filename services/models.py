@@ -11,8 +11,9 @@ chat completions answer with directly.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any, Literal
 
+from pydantic import BaseModel, ConfigDict, Field
 from pymongo.asynchronous.database import AsyncDatabase
 
 from core.settings import Settings
@@ -24,6 +25,56 @@ from services.routers import SELF_MOA_PREFIX, load_router, routers_of, self_moa_
 
 ROUTER_PREFIX = "router/"
 OWNER = "parley"  # `owned_by` of the routers: Parley serves them, whoever's models they seat
+
+
+# --- the wire shape -------------------------------------------------------------------------
+
+
+class RouterMetadata(BaseModel):
+    """What a request to a router (`router/<id>`, `self-moa/<model>`) does."""
+
+    kind: Literal["router"]
+    preset: bool = Field(description="Built in (`router/debate`, a Self-MoA preset) rather than stored.")
+    debate: bool = Field(description="Debates every request unless it says `debate: false`.")
+    models: list[str] = Field(description="The fallback list, in order.")
+    panel: list[str] | None = Field(description="The panelists a debate seats; null when the models cannot fill "
+                                                "a panel of distinct families.")
+    panelSize: int | None = Field(description="Panelists of a debate.")
+    allowSameFamily: bool = Field(description="Seats its families cannot fill are filled by resampling.")
+    arbitrator: str | None = Field(description="The arbitrator (and judge) asked first.")
+    independentArbitrator: bool = Field(description="Whether that arbitrator's family is outside the panel's.")
+    rule: str = Field(description="How a debate decides: synthesis, vote, rank or best-of-n.")
+    answerRule: str | None = Field(description="How `vote` reads answers (null: exact).")
+
+
+class PlainMetadata(BaseModel):
+    """A model chat completions answer with directly."""
+
+    kind: Literal["model"]
+    family: str = Field(description="Its family (`model_family`): panels seat distinct ones.")
+
+
+class Model(BaseModel):
+    """One entry of `/v1/models`, in OpenAI's shape plus Parley's `metadata`."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str = Field(description="What `model` of a chat completion takes: `router/<id>`, `self-moa/<model>` or "
+                                "`provider:model`.")
+    object: Literal["model"] = "model"
+    created: int = Field(description="Unix seconds; 0 for what is built in or configured.")
+    owned_by: str = Field(description="`parley` for a router, else the model's provider.")
+    metadata: Annotated[RouterMetadata | PlainMetadata, Field(discriminator="kind")]
+
+
+class ModelList(BaseModel):
+    """`GET /v1/models`: OpenAI's list shape."""
+
+    object: Literal["list"] = "list"
+    data: list[Model]
+
+
+# --- building it ----------------------------------------------------------------------------
 
 
 def _created(router: dict[str, Any]) -> int:
