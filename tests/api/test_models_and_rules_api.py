@@ -7,46 +7,14 @@ import httpx
 import openai
 import pytest
 
-from api.main import create_app
 from nodes.arbitrate import ANSWER_LETTERS
 from nodes.rank import review_orders
-from tests.support.servers import ServerThread
+# The panel's fixtures and preset: PANEL, and ARBITRATOR of a panelist's family (claude-opus-4-5).
+from tests.api.test_panel_api import ARBITRATOR, PANEL, api, client, key, meta, server  # noqa: F401
 
-PANEL = ["openai:gpt-5", "anthropic:claude-sonnet-4-5", "google:gemini-2.5-pro"]
-NAMES = ["gpt-5", "claude-sonnet-4-5", "gemini-2.5-pro"]
-ARBITRATOR = "anthropic:claude-opus-4-5"  # the preset's: of a panelist's family
+NAMES = [model.split(":", 1)[1] for model in PANEL]
 OUTSIDER = "meta:llama-4-maverick"
 QUESTION = [{"role": "user", "content": "How many legs do two spiders have?"}]
-
-
-@pytest.fixture
-def server(parley_env):
-    parley_env.parley_debate_models = list(PANEL)
-    parley_env.parley_arbitrator_model = ARBITRATOR
-    with ServerThread(create_app(parley_env)) as running:
-        yield running
-
-
-@pytest.fixture
-def key(server, make_key, sync_db):
-    sync_db.workspaces.insert_one({"_id": "ws1", "creditUsd": 10.0})
-    return make_key(["chat", "admin"])
-
-
-@pytest.fixture
-def client(server, key):
-    with openai.OpenAI(base_url=server.url + "/v1", api_key=key, max_retries=0, timeout=30) as sdk:
-        yield sdk
-
-
-@pytest.fixture
-def api(server, key):
-    with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key}"}, timeout=30) as http:
-        yield http
-
-
-def meta(response) -> dict:
-    return response.model_extra["_meta"]
 
 
 def answer_panel(llm, *replies: str) -> None:

@@ -14,6 +14,7 @@ from llm.factory import ModelFactory
 from nodes.arbitrate import ANSWER_LETTERS
 from nodes.prompts import answers as answer_prompts
 from nodes.rank import review_orders
+from tests.graphs.test_panel_graph import collect
 
 PANEL = ["openai:gpt-5", "anthropic:claude-sonnet-4-5", "google:gemini-2.5-pro"]
 NAMES = ["gpt-5", "claude-sonnet-4-5", "gemini-2.5-pro"]
@@ -28,16 +29,6 @@ def ctx(parley_env) -> PanelContext:
 
 def debate(rule: str, **extra: Any) -> dict[str, Any]:
     return {"messages": QUESTION, "models": PANEL, "arbitrators": [ARBITRATOR], "rule": rule, **extra}
-
-
-async def collect(state: dict[str, Any], context: PanelContext) -> tuple[dict, list[dict]]:
-    result, events = {}, []
-    async for kind, data in graph.astream(state, context=context, stream_mode=["custom", "values"]):
-        if kind == "values":
-            result = data
-        else:
-            events.append(data)
-    return result, events
 
 
 def answer_panel(llm, *replies: str) -> None:
