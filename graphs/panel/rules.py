@@ -36,9 +36,9 @@ from nodes.answers import AnswerRule, majority_answer, parse_rule
 from nodes.arbitrate import content_text
 from nodes.events import emit, event_writer
 from nodes.fan_out import FanOut
-from nodes.judge import JUDGE_RETRY, abstention, agreed_winner, judge_answers, judge_both_orders
+from nodes.judge import abstention, agreed_winner, judge_answers, judge_both_orders
 from nodes.prompts import decide as prompts
-from nodes.rank import REVIEW_RETRY, ReviewTask, borda, public_review, review, review_failure, review_orders
+from nodes.rank import ReviewTask, borda, public_review, review, review_failure, review_orders
 from nodes.speak import chunk_event
 
 from graphs.panel.steps import PanelContext, _arbitrators, arbitrate_panel, panel_context
