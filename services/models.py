@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pymongo.asynchronous.database import AsyncDatabase
 
+from core.limits import DEFAULT_PANEL_SIZE, MAX_PANEL_SIZE, MIN_PANEL_SIZE
 from core.settings import Settings
 from llm.families import independent_first, model_family
 from llm.providers import DEFAULT_PROVIDER, split_model_id
@@ -39,7 +40,7 @@ class RouterMetadata(BaseModel):
     models: list[str] = Field(description="The fallback list, in order.")
     panel: list[str] | None = Field(description="The panelists a debate seats; null when the models cannot fill "
                                                 "a panel of distinct families.")
-    panelSize: int | None = Field(description="Panelists of a debate.")
+    panelSize: int = Field(ge=MIN_PANEL_SIZE, le=MAX_PANEL_SIZE, description="Panelists of a debate.")
     allowSameFamily: bool = Field(description="Seats its families cannot fill are filled by resampling.")
     arbitrator: str | None = Field(description="The arbitrator (and judge) asked first.")
     independentArbitrator: bool = Field(description="Whether that arbitrator's family is outside the panel's.")
@@ -105,7 +106,7 @@ def router_model(router: dict[str, Any], settings: Settings) -> dict[str, Any]:
             "debate": router.get("debate", False),
             "models": list(router["models"]),
             "panel": panel,
-            "panelSize": router.get("panel_size"),
+            "panelSize": router.get("panel_size") or DEFAULT_PANEL_SIZE,
             "allowSameFamily": router.get("allow_same_family", False),
             "arbitrator": arbitrators[0] if arbitrators else None,
             "independentArbitrator": independent,

@@ -1920,7 +1920,7 @@ export interface components {
              * Panelsize
              * @description Panelists of a debate.
              */
-            panelSize: number | null;
+            panelSize: number;
             /**
              * Allowsamefamily
              * @description Seats its families cannot fill are filled by resampling.
