@@ -31,6 +31,7 @@ from services.duel import DebateBody
 from services.errors import InvalidRequest, describe_validation
 from services.panel import ChatCompletionRequest, ChatMessage
 from services.progress import progress_line
+from services.routers import ANSWER_RULE_HELP, RULE_HELP, RuleName
 from services.runs import Kind, Status
 from store.conversations import MAX_TITLE_CHARS, MessageCreate
 
@@ -165,8 +166,8 @@ class AskPanel(BaseModel):
         description="A whole conversation, as chat completions take it, instead of `question`.")
     router: str = Field("debate", min_length=1, description="Which panel answers: `debate` (the preset) or a "
                                                             "router of the workspace (`GET /v1/routers`).")
-    rule: str | None = Field(None, description="How the panel decides for this request, instead of the router's "
-                                               "rule: chat completions' `rule` (docs/panel.md).")
+    rule: RuleName | None = Field(None, description=RULE_HELP + " The router's rule when omitted.")
+    answer_rule: str | None = Field(None, description=ANSWER_RULE_HELP)
     debate: bool | None = Field(None, description="Debate (panel, then an arbitrator) or not; the router's default "
                                                   "when omitted.")
     panel: bool | None = Field(None, description="Return every panelist's answer, labelled, without arbitration.")
@@ -184,7 +185,8 @@ class AskPanel(BaseModel):
         messages = ([m.model_dump(exclude_none=True) for m in self.messages] if self.messages
                     else [{"role": "user", "content": self.question}])
         body = {"model": f"router/{self.router}", "messages": messages,
-                **self.model_dump(include={"rule", "debate", "panel", "temperature", "max_tokens"}, exclude_none=True)}
+                **self.model_dump(include={"rule", "answer_rule", "debate", "panel", "temperature", "max_tokens"},
+                                   exclude_none=True)}
         try:
             return ChatCompletionRequest.model_validate(body)
         except ValidationError as exc:

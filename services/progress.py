@@ -45,6 +45,8 @@ LINES: dict[str, dict[str, Line]] = {
         "panelist": _panelist,
         "answering": lambda e: f"{e['role']} {e['model']} is answering",
         "fallback": lambda e: f"{e['role']} {e['model']} failed: {e['error']} ({e['detail']}); trying the next one",
+        "decision": lambda e: "rule {}: {}".format(
+            e["rule"], e.get("reason") or f"{e['decidedBy']} chose {e.get('winner') or e.get('model')}"),
     },
     "roundtable": {
         "round_start": lambda e: (f"round {e['roundNumber']} ({e['phase']}): "

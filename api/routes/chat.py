@@ -99,8 +99,8 @@ def stream_response(engine: RunEngine, record: dict, headers: dict[str, str]) ->
                 elif event.event == "cancelled":
                     yield _error_event(ApiError(499, data["message"], code="cancelled"))
                 else:
-                    if event.event == "answering" and plan["mode"] != "panel":
-                        model = data["model"]
+                    if event.event in ("answering", "decision") and plan["mode"] != "panel":
+                        model = data.get("model") or model  # who is about to answer, or whose answer was chosen
                     if line := progress_line("panel", event.event, data):
                         yield ServerSentEvent(comment=line)
 

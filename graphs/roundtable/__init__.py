@@ -60,6 +60,7 @@ class RoundTableOutput(TypedDict, total=False):
     rounds: list[dict[str, Any]]
     transcript: list[dict[str, Any]]
     memories: list[dict[str, Any]]
+    first_vote: dict[str, Any]  # with the context's `answer_rule`: the initial positions' majority
 
 
 class RoundTableState(RoundTableInput, RoundTableOutput, total=False):

@@ -1,9 +1,10 @@
 """Duel runs (seeds/duel-sse-api.md): the duel graph's events as the seed's SSE events, and the `debates` record.
 
-The debate id is the run id. The record is written `in_progress` before the run starts, the opponent
-and each message as they come (each event sent only once that write is stored), the synthesis and
-both verdicts with `completed` at the end. The record and the stored events are the duel's only
-durability: it saves no LangGraph checkpoints, and a resumed duel goes on from its last stored turn.
+The debate id is the run id. The record is written `in_progress` before the run starts; the opponent and
+each message are written once, as the run's `init` and `message` events, each sent only once it is stored
+(`Emit.durable`: a client that sees one can read it back, `store.debates.get_debate`); the opponent, the
+messages, the synthesis and both verdicts go into the record with its end. The stored events are the duel's
+only durability: it saves no LangGraph checkpoints, and a resumed duel goes on from its last stored turn.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ class DuelRun(ModeRun):
     def __init__(self, record: dict[str, Any], services: Any) -> None:
         super().__init__(record, services)
         self.speaking: str | None = None  # the turn under way, so a retried turn is announced once
+        self.opponent: dict[str, Any] | None = None  # what the debate's events have told so far
+        self.messages: list[dict[str, Any]] = []
 
     def graph(self, checkpointer: BaseCheckpointSaver | None) -> Pregel:
         return with_checkpointer(duel_graph, checkpointer)
@@ -56,9 +59,6 @@ class DuelRun(ModeRun):
 
     def graph_input(self) -> dict[str, Any]:
         return dict(self.input)
-
-    def _store(self, change, **fields: Any):
-        return partial(change, self.services.db, debate_id=self.run_id, **fields)
 
     def translate(self, mode: str, part: Any) -> Iterable[Emit]:
         kind = part.get("event")
@@ -70,12 +70,13 @@ class DuelRun(ModeRun):
         elif kind == "message":
             self.speaking = None
             message = {key: part[key] for key in ("role", "name", "content", "timestamp")}
-            yield Emit("message", message, self._store(store.append_message, message=message))
+            self.messages.append(message)
+            yield Emit("message", message, durable=True)
         elif kind == "opponent":
-            opponent = part["opponentProfile"]
+            self.opponent = part["opponentProfile"]
             yield Emit("init", {"id": self.run_id, "topic": self.input["topic"],
-                                "userProfile": self.input["user_profile"], "opponentProfile": opponent},
-                       self._store(store.set_opponent, opponent_profile=opponent))
+                                "userProfile": self.input["user_profile"], "opponentProfile": self.opponent},
+                       durable=True)
         elif kind == "synthesizing":
             yield Emit("synthesizing", {})
 
@@ -86,12 +87,9 @@ class DuelRun(ModeRun):
         if opening is None:
             return None
         told = [row for row in rows if row["event"] == "message"]
-        messages = [row["data"] for row in told]
-        # The record may hold a message whose event was not stored: it goes back to the stored ones.
-        await store.set_messages(self.services.db, debate_id=self.run_id, messages=messages)
+        self.opponent, self.messages = store.progress(rows)
         last = told[-1]["seq"] if told else opening["seq"]
-        graph_input = {**self.graph_input(), "opponent_profile": opening["data"]["opponentProfile"],
-                       "messages": messages}
+        graph_input = {**self.graph_input(), "opponent_profile": self.opponent, "messages": list(self.messages)}
         return graph_input, {row["seq"] for row in rows if row["seq"] <= last}
 
     async def completed(self, state: dict[str, Any], ledger: UsageLedger) -> Outcome:
@@ -102,19 +100,22 @@ class DuelRun(ModeRun):
         await self.settle(ledger)
         done = {"id": self.run_id, "topic": self.input["topic"], "messages": messages, "synthesis": synthesis}
         return Outcome("completed", [
-            Emit("synthesis", synthesis, self._store(store.complete_debate, synthesis=synthesis, verdicts=verdicts,
-                                                     messages=messages)),
+            Emit("synthesis", synthesis, partial(store.complete_debate, self.services.db, debate_id=self.run_id,
+                                                 opponent_profile=state.get("opponent_profile") or self.opponent,
+                                                 synthesis=synthesis, verdicts=verdicts, messages=messages)),
             Emit("done", done),
         ], result={"winner": synthesis.get("winner"), "messages": len(messages)})
 
     async def failed(self, exc: BaseException, ledger: UsageLedger) -> Outcome:
         error = exc.error if isinstance(exc, RunFailure) else {"message": describe_failure(exc), "status": 500}
         await self.settle(ledger)
-        await store.end_debate(self.services.db, debate_id=self.run_id, status=store.FAILED, error=error["message"])
+        await store.end_debate(self.services.db, debate_id=self.run_id, status=store.FAILED, error=error["message"],
+                               opponent_profile=self.opponent, messages=self.messages)
         event = {"message": error["message"], **({"code": error["code"]} if error.get("code") else {})}
         return Outcome("failed", [Emit("error", event)], error=error)
 
     async def cancelled(self, ledger: UsageLedger) -> Outcome:
         await self.settle(ledger)
-        await store.end_debate(self.services.db, debate_id=self.run_id, status=store.CANCELLED, error=CANCELLED)
+        await store.end_debate(self.services.db, debate_id=self.run_id, status=store.CANCELLED, error=CANCELLED,
+                               opponent_profile=self.opponent, messages=self.messages)
         return Outcome("cancelled", [Emit("cancelled", {"message": CANCELLED})])
