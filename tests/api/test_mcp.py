@@ -83,9 +83,13 @@ async def test_no_key_or_an_unknown_key_is_401(parley, http):
     resp = http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
     assert resp.status_code == 401 and resp.headers["www-authenticate"] == "Bearer"
     assert resp.json() == {"error": "Unauthorized", "code": "invalid_api_key"}
-    with pytest.raises(MCPError, match="Server returned an error response"):  # the SDK's words for a 401
+    with pytest.raises(BaseException) as refused:
         async with http_client(parley.url, "pk_not_a_key") as client:
             await client.list_tools()
+    cause = refused.value
+    while isinstance(cause, BaseExceptionGroup):  # raised in the client's task group
+        cause = cause.exceptions[0]
+    assert isinstance(cause, MCPError) and cause.message == "Server returned an error response"  # the SDK's 401
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
@@ -119,8 +123,8 @@ async def test_ask_panel_asks_a_router_and_answers_with_the_arbitrators_answer_a
     key = make_key(["chat"])
     progress = Progress()
     async with http_client(parley.url, key) as client:
-        result = await client.call_tool("ask_panel", {"question": "Explain the CAP theorem", "router": "debate",
-                                                      "rule": "synthesis"}, progress_callback=progress)
+        result = await client.call_tool("ask_panel", {"question": "Explain the CAP theorem", "router": "debate"},
+                                        progress_callback=progress)
     assert not result.is_error, result.content
     data = result.structured_content
     assert data["answer"] == result.content[0].text == "Consistency, availability, partition tolerance: pick two."
@@ -128,10 +132,33 @@ async def test_ask_panel_asks_a_router_and_answers_with_the_arbitrators_answer_a
     assert data["_meta"]["routerMode"] == "debate" and len(data["_meta"]["debate"]["panelists"]) == 3
     assert progress.messages[0] == "panel: " + ", ".join(PANEL)
     assert sum(message.startswith("panelist ") for message in progress.messages) == 3
-    assert progress.messages[-1] == f"arbitrator {ARBITRATOR} is answering"
+    assert progress.messages[-2:] == [f"arbitrator {ARBITRATOR} is answering",
+                                      f"rule synthesis: arbitrator chose {ARBITRATOR}"]
     run = await run_record(parley.url, key, data["runId"])
     assert run["kind"] == "panel" and run["status"] == "completed"
     assert run["input"]["graph"]["messages"] == [{"role": "user", "content": "Explain the CAP theorem"}]
+
+
+async def test_ask_panel_passes_its_rule_to_the_chat_completion(parley, http, make_key, llm, sync_db):
+    sync_db.workspaces.insert_one({"_id": "ws1", "creditUsd": 10.0})
+    for model, reply in zip(("gpt-5", "claude-sonnet-4-5", "gemini-2.5-pro"), ("8 + 8.\nAnswer: 16", "Answer: 16",
+                                                                              "Answer: 14")):
+        llm.script(model=model, reply=reply)
+    key = make_key(["chat"])
+    progress = Progress()
+    async with http_client(parley.url, key) as client:
+        voted = await client.call_tool("ask_panel", {"question": "What is 8 + 8?", "rule": "vote",
+                                                     "answer_rule": "number"}, progress_callback=progress)
+        unknown = await client.call_tool("ask_panel", {"question": "What is 8 + 8?", "rule": "majority"})
+    meta = voted.structured_content["_meta"]
+    assert meta["rule"] == "vote" and meta["decision"]["answer"] == "16" and meta["decision"]["decidedBy"] == "majority"
+    assert voted.structured_content["answer"].startswith("8 + 8.\nAnswer: 16")
+    assert progress.messages[-1].startswith("rule vote: ")
+    assert not any(r["model"] == "claude-opus-4-5" for r in llm.requests)  # a vote needs no arbitrator
+    by_http = http.post("/v1/chat/completions", headers=auth(key), json={
+        "model": "router/debate", "messages": [{"role": "user", "content": "What is 8 + 8?"}], "rule": "majority"})
+    assert unknown.is_error and unknown.structured_content["code"] == by_http.json()["error"]["code"] == "invalid_rule"
+    assert unknown.content[0].text == by_http.json()["error"]["message"]
 
 
 async def test_refusals_are_tool_errors_with_the_http_apis_messages(parley, http, make_key, sync_db, llm):
