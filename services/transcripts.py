@@ -43,7 +43,7 @@ def _duel(record: dict, events: list[Event]) -> list[str]:
             user, opponent = data["userProfile"], data["opponentProfile"]
             names = {"user": user["name"], "opponent": opponent["name"]}
             lines += [f"**{user['name']}** (you) against **{opponent['name']}**"
-                      + (f", {opponent['title']}" if opponent.get("title") else "") + ".", ""]
+                      + (f", {opponent['title'].rstrip('.')}" if opponent.get("title") else "") + ".", ""]
         elif event.event == "message":
             turn += 1
             if data["role"] == "user":
