@@ -187,6 +187,7 @@ class McpEndpoint:
             try:
                 access.check_scope(call.principal, tool.scope, write=tool.write)
                 answer = await tool.run(call, tool.arguments(params.arguments or {}))
+                data = tool.output.model_validate(answer.data).model_dump(mode="json", by_alias=True)
             except Exception as exc:  # every failure is the tool's error, worded as the HTTP API words it
                 return error_result(failure_error(exc), run_id=getattr(exc, "run_id", None))
             finally:
@@ -195,7 +196,6 @@ class McpEndpoint:
                     self.calls.pop((call.principal.key_id, str(ctx.request_id)), None)
         if cancellable.cancelled_caught:  # by the client's notification: nobody reads this answer
             return error_result(ApiError(499, "The call was cancelled", code="cancelled"))
-        data = tool.output.model_validate(answer.data).model_dump(mode="json", by_alias=True)
         return CallToolResult(content=[TextContent(type="text", text=answer.text)], structured_content=data,
                               _meta={"parley/runId": answer.run_id} if answer.run_id else None)
 

@@ -7,44 +7,23 @@ from __future__ import annotations
 import json
 
 import anyio
-import httpx
 import pytest
 from mcp import MCPError
 
-from api.main import create_app
+# The panel tests' Parley and preset: PANEL, and ARBITRATOR of a panelist's family.
+from tests.api.test_panel_api import ARBITRATOR, PANEL, server  # noqa: F401
+from tests.api.test_runs_api import WORKFLOW, auth
 from tests.support.duel import script_duel
 from tests.support.mcp import Progress, http_client, latest_run, run_record, until, until_status
-from tests.support.servers import ServerThread
 
 EVERY_TOOL = ["duel", "ask_panel", "roundtable_ask", "run_workflow", "get_run", "list_runs", "cancel_run"]
 DUEL = {"topic": "Should remote work be the default?", "userProfile": {"name": "Ada"}, "rounds": 2}
-PANEL = ["openai:gpt-5", "anthropic:claude-sonnet-4-5", "google:gemini-2.5-pro"]
-ARBITRATOR = "anthropic:claude-opus-4-5"
-WORKFLOW = {
-    "version": 1, "name": "One answer",
-    "state": {"question": {"type": "string", "required": True}, "answer": {"type": "string"}},
-    "nodes": [{"id": "answer", "type": "llm", "inputs": {"prompt": "{question}"}, "output_key": "answer"}],
-    "edges": [], "entry": "answer", "finish": ["answer"],
-}
 
 
 @pytest.fixture
-def parley(parley_env):
-    """Parley with a known debate panel and arbitrator (the scripted server answers every model)."""
-    parley_env.parley_debate_models = list(PANEL)
-    parley_env.parley_arbitrator_model = ARBITRATOR
-    with ServerThread(create_app(parley_env)) as running:
-        yield running
-
-
-@pytest.fixture
-def http(parley):
-    with httpx.Client(base_url=parley.url, timeout=30) as client:
-        yield client
-
-
-def auth(key: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}
+def parley(server):
+    """Parley with the panel tests' preset (PANEL, ARBITRATOR), served over HTTP."""
+    return server
 
 
 async def test_the_keys_scopes_decide_which_tools_are_listed(parley, make_key):

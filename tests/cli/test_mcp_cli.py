@@ -14,25 +14,21 @@ import httpx
 import pytest
 from mcp import Client, MCPError
 
-from api.main import create_app
+# The panel tests' Parley and preset: PANEL, and ARBITRATOR of a panelist's family.
+from tests.api.test_panel_api import ARBITRATOR, PANEL, server  # noqa: F401
 from tests.support.duel import script_duel
 from tests.support.mcp import ROOT, Progress, latest_run, stdio_server, until, until_status
-from tests.support.servers import ServerThread
 
 DUEL = {"topic": "Should remote work be the default?", "userProfile": {"name": "Ada"}, "rounds": 1}
-PANEL = ["openai:gpt-5", "anthropic:claude-sonnet-4-5", "google:gemini-2.5-pro"]
-ARBITRATOR = "anthropic:claude-opus-4-5"
 # Pinned: the version whose output docs/mcp.md shows. It installs from npm without a browser (about 20 s the first
 # time, then from npm's cache).
 INSPECTOR = "@modelcontextprotocol/inspector@2.12.0"
 
 
 @pytest.fixture
-def parley(parley_env):
-    parley_env.parley_debate_models = list(PANEL)
-    parley_env.parley_arbitrator_model = ARBITRATOR
-    with ServerThread(create_app(parley_env)) as running:
-        yield running
+def parley(server):
+    """Parley with the panel tests' preset (PANEL, ARBITRATOR), served over HTTP."""
+    return server
 
 
 async def test_parley_mcp_serves_the_keys_tools_over_stdio_with_progress_and_results(parley, make_key, llm,
