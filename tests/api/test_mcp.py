@@ -104,6 +104,7 @@ async def test_ask_panel_asks_a_router_and_answers_with_the_arbitrators_answer_a
     async with http_client(parley.url, key) as client:
         result = await client.call_tool("ask_panel", {"question": "Explain the CAP theorem", "router": "debate"},
                                         progress_callback=progress)
+        transcript = (await client.read_resource(f"parley://runs/{result.structured_content['runId']}")).contents[0]
     assert not result.is_error, result.content
     data = result.structured_content
     assert data["answer"] == result.content[0].text == "Consistency, availability, partition tolerance: pick two."
@@ -116,6 +117,8 @@ async def test_ask_panel_asks_a_router_and_answers_with_the_arbitrators_answer_a
     run = await run_record(parley.url, key, data["runId"])
     assert run["kind"] == "panel" and run["status"] == "completed"
     assert run["input"]["graph"]["messages"] == [{"role": "user", "content": "Explain the CAP theorem"}]
+    assert transcript.text.count("### ") == 3 and f"## Answer ({ARBITRATOR})" in transcript.text
+    assert transcript.text.rstrip().endswith("Consistency, availability, partition tolerance: pick two.")
 
 
 async def test_ask_panel_passes_its_rule_to_the_chat_completion(parley, http, make_key, llm, sync_db):
@@ -217,6 +220,7 @@ async def test_roundtable_ask_opens_a_conversation_or_asks_in_one(parley, http, 
         conversation = first.structured_content["conversationId"]
         again = await client.call_tool("roundtable_ask", {"question": "And in Nantes?",
                                                           "conversationId": conversation})
+        transcript = (await client.read_resource(f"parley://runs/{first.structured_content['runId']}")).contents[0]
     data = first.structured_content
     assert {"summary", "recommendedAction"} <= set(data["synthesis"]) and data["totalRounds"] >= 1
     assert first.content[0].text.startswith(data["synthesis"]["summary"])
@@ -224,6 +228,9 @@ async def test_roundtable_ask_opens_a_conversation_or_asks_in_one(parley, http, 
     assert any(message.startswith("round 0: Claire has spoken") for message in progress.messages)
     assert progress.messages[-1] == f"synthesis after {data['totalRounds']} rounds"
     assert again.structured_content["conversationId"] == conversation
+    assert transcript.text.startswith("# Open an office in Lyon?\n\nRound table · completed")
+    assert "## Round 0 (initial)" in transcript.text and "**Claire**, Finance: " in transcript.text
+    assert f"## Synthesis after {data['totalRounds']} rounds" in transcript.text
     stored = http.get(f"/v1/conversations/{conversation}", headers=auth(key)).json()["conversation"]
     assert stored["title"] == "Open an office in Lyon?"
     assert [m["content"] for m in stored["messages"] if m["senderType"] == "user"] == [
@@ -240,10 +247,13 @@ async def test_run_workflow_runs_a_document_or_a_stored_workflow(parley, http, m
                                         progress_callback=progress)
         by_id = await client.call_tool("run_workflow", {"workflowId": stored, "input": {"question": "Why?"}})
         bad_input = await client.call_tool("run_workflow", {"workflowId": stored, "input": {"colour": "red"}})
+        transcript = (await client.read_resource(f"parley://runs/{inline.structured_content['runId']}")).contents[0]
     assert inline.structured_content["output"]["answer"] == "Because it is."
     assert json.loads(inline.content[0].text) == inline.structured_content["output"]
     assert by_id.structured_content["workflowId"] == stored and by_id.structured_content["workflowName"] == "One answer"
     assert progress.messages == ["node answer (llm) started", "node answer finished"]
+    assert "## Input" in transcript.text and "## Node `answer`" in transcript.text
+    assert '"answer": "Because it is."' in transcript.text.split("## Final state")[1]
     assert bad_input.is_error and bad_input.structured_content["code"] == "invalid_input"
     assert bad_input.structured_content["error"] == http.post(
         f"/v1/workflows/{stored}/runs", json={"input": {"colour": "red"}}, headers=auth(key)).json()["error"]
