@@ -1,11 +1,10 @@
 """`parley mcp` as a desktop assistant runs it: a stdio subprocess relaying to a Parley served by the test, driven by
-the official `mcp` client; and the MCP Inspector's CLI (`npx @modelcontextprotocol/inspector --cli`) against both
-transports."""
+the official `mcp` client; and the MCP Inspector's CLI (`mcp-inspector --cli`, what `npx
+@modelcontextprotocol/inspector --cli` runs) against both transports."""
 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 
@@ -20,9 +19,9 @@ from tests.support.duel import script_duel
 from tests.support.mcp import ROOT, Progress, latest_run, stdio_server, until, until_status
 
 DUEL = {"topic": "Should remote work be the default?", "userProfile": {"name": "Ada"}, "rounds": 1}
-# Pinned: the version whose output docs/mcp.md shows. It installs from npm without a browser (about 20 s the first
-# time, then from npm's cache).
-INSPECTOR = "@modelcontextprotocol/inspector@2.12.0"
+# Pinned in tests/support/node/package.json (the version whose output docs/mcp.md shows); `make test` installs it
+# from npm with the lock file, without a browser (about 10 s).
+INSPECTOR_BIN = ROOT / "tests" / "support" / "node" / "node_modules" / ".bin" / "mcp-inspector"
 
 
 @pytest.fixture
@@ -96,10 +95,10 @@ async def test_parley_mcp_says_why_it_cannot_serve(parley, make_key, tmp_path):
 
 
 def inspector(*args: str) -> dict:
-    """Run the MCP Inspector's CLI; its JSON answer."""
-    npx = shutil.which("npx")
-    assert npx, "the MCP Inspector test needs Node 20 and npx (see docs/development.md)"
-    done = subprocess.run([npx, "--yes", INSPECTOR, "--cli", *args], capture_output=True, text=True, timeout=300,
+    """Run the MCP Inspector's CLI (installed by `make test` from tests/support/node); its JSON answer."""
+    assert INSPECTOR_BIN.exists(), ("the MCP Inspector test needs the Inspector that `make test` installs (Node 20 and "
+                                    "npm): run `cd tests/support/node && npm ci`")
+    done = subprocess.run([str(INSPECTOR_BIN), "--cli", *args], capture_output=True, text=True, timeout=300,
                           stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout)
