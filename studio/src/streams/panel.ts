@@ -21,21 +21,87 @@ export interface Fallback {
   detail?: string;
 }
 
+/** One answer of a vote and the panelists who gave it (`_meta.decision.tally`). */
+export interface TallyEntry {
+  answer: string;
+  votes: number;
+  panelists: string[];
+}
+
+/** A panelist's place in a rank's Borda count (`_meta.decision.ranking`, best first). */
+export interface RankEntry {
+  panelist: string;
+  points: number;
+  reviews: number;
+  score: number;
+}
+
+/** One reviewer's ranking of the others' answers (a `review` event; `_meta.decision.reviews`). */
+export interface Review {
+  reviewer: string;
+  success: boolean;
+  ranking: string[] | null; // best first; null when it abstained
+  shown: string[] | null; // the order it read them in
+  reason: string;
+  error?: string;
+}
+
+/** One of best-of-n's two readings (a `verdict` event; `_meta.decision.verdicts`). */
+export interface Verdict {
+  order: "as_given" | "reversed";
+  judge: string | null;
+  pick: number | null;
+  panelist: string | null;
+  reason: string;
+  error?: string;
+}
+
+/** How a debate decided (a `decision` event; `_meta.decision`): see docs/panel.md, "Decision rules". */
+export interface Decision {
+  rule: string;
+  decidedBy: "arbitrator" | "majority" | "borda" | "judge";
+  model?: string;
+  winner?: string;
+  reason?: string;
+  arbitrator?: string;
+  independent?: boolean;
+  note?: string;
+  answerRule?: string;
+  answer?: string;
+  tally?: TallyEntry[];
+  unreadable?: string[];
+  seed?: number;
+  ranking?: RankEntry[];
+  reviews?: Review[];
+  judge?: string;
+  verdicts?: Verdict[];
+}
+
+/** A function call the answer makes, in OpenAI's shape (`choices[0].message.tool_calls`). */
+export interface ToolCall {
+  id: string;
+  type: "function";
+  function: { name: string; arguments: string };
+}
+
 export interface PanelView {
   seats: Seat[];
   answering: { role: string; model: string } | null;
   fallbacks: Fallback[];
+  decision: Decision | null; // the latest `decision` event, then `_meta.decision`
+  reviews: Review[]; // rank: each reviewer's ranking as it arrives
+  verdicts: Verdict[]; // best-of-n: each reading as it arrives
   pieces: Piece[];
   answer: string | null; // the final answer, once `done` brings the completion
   completion: Completion | null;
-  status: "waiting" | "panel" | "answering" | "done" | "failed" | "cancelled";
+  status: "waiting" | "panel" | "deciding" | "answering" | "done" | "failed" | "cancelled";
   error: string | null;
 }
 
 export interface Completion {
   id: string;
   model: string;
-  choices: { message: { content: string } }[];
+  choices: { message: { content: string | null; tool_calls?: ToolCall[] }; finish_reason?: string }[];
   usage?: { prompt_tokens?: number; completion_tokens?: number; total_tokens?: number };
   _meta?: Record<string, unknown>;
 }
@@ -44,6 +110,9 @@ export const emptyPanel = (): PanelView => ({
   seats: [],
   answering: null,
   fallbacks: [],
+  decision: null,
+  reviews: [],
+  verdicts: [],
   pieces: [],
   answer: null,
   completion: null,
@@ -91,8 +160,14 @@ export function panelReducer(view: PanelView, { event, data, id }: StreamEvent):
       return { ...view, status: "answering", answering: { role: data.role, model: data.model } };
     case "fallback":
       return { ...view, fallbacks: [...view.fallbacks, data] };
+    case "review":
+      return { ...view, status: "deciding", reviews: [...view.reviews, data] };
+    case "verdict":
+      return { ...view, status: "deciding", verdicts: [...view.verdicts, data] };
+    case "decision":
+      return { ...view, decision: data };
     case "chunk":
-      return { ...view, status: view.status === "panel" ? "answering" : view.status,
+      return { ...view, status: view.status === "panel" || view.status === "deciding" ? "answering" : view.status,
                pieces: [...view.pieces, { seq: id, text: String(data.content ?? "") }] };
     case "done": {
       const completion: Completion | null = data.completion ?? null;
@@ -101,6 +176,7 @@ export function panelReducer(view: PanelView, { event, data, id }: StreamEvent):
         status: "done",
         completion,
         answer: completion?.choices?.[0]?.message?.content ?? null,
+        decision: (completion?._meta?.decision as Decision | undefined) ?? view.decision,
       };
     }
     case "error":

@@ -5,37 +5,29 @@
  */
 import { useEffect, useRef, useState } from "react";
 
-import { authHeaders, ApiError, errorMessage } from "../../api/client";
+import { authHeaders, ApiError, describeError, errorMessage } from "../../api/client";
 import { TERMINAL_EVENTS } from "../../api/sse";
 import { ErrorNote } from "../../components/ui";
 import { useSession } from "../../session/session";
 import { emptyPanel, panelReducer } from "../../streams/panel";
 import { useFollow } from "../../streams/useFollow";
 import { useStreamReducer } from "../../streams/useStream";
+import { RULE_NAMES } from "./DecisionCard";
+import { isRouter, ModelOptions, ModelSummary, PRESET, useModels } from "./ModelPicker";
 import { PanelViewer } from "./PanelViewer";
 
-const PRESET = "router/debate";
+const ANSWER_RULES = [
+  ["exact", "Exact text (the default)"],
+  ["number", "A number"],
+  ["choice", "A choice (A, B, C, …)"],
+  ["regex", "A regular expression"],
+] as const;
+type AnswerRuleKind = (typeof ANSWER_RULES)[number][0];
 
-interface RouterInfo {
-  id: string;
-}
-
-/** The routers this key can see (`admin` keys list them; others get the preset). */
-function useRouters(): string[] {
-  const { api, allows } = useSession();
-  const [routers, setRouters] = useState<string[]>([PRESET]);
-  useEffect(() => {
-    if (!allows("admin")) return;
-    let live = true;
-    api<{ data: RouterInfo[] }>("/v1/routers").then(
-      (r) => live && setRouters(Array.from(new Set([PRESET, ...r.data.map((x) => `router/${x.id}`)]))),
-      () => undefined, // the preset alone still works
-    );
-    return () => {
-      live = false;
-    };
-  }, [api, allows]);
-  return routers;
+/** Split a router's `answerRule` into the picker's kind and a regex's pattern. */
+function splitAnswerRule(rule: string | null | undefined): [AnswerRuleKind, string] {
+  if (rule?.startsWith("regex:")) return ["regex", rule.slice("regex:".length)];
+  return [rule === "number" || rule === "choice" ? rule : "exact", ""];
 }
 
 /**
@@ -68,10 +60,14 @@ async function startCompletion(key: string, body: unknown, signal: AbortSignal):
 
 export function PanelPage() {
   const { key, writes } = useSession();
-  const routers = useRouters();
+  const { models, error: listError } = useModels();
   const [question, setQuestion] = useState("");
-  const [router, setRouter] = useState(PRESET);
+  const [model, setModel] = useState(PRESET);
   const [mode, setMode] = useState<"debate" | "panel">("debate");
+  const [rule, setRule] = useState("synthesis");
+  const [answerRule, setAnswerRule] = useState<AnswerRuleKind>("exact");
+  const [pattern, setPattern] = useState("");
+  const [seed, setSeed] = useState("");
   const [view, push, reset] = useStreamReducer(panelReducer, emptyPanel);
   const stream = useFollow();
   const [error, setError] = useState<unknown>(null);
@@ -80,22 +76,49 @@ export function PanelPage() {
 
   useEffect(() => () => request.current?.abort(), []);
 
+  const choice = models.find((m) => m.id === model);
+  const router = isRouter(choice);
+  const routerRule = choice?.router?.rule ?? "synthesis"; // the preset's, until the list is read
+
+  /** Choose a model; the rule and answer rule start as the router's own (a request may change them). */
+  function pick(id: string) {
+    setModel(id);
+    const router = models.find((m) => m.id === id)?.router;
+    setRule(router?.rule ?? "synthesis");
+    const [kind, text] = splitAnswerRule(router?.answerRule);
+    setAnswerRule(kind);
+    setPattern(text);
+  }
+
+  /** The request's panel fields: the mode, and a debate's rule (with a vote's answer rule, a rank's seed). */
+  function panelFields(): Record<string, unknown> | string {
+    if (!router) return {}; // one model: no panel, no rule
+    if (mode === "panel") return { panel: true };
+    const fields: Record<string, unknown> = { debate: true, rule };
+    if (rule === "vote") {
+      if (answerRule === "regex" && !pattern.trim()) return "Write the pattern the answers are read with.";
+      fields.answer_rule = answerRule === "regex" ? `regex:${pattern.trim()}` : answerRule;
+    }
+    if (rule === "rank" && seed.trim()) fields.seed = Number(seed);
+    return fields;
+  }
+
   async function submit(event: React.FormEvent) {
     event.preventDefault();
     if (!question.trim()) {
       setError("Write a question first.");
       return;
     }
+    const fields = panelFields();
+    if (typeof fields === "string") {
+      setError(fields);
+      return;
+    }
     setError(null);
     reset();
     request.current?.abort();
     request.current = new AbortController();
-    const body = {
-      model: router,
-      messages: [{ role: "user", content: question.trim() }],
-      stream: true,
-      ...(mode === "panel" ? { panel: true } : { debate: true }),
-    };
+    const body = { model, messages: [{ role: "user", content: question.trim() }], stream: true, ...fields };
     setStarting(true);
     let runId: string;
     try {
@@ -114,30 +137,101 @@ export function PanelPage() {
   return (
     <div className="area">
       <h1>Panel</h1>
-      <p className="lede">One question to several models at once; in debate mode an arbitrator writes the best answer.</p>
+      <p className="lede">
+        One question to several models at once; in debate mode a rule decides the answer: an arbitrator's synthesis,
+        a majority vote, a ranking or a judge's pick.
+      </p>
       {!writes("chat") && <p className="error">This key cannot ask panels: it needs the <code>chat</code> scope.</p>}
       <form className="card form-grid" onSubmit={submit} aria-label="Ask a panel">
         <label htmlFor="panel-question">Question</label>
         <textarea id="panel-question" rows={3} value={question} onChange={(e) => setQuestion(e.target.value)} />
-        <label htmlFor="panel-router">Router</label>
-        <select id="panel-router" value={router} onChange={(e) => setRouter(e.target.value)}>
-          {routers.map((r) => (
-            <option key={r} value={r}>
-              {r}
-            </option>
-          ))}
-        </select>
-        <span id="panel-mode-label">Mode</span>
-        <div role="radiogroup" aria-labelledby="panel-mode-label" className="radios">
-          <label>
-            <input type="radio" name="panel-mode" checked={mode === "debate"} onChange={() => setMode("debate")} /> Debate:
-            an arbitrator answers
-          </label>
-          <label>
-            <input type="radio" name="panel-mode" checked={mode === "panel"} onChange={() => setMode("panel")} /> Panel:
-            every answer, labelled
-          </label>
+        <label htmlFor="panel-model">Model</label>
+        <div>
+          <select
+            id="panel-model"
+            value={model}
+            onChange={(e) => pick(e.target.value)}
+            aria-describedby="panel-model-summary"
+          >
+            <ModelOptions models={models} />
+          </select>
+          {listError ? (
+            <p className="hint">The models could not be listed ({describeError(listError)}); the preset still answers.</p>
+          ) : null}
+          <ModelSummary id="panel-model-summary" choice={choice} />
         </div>
+        {router && (
+          <>
+            <span id="panel-mode-label">Mode</span>
+            <div role="radiogroup" aria-labelledby="panel-mode-label" className="radios">
+              <label>
+                <input type="radio" name="panel-mode" checked={mode === "debate"} onChange={() => setMode("debate")} />{" "}
+                Debate: one answer, decided by a rule
+              </label>
+              <label>
+                <input type="radio" name="panel-mode" checked={mode === "panel"} onChange={() => setMode("panel")} />{" "}
+                Panel: every answer, labelled
+              </label>
+            </div>
+          </>
+        )}
+        {router && mode === "debate" && (
+          <>
+            <label htmlFor="panel-rule">Decision rule</label>
+            <select id="panel-rule" value={rule} onChange={(e) => setRule(e.target.value)}>
+              {Object.entries(RULE_NAMES).map(([value, name]) => (
+                <option key={value} value={value}>
+                  {name}
+                  {value === routerRule ? " (the router's)" : ""}
+                </option>
+              ))}
+            </select>
+          </>
+        )}
+        {router && mode === "debate" && rule === "vote" && (
+          <>
+            <label htmlFor="panel-answer-rule">Answer rule</label>
+            <div className="inline-form">
+              <select
+                id="panel-answer-rule"
+                value={answerRule}
+                onChange={(e) => setAnswerRule(e.target.value as AnswerRuleKind)}
+              >
+                {ANSWER_RULES.map(([value, name]) => (
+                  <option key={value} value={value}>
+                    {name}
+                  </option>
+                ))}
+              </select>
+              {answerRule === "regex" && (
+                <input
+                  aria-label="Pattern"
+                  placeholder="Answer: (\w+)"
+                  value={pattern}
+                  onChange={(e) => setPattern(e.target.value)}
+                />
+              )}
+            </div>
+          </>
+        )}
+        {router && mode === "debate" && rule === "rank" && (
+          <>
+            <label htmlFor="panel-seed">Seed</label>
+            <div>
+              <input
+                id="panel-seed"
+                type="number"
+                step={1}
+                value={seed}
+                onChange={(e) => setSeed(e.target.value)}
+                aria-describedby="panel-seed-hint"
+              />
+              <p className="hint" id="panel-seed-hint">
+                Seeds each reviewer's order of the answers; left empty, the question seeds it.
+              </p>
+            </div>
+          </>
+        )}
         <span />
         <div className="actions">
           <button type="submit" disabled={busy || !writes("chat")}>

@@ -1,6 +1,7 @@
 /** A panel run side by side: each panelist's answer as it arrives, the arbitrator's answer streaming, `_meta`. */
 import { Badge, formatCost, formatMs, StatusLine } from "../../components/ui";
-import { answerText, type PanelView, type Seat } from "../../streams/panel";
+import { answerText, type PanelView, type Seat, type ToolCall } from "../../streams/panel";
+import { DecisionCard } from "./DecisionCard";
 
 function statusText(view: PanelView): string {
   const answered = view.seats.filter((s) => s.status !== "waiting").length;
@@ -9,6 +10,11 @@ function statusText(view: PanelView): string {
       return "Choosing the panel…";
     case "panel":
       return `${answered} of ${view.seats.length} panelists have answered`;
+    case "deciding": {
+      if (view.verdicts.length > 0) return `The judge has read the answers ${view.verdicts.length} of 2 times`;
+      const reviewers = view.seats.filter((s) => s.status === "answered").length;
+      return `${view.reviews.length} of ${reviewers} reviewers have ranked the others' answers`;
+    }
     case "answering":
       return view.answering ? `${view.answering.model} is writing the answer (${view.answering.role})` : "Answering…";
     case "done":
@@ -22,6 +28,7 @@ function statusText(view: PanelView): string {
 
 export function PanelViewer({ view }: { view: PanelView }) {
   const text = answerText(view);
+  const toolCalls = view.completion?.choices?.[0]?.message?.tool_calls ?? [];
   return (
     <section aria-label="Panel run" className="panel-run">
       <StatusLine>{statusText(view)}</StatusLine>
@@ -45,6 +52,10 @@ export function PanelViewer({ view }: { view: PanelView }) {
             {text}
           </p>
         </section>
+      )}
+      {toolCalls.length > 0 && <ToolCalls calls={toolCalls} />}
+      {(view.decision || view.reviews.length > 0 || view.verdicts.length > 0) && (
+        <DecisionCard decision={view.decision} reviews={view.reviews} verdicts={view.verdicts} />
       )}
       {view.error && view.status === "failed" && (
         <p role="alert" className="error">
@@ -82,6 +93,23 @@ function SeatColumn({ seat }: { seat: Seat }) {
   );
 }
 
+/** The functions the answer calls (chat completions with `tools`): each call's name and arguments. */
+function ToolCalls({ calls }: { calls: ToolCall[] }) {
+  return (
+    <section className="card" aria-labelledby="tool-calls-title">
+      <h3 id="tool-calls-title">Tool calls</h3>
+      <ol className="rows">
+        {calls.map((call) => (
+          <li key={call.id}>
+            <code>{call.function.name}</code>
+            <pre aria-label={`Arguments of ${call.function.name}`}>{call.function.arguments}</pre>
+          </li>
+        ))}
+      </ol>
+    </section>
+  );
+}
+
 function cell(value: unknown): string {
   if (value === null || value === undefined) return "—";
   if (typeof value === "number") return Number.isInteger(value) ? String(value) : value.toFixed(6);
@@ -95,6 +123,7 @@ interface MetaPanelist {
   cost?: number;
   latencyMs?: number;
   success?: boolean;
+  proposal?: string; // a debate offered tools: what the panelist proposed
 }
 
 /** `_meta`'s figures: scalars as rows, and the panelists of `_meta.debate` / `_meta.panel` as a table. */
@@ -103,6 +132,7 @@ function MetaTable({ meta }: { meta: Record<string, unknown> }) {
   const detail = (meta.debate ?? meta.panel) as Record<string, unknown> | undefined;
   // A debate lists its seats as `panelists`, a raw panel as `models`.
   const panelists = (detail?.panelists ?? detail?.models ?? []) as MetaPanelist[];
+  const proposals = panelists.some((p) => p.proposal !== undefined);
   return (
     <section className="card" aria-labelledby="meta-title">
       <h3 id="meta-title">
@@ -140,6 +170,7 @@ function MetaTable({ meta }: { meta: Record<string, unknown> }) {
                 <th scope="col">Tokens</th>
                 <th scope="col">Cost</th>
                 <th scope="col">Latency</th>
+                {proposals && <th scope="col">Proposal</th>}
               </tr>
             </thead>
             <tbody>
@@ -150,6 +181,7 @@ function MetaTable({ meta }: { meta: Record<string, unknown> }) {
                   <td>{cell(p.tokens)}</td>
                   <td>{formatCost(p.cost)}</td>
                   <td>{formatMs(p.latencyMs)}</td>
+                  {proposals && <td className="seat-answer">{p.proposal ?? "—"}</td>}
                 </tr>
               ))}
             </tbody>

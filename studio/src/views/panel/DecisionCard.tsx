@@ -1,0 +1,177 @@
+/**
+ * How a debate decided (docs/panel.md, "Decision rules"): the rule, who decided, and the rule's own record: a
+ * vote's tally, a rank's Borda ranking with each reviewer's ranking, best-of-n's two readings. Reviews and
+ * verdicts show as their events arrive; `_meta.decision` completes them at the end.
+ */
+import type { Decision, Review, Verdict } from "../../streams/panel";
+
+export const RULE_NAMES: Record<string, string> = {
+  synthesis: "Synthesis",
+  vote: "Majority vote",
+  rank: "Ranking (Borda count)",
+  "best-of-n": "Best of n",
+};
+
+const READINGS: Record<string, string> = { as_given: "Panel order", reversed: "Reversed" };
+
+/** One sentence: who decided, and whose answer is returned. */
+function decidedBy(d: Decision): string {
+  switch (d.decidedBy) {
+    case "majority":
+      return `The majority chose ${d.winner}'s answer (${d.answer}); it is returned as written.`;
+    case "borda":
+      return `The Borda count chose ${d.winner}'s answer; it is returned as written.`;
+    case "judge":
+      return `The judge ${d.judge} chose ${d.winner}'s answer in both readings; it is returned as written.`;
+    default:
+      if (!d.arbitrator) return `The rule could not decide (${d.reason}): the arbitrator answers.`;
+      if (d.rule === "synthesis") return `The arbitrator ${d.arbitrator} wrote the answer from every panelist's.`;
+      return `The rule could not decide (${d.reason}), so the arbitrator ${d.arbitrator} wrote the answer.`;
+  }
+}
+
+export function DecisionCard({
+  decision,
+  reviews,
+  verdicts,
+}: {
+  decision: Decision | null;
+  reviews: Review[];
+  verdicts: Verdict[];
+}) {
+  const rule = decision?.rule ?? (verdicts.length > 0 ? "best-of-n" : "rank");
+  const allReviews = decision?.reviews ?? reviews;
+  const allVerdicts = decision?.verdicts ?? verdicts;
+  return (
+    <section className="card decision" aria-labelledby="decision-title">
+      <h3 id="decision-title">Decision: {RULE_NAMES[rule] ?? rule}</h3>
+      <p data-testid="decided-by">{decision ? decidedBy(decision) : "Deciding…"}</p>
+      {decision?.independent === false && decision.note && (
+        <p role="note" aria-label="Not an outside family" className="note">
+          {decision.note}
+        </p>
+      )}
+      {decision?.tally && <Tally decision={decision} />}
+      {decision?.ranking && <Ranking decision={decision} />}
+      {allReviews.length > 0 && <Reviews reviews={allReviews} />}
+      {allVerdicts.length > 0 && <Verdicts verdicts={allVerdicts} />}
+    </section>
+  );
+}
+
+function Tally({ decision }: { decision: Decision }) {
+  const unreadable = decision.unreadable ?? [];
+  return (
+    <div className="table-wrap">
+      <table>
+        <caption>
+          Tally (answers read as <code>{decision.answerRule}</code>)
+        </caption>
+        <thead>
+          <tr>
+            <th scope="col">Answer</th>
+            <th scope="col">Votes</th>
+            <th scope="col">Panelists</th>
+          </tr>
+        </thead>
+        <tbody>
+          {(decision.tally ?? []).map((t) => (
+            <tr key={t.answer}>
+              <td>{t.answer}</td>
+              <td>{t.votes}</td>
+              <td>{t.panelists.join(", ")}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {unreadable.length > 0 && <p className="muted">Could not be read: {unreadable.join(", ")}.</p>}
+    </div>
+  );
+}
+
+function Ranking({ decision }: { decision: Decision }) {
+  return (
+    <div className="table-wrap">
+      <table>
+        <caption>
+          Borda ranking{decision.seed !== undefined ? ` (orders seeded with ${decision.seed})` : ""}
+        </caption>
+        <thead>
+          <tr>
+            <th scope="col">Place</th>
+            <th scope="col">Panelist</th>
+            <th scope="col">Points</th>
+            <th scope="col">Reviews</th>
+            <th scope="col">Points a review</th>
+          </tr>
+        </thead>
+        <tbody>
+          {(decision.ranking ?? []).map((r, i) => (
+            <tr key={r.panelist}>
+              <td>{i + 1}</td>
+              <td>{r.panelist}</td>
+              <td>{r.points}</td>
+              <td>{r.reviews}</td>
+              <td>{r.score.toFixed(2)}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+}
+
+/** Each reviewer's ranking of the others' answers (never its own), and the order it read them in. */
+function Reviews({ reviews }: { reviews: Review[] }) {
+  return (
+    <>
+      <h4 id="reviews-title">Reviews</h4>
+      <ul className="rows" aria-labelledby="reviews-title">
+        {reviews.map((r) => (
+          <li key={r.reviewer} aria-label={`Review by ${r.reviewer}`}>
+            <strong>{r.reviewer}</strong>
+            {r.success && r.ranking ? (
+              <>
+                {" "}
+                ranked: <span data-testid="ranking">{r.ranking.join(" > ")}</span>
+              </>
+            ) : (
+              <span className="muted"> abstained{r.error ? ` (${r.error})` : ""}</span>
+            )}
+            {r.shown && <p className="hint">Read in the order {r.shown.join(", ")}.</p>}
+            {r.reason && <p>{r.reason}</p>}
+          </li>
+        ))}
+      </ul>
+    </>
+  );
+}
+
+/** Best-of-n's two readings: the judge's pick reading the answers in panel order, then reversed. */
+function Verdicts({ verdicts }: { verdicts: Verdict[] }) {
+  return (
+    <div className="table-wrap">
+      <table>
+        <caption>Verdicts (the answers judged in two orders)</caption>
+        <thead>
+          <tr>
+            <th scope="col">Reading</th>
+            <th scope="col">Judge</th>
+            <th scope="col">Pick</th>
+            <th scope="col">Reason</th>
+          </tr>
+        </thead>
+        <tbody>
+          {verdicts.map((v) => (
+            <tr key={v.order}>
+              <th scope="row">{READINGS[v.order] ?? v.order}</th>
+              <td>{v.judge ?? "—"}</td>
+              <td>{v.panelist ?? `abstained${v.error ? ` (${v.error})` : ""}`}</td>
+              <td>{v.reason || "—"}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+}
