@@ -190,7 +190,7 @@ def test_best_of_n_shows_both_readings_and_notes_a_judge_of_a_panelists_family_o
     expect(decision.get_by_test_id("decided-by")).to_have_text(
         f"The judge {PANEL[0]} chose {PANEL[1]}'s answer in both readings; it is returned as written.")
     expect(decision.get_by_role("note", name="Not an outside family")).to_contain_text(NOT_OUTSIDE.format(role="judge"))
-    verdicts = decision.get_by_role("table", name="Verdicts (the answers judged in two orders)")
+    verdicts = decision.get_by_role("table", name="Verdicts in two reading orders")
     # B is claude's answer in both orders (A B C, then C B A); the reason names it rather than its letter.
     for reading in ("Panel order", "Reversed"):
         row = verdicts.get_by_role("row", name=reading)

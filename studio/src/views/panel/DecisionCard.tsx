@@ -152,7 +152,7 @@ function Verdicts({ verdicts }: { verdicts: Verdict[] }) {
   return (
     <div className="table-wrap">
       <table>
-        <caption>Verdicts (the answers judged in two orders)</caption>
+        <caption>Verdicts in two reading orders</caption>
         <thead>
           <tr>
             <th scope="col">Reading</th>
