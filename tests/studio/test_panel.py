@@ -177,6 +177,16 @@ def test_a_rank_shows_each_review_as_it_arrives_then_the_borda_ranking(studio, l
         assert others.pop(reviewer) not in str(asked["messages"]) and all(o in str(asked["messages"]) for o in others)
     studio.shot("panel-rank", full_page=True)
 
+    # Replayed from History, the stored events tell the same decision.
+    page.get_by_role("link", name="History").click()
+    page.get_by_label("Kind").select_option("panel")
+    page.get_by_role("link", name=QUESTION).click()
+    replayed = page.get_by_role("region", name="Decision: Ranking (Borda count)")
+    expect(replayed.get_by_test_id("decided-by")).to_have_text(
+        "The Borda count chose openai:gpt-4o-mini's answer; it is returned as written.")
+    expect(replayed.get_by_role("table", name="Borda ranking (orders seeded with 5)").get_by_role("row")).to_have_count(4)
+    expect(replayed.get_by_role("list", name="Reviews").get_by_role("listitem")).to_have_count(3)
+
 
 def test_best_of_n_shows_both_readings_and_notes_a_judge_of_a_panelists_family_on_a_phone(make_studio, llm, sync_db):
     sync_db.workspaces.insert_one({"_id": "ws1", "creditUsd": 10.0})

@@ -64,3 +64,49 @@ export function BulletList({ items, empty = "None." }: { items: readonly string[
     </ul>
   );
 }
+
+/** A captioned table of plain cells, scrolling sideways on a narrow screen; `rowHeaders`: each row's first cell
+ * names the row. */
+export function DataTable({
+  caption,
+  columns,
+  rows,
+  rowHeaders = false,
+}: {
+  caption: ReactNode;
+  columns: readonly string[];
+  rows: readonly (readonly ReactNode[])[];
+  rowHeaders?: boolean;
+}) {
+  return (
+    <div className="table-wrap">
+      <table>
+        <caption>{caption}</caption>
+        <thead>
+          <tr>
+            {columns.map((c) => (
+              <th key={c} scope="col">
+                {c}
+              </th>
+            ))}
+          </tr>
+        </thead>
+        <tbody>
+          {rows.map((row, i) => (
+            <tr key={i}>
+              {row.map((value, j) =>
+                rowHeaders && j === 0 ? (
+                  <th key={j} scope="row">
+                    {value}
+                  </th>
+                ) : (
+                  <td key={j}>{value}</td>
+                ),
+              )}
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+}

@@ -3,6 +3,7 @@
  * vote's tally, a rank's Borda ranking with each reviewer's ranking, best-of-n's two readings. Reviews and
  * verdicts show as their events arrive; `_meta.decision` completes them at the end.
  */
+import { DataTable } from "../../components/ui";
 import type { Decision, Review, Verdict } from "../../streams/panel";
 
 export const RULE_NAMES: Record<string, string> = {
@@ -62,62 +63,28 @@ export function DecisionCard({
 function Tally({ decision }: { decision: Decision }) {
   const unreadable = decision.unreadable ?? [];
   return (
-    <div className="table-wrap">
-      <table>
-        <caption>
-          Tally (answers read as <code>{decision.answerRule}</code>)
-        </caption>
-        <thead>
-          <tr>
-            <th scope="col">Answer</th>
-            <th scope="col">Votes</th>
-            <th scope="col">Panelists</th>
-          </tr>
-        </thead>
-        <tbody>
-          {(decision.tally ?? []).map((t) => (
-            <tr key={t.answer}>
-              <td>{t.answer}</td>
-              <td>{t.votes}</td>
-              <td>{t.panelists.join(", ")}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
+    <>
+      <DataTable
+        caption={
+          <>
+            Tally (answers read as <code>{decision.answerRule}</code>)
+          </>
+        }
+        columns={["Answer", "Votes", "Panelists"]}
+        rows={(decision.tally ?? []).map((t) => [t.answer, t.votes, t.panelists.join(", ")])}
+      />
       {unreadable.length > 0 && <p className="muted">Could not be read: {unreadable.join(", ")}.</p>}
-    </div>
+    </>
   );
 }
 
 function Ranking({ decision }: { decision: Decision }) {
   return (
-    <div className="table-wrap">
-      <table>
-        <caption>
-          Borda ranking{decision.seed !== undefined ? ` (orders seeded with ${decision.seed})` : ""}
-        </caption>
-        <thead>
-          <tr>
-            <th scope="col">Place</th>
-            <th scope="col">Panelist</th>
-            <th scope="col">Points</th>
-            <th scope="col">Reviews</th>
-            <th scope="col">Points a review</th>
-          </tr>
-        </thead>
-        <tbody>
-          {(decision.ranking ?? []).map((r, i) => (
-            <tr key={r.panelist}>
-              <td>{i + 1}</td>
-              <td>{r.panelist}</td>
-              <td>{r.points}</td>
-              <td>{r.reviews}</td>
-              <td>{r.score.toFixed(2)}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </div>
+    <DataTable
+      caption={`Borda ranking${decision.seed !== undefined ? ` (orders seeded with ${decision.seed})` : ""}`}
+      columns={["Place", "Panelist", "Points", "Reviews", "Points a review"]}
+      rows={(decision.ranking ?? []).map((r, i) => [i + 1, r.panelist, r.points, r.reviews, r.score.toFixed(2)])}
+    />
   );
 }
 
@@ -150,28 +117,16 @@ function Reviews({ reviews }: { reviews: Review[] }) {
 /** Best-of-n's two readings: the judge's pick reading the answers in panel order, then reversed. */
 function Verdicts({ verdicts }: { verdicts: Verdict[] }) {
   return (
-    <div className="table-wrap">
-      <table>
-        <caption>Verdicts in two reading orders</caption>
-        <thead>
-          <tr>
-            <th scope="col">Reading</th>
-            <th scope="col">Judge</th>
-            <th scope="col">Pick</th>
-            <th scope="col">Reason</th>
-          </tr>
-        </thead>
-        <tbody>
-          {verdicts.map((v) => (
-            <tr key={v.order}>
-              <th scope="row">{READINGS[v.order] ?? v.order}</th>
-              <td>{v.judge ?? "—"}</td>
-              <td>{v.panelist ?? `abstained${v.error ? ` (${v.error})` : ""}`}</td>
-              <td>{v.reason || "—"}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </div>
+    <DataTable
+      caption="Verdicts in two reading orders"
+      columns={["Reading", "Judge", "Pick", "Reason"]}
+      rowHeaders
+      rows={verdicts.map((v) => [
+        READINGS[v.order] ?? v.order,
+        v.judge ?? "—",
+        v.panelist ?? `abstained${v.error ? ` (${v.error})` : ""}`,
+        v.reason || "—",
+      ])}
+    />
   );
 }
