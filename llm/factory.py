@@ -26,9 +26,11 @@ from core import metrics
 from core.settings import Settings, get_settings
 from llm.client import HAS_CHUNK_TIMEOUT, BoundedChatOpenAI
 from llm.failures import ModelError, register_secret
+from llm.formats import AnswerFormat
 from llm.prices import BUILTIN_PRICES, Price, lookup_price
 from llm.providers import BUILTIN_PROVIDERS, DEFAULT_PROVIDER, Provider, split_model_id
 from llm.tokens import answer_reserve, context_guard, prompt_limit
+from llm.tools import ToolSet
 from llm.usage import CallRecorder, UsageLedger
 
 SchemaT = TypeVar("SchemaT", bound=BaseModel)
@@ -169,14 +171,21 @@ class ModelFactory:
         timeout: float | None = None,
         ledger: UsageLedger | None = None,
         label: str | None = None,
+        tools: ToolSet | None = None,
+        answer_format: AnswerFormat | None = None,
     ) -> Runnable:
         """Return a chat model (behind the context guard) for `model_id`.
 
         The result accepts a list of messages and supports `ainvoke` and `astream`; token usage of
         every call, streamed ones included, lands in `ledger` when one is given, and in the process
         metrics (`core.metrics`) always.
+
+        With `tools` the model may answer with tool calls (`bind_tools`, with the set's `tool_choice` and
+        `parallel_tool_calls`); with `answer_format` it is asked for that JSON in the provider's dialect
+        (`AnswerFormat.request_field`) and sampled as the provider wants JSON sampled (`json_extra_body`).
+        Neither checks the answer: `nodes.arbitrate.stream_first_answer` does.
         """
-        return self._model(None, model_id, temperature, max_tokens, timeout, ledger, label)
+        return self._model(None, model_id, temperature, max_tokens, timeout, ledger, label, tools, answer_format)
 
     def structured(
         self,
@@ -201,14 +210,17 @@ class ModelFactory:
         timeout: float | None,
         ledger: UsageLedger | None,
         label: str | None,
+        tools: ToolSet | None = None,
+        answer_format: AnswerFormat | None = None,
     ) -> Runnable:
         """The model runnable for these knobs, built once per event loop; the call recorder is bound per call."""
         resolved = self.resolve(model_id)
-        key = (schema, resolved.model_id, resolved.base_url, resolved.api_key, temperature, max_tokens, timeout)
+        key = (schema, resolved.model_id, resolved.base_url, resolved.api_key, temperature, max_tokens, timeout,
+               tools.key if tools else None, answer_format.key if answer_format else None)
         cache = self._loop_cache("runnables")
         runnable = cache.get(key) if cache is not None else None
         if runnable is None:
-            runnable = self._build(schema, resolved, temperature, max_tokens, timeout)
+            runnable = self._build(schema, resolved, temperature, max_tokens, timeout, tools, answer_format)
             if cache is not None:
                 cache[key] = runnable
         # Building a client (and a structured-output schema) costs milliseconds; binding a callback does not.
@@ -223,6 +235,8 @@ class ModelFactory:
         temperature: float | None,
         max_tokens: int | None,
         timeout: float | None,
+        tools: ToolSet | None = None,
+        answer_format: AnswerFormat | None = None,
     ) -> Runnable:
         quirks = resolved.provider
         max_tokens = quirks.output_cap(max_tokens)
@@ -246,7 +260,8 @@ class ModelFactory:
             kwargs["base_url"] = resolved.base_url
         if temperature is not None:
             kwargs["temperature"] = temperature
-        extra_body = dict(quirks.extra_body)
+        json_answer = schema is not None or answer_format is not None
+        extra_body = {**quirks.extra_body, **(quirks.json_extra_body if json_answer else {})}
         if max_tokens is not None:
             if quirks.token_param == "max_tokens":
                 # langchain-openai renames its own max_tokens field; extra_body sends the legacy name as is.
@@ -259,7 +274,12 @@ class ModelFactory:
             kwargs["http_async_client"] = http_client
         client = BoundedChatOpenAI(**kwargs)
         if schema is None:
-            return self._guarded(resolved, max_tokens, client)
+            model: Runnable = client
+            if tools is not None:
+                model = client.bind_tools(list(tools.tools), **tools.bind_kwargs())
+            if answer_format is not None:
+                model = model.bind(response_format=answer_format.request_field(quirks.structured_method))
+            return self._guarded(resolved, max_tokens, model)
         if quirks.structured_method == "json_object_schema":
             fmt = {"type": "json_object", "schema": schema.model_json_schema()}
             answer = client.bind(response_format=fmt) | PydanticOutputParser(pydantic_object=schema)

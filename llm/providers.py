@@ -1,8 +1,8 @@
 """The provider table: how to reach each provider and which OpenAI-API dialect it speaks.
 
-Provider quirks (token-limit parameter, structured-output method, context window, output and temperature caps)
-live in `BUILTIN_PROVIDERS` and nowhere else; a deployment amends it with `PARLEY_HOME/providers.json`
-(`llm.factory.ModelFactory` reads that file).
+Provider quirks (token-limit parameter, structured-output method, context window, output and temperature caps,
+sampling fields for prose and for JSON) live in `BUILTIN_PROVIDERS` and nowhere else; a deployment amends it with
+`PARLEY_HOME/providers.json` (`llm.factory.ModelFactory` reads that file).
 """
 
 from __future__ import annotations
@@ -37,8 +37,12 @@ class Provider(BaseModel):
     extra_body: dict[str, Any] = Field(
         default_factory=dict, description="Extra request fields the server understands (sampling knobs)."
     )
-
-
+    json_extra_body: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Request fields that replace `extra_body`'s in calls that must answer JSON (Parley's structured "
+        "steps, a request's `response_format`): a penalty on repeated tokens, meant for prose, punishes the quotes "
+        "and brackets every JSON answer repeats, and a grammar-constrained model then writes them inside its strings.",
+    )
 
     def output_cap(self, max_tokens: int | None) -> int | None:
         """The output cap a call really asks for: the caller's, lowered to this provider's hard cap."""
@@ -58,8 +62,10 @@ BUILTIN_PROVIDERS: dict[str, Provider] = {
         context_window=2048,
         max_output_tokens=768,
         max_temperature=1.0,
-        # SmolLM2-135M loops on a phrase without a repetition penalty (llama.cpp's own field).
+        # SmolLM2-135M loops on a phrase without a repetition penalty (llama.cpp's own field); in JSON the same
+        # penalty made it write `]}`, `[6]` and `{{` inside the strings of every other verdict.
         extra_body={"repeat_penalty": 1.3},
+        json_extra_body={"repeat_penalty": 1.0},
     ),
 }
 
