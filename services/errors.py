@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic_core import PydanticCustomError
+
 
 class ServiceError(Exception):
     """A request the services cannot carry out."""
@@ -78,6 +80,21 @@ class RunFailed(ServiceError):
         super().__init__(error["message"], code=error.get("code"))
         self.code = error.get("code")  # none: the status's own code (the run said no more)
         self.error, self.run_id = error, run_id
+
+
+# Codes a request model's validators name for what they refuse (`invalid_field`), instead of the generic
+# `invalid_request`: a client can tell its tools from its response_format from its conversation.
+FIELD_CODES = frozenset({"invalid_tools", "invalid_tool_messages", "invalid_response_format", "legacy_functions"})
+
+
+def invalid_field(code: str, message: str) -> PydanticCustomError:
+    """The error a request model's validator raises for a refusal with its own `code` (one of `FIELD_CODES`)."""
+    return PydanticCustomError(code, message)
+
+
+def validation_code(errors: list[dict[str, Any]]) -> str:
+    """The `code` of a refused body: the first error's own (`FIELD_CODES`), else `invalid_request`."""
+    return next((e["type"] for e in errors if e.get("type") in FIELD_CODES), "invalid_request")
 
 
 def describe_validation(errors: list[dict[str, Any]]) -> str:

@@ -31,16 +31,19 @@ from graphs.panel.steps import (
     choose_panelists,
     panel_context,
     panelist,
+    panelist_prompt,
     tally,
 )
 from llm.failures import MODEL_RETRY
+from llm.formats import AnswerFormat
+from llm.tools import ToolSet
 from llm.usage import monotonic_ms
 from nodes.context import RunContext
 
 __all__ = [
     "AllModelsFailedError", "PanelContext", "PanelError", "PanelInput", "PanelOutput", "PanelState",
     "TooFewFamiliesError", "TooFewPanelistsError", "build_panel_graph", "debate_node", "graph", "panel_input",
-    "question_input",
+    "question_input", "unanswerable",
 ]
 
 Mode = Literal["debate", "panel", "single"]
@@ -62,12 +65,18 @@ class PanelInput(TypedDict, total=False):
     temperature: float | None
     max_tokens: int | None
     min_successes: int  # answers needed to go on, default 2
+    # The tools the answer may call (`ToolSet.dump()`): the arbitrator's, or the single model's; panelists read
+    # them described and answer in prose. A raw panel's answer never calls one.
+    tools: dict[str, Any] | None
+    # OpenAI's `response_format`: the JSON the arbitrator's or the single model's answer must be (not a raw panel's).
+    response_format: dict[str, Any] | None
 
 
 class PanelOutput(TypedDict, total=False):
     """What a run returns."""
 
-    answer: str  # the arbitrated answer, the assembled panel, or the single model's answer
+    answer: str  # the arbitrated answer, the assembled panel, or the single model's answer (empty beside tool calls)
+    tool_calls: list[dict[str, Any]]  # the answer's tool calls, OpenAI's shape (debate and single mode, with tools)
     panelists: list[dict[str, Any]]  # {model, tokens, cost, latencyMs, success, error?} in panel order;
     # `model` is the seat's label: the model id, with " #2", " #3" on a model's resamples
     same_family: bool  # two seats share a family (allow_same_family filled the panel)
@@ -88,20 +97,38 @@ class PanelState(PanelInput, PanelOutput, total=False):
 PANELIST_RETRY = MODEL_RETRY
 
 
+def unanswerable(mode: str, tools: dict[str, Any] | None, response_format: dict[str, Any] | None) -> str | None:
+    """Why a request in `mode` cannot be answered as its tools or format ask (None when it can): a raw panel's
+    answer is every panelist's text, labelled, so it can neither be a tool call nor one JSON document."""
+    if mode != "panel":
+        return None
+    if AnswerFormat.load(response_format) is not None:
+        return ("A raw panel (panel: true) answers with every panelist's text, labelled, which cannot be the JSON "
+                "response_format asks for; ask a debate or a single model for JSON")
+    toolset = ToolSet.load(tools)
+    if toolset is not None and toolset.must_call:
+        return ("A raw panel (panel: true) answers with its panelists' text and never calls a tool, so it cannot "
+                "honour tool_choice 'required' or a named function; ask a debate or a single model")
+    return None
+
+
 def route_request(state: PanelState) -> Literal["choose_panelists", "answer"]:
     mode = state.get("mode", "debate")
     if mode not in ("debate", "panel", "single"):
         raise ValueError(f"mode must be 'debate', 'panel' or 'single', not {mode!r}")
+    if reason := unanswerable(mode, state.get("tools"), state.get("response_format")):
+        raise ValueError(reason)
     return "answer" if mode == "single" else "choose_panelists"
 
 
 def panelist_tasks(state: PanelState) -> list[PanelistTask]:
-    """The request, once for every chosen panelist."""
+    """The request, once for every chosen panelist (one conversation, shared: see `panelist_prompt`)."""
     sent = monotonic_ms()
+    messages, system_prompt = panelist_prompt(state)
     return [
         PanelistTask(
-            index=i, model=seat["model"], label=seat["label"], messages=state["messages"],
-            system_prompt=state.get("system_prompt"), temperature=seat["temperature"],
+            index=i, model=seat["model"], label=seat["label"], messages=messages,
+            system_prompt=system_prompt, temperature=seat["temperature"],
             max_tokens=state.get("max_tokens"), sent_ms=sent,
         )
         for i, seat in enumerate(state["chosen"])
@@ -168,9 +195,19 @@ def panel_input(
     arbitrator_prompt: str | None = None,
     temperature: float | None = None,
     max_tokens: int | None = None,
+    tools: ToolSet | None = None,
+    answer_format: AnswerFormat | None = None,
 ) -> PanelInput:
     """The panel graph's input for `messages` (what the chat completions route, `parley ask` and the designer run
-    `graph` on); the answers needed to go on are the panel's default, never more than its seats."""
+    `graph` on); the answers needed to go on are the panel's default, never more than its seats. `tools` and
+    `answer_format` are what the answer may call and the JSON it must be (see `PanelInput`).
+
+    Raises:
+        ValueError: a raw panel asked for what it cannot answer (`unanswerable`).
+    """
+    dumped = (tools.dump() if tools else None, answer_format.dump() if answer_format else None)
+    if reason := unanswerable(mode, *dumped):
+        raise ValueError(reason)
     return {
         "messages": messages,
         "models": list(models or []),
@@ -183,6 +220,8 @@ def panel_input(
         "temperature": temperature,
         "max_tokens": max_tokens,
         "min_successes": min(DEFAULT_MIN_SUCCESSES, panel_size),
+        "tools": dumped[0],
+        "response_format": dumped[1],
     }
 
 
