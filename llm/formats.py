@@ -15,11 +15,13 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from jsonschema import Draft202012Validator, SchemaError
-from jsonschema.exceptions import best_match
+from jsonschema.exceptions import relevance
 from jsonschema.validators import validator_for
 
 from core.limits import MAX_TOOL_NAME_CHARS
 
+# Validation errors an answer's problem names (the first ones, by relevance): enough to repair it, short to read.
+MAX_PROBLEMS = 3
 NAME = re.compile(rf"^[A-Za-z0-9_-]{{1,{MAX_TOOL_NAME_CHARS}}}$")
 
 StructuredMethod = Literal["json_schema", "json_object_schema", "function_calling"]
@@ -131,5 +133,6 @@ class AnswerFormat:
             return f"the answer is not valid JSON: {exc}"
         if self.schema is None:
             return None if isinstance(value, dict) else f"the answer is JSON but not an object: {text[:80]}"
-        error = best_match(validator_for(self.schema, default=Draft202012Validator)(self.schema).iter_errors(value))
-        return None if error is None else f"at {json_path(error.absolute_path)}: {error.message}"
+        validator = validator_for(self.schema, default=Draft202012Validator)(self.schema)
+        errors = sorted(validator.iter_errors(value), key=relevance)[:MAX_PROBLEMS]
+        return "; ".join(f"at {json_path(e.absolute_path)}: {e.message}" for e in errors) or None

@@ -269,6 +269,7 @@ def speak(
     temperature: Knob = None,
     max_tokens: Knob = None,
     label: Knob = None,
+    tools: Knob = None,
     length: LengthRule | Callable[[Any, C], LengthRule | None] | None = None,
     round: Knob = None,
     prepare: Callable[[Any, C], Mapping[str, Any]] | None = None,
@@ -288,6 +289,8 @@ def speak(
         context: the run context class the node reads its knobs from.
         reads: the node's input schema (the state keys it reads), a TypedDict.
         model, temperature, max_tokens, label: the chat model's (`RunContext.chat`).
+        tools: a `ToolSet` the speaker may call: the pieces of its calls go out as `tool_call` events and the
+            calls reach `writes` in `Turn.tool_calls`.
         length: the turn's `LengthRule` (None: the answer as the model gives it).
         round: the round the turn belongs to, for its chunks.
         prepare: run first; what it returns joins the state the other knobs and `writes` read (a running
@@ -304,7 +307,7 @@ def speak(
         who = _value(speaker, state, ctx)
         chosen, tag = _value(model, state, ctx), _value(label, state, ctx)
         chat = ctx.chat(chosen, temperature=_value(temperature, state, ctx),
-                        max_tokens=_value(max_tokens, state, ctx), label=tag)
+                        max_tokens=_value(max_tokens, state, ctx), label=tag, tools=_value(tools, state, ctx))
         turn = await say(chat, prompt(state, ctx), speaker=who, round=_value(round, state, ctx),
                          length=_value(length, state, ctx), resend=resend, model=chosen, label=tag)
         if isinstance(writes, str):
