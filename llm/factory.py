@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from langchain_core.messages import BaseMessage, SystemMessage
 from langchain_core.output_parsers import PydanticOutputParser
-from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig
+from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig, RunnableLambda
 from langchain_core.runnables.config import ensure_config, merge_configs
 from openai import DefaultAsyncHttpxClient
 from pydantic import BaseModel
@@ -26,7 +27,7 @@ from core import metrics
 from core.settings import Settings, get_settings
 from llm.client import HAS_CHUNK_TIMEOUT, BoundedChatOpenAI
 from llm.failures import ModelError, register_secret
-from llm.formats import AnswerFormat
+from llm.formats import AnswerFormat, cap_strings, schema_note
 from llm.prices import BUILTIN_PRICES, Price, lookup_price
 from llm.providers import BUILTIN_PROVIDERS, DEFAULT_PROVIDER, Provider, split_model_id
 from llm.tokens import answer_reserve, context_guard, prompt_limit
@@ -278,14 +279,18 @@ class ModelFactory:
             if tools is not None:
                 model = client.bind_tools(list(tools.tools), **tools.bind_kwargs())
             if answer_format is not None:
-                model = model.bind(response_format=answer_format.request_field(quirks.structured_method))
-            return self._guarded(resolved, max_tokens, model)
+                model = model.bind(response_format=answer_format.request_field(quirks.structured_method,
+                                                                               quirks.json_string_cap))
+            json_schema = answer_format.schema if answer_format is not None else None
+            return self._noted(quirks, json_schema, self._guarded(resolved, max_tokens, model))
+        json_schema = schema.model_json_schema()
         if quirks.structured_method == "json_object_schema":
-            fmt = {"type": "json_object", "schema": schema.model_json_schema()}
+            grammar = cap_strings(json_schema, quirks.json_string_cap) if quirks.json_string_cap else json_schema
+            fmt = {"type": "json_object", "schema": grammar}
             answer = client.bind(response_format=fmt) | PydanticOutputParser(pydantic_object=schema)
         else:
             answer = client.with_structured_output(schema, method=quirks.structured_method)
-        return self._guarded(resolved, max_tokens, answer)
+        return self._noted(quirks, json_schema, self._guarded(resolved, max_tokens, answer))
 
     def _loop_cache(self, name: str) -> dict | None:
         """A dict private to the running event loop (None outside one): what it holds is bound to that loop."""
@@ -307,6 +312,21 @@ class ModelFactory:
         if timeout not in clients:
             clients[timeout] = DefaultAsyncHttpxClient(timeout=timeout)
         return clients[timeout]
+
+    @staticmethod
+    def _noted(quirks: Provider, json_schema: dict[str, Any] | None, model: Runnable) -> Runnable:
+        """`model` told the fields of `json_schema` in its system message, where the provider wants it
+        (`Provider.schema_in_prompt`): before the context guard, which keeps the system message."""
+        if json_schema is None or not quirks.schema_in_prompt:
+            return model
+        note = schema_note(json_schema)
+
+        def with_note(messages: list[BaseMessage]) -> list[BaseMessage]:
+            if messages and isinstance(messages[0], SystemMessage):
+                return [SystemMessage(f"{messages[0].text}\n\n{note}"), *messages[1:]]
+            return [SystemMessage(note), *messages]
+
+        return RunnableLambda(with_note) | model
 
     @staticmethod
     def _guarded(resolved: ResolvedModel, max_tokens: int | None, model: Runnable) -> Runnable:

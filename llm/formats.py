@@ -42,6 +42,70 @@ def check_schema(schema: Any, where: str) -> None:
         raise ValueError(f"{where} is not a valid JSON Schema: {exc.message} (at {where}{path})") from None
 
 
+# What a model whose endpoint constrains its sampling to a schema, without showing it the schema (llama.cpp's
+# grammar), is told of the fields it fills (`Provider.schema_in_prompt`).
+SCHEMA_NOTE = "Answer with one JSON object with these fields:\n{fields}"
+
+
+def _resolve(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    ref = schema.get("$ref")
+    if not isinstance(ref, str) or not ref.startswith("#/"):
+        return schema
+    target: Any = root
+    for part in ref[2:].split("/"):
+        target = target.get(part, {}) if isinstance(target, dict) else {}
+    return target if isinstance(target, dict) else {}
+
+
+def _kind(schema: dict[str, Any], root: dict[str, Any]) -> str:
+    """A few words on the values `schema` admits: `text of at most 120 characters`, `one of "A", "B"`, ..."""
+    schema = _resolve(schema, root)
+    if "enum" in schema:
+        return "one of " + ", ".join(json.dumps(v) for v in schema["enum"])
+    if "const" in schema:
+        return json.dumps(schema["const"])
+    if options := schema.get("anyOf") or schema.get("oneOf"):
+        return " or ".join(_kind(o, root) for o in options if isinstance(o, dict))
+    kind = schema.get("type")
+    if kind == "array":
+        most = f" (at most {schema['maxItems']})" if "maxItems" in schema else ""
+        return f"a list{most} of {_kind(schema.get('items') or {}, root)}"
+    if kind == "object" or "properties" in schema:
+        keys = ", ".join(json.dumps(k) for k in schema.get("properties") or {})
+        return f"an object with {keys}" if keys else "an object"
+    if kind == "string":
+        return f"text of at most {schema['maxLength']} characters" if "maxLength" in schema else "text"
+    return {"integer": "a whole number", "number": "a number", "boolean": "true or false", "null": "null"}.get(
+        kind if isinstance(kind, str) else "", "any value")
+
+
+def schema_note(schema: dict[str, Any]) -> str:
+    """`SCHEMA_NOTE` for `schema`: each top-level field, what it holds and its description, one line each."""
+    root = _resolve(schema, schema)
+    lines = []
+    for name, field in (root.get("properties") or {}).items():
+        if isinstance(field, dict):
+            about = field.get("description") or _resolve(field, schema).get("description")
+            lines.append(f"- {json.dumps(name)}: {_kind(field, schema)}" + (f". {about}" if about else ""))
+    return SCHEMA_NOTE.format(fields="\n".join(lines) or "- any fields")
+
+
+def cap_strings(schema: Any, most: int) -> Any:
+    """`schema` with every string it admits that has no bound of its own (`maxLength`, `enum`, `const`, `format`)
+    held to `most` characters: what a grammar-constrained endpoint is sent (`Provider.json_string_cap`)."""
+    if isinstance(schema, list):
+        return [cap_strings(item, most) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    capped = {key: cap_strings(value, most) if key not in ("enum", "const", "default", "examples") else value
+              for key, value in schema.items()}
+    kinds = schema.get("type")
+    if (kinds == "string" or (isinstance(kinds, list) and "string" in kinds)) and not (
+            {"maxLength", "enum", "const", "format"} & set(schema)):
+        capped["maxLength"] = most
+    return capped
+
+
 def json_path(path: Any) -> str:
     """A validation error's place in the answer, as `$.field[0].name`."""
     return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
@@ -112,11 +176,18 @@ class AnswerFormat:
         """A stable text of the format (a cache key)."""
         return json.dumps(self.dump(), sort_keys=True)
 
-    def request_field(self, method: StructuredMethod) -> dict[str, Any]:
+    def __hash__(self) -> int:  # its fields hold dicts: hashed by its text, so it can key a cache
+        return hash(self.key)
+
+    def request_field(self, method: StructuredMethod, string_cap: int | None = None) -> dict[str, Any]:
         """The `response_format` an endpoint of structured-output dialect `method` (`Provider.structured_method`)
-        is sent: OpenAI's as it is, or llama.cpp's grammar mode (`{"type": "json_object", "schema"}`)."""
+        is sent: OpenAI's as it is, or llama.cpp's grammar mode (`{"type": "json_object", "schema"}`), its unbounded
+        strings held to `string_cap` characters (`cap_strings`)."""
         if method == "json_object_schema":
-            return {"type": "json_object", **({"schema": self.schema} if self.schema is not None else {})}
+            if self.schema is None:
+                return {"type": "json_object"}
+            return {"type": "json_object",
+                    "schema": cap_strings(self.schema, string_cap) if string_cap else self.schema}
         return self.dump()
 
     def schema_text(self) -> str:

@@ -37,6 +37,18 @@ class Provider(BaseModel):
     extra_body: dict[str, Any] = Field(
         default_factory=dict, description="Extra request fields the server understands (sampling knobs)."
     )
+    schema_in_prompt: bool = Field(
+        False,
+        description="Whether the fields of a JSON answer's schema are written into the prompt (`llm.formats.schema_note`): "
+        "llama.cpp's grammar holds the sampling to the schema but, unlike OpenAI's structured outputs, never shows "
+        "the model what the fields are for.",
+    )
+    json_string_cap: int | None = Field(
+        None,
+        description="Characters a string of a JSON answer may hold where its schema sets no bound, in the schema a "
+        "grammar-constrained endpoint (`json_object_schema`) is sent: a small model that starts repeating itself "
+        "fills an unbounded string up to its output cap, and the answer is cut off unreadable.",
+    )
     json_extra_body: dict[str, Any] = Field(
         default_factory=dict,
         description="Request fields that replace `extra_body`'s in calls that must answer JSON (Parley's structured "
@@ -59,6 +71,8 @@ BUILTIN_PROVIDERS: dict[str, Provider] = {
         token_param="max_tokens",
         stream_usage=False,  # llama-cpp-python ignores stream_options; usage is estimated instead
         structured_method="json_object_schema",
+        schema_in_prompt=True,
+        json_string_cap=400,
         context_window=2048,
         max_output_tokens=768,
         max_temperature=1.0,

@@ -115,6 +115,9 @@ class ToolSet:
         """A stable text of the set (a cache key)."""
         return json.dumps(self.dump(), sort_keys=True)
 
+    def __hash__(self) -> int:  # its fields hold dicts: hashed by its text, so it can key a cache
+        return hash(self.key)
+
     @property
     def names(self) -> list[str]:
         return [t["function"]["name"] for t in self.tools]

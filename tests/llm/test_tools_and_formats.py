@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel
 
 from llm.factory import ModelFactory
-from llm.formats import AnswerFormat
+from llm.formats import AnswerFormat, cap_strings, schema_note
 from llm.providers import BUILTIN_PROVIDERS, Provider
 from llm.tools import ToolSet, check_tool_messages
 
@@ -61,6 +61,20 @@ def test_an_answer_format_says_what_is_wrong_with_an_answer():
     assert AnswerFormat.from_request({"type": "text"}) is None and AnswerFormat.from_request(None) is None
 
 
+def test_a_grammars_schema_bounds_every_string_and_a_model_reads_the_fields():
+    capped = cap_strings({"type": "object", "properties": {
+        "a": {"type": "string"}, "b": {"type": "string", "maxLength": 9}, "c": {"enum": ["x"], "type": "string"},
+        "d": {"type": "array", "items": {"type": ["string", "null"]}}, "type": {"type": "integer"}}}, 50)
+    props = capped["properties"]
+    assert props["a"]["maxLength"] == 50 and props["b"]["maxLength"] == 9 and "maxLength" not in props["c"]
+    assert props["d"]["items"]["maxLength"] == 50 and props["type"] == {"type": "integer"}
+    note = schema_note({"type": "object", "$defs": {"Mood": {"enum": ["calm", "angry"]}}, "properties": {
+        "mood": {"$ref": "#/$defs/Mood", "description": "How it sounds."},
+        "tags": {"type": "array", "maxItems": 3, "items": {"type": "string", "maxLength": 20}}}})
+    assert note.splitlines()[1:] == ['- "mood": one of "calm", "angry". How it sounds.',
+                                     '- "tags": a list (at most 3) of text of at most 20 characters']
+
+
 def test_each_endpoint_is_asked_for_json_in_its_own_dialect():
     fmt = AnswerFormat.from_request({"type": "json_schema", "json_schema": {"name": "count", "schema": SCHEMA}})
     assert fmt.request_field("json_schema") == fmt.dump()
@@ -94,12 +108,18 @@ async def test_json_answers_are_sampled_as_the_provider_wants_json_sampled(parle
     assert await factory.structured(Verdict, "local:smollm2").ainvoke([HumanMessage("Judge.")]) == Verdict(winner="A")
     structured = llm.requests[-1]
     assert structured["repeat_penalty"] == 1.0 and structured["response_format"]["type"] == "json_object"
+    # The grammar holds every string to a length (a looping model ends), and the model is told what the fields hold.
+    assert structured["response_format"]["schema"]["properties"]["winner"]["maxLength"] == local.json_string_cap
+    assert structured["messages"][0] == {"role": "system", "content": schema_note(Verdict.model_json_schema())}
+    assert '- "winner": text' in structured["messages"][0]["content"]
     fmt = AnswerFormat.from_request({"type": "json_schema", "json_schema": {"name": "count", "schema": SCHEMA}})
-    await factory.chat("local:smollm2", answer_format=fmt).ainvoke([HumanMessage("Count.")])
+    await factory.chat("local:smollm2", answer_format=fmt).ainvoke([SystemMessage("Count well."), HumanMessage("Go.")])
     sent = llm.requests[-1]
-    assert sent["repeat_penalty"] == 1.0 and sent["response_format"] == {"type": "json_object", "schema": SCHEMA}
+    assert sent["repeat_penalty"] == 1.0 and sent["response_format"] == {"type": "json_object", "schema": cap_strings(
+        SCHEMA, local.json_string_cap)}
+    assert sent["messages"][0]["content"].startswith("Count well.\n\nAnswer with one JSON object with these fields:")
     # A provider without the quirk sends its extra body unchanged either way.
     plain = ModelFactory(parley_env, providers={"openai": Provider(extra_body={"top_k": 5})})
     await plain.structured(Verdict, "openai:gpt-4o").ainvoke([HumanMessage("Judge.")])
-    assert llm.requests[-1]["top_k"] == 5
+    assert llm.requests[-1]["top_k"] == 5 and llm.requests[-1]["messages"] == [{"role": "user", "content": "Judge."}]
     assert json.loads(json.dumps(llm.requests[-1]["response_format"]))["type"] == "json_schema"
