@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import httpx
 import openai
@@ -401,3 +403,28 @@ def test_a_raw_panel_refuses_a_json_format(api, llm):
     ok = api.post("/v1/chat/completions", json={"model": "router/debate", "messages": QUESTION, "panel": True,
                                                 "response_format": {"type": "text"}})
     assert ok.status_code == 200, ok.text
+
+
+# --- docs/agent-frameworks.md ----------------------------------------------------------------
+
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "agent-frameworks.md"
+SNIPPET = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
+# What each of the page's Python snippets prints, in order: the agent loops' final answer, the streamed call.
+SNIPPET_PRINTS = ["Take an umbrella: rain, 18 °C.", "'name': 'get_weather'", "Take an umbrella: rain, 18 °C.",
+                  "Take an umbrella: rain, 18 °C.", "title='The title is a scripted example.'"]
+
+
+def test_the_agent_frameworks_page_runs_against_parley(server, key, llm, monkeypatch, capsys):
+    """Every Python snippet of docs/agent-frameworks.md (the openai SDK with tools, streamed, LangChain, the OpenAI
+    Agents SDK, parse()), run as written against Parley on the scripted model server."""
+    snippets = SNIPPET.findall(PAGE.read_text(encoding="utf-8"))
+    assert len(snippets) == len(SNIPPET_PRINTS), "a snippet was added or removed: say what it prints here"
+    monkeypatch.setenv("PARLEY_URL", server.url + "/v1")
+    monkeypatch.setenv("PARLEY_KEY", key)
+    llm.script(match="rain, 18 °C in Paris", reply="Take an umbrella: rain, 18 °C.")
+    llm.script(tool_calls=[{"name": "get_weather", "arguments": {"city": "Paris"}}], with_tools=True)
+    for number, (snippet, prints) in enumerate(zip(snippets, SNIPPET_PRINTS), 1):
+        exec(compile(snippet, f"{PAGE.name}, Python snippet {number}", "exec"), {"__name__": "snippet"})
+        printed = capsys.readouterr().out
+        assert prints in printed, f"snippet {number} printed {printed!r}"
+    assert {r["model"] for r in llm.requests} == {"gpt-5", "claude-sonnet-4-5", "gemini-2.5-pro", "claude-opus-4-5"}
