@@ -108,5 +108,6 @@ def describe_validation(errors: list[dict[str, Any]]) -> str:
     for e in errors:
         loc = ".".join(str(p) for p in e.get("loc", ()) if p not in ("body", "query", "path"))
         message = "must be a JSON object" if e.get("type") == "model_attributes_type" else e.get("msg", "invalid")
-        parts.append(f"{loc or 'body'}: {message}")
+        # A refusal with its own code names its field itself (`messages[1]: ...`, `tools[0].function.name ...`).
+        parts.append(message if e.get("type") in FIELD_CODES and not loc else f"{loc or 'body'}: {message}")
     return "Invalid request: " + "; ".join(parts)
