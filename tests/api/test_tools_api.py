@@ -12,43 +12,15 @@ import openai
 import pytest
 from pydantic import BaseModel, Field
 
-from api.main import create_app
-from tests.support.servers import ServerThread
+# The panel API's fixtures: the debate preset on PANEL with ARBITRATOR, a key with credit, the openai SDK and httpx.
+from tests.api.test_panel_api import ARBITRATOR, PANEL, api, client, key, server  # noqa: F401
 
-PANEL = ["openai:gpt-5", "anthropic:claude-sonnet-4-5", "google:gemini-2.5-pro"]
-ARBITRATOR = "anthropic:claude-opus-4-5"
 QUESTION = [{"role": "user", "content": "Should I take an umbrella in Paris today?"}]
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "The weather in a city now.",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
 CALL = {"name": "get_weather", "arguments": {"city": "Paris"}, "id": "call_paris"}
 RESULT = "rain, 18 degrees"
-
-
-@pytest.fixture
-def server(parley_env):
-    parley_env.parley_debate_models = list(PANEL)
-    parley_env.parley_arbitrator_model = ARBITRATOR
-    with ServerThread(create_app(parley_env)) as running:
-        yield running
-
-
-@pytest.fixture
-def key(server, make_key, sync_db):
-    sync_db.workspaces.insert_one({"_id": "ws1", "creditUsd": 10.0})
-    return make_key(["chat", "admin"])
-
-
-@pytest.fixture
-def client(server, key):
-    with openai.OpenAI(base_url=server.url + "/v1", api_key=key, max_retries=0, timeout=30) as sdk:
-        yield sdk
-
-
-@pytest.fixture
-def api(server, key):
-    with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key}"}, timeout=30) as http:
-        yield http
 
 
 def sent_to(llm, model: str) -> list[dict]:
@@ -141,6 +113,22 @@ def test_a_router_falls_back_with_the_tools(client, api, llm):
     for model in ("gpt-4o", "claude-haiku-4-5"):
         assert all(r["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
                    for r in sent_to(llm, model))
+
+
+def test_a_call_cut_off_mid_stream_ends_the_stream_and_falls_back_without_one(client, api, llm):
+    api.post("/v1/routers", json={"id": "agents", "models": ["openai:gpt-4o", "anthropic:claude-haiku-4-5"]}
+             ).raise_for_status()
+    llm.script(model="gpt-4o", tool_calls=[CALL], drop_after=1)
+    llm.script(model="claude-haiku-4-5", tool_calls=[CALL])
+    stream = client.chat.completions.create(model="router/agents", messages=QUESTION, tools=[WEATHER], stream=True)
+    with pytest.raises(openai.APIError, match="failed after part of its answer was streamed") as caught:
+        for _ in stream:
+            pass
+    assert caught.value.body["code"] == "answer_interrupted"
+    # Not streamed, nothing went out yet: the next model of the list answers with its whole call.
+    resp = client.chat.completions.create(model="router/agents", messages=QUESTION, tools=[WEATHER])
+    assert resp.model == "anthropic:claude-haiku-4-5" and json.loads(
+        resp.choices[0].message.tool_calls[0].function.arguments) == {"city": "Paris"}
 
 
 # --- debate ----------------------------------------------------------------------------------
