@@ -22,7 +22,7 @@ from pymongo.errors import ConnectionFailure
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from services import errors as service_errors
-from services.errors import describe_validation
+from services.errors import describe_validation, validation_code
 
 log = logging.getLogger("parley.api")
 
@@ -180,7 +180,8 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         status = 422 if request.url.path.startswith(UNPROCESSABLE_PREFIXES) else 400
         details = [{"loc": list(e.get("loc", ())), "msg": e.get("msg"), "type": e.get("type")} for e in exc.errors()]
-        err = ApiError(status, describe_validation(exc.errors()), code="invalid_request", extra={"details": details})
+        err = ApiError(status, describe_validation(exc.errors()), code=validation_code(exc.errors()),
+                       extra={"details": details})
         return error_response(request, err)
 
     @app.exception_handler(StarletteHTTPException)

@@ -14,6 +14,8 @@ from langchain_core.runnables import Runnable
 from pydantic import BaseModel
 
 from llm.factory import ModelFactory
+from llm.formats import AnswerFormat
+from llm.tools import ToolSet
 from llm.usage import UsageLedger
 
 SchemaT = TypeVar("SchemaT", bound=BaseModel)
@@ -56,8 +58,11 @@ class RunContext:
         max_tokens: int | None = None,
         timeout: float | None = None,
         label: str | None = None,
+        tools: ToolSet | None = None,
+        answer_format: AnswerFormat | None = None,
     ) -> Runnable:
-        """A chat model for `model` (else this run's model, else the deployment default), billed to this run."""
+        """A chat model for `model` (else this run's model, else the deployment default), billed to this run;
+        offered `tools` and asked for `answer_format` when given (`ModelFactory.chat`)."""
         return self.factory.chat(
             model or self.model,
             temperature=temperature,
@@ -65,6 +70,8 @@ class RunContext:
             timeout=timeout,
             ledger=self.ledger,
             label=label,
+            tools=tools,
+            answer_format=answer_format,
         )
 
     def structured(

@@ -64,6 +64,17 @@ def _error_event(err: ApiError) -> ServerSentEvent:
     return _data({"error": {"message": err.message, "type": err.type, "code": err.code, **err.extra}})
 
 
+def tool_call_delta(piece: dict[str, Any]) -> dict[str, Any]:
+    """A piece of a tool call as OpenAI streams it: `delta.tool_calls[0]` with its `index`, the call's `id`, type and
+    name in its first piece, a fragment of its JSON arguments in every piece."""
+    call: dict[str, Any] = {"index": piece["index"]}
+    if piece.get("id"):
+        call |= {"id": piece["id"], "type": "function"}
+    call["function"] = {"name": piece["name"], "arguments": piece["arguments"]} if piece.get("name") else {
+        "arguments": piece["arguments"]}
+    return {"tool_calls": [call]}
+
+
 def stream_response(engine: RunEngine, record: dict, headers: dict[str, str]) -> EventSourceResponse:
     """Relay the run's events as `chat.completion.chunk` events and progress comments.
 
@@ -85,14 +96,14 @@ def stream_response(engine: RunEngine, record: dict, headers: dict[str, str]) ->
         async for batch in engine.follow(run_id):
             for event in batch:
                 data = event.data
-                if event.event == "chunk":
-                    delta = {"content": data["content"]}
+                if event.event in ("chunk", "tool_call"):
+                    delta = {"content": data["content"]} if event.event == "chunk" else tool_call_delta(data)
                     if not started:
-                        delta, started = {"role": "assistant", **delta}, True
+                        delta, started = {"role": "assistant", "content": None, **delta}, True
                     yield chunk(delta)
                 elif event.event == "done":
                     done = data["completion"]
-                    yield chunk({}, "stop", usage=done["usage"], _meta=done["_meta"])
+                    yield chunk({}, done["choices"][0]["finish_reason"], usage=done["usage"], _meta=done["_meta"])
                     yield ServerSentEvent(data="[DONE]")
                 elif event.event == "error":  # the run's own error, or the stream's (storage failed)
                     yield _error_event(run_error(data.get("error") or data))
