@@ -1,9 +1,11 @@
 """Panel in the browser: panelists' answers fill side by side, a failure shows as one, the answer streams; the
 decision rules (a vote's tally, a rank's reviews and Borda ranking, best-of-n's two readings, a decider of a
-panelist's family noted); the model picker reads `GET /v1/models`."""
+panelist's family noted); the model picker reads `GET /v1/models`; tools offered, the arbitrator's calls and the
+panelists' proposals."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import httpx
@@ -258,3 +260,36 @@ def test_the_model_picker_lists_v1_models_for_a_key_that_cannot_list_routers(mak
     figures = page.get_by_role("region", name="Figures (_meta)")
     expect(figures.get_by_role("row", name="routerMode")).to_contain_text("direct")
     expect(page.get_by_role("region", name=re.compile("^Decision"))).to_have_count(0)
+
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "The weather in a city now.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+
+
+def test_a_debate_offered_tools_shows_the_arbitrators_call_and_the_panelists_proposals(studio, llm, sync_db):
+    sync_db.workspaces.insert_one({"_id": "ws1", "creditUsd": 10.0})
+    llm.script(model=NAMES[0], with_tools=True,  # the arbitrator (gpt-4o-mini) is offered the tools; panelists not
+               tool_calls=[{"name": "get_weather", "arguments": {"city": "Paris"}, "id": "call_paris"}])
+    answer_panel(llm, "Call get_weather for Paris first.", "Check Paris's weather with the tool.", "Look it up.")
+    page = studio.open("/panel")
+    page.get_by_label("Tools (JSON)").fill("get_weather")
+    ask(page, "Should I take an umbrella in Paris today?")
+    expect(page.get_by_role("alert")).to_have_text("Tools must be a JSON list of OpenAI tool definitions.")
+    assert not llm.requests
+
+    page.get_by_label("Tools (JSON)").fill(json.dumps([WEATHER]))
+    page.get_by_role("button", name="Ask the panel").click()
+    expect(page.get_by_role("status")).to_have_text("Done.")
+    call = page.get_by_role("region", name="Tool calls").get_by_role("listitem", name="Call of get_weather")
+    expect(call).to_contain_text("call_paris")
+    arguments = call.get_by_label("Arguments of get_weather")
+    expect(arguments).not_to_be_empty()
+    assert json.loads(arguments.inner_text()) == {"city": "Paris"}
+    table = page.get_by_role("region", name="Figures (_meta)").get_by_role("table").filter(has_text="Panelists")
+    expect(table.get_by_role("columnheader", name="Proposal")).to_be_visible()
+    proposals = [cells(table.get_by_role("row").nth(i))[-1] for i in (1, 2, 3)]
+    assert proposals == ["Call get_weather for Paris first.", "Check Paris's weather with the tool.", "Look it up."]
+    [arbitration] = [r for r in llm.requests if r.get("tools")]
+    assert arbitration["model"] == NAMES[0] and arbitration["tools"] == [WEATHER]
+    studio.shot("panel-tools", full_page=True)

@@ -84,6 +84,14 @@ export interface ToolCall {
   function: { name: string; arguments: string };
 }
 
+/** A tool call as the view shows it: built from its `tool_call` pieces as they stream, then the completion's. */
+export interface Call {
+  index: number;
+  id: string;
+  name: string;
+  arguments: string;
+}
+
 export interface PanelView {
   seats: Seat[];
   answering: { role: string; model: string } | null;
@@ -92,6 +100,7 @@ export interface PanelView {
   reviews: Review[]; // rank: each reviewer's ranking as it arrives
   verdicts: Verdict[]; // best-of-n: each reading as it arrives
   pieces: Piece[];
+  calls: Call[]; // the tool calls the answer makes
   answer: string | null; // the final answer, once `done` brings the completion
   completion: Completion | null;
   status: "waiting" | "panel" | "deciding" | "answering" | "done" | "failed" | "cancelled";
@@ -114,6 +123,7 @@ export const emptyPanel = (): PanelView => ({
   reviews: [],
   verdicts: [],
   pieces: [],
+  calls: [],
   answer: null,
   completion: null,
   status: "waiting",
@@ -169,14 +179,27 @@ export function panelReducer(view: PanelView, { event, data, id }: StreamEvent):
     case "chunk":
       return { ...view, status: view.status === "panel" || view.status === "deciding" ? "answering" : view.status,
                pieces: [...view.pieces, { seq: id, text: String(data.content ?? "") }] };
+    case "tool_call": {
+      // The first piece of a call names it; the others carry more of its JSON arguments.
+      const calls = view.calls.slice();
+      const at = calls.findIndex((c) => c.index === data.index);
+      const piece = String(data.arguments ?? "");
+      if (at < 0) calls.push({ index: data.index, id: data.id ?? "", name: data.name ?? "", arguments: piece });
+      else calls[at] = { ...calls[at], arguments: calls[at].arguments + piece };
+      return { ...view, status: "answering", calls };
+    }
     case "done": {
       const completion: Completion | null = data.completion ?? null;
+      const toolCalls = completion?.choices?.[0]?.message?.tool_calls;
       return {
         ...view,
         status: "done",
         completion,
         answer: completion?.choices?.[0]?.message?.content ?? null,
         decision: (completion?._meta?.decision as Decision | undefined) ?? view.decision,
+        calls: toolCalls
+          ? toolCalls.map((c, index) => ({ index, id: c.id, name: c.function.name, arguments: c.function.arguments }))
+          : view.calls,
       };
     }
     case "error":

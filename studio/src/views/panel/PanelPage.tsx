@@ -30,6 +30,19 @@ function splitAnswerRule(rule: string | null | undefined): [AnswerRuleKind, stri
   return [rule === "number" || rule === "choice" ? rule : "exact", ""];
 }
 
+/** The request's `tools`: none for an empty field, else the field's JSON list; a message when it is not one. */
+function toolsField(text: string): { tools?: unknown[] } | string {
+  if (!text.trim()) return {};
+  let tools: unknown;
+  try {
+    tools = JSON.parse(text);
+  } catch {
+    tools = null;
+  }
+  if (!Array.isArray(tools)) return "Tools must be a JSON list of OpenAI tool definitions.";
+  return { tools };
+}
+
 /**
  * Start the completion and resolve to its run id once the response's headers arrive. The body is
  * read to its end in the background: the OpenAI stream is kept open so the request runs as a
@@ -68,6 +81,7 @@ export function PanelPage() {
   const [answerRule, setAnswerRule] = useState<AnswerRuleKind>("exact");
   const [pattern, setPattern] = useState("");
   const [seed, setSeed] = useState("");
+  const [tools, setTools] = useState("");
   const [view, push, reset] = useStreamReducer(panelReducer, emptyPanel);
   const stream = useFollow();
   const [error, setError] = useState<unknown>(null);
@@ -110,15 +124,16 @@ export function PanelPage() {
       return;
     }
     const fields = panelFields();
-    if (typeof fields === "string") {
-      setError(fields);
+    const offered = toolsField(tools);
+    if (typeof fields === "string" || typeof offered === "string") {
+      setError(typeof fields === "string" ? fields : offered);
       return;
     }
     setError(null);
     reset();
     request.current?.abort();
     request.current = new AbortController();
-    const body = { model, messages: [{ role: "user", content: question.trim() }], stream: true, ...fields };
+    const body = { model, messages: [{ role: "user", content: question.trim() }], stream: true, ...fields, ...offered };
     setStarting(true);
     let runId: string;
     try {
@@ -232,6 +247,21 @@ export function PanelPage() {
             </div>
           </>
         )}
+        <label htmlFor="panel-tools">Tools (JSON)</label>
+        <div>
+          <textarea
+            id="panel-tools"
+            rows={2}
+            className="mono"
+            value={tools}
+            onChange={(e) => setTools(e.target.value)}
+            aria-describedby="panel-tools-hint"
+          />
+          <p className="hint" id="panel-tools-hint">
+            Optional: OpenAI function tools, <code>{'[{"type": "function", "function": {"name": …}}]'}</code>. A
+            debate's arbitrator may answer by calling one; the panelists read them and propose.
+          </p>
+        </div>
         <span />
         <div className="actions">
           <button type="submit" disabled={busy || !writes("chat")}>

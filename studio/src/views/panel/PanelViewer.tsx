@@ -1,6 +1,6 @@
 /** A panel run side by side: each panelist's answer as it arrives, the arbitrator's answer streaming, `_meta`. */
 import { Badge, formatCost, formatMs, StatusLine } from "../../components/ui";
-import { answerText, type PanelView, type Seat, type ToolCall } from "../../streams/panel";
+import { answerText, type PanelView, type Call, type Seat } from "../../streams/panel";
 import { DecisionCard } from "./DecisionCard";
 
 function statusText(view: PanelView): string {
@@ -28,7 +28,6 @@ function statusText(view: PanelView): string {
 
 export function PanelViewer({ view }: { view: PanelView }) {
   const text = answerText(view);
-  const toolCalls = view.completion?.choices?.[0]?.message?.tool_calls ?? [];
   return (
     <section aria-label="Panel run" className="panel-run">
       <StatusLine>{statusText(view)}</StatusLine>
@@ -37,7 +36,8 @@ export function PanelViewer({ view }: { view: PanelView }) {
           <SeatColumn key={seat.index} seat={seat} />
         ))}
       </ol>
-      {(text || view.answering || view.fallbacks.length > 0) && (
+      {/* An answer that only calls tools has no text: its calls stand for it. */}
+      {(text || (view.answering && view.calls.length === 0) || view.fallbacks.length > 0) && (
         <section className="card" aria-labelledby="panel-answer-title">
           <h3 id="panel-answer-title">
             Answer{view.answering ? ` (${view.answering.role}: ${view.answering.model})` : ""}
@@ -53,7 +53,7 @@ export function PanelViewer({ view }: { view: PanelView }) {
           </p>
         </section>
       )}
-      {toolCalls.length > 0 && <ToolCalls calls={toolCalls} />}
+      {view.calls.length > 0 && <ToolCalls calls={view.calls} />}
       {(view.decision || view.reviews.length > 0 || view.verdicts.length > 0) && (
         <DecisionCard decision={view.decision} reviews={view.reviews} verdicts={view.verdicts} />
       )}
@@ -94,15 +94,15 @@ function SeatColumn({ seat }: { seat: Seat }) {
 }
 
 /** The functions the answer calls (chat completions with `tools`): each call's name and arguments. */
-function ToolCalls({ calls }: { calls: ToolCall[] }) {
+function ToolCalls({ calls }: { calls: Call[] }) {
   return (
     <section className="card" aria-labelledby="tool-calls-title">
       <h3 id="tool-calls-title">Tool calls</h3>
       <ol className="rows">
         {calls.map((call) => (
-          <li key={call.id}>
-            <code>{call.function.name}</code>
-            <pre aria-label={`Arguments of ${call.function.name}`}>{call.function.arguments}</pre>
+          <li key={call.index} aria-label={`Call of ${call.name}`}>
+            <code>{call.name}</code> <span className="muted">{call.id}</span>
+            <pre aria-label={`Arguments of ${call.name}`}>{call.arguments}</pre>
           </li>
         ))}
       </ol>
