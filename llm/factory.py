@@ -2,8 +2,8 @@
 
 Every model call in Parley goes through `ModelFactory.chat` or `ModelFactory.structured`, which build
 `llm.client.BoundedChatOpenAI` clients (langchain-openai's `ChatOpenAI`) for an OpenAI-compatible endpoint,
-with the provider's quirks (`llm.providers`) applied, the context guard (`llm.tokens`) in front and the call
-recorder (`llm.usage`) bound to each call.
+with the provider's quirks (`llm.providers`) applied, the context guard (`llm.tokens`) in front, the call
+recorder (`llm.usage`) bound to each call, and for a run with a budget its check (`llm.budget.BudgetGuard`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,10 @@ import os
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
+from langchain_core.messages import BaseMessage
 from langchain_core.output_parsers import PydanticOutputParser
 from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig
 from langchain_core.runnables.config import ensure_config, merge_configs
@@ -28,6 +30,7 @@ from llm.client import HAS_CHUNK_TIMEOUT, BoundedChatOpenAI
 from llm.failures import ModelError, register_secret
 from llm.prices import BUILTIN_PRICES, Price, lookup_price
 from llm.providers import BUILTIN_PROVIDERS, DEFAULT_PROVIDER, Provider, split_model_id
+from llm.budget import Budget, BudgetGuard, CallEstimate, estimate_call
 from llm.tokens import answer_reserve, context_guard, prompt_limit
 from llm.usage import CallRecorder, UsageLedger
 
@@ -139,6 +142,12 @@ class ModelFactory:
             return None
         return prompt_limit(quirks.context_window, answer_reserve(quirks.output_cap(max_tokens)))
 
+    def estimate(self, model_id: str | None, prompt: Sequence[BaseMessage] | int, max_tokens: int | None) -> CallEstimate:
+        """The reserved estimate of a call to `model_id` with this prompt (messages, or their tokens) and output cap,
+        as the budget check of that call would make it (`llm.budget.estimate_call`)."""
+        resolved = self.resolve(model_id)
+        return estimate_call(prompt, resolved.provider.output_cap(max_tokens), self.price(resolved.model_id))
+
     def price(self, model_id: str) -> Price:
         return lookup_price(model_id, self.prices)
 
@@ -169,14 +178,16 @@ class ModelFactory:
         timeout: float | None = None,
         ledger: UsageLedger | None = None,
         label: str | None = None,
+        budget: Budget | None = None,
     ) -> Runnable:
         """Return a chat model (behind the context guard) for `model_id`.
 
         The result accepts a list of messages and supports `ainvoke` and `astream`; token usage of
         every call, streamed ones included, lands in `ledger` when one is given, and in the process
-        metrics (`core.metrics`) always.
+        metrics (`core.metrics`) always. With a `budget`, a call that would take the run past it is refused
+        before it is sent (`llm.budget.BudgetGuard`).
         """
-        return self._model(None, model_id, temperature, max_tokens, timeout, ledger, label)
+        return self._model(None, model_id, temperature, max_tokens, timeout, ledger, label, budget)
 
     def structured(
         self,
@@ -188,9 +199,11 @@ class ModelFactory:
         timeout: float | None = None,
         ledger: UsageLedger | None = None,
         label: str | None = None,
+        budget: Budget | None = None,
     ) -> Runnable:
-        """Return a runnable that answers with an instance of `schema`, using the provider's structured-output method."""
-        return self._model(schema, model_id, temperature, max_tokens, timeout, ledger, label)
+        """Return a runnable that answers with an instance of `schema`, using the provider's structured-output method
+        (billed and checked as `chat`)."""
+        return self._model(schema, model_id, temperature, max_tokens, timeout, ledger, label, budget)
 
     def _model(
         self,
@@ -201,6 +214,7 @@ class ModelFactory:
         timeout: float | None,
         ledger: UsageLedger | None,
         label: str | None,
+        budget: Budget | None = None,
     ) -> Runnable:
         """The model runnable for these knobs, built once per event loop; the call recorder is bound per call."""
         resolved = self.resolve(model_id)
@@ -212,9 +226,12 @@ class ModelFactory:
             if cache is not None:
                 cache[key] = runnable
         # Building a client (and a structured-output schema) costs milliseconds; binding a callback does not.
-        recorder = CallRecorder(ledger, resolved.model_id, self.price(resolved.model_id), label,
-                                 self.metric_label(resolved.model_id))
-        return _Recorded(bound=runnable, config={"callbacks": [recorder]})
+        price = self.price(resolved.model_id)
+        callbacks: list[Any] = [CallRecorder(ledger, resolved.model_id, price, label, self.metric_label(resolved.model_id))]
+        if budget is not None and budget.limits:
+            callbacks.insert(0, BudgetGuard(budget, model_id=resolved.model_id, price=price,
+                                            max_tokens=resolved.provider.output_cap(max_tokens)))
+        return _Recorded(bound=runnable, config={"callbacks": callbacks})
 
     def _build(
         self,

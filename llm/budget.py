@@ -1,0 +1,221 @@
+"""Budgets: a run's limits on tokens, cost and seconds, what it has spent, and the check every model call passes.
+
+A `Budget` reads what the run spent from its usage ledger (the calls made, as their servers counted them) and
+its clock (the seconds the run has been active: time spent waiting for a person does not count). Two checks
+use it:
+
+- before every model call (`BudgetGuard`, bound by `ModelFactory` to every model of a run that has a budget):
+  the call is refused (`BudgetExceeded`) when what was spent plus the call's reserved estimate (its prompt
+  and its output cap, at the model's price) would pass `maxTokens` or `maxCost`. This is the hard cap;
+- before every step (`nodes.steer`, at a turn's or a round's end): when the next step, estimated from the
+  last one, and the reserve for the synthesis or verdict would pass a limit, the graph goes to its
+  synthesis instead (`stoppedBy: "budget"`). `maxSeconds` is checked there only: a step under way is not cut.
+
+    budget = Budget(BudgetLimits(max_cost=0.05), ledger)
+    budget.fits(Spend(tokens=900, cost=0.004))
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.callbacks import AsyncCallbackHandler
+from langchain_core.messages import BaseMessage
+
+from llm.prices import Price
+from llm.tokens import approx_tokens
+from llm.usage import UsageLedger
+
+# Output tokens reserved for a call that sets no cap of its own: Parley's structured answers (a stance, a verdict,
+# a synthesis) have bounded fields and stay under this.
+UNCAPPED_OUTPUT_TOKENS = 512
+# A prompt's estimate (`approx_tokens`) may fall short of what the server counts: reserve this much more.
+PROMPT_MARGIN = 1.25
+
+FIELDS = {"maxTokens": "max_tokens", "maxCost": "max_cost", "maxSeconds": "max_seconds"}
+
+
+class InvalidBudget(ValueError):
+    """A budget that is not one: a limit that is not a positive number, or an unknown field. `field` names it."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+class BudgetExceeded(RuntimeError):
+    """A model call refused before it was sent: it would take the run past its budget."""
+
+    def __init__(self, message: str, *, figures: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.figures = figures or {}
+
+
+@dataclass(frozen=True)
+class Spend:
+    """Tokens, USD and seconds: what was spent, or what a step is expected to take."""
+
+    tokens: int = 0
+    cost: float = 0.0
+    seconds: float = 0.0
+
+    def __add__(self, other: Spend) -> Spend:
+        return Spend(self.tokens + other.tokens, self.cost + other.cost, self.seconds + other.seconds)
+
+    def __sub__(self, other: Spend) -> Spend:
+        return Spend(max(0, self.tokens - other.tokens), max(0.0, self.cost - other.cost),
+                     max(0.0, self.seconds - other.seconds))
+
+    def scaled(self, factor: float) -> Spend:
+        return Spend(math.ceil(self.tokens * factor), self.cost * factor, self.seconds * factor)
+
+    def dump(self) -> dict[str, Any]:
+        return {"tokens": self.tokens, "costUsd": round(self.cost, 8), "seconds": round(self.seconds, 3)}
+
+    @classmethod
+    def load(cls, row: Mapping[str, Any] | None) -> Spend:
+        row = row or {}
+        return cls(int(row.get("tokens", 0)), float(row.get("costUsd", 0.0)), float(row.get("seconds", 0.0)))
+
+
+@dataclass(frozen=True)
+class BudgetLimits:
+    """What a run may spend: tokens, USD, active seconds (None: no limit of that kind)."""
+
+    max_tokens: int | None = None
+    max_cost: float | None = None
+    max_seconds: float | None = None
+
+    def __bool__(self) -> bool:
+        return any(value is not None for value in (self.max_tokens, self.max_cost, self.max_seconds))
+
+    @classmethod
+    def parse(cls, value: Any, *, where: str = "") -> BudgetLimits:
+        """The limits of a JSON object `{"maxTokens", "maxCost", "maxSeconds"}` (each optional).
+
+        Raises:
+            InvalidBudget: not an object, an unknown field, or a limit that is not a positive number
+                (`maxTokens` an integer).
+        """
+        if value is None:
+            return cls()
+        if not isinstance(value, Mapping):
+            raise InvalidBudget(where or "budget", "must be an object with maxTokens, maxCost and/or maxSeconds")
+        unknown = sorted(set(value) - set(FIELDS))
+        if unknown:
+            raise InvalidBudget(f"{where}{unknown[0]}", f"unknown budget field (use {', '.join(FIELDS)})")
+        return cls(**{FIELDS[name]: limit(name, value.get(name), where=where) for name in FIELDS})
+
+    def dump(self) -> dict[str, Any]:
+        """The limits set, as the API writes them."""
+        return {name: getattr(self, attr) for name, attr in FIELDS.items() if getattr(self, attr) is not None}
+
+    def over(self, default: BudgetLimits) -> BudgetLimits:
+        """These limits, each one not set taken from `default` (a workspace's)."""
+        return BudgetLimits(*(getattr(self, attr) if getattr(self, attr) is not None else getattr(default, attr)
+                              for attr in FIELDS.values()))
+
+    def short_of(self, need: Spend) -> list[str]:
+        """The limits (API names) that `need` would pass."""
+        short = []
+        if self.max_tokens is not None and need.tokens > self.max_tokens:
+            short.append("maxTokens")
+        if self.max_cost is not None and need.cost > self.max_cost:
+            short.append("maxCost")
+        if self.max_seconds is not None and need.seconds > self.max_seconds:
+            short.append("maxSeconds")
+        return short
+
+
+def limit(name: str, value: Any, *, where: str = "") -> int | float | None:
+    """One limit as given (None when absent), checked: a positive number, `maxTokens` a whole one."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        raise InvalidBudget(f"{where}{name}", "must be a positive number")
+    if name == "maxTokens":
+        if isinstance(value, float) and not value.is_integer():
+            raise InvalidBudget(f"{where}{name}", "must be a whole number of tokens")
+        return int(value)
+    return float(value)
+
+
+@dataclass(frozen=True)
+class CallEstimate:
+    """A model call's reserved estimate: its prompt and output cap, in tokens, at `price`."""
+
+    prompt_tokens: int
+    output_tokens: int
+    price: Price
+
+    @property
+    def spend(self) -> Spend:
+        return Spend(self.prompt_tokens + self.output_tokens, self.price.cost(self.prompt_tokens, self.output_tokens))
+
+
+def estimate_call(messages: Sequence[BaseMessage] | int, max_tokens: int | None, price: Price) -> CallEstimate:
+    """What a call reserves: its prompt (messages, or their token count), with a margin for the estimate's error,
+    and its output cap (`UNCAPPED_OUTPUT_TOKENS` when it has none)."""
+    prompt = messages if isinstance(messages, int) else approx_tokens(messages)
+    return CallEstimate(math.ceil(prompt * PROMPT_MARGIN), max_tokens or UNCAPPED_OUTPUT_TOKENS, price)
+
+
+@dataclass
+class Budget:
+    """A run's limits, what it spent (its `ledger`, and `clock`: its active seconds), and the checks."""
+
+    limits: BudgetLimits
+    ledger: UsageLedger
+    clock: Callable[[], float] = field(default_factory=lambda: _since(time.monotonic()))
+
+    def spent(self) -> Spend:
+        return Spend(self.ledger.total_tokens, self.ledger.total_cost, self.clock())
+
+    def fits(self, more: Spend) -> bool:
+        """Whether spending `more` on top of what was spent stays within every limit."""
+        return not self.limits.short_of(self.spent() + more)
+
+    def admit(self, call: CallEstimate, what: str) -> None:
+        """Refuse a model call whose reserved estimate would take the run past `maxTokens` or `maxCost`.
+
+        Raises:
+            BudgetExceeded: naming the limit, with the figures.
+        """
+        spent = self.spent()
+        need = spent + call.spend
+        short = [name for name in self.limits.short_of(Spend(need.tokens, need.cost)) if name != "maxSeconds"]
+        if short:
+            raise BudgetExceeded(
+                f"{what} was not made: its reserved estimate ({call.spend.tokens} tokens, ${call.spend.cost:.6f}) "
+                f"would take the run past its {short[0]} ({self.limits.dump()[short[0]]}); it has spent "
+                f"{spent.tokens} tokens, ${spent.cost:.6f}", figures=self.figures())
+
+    def figures(self) -> dict[str, Any]:
+        """The limits and what was spent, as run records and events carry them."""
+        return {"limits": self.limits.dump(), "spent": self.spent().dump()}
+
+
+def _since(start: float) -> Callable[[], float]:
+    return lambda: time.monotonic() - start
+
+
+class BudgetGuard(AsyncCallbackHandler):
+    """Refuse a model call of a run with a budget before it is sent (see `Budget.admit`).
+
+    `ModelFactory` binds one to every model it builds for a run that has a budget, beside the call recorder:
+    the one place every model call passes.
+    """
+
+    raise_error = True  # LangChain re-raises what this handler raises: the call does not start
+    run_inline = True
+
+    def __init__(self, budget: Budget, *, model_id: str, price: Price, max_tokens: int | None) -> None:
+        self.budget, self.model_id, self.price, self.max_tokens = budget, model_id, price, max_tokens
+
+    async def on_chat_model_start(self, serialized: Any, messages: list[list[BaseMessage]], **kwargs: Any) -> None:
+        prompt = sum(approx_tokens(batch) for batch in messages)
+        self.budget.admit(estimate_call(prompt, self.max_tokens, self.price), f"A call to {self.model_id}")
