@@ -134,7 +134,8 @@ def boundary(
             stop = "user"
         elif goes_on and not next_step_fits(ctx, state, reserve(state, ctx) if reserve else ()):
             stop = "budget"
-        waits = (goes_on and stop is None and steering is not None and state.get("passed") != here
+        # A budget that holds no more steps ends the debate without waiting; an `end` is an answer to a wait.
+        waits = (goes_on and stop != "budget" and steering is not None and state.get("passed") != here
                  and (steering.await_at == at or any(p.get("action") == "pause" for p in pending)))
         released = next((p for p in pending if p.get("action") in RELEASES), None)
         if waits and released is None:

@@ -17,12 +17,13 @@ from typing import Any
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import PyMongoError
 
-from graphs.duel import DuelContext
+from graphs.duel import DuelContext, minimum_calls
 from llm.failures import ModelError
 from runs import Caller, RunEngine
-from services import access
+from services import access, steering
 from services.access import Principal
 from services.errors import CannotStart, NotFound
+from services.steering import SteerOptions
 from store import debates as store
 
 log = logging.getLogger("parley.duel")
@@ -52,6 +53,7 @@ class DebateRequest:
     topic: str
     user_profile: dict
     rounds: int | None = None
+    steer: SteerOptions = SteerOptions()  # `await: "after_turn"` and the budget (`services.steering`)
 
 
 def new_debate_id() -> str:
@@ -64,18 +66,25 @@ async def start_duel(engine: RunEngine, caller: Caller, request: DebateRequest) 
 
     Raises:
         CannotStart: the debate could not be set up (no usable model, or the database refused it).
+        PaymentRequired, InvalidRequest: its budget (or the workspace's default) is too small for one round and the
+            verdict (`budget_too_small`).
     """
     context = DuelContext(models=engine.services.factory)
     rounds = request.rounds or context.rounds
+    inputs = {"topic": request.topic, "user_profile": request.user_profile, "rounds": rounds}
     try:
+        limits = await steering.budget_for(engine.db, caller.workspace, request.steer.budget)
+        if limits:
+            steering.require_minimum(limits, steering.spend_of(minimum_calls(inputs, context)),
+                                     what="one round of this duel and its verdict")
         model = engine.services.factory.resolve(context.model).model_id
         debate = await store.create_debate(
             engine.db, debate_id=new_debate_id(), user=caller.user, workspace=caller.workspace, topic=request.topic,
             user_profile=request.user_profile, rounds=rounds, model=model, stream_token=secrets.token_urlsafe(18),
         )
+        steer = SteerOptions(request.steer.await_at, limits).dump()
         await engine.submit("duel", caller=caller, run_id=debate["_id"], title=request.topic,
-                            ref={"debateId": debate["_id"]},
-                            input={"topic": request.topic, "user_profile": request.user_profile, "rounds": rounds})
+                            ref={"debateId": debate["_id"]}, input={**inputs, **({"steer": steer} if steer else {})})
     except ModelError as exc:
         log.error("could not start a debate: no usable model: %s", exc)
         raise CannotStart(START_FAILED) from exc

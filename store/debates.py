@@ -72,11 +72,13 @@ async def set_messages(db: AsyncDatabase, *, debate_id: str, messages: list[dict
 
 
 async def complete_debate(db: AsyncDatabase, *, debate_id: str, synthesis: dict, verdicts: list[dict],
-                          messages: list[dict]) -> None:
+                          messages: list[dict], stopped_by: str | None = None) -> None:
+    """Store a debate's end: its synthesis, both verdicts, its messages, and why it ended early, if it did."""
+    early = {"stoppedBy": stopped_by} if stopped_by else {}
     await db.debates.update_one(
         {"_id": debate_id},
         {"$set": {"synthesis": synthesis, "verdicts": verdicts, "messages": messages, "status": COMPLETED,
-                  "updatedAt": now()}},
+                  "updatedAt": now(), **early}},
     )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
@@ -25,6 +25,7 @@ from core.limits import (
     ROUTE_BODY_BYTES,
 )
 from services import duel as service
+from services import steering
 from services.duel import DebateNotFound, DebateRequest, public_debate
 
 router = APIRouter(tags=["duel"])
@@ -65,6 +66,14 @@ class DebateBody(BaseModel):
     userProfile: UserProfile = Field(description="Your persona: the agent that argues your side is built from it.")
     rounds: int | None = Field(None, ge=MIN_DUEL_ROUNDS, le=MAX_DUEL_ROUNDS,
                                description="Exchanges before the verdict; the default when omitted.")
+    await_: Literal["after_turn"] | None = Field(
+        None, alias="await", description="Wait for you after every turn (status `waiting`) until "
+        "`POST /v1/runs/{id}/input` says `continue`, `guide` or `end` (docs/steering.md).")
+    maxTokens: int | None = Field(None, gt=0, description="Budget: tokens the duel may use; it goes to its verdict "
+                                  "before a turn would pass it (`stoppedBy: \"budget\"`).")
+    maxCost: float | None = Field(None, gt=0, description="Budget: USD the duel may cost (as `maxTokens`).")
+    maxSeconds: float | None = Field(None, gt=0, description="Budget: seconds the duel may run, time waiting for "
+                                     "you not counted (as `maxTokens`).")
 
 
 def parse_debate_request(raw: bytes) -> DebateRequest:
@@ -101,7 +110,8 @@ def parse_debate_request(raw: bytes) -> DebateRequest:
     if rounds is not None and (not isinstance(rounds, int) or isinstance(rounds, bool)
                                or not MIN_DUEL_ROUNDS <= rounds <= MAX_DUEL_ROUNDS):
         raise ApiError(400, f"rounds must be an integer from {MIN_DUEL_ROUNDS} to {MAX_DUEL_ROUNDS}")
-    return DebateRequest(topic=topic.strip(), user_profile=profile, rounds=rounds)
+    return DebateRequest(topic=topic.strip(), user_profile=profile, rounds=rounds,
+                         steer=steering.parse_options(body, boundary="after_turn"))
 
 
 def keepalive(request: Request) -> float:
@@ -117,6 +127,8 @@ def keepalive(request: Request) -> float:
                      "X-Debate-Events": {"description": "Where to resume its events.", "schema": {"type": "string"}}}),
                  **errors((400, "The body is not a JSON object as declared; the message names the field."),
                           (401, "No key, an unknown key, or one without the `debate` scope."),
+                          (402, "The budget (or the workspace's default) is too small for one round and the "
+                                "verdict (`budget_too_small`, with `minimum`)."),
                           (403, "The key is read-only."), (413, f"The body exceeds {ROUTE_BODY_BYTES['/api/debate'] // 1024} KB."),
                           (429, "More than 8 debates a minute for this user; `retryAfter` says when to retry."),
                           (500, "The debate could not be started.")),

@@ -1,4 +1,4 @@
-"""`/v1/runs`: every mode's runs, the same way: list them, read one, follow its events, cancel it."""
+"""`/v1/runs`: every mode's runs, the same way: list them, read one, follow its events, steer it, cancel it."""
 
 from __future__ import annotations
 
@@ -6,20 +6,23 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse
 
 from api.deps import CurrentPrincipal, Engine, Principal
 from api.errors import ApiError
 from api.openapi import errors, streamed
 from api.sse import EVENT_ID_PATTERN, resume_after, sse_response
+from core.limits import STEER_MESSAGE_MAX_CHARS
 from runs import RunNotFound
 from services import access as visibility
+from services import steering
 from store import runs as store
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
 
 Kind = Literal["duel", "panel", "roundtable", "workflow"]
-Status = Literal["queued", "running", "completed", "failed", "cancelled"]
+Status = Literal["queued", "running", "waiting", "completed", "failed", "cancelled"]
 
 
 def _iso(value: Any) -> str | None:
@@ -35,6 +38,8 @@ def public_run(record: dict, *, detail: bool = False) -> dict[str, Any]:
         "leaseUntil": _iso(record.get("leaseUntil")), "heartbeatAt": _iso(record.get("heartbeatAt")),
         "claims": record.get("claims", 1), "cancelRequested": bool(record.get("cancelRequested")),
         "usage": record.get("usage"), "ref": record.get("ref") or {}, "error": record.get("error"),
+        "waiting": record.get("waiting"), "stoppedBy": record.get("stoppedBy"), "budget": record.get("budget"),
+        "inputs": record.get("inputs", 0),
     }
     if detail:
         view.update(input=record.get("input"), result=record.get("result"))
@@ -55,7 +60,8 @@ async def _run_of(engine, principal: Principal, run_id: str, *, write: bool = Fa
     if write and not principal.allows(scope):
         raise ApiError(403, f"This key lacks the '{scope}' scope", code="scope_denied")
     if write and not visibility.may_cancel(principal, record):
-        raise ApiError(403, "Only the user who started this run, or an admin key, may stop it", code="not_run_owner")
+        raise ApiError(403, "Only the user who started this run, or an admin key, may steer or stop it",
+                       code="not_run_owner")
     return record
 
 
@@ -122,3 +128,33 @@ async def cancel_run(run_id: str, principal: CurrentPrincipal, engine: Engine) -
     status = record["status"] if record["status"] in store.FINISHED else record.get("concluding")
     raise ApiError(409, f"Run '{run_id}' has already ended ({status})", code="run_finished",
                    extra={"run": public_run(record)})
+
+
+class RunInput(BaseModel):
+    """What a person sends a running run: a message (`content`), an action, or `guide` with its message."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: str | None = Field(None, min_length=1, max_length=STEER_MESSAGE_MAX_CHARS, json_schema_extra={
+        "pattern": r"\S"}, description="A message every agent sees from the next turn on (and stored in the "
+                                         "transcript as the user's); with `guide`, the guidance.")
+    action: Literal["continue", "guide", "end", "pause"] | None = Field(
+        None, description="`pause`: wait at the next boundary; `continue`: go on from a wait; `guide`: the message, "
+        "then continue; `end`: go straight to the synthesis or verdict of what was said.")
+
+
+@router.post("/{run_id}/input", status_code=202, summary="Steer a running debate: add a message, pause, continue, "
+             "guide or end it", responses=errors(
+                 (400, "Neither content nor action, an action that takes no content, or a blank message."),
+                 (403, "The key is read-only, lacks the kind's scope, or is neither the run's owner's nor an admin "
+                       "key (`not_run_owner`)."), NO_RUN,
+                 (409, "The run has ended (`run_finished`), takes no input (`run_not_steerable`: a chat completion, "
+                       "a workflow without an `await` node), or already waits and was asked to pause "
+                       "(`run_waiting`).")))
+async def send_input(run_id: str, body: RunInput, principal: CurrentPrincipal, engine: Engine) -> JSONResponse:
+    """Store the input (before answering 202), then deliver it to the run on whichever worker executes it; a waiting
+    run that `continue`, `guide` or `end` lets go on resumes at once. The answer has the input's `id` and the run."""
+    content, action = steering.parse_input(body.model_dump(exclude_none=True))
+    record = await _run_of(engine, principal, run_id, write=True)
+    given, record = await steering.send_input(engine, record, user=principal.user, content=content, action=action)
+    return JSONResponse({"input": given, "run": public_run(record)}, status_code=202)

@@ -35,7 +35,7 @@ from nodes.steer import SteerState, boundary
 
 __all__ = [
     "JUDGE_RETRY", "DuelContext", "DuelInput", "DuelOutput", "DuelState", "build_duel_graph", "graph", "judge_debate",
-    "judge_both_orders", "pick_opponent", "transcript",
+    "judge_both_orders", "minimum_calls", "pick_opponent", "transcript",
 ]
 
 
@@ -60,6 +60,7 @@ class DuelOutput(TypedDict, total=False):
     verdicts: list[dict]  # the two position-swapped judgements the synthesis was drawn from
     human: list[dict]  # the person's messages, each with its `position` among the turns (`nodes.steer`)
     stopped_by: str  # why the debate went to the judging before its last round: user, budget
+    consumed: list[str]  # the ids of the inputs its boundaries took in
 
 
 class DuelState(SteerState, total=False):
@@ -130,6 +131,19 @@ def verdict_reserve(state: DuelState, ctx: DuelContext) -> list[CallEstimate]:
     said = sum(approx_text_tokens(m["content"]) + 8 for m in state.get("messages") or [])
     prompt = said + approx_text_tokens(prompts.JUDGE_SYSTEM + prompts.JUDGE_PROMPT) + 64
     return [ctx.factory.estimate(ctx.judge_model or ctx.model, prompt, None)] * 2
+
+
+def minimum_calls(inputs: DuelInput, ctx: DuelContext) -> list[CallEstimate]:
+    """The calls of the smallest duel, estimated as the budget check of each call makes it: the opponent's casting,
+    one round (two turns) and the two verdicts. A budget below them is refused before the duel starts."""
+    profile = inputs["user_profile"]
+    about = approx_text_tokens(inputs["topic"]) + approx_text_tokens(str(profile.get("bio") or "")) + 40
+    cast = ctx.factory.estimate(ctx.model, approx_text_tokens(prompts.SELECT_OPPONENT_SYSTEM
+                                                              + prompts.SELECT_OPPONENT_PROMPT) + about, None)
+    turn_prompt = approx_text_tokens(prompts.SPEAKER_SYSTEM + prompts.SPEAKER_TURN) + about + ctx.max_chars // 2
+    turns = [ctx.factory.estimate(model or ctx.model, turn_prompt, ctx.turn_tokens(inputs["topic"]))
+             for model in (ctx.user_model, ctx.opponent_model)]
+    return [cast, *turns, *verdict_reserve({"messages": [{"content": "x" * ctx.max_chars}] * 2}, ctx)]
 
 
 # The boundary after each turn (`nodes.steer`): a person's messages, waits, `end` and the budget.

@@ -46,7 +46,7 @@ from nodes.text import newest_within
 
 __all__ = [
     "RoundTableContext", "RoundTableState", "build_round_table_graph", "estimate_minimum_tokens", "format_history",
-    "graph",
+    "graph", "minimum_calls",
 ]
 
 
@@ -72,6 +72,7 @@ class RoundTableOutput(TypedDict, total=False):
     memories: list[dict[str, Any]]
     human: list[dict[str, Any]]  # the person's messages, each with the `round` that first saw it
     stopped_by: str  # why the table went to its synthesis early: unanimous, user, budget
+    consumed: list[str]  # the ids of the inputs its boundaries took in
 
 
 class RoundTableState(RoundTableInput, RoundTableOutput, SteerState, total=False):
@@ -143,6 +144,28 @@ def final_reserve(state: RoundTableState, ctx: RoundTableContext) -> list[CallEs
     memory = approx_text_tokens(prompts.MEMORY_SYSTEM + prompts.MEMORY_PROMPT) + positions // 2 + 200
     return [ctx.factory.estimate(ctx.synthesis_model or ctx.model, synthesis, None),
             *(ctx.factory.estimate(seat.get("model") or ctx.model, memory, None) for seat in seats)]
+
+
+def minimum_calls(inputs: RoundTableInput, ctx: RoundTableContext) -> list[CallEstimate]:
+    """The calls of the smallest debate, estimated as the budget check of each call makes it: round 0 (each
+    seat's answer and the reading of its stance) and the synthesis with every seat's memory notes. A budget below
+    them is refused before the question is asked."""
+    agents = inputs.get("agents") or []
+    seats = [a for a in agents if not a.get("isDevilsAdvocate")][: ctx.max_seats]
+    seats += [next((a for a in agents if a.get("isDevilsAdvocate")), {})]
+    shared = sum(approx_text_tokens(inputs.get(key) or "") for key in ("question", "topic", "history"))
+    calls = []
+    for seat in seats:
+        own = approx_text_tokens(seat.get("persona") or "") + sum(
+            approx_text_tokens(m) for m in (seat.get("memories") or [])[-ctx.memories_per_agent:])
+        passages = min(sum(approx_text_tokens(d.get("text") or "") for d in seat.get("documents") or []),
+                       ctx.passages_per_agent * 150)
+        prompt = approx_text_tokens(prompts.AGENT_SYSTEM + prompts.QUESTION_BLOCK + prompts.INITIAL_INSTRUCTIONS)
+        calls.append(ctx.factory.estimate(seat.get("model") or ctx.model, prompt + own + passages + shared,
+                                          ctx.max_tokens))
+        answer = approx_text_tokens(prompts.POSITION_SYSTEM + prompts.POSITION_PROMPT) + ctx.max_tokens + shared
+        calls.append(ctx.factory.estimate(seat.get("model") or ctx.model, answer, None))
+    return calls + final_reserve({"seats": [{"model": seat.get("model")} for seat in seats]}, ctx)
 
 
 # The boundary after each round (`nodes.steer`): a person's messages, waits, `end` and the budget.

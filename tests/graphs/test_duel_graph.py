@@ -18,7 +18,7 @@ def test_the_builder_returns_an_uncompiled_graph_and_the_module_a_compiled_one()
             "synthesize"} <= set(builder.nodes)
     assert graph.name == "duel"
     assert set(graph.get_output_jsonschema()["properties"]) == {"opponent_profile", "messages", "synthesis", "verdicts",
-                                                               "human", "stopped_by"}
+                                                               "human", "stopped_by", "consumed"}
 
 
 async def test_runs_with_no_context_on_the_deployment_default(parley_env, llm):
