@@ -25,14 +25,16 @@ from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.messages import BaseMessage
+from pydantic import BaseModel
 
 from llm.prices import Price
 from llm.tokens import approx_tokens
 from llm.usage import UsageLedger
 
-# Output tokens reserved for a call that sets no cap of its own: Parley's structured answers (a stance, a verdict,
-# a synthesis) have bounded fields and stay under this.
+# Output tokens reserved for a call that sets no cap of its own and answers no bounded schema.
 UNCAPPED_OUTPUT_TOKENS = 512
+# Reserved for a string of a structured answer that its schema does not bound, and a list's items when unbounded.
+UNBOUNDED_STRING_TOKENS, UNBOUNDED_ITEMS = 128, 4
 # A prompt's estimate (`approx_tokens`) may fall short of what the server counts: reserve this much more.
 PROMPT_MARGIN = 1.25
 
@@ -157,11 +159,42 @@ class CallEstimate:
         return Spend(self.prompt_tokens + self.output_tokens, self.price.cost(self.prompt_tokens, self.output_tokens))
 
 
-def estimate_call(messages: Sequence[BaseMessage] | int, max_tokens: int | None, price: Price) -> CallEstimate:
+def estimate_call(messages: Sequence[BaseMessage] | int, max_tokens: int | None, price: Price,
+                  schema: type[BaseModel] | None = None) -> CallEstimate:
     """What a call reserves: its prompt (messages, or their token count), with a margin for the estimate's error,
-    and its output cap (`UNCAPPED_OUTPUT_TOKENS` when it has none)."""
+    and its output: its cap, else the largest answer its `schema` allows (`schema_tokens`), else
+    `UNCAPPED_OUTPUT_TOKENS`."""
     prompt = messages if isinstance(messages, int) else approx_tokens(messages)
-    return CallEstimate(math.ceil(prompt * PROMPT_MARGIN), max_tokens or UNCAPPED_OUTPUT_TOKENS, price)
+    output = max_tokens or (schema_tokens(schema.model_json_schema()) if schema is not None else UNCAPPED_OUTPUT_TOKENS)
+    return CallEstimate(math.ceil(prompt * PROMPT_MARGIN), output, price)
+
+
+def schema_tokens(schema: Mapping[str, Any], root: Mapping[str, Any] | None = None, depth: int = 0) -> int:
+    """The tokens of the largest JSON answer a JSON Schema allows, roughly: its strings' `maxLength` (a token every
+    three characters), its lists' `maxItems`, its keys and punctuation; what it leaves unbounded counts
+    `UNBOUNDED_STRING_TOKENS` a string and `UNBOUNDED_ITEMS` items a list. Parley's structured answers bound their
+    fields (`nodes.bounds`), so a stance reserves tens of tokens and a synthesis hundreds."""
+    root = root if root is not None else schema
+    if depth > 8:
+        return UNBOUNDED_STRING_TOKENS
+    if "$ref" in schema:
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        return schema_tokens((root.get("$defs") or {}).get(name, {}), root, depth + 1)
+    options = schema.get("anyOf") or schema.get("oneOf") or schema.get("allOf")
+    if options:
+        return max(schema_tokens(option, root, depth + 1) for option in options)
+    if "enum" in schema:
+        return max(len(str(value)) for value in schema["enum"]) // 3 + 2
+    kind = schema.get("type")
+    if kind == "object" or "properties" in schema:
+        return 2 + sum(len(key) // 3 + 2 + schema_tokens(sub, root, depth + 1)
+                       for key, sub in (schema.get("properties") or {}).items())
+    if kind == "array":
+        items = schema.get("maxItems", UNBOUNDED_ITEMS)
+        return 2 + items * (1 + schema_tokens(schema.get("items") or {}, root, depth + 1))
+    if kind == "string":
+        return schema["maxLength"] // 3 + 2 if "maxLength" in schema else UNBOUNDED_STRING_TOKENS
+    return 4  # a number, a boolean, null
 
 
 @dataclass
@@ -213,9 +246,11 @@ class BudgetGuard(AsyncCallbackHandler):
     raise_error = True  # LangChain re-raises what this handler raises: the call does not start
     run_inline = True
 
-    def __init__(self, budget: Budget, *, model_id: str, price: Price, max_tokens: int | None) -> None:
+    def __init__(self, budget: Budget, *, model_id: str, price: Price, max_tokens: int | None,
+                 schema: type[BaseModel] | None = None) -> None:
         self.budget, self.model_id, self.price, self.max_tokens = budget, model_id, price, max_tokens
+        self.schema = schema
 
     async def on_chat_model_start(self, serialized: Any, messages: list[list[BaseMessage]], **kwargs: Any) -> None:
         prompt = sum(approx_tokens(batch) for batch in messages)
-        self.budget.admit(estimate_call(prompt, self.max_tokens, self.price), f"A call to {self.model_id}")
+        self.budget.admit(estimate_call(prompt, self.max_tokens, self.price, self.schema), f"A call to {self.model_id}")

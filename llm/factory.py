@@ -142,11 +142,12 @@ class ModelFactory:
             return None
         return prompt_limit(quirks.context_window, answer_reserve(quirks.output_cap(max_tokens)))
 
-    def estimate(self, model_id: str | None, prompt: Sequence[BaseMessage] | int, max_tokens: int | None) -> CallEstimate:
-        """The reserved estimate of a call to `model_id` with this prompt (messages, or their tokens) and output cap,
-        as the budget check of that call would make it (`llm.budget.estimate_call`)."""
+    def estimate(self, model_id: str | None, prompt: Sequence[BaseMessage] | int, max_tokens: int | None,
+                 schema: type[BaseModel] | None = None) -> CallEstimate:
+        """The reserved estimate of a call to `model_id` with this prompt (messages, or their tokens) and output cap
+        (or structured answer `schema`), as the budget check of that call makes it (`llm.budget.estimate_call`)."""
         resolved = self.resolve(model_id)
-        return estimate_call(prompt, resolved.provider.output_cap(max_tokens), self.price(resolved.model_id))
+        return estimate_call(prompt, resolved.provider.output_cap(max_tokens), self.price(resolved.model_id), schema)
 
     def price(self, model_id: str) -> Price:
         return lookup_price(model_id, self.prices)
@@ -230,7 +231,7 @@ class ModelFactory:
         callbacks: list[Any] = [CallRecorder(ledger, resolved.model_id, price, label, self.metric_label(resolved.model_id))]
         if budget is not None and budget.limits:
             callbacks.insert(0, BudgetGuard(budget, model_id=resolved.model_id, price=price,
-                                            max_tokens=resolved.provider.output_cap(max_tokens)))
+                                            max_tokens=resolved.provider.output_cap(max_tokens), schema=schema))
         return _Recorded(bound=runnable, config={"callbacks": callbacks})
 
     def _build(

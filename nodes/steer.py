@@ -80,8 +80,9 @@ def human_turn(given: dict[str, Any], *, round: int | None, position: int) -> di
     return message
 
 
-def guidance_lines(messages: Sequence[dict[str, Any]], *, limit: int = 8, chars: int = 600) -> str:
-    """A person's messages as prompt lines, the newest `limit`, each cut to `chars`."""
+def guidance_lines(messages: Sequence[dict[str, Any]], *, limit: int = 12, chars: int = 400) -> str:
+    """A person's messages as prompt lines, in the order they were sent: the newest `limit`, each cut to `chars` (a
+    prompt stays bounded however much is sent)."""
     return "\n".join(f"- {m['speaker']['name']}: {m['content'][:chars]}" for m in list(messages)[-limit:])
 
 

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
-from pydantic import Field
+from pydantic import Field, StrictFloat, StrictInt
 
 from api.deps import Db, Principal, Services, require_scope
 from api.errors import ApiError
@@ -28,11 +28,11 @@ class MessageBody(MessageCreate):
         None, alias="await", description="Wait for you after every round (status `waiting`) until "
         "`POST /v1/runs/{id}/input` says `continue`, `guide` or `end`; the JSON answer is then `202` with the run "
         "(follow it with `stream=true` or `/v1/runs/{id}/events`).")
-    maxTokens: int | None = Field(None, gt=0, description="Budget: tokens the debate may use; it goes to its "
-                                  "synthesis before a round would pass it (`stoppedBy: \"budget\"`).")
-    maxCost: float | None = Field(None, gt=0, description="Budget: USD the debate may cost (as `maxTokens`).")
-    maxSeconds: float | None = Field(None, gt=0, description="Budget: seconds the debate may run, time waiting for "
-                                     "you not counted (as `maxTokens`).")
+    maxTokens: StrictInt | None = Field(None, gt=0, description="Budget: tokens the debate may use; it goes to its "
+                                        "synthesis before a round would pass it (`stoppedBy: \"budget\"`).")
+    maxCost: StrictFloat | None = Field(None, gt=0, description="Budget: USD the debate may cost (as `maxTokens`).")
+    maxSeconds: StrictFloat | None = Field(None, gt=0, description="Budget: seconds the debate may run, time waiting "
+                                           "for you not counted (as `maxTokens`).")
 
 Reader = Annotated[Principal, Depends(require_scope("conversations"))]
 Writer = Annotated[Principal, Depends(require_scope("conversations", write=True))]

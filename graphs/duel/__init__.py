@@ -29,8 +29,8 @@ from graphs.duel.steps import DuelContext, announce_synthesis, duel_context, mak
 from llm.budget import CallEstimate
 from llm.failures import MODEL_RETRY
 from llm.tokens import approx_text_tokens
-from nodes.judge import JUDGE_RETRY, judge, judge_both_orders
-from nodes.select_opponent import select_opponent
+from nodes.judge import JUDGE_RETRY, Judgement, judge, judge_both_orders
+from nodes.select_opponent import OpponentProfile, select_opponent
 from nodes.steer import SteerState, boundary
 
 __all__ = [
@@ -130,7 +130,7 @@ def verdict_reserve(state: DuelState, ctx: DuelContext) -> list[CallEstimate]:
     """The two judges' calls, estimated: each reads the whole transcript."""
     said = sum(approx_text_tokens(m["content"]) + 8 for m in state.get("messages") or [])
     prompt = said + approx_text_tokens(prompts.JUDGE_SYSTEM + prompts.JUDGE_PROMPT) + 64
-    return [ctx.factory.estimate(ctx.judge_model or ctx.model, prompt, None)] * 2
+    return [ctx.factory.estimate(ctx.judge_model or ctx.model, prompt, None, Judgement)] * 2
 
 
 def minimum_calls(inputs: DuelInput, ctx: DuelContext) -> list[CallEstimate]:
@@ -139,7 +139,8 @@ def minimum_calls(inputs: DuelInput, ctx: DuelContext) -> list[CallEstimate]:
     profile = inputs["user_profile"]
     about = approx_text_tokens(inputs["topic"]) + approx_text_tokens(str(profile.get("bio") or "")) + 40
     cast = ctx.factory.estimate(ctx.model, approx_text_tokens(prompts.SELECT_OPPONENT_SYSTEM
-                                                              + prompts.SELECT_OPPONENT_PROMPT) + about, None)
+                                                              + prompts.SELECT_OPPONENT_PROMPT) + about, None,
+                                OpponentProfile)
     turn_prompt = approx_text_tokens(prompts.SPEAKER_SYSTEM + prompts.SPEAKER_TURN) + about + ctx.max_chars // 2
     turns = [ctx.factory.estimate(model or ctx.model, turn_prompt, ctx.turn_tokens(inputs["topic"]))
              for model in (ctx.user_model, ctx.opponent_model)]

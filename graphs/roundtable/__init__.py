@@ -26,7 +26,10 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from graphs.roundtable.steps import (
+    MemoryNotes,
     RoundTableContext,
+    StatedPosition,
+    SynthesisDraft,
     agent_turn,
     context_of,
     devils_advocate_turn,
@@ -142,8 +145,8 @@ def final_reserve(state: RoundTableState, ctx: RoundTableContext) -> list[CallEs
     positions = len(seats) * (ctx.position_chars // 4 + 40)
     synthesis = approx_text_tokens(prompts.SYNTHESIS_SYSTEM + prompts.SYNTHESIS_PROMPT) + 2 * positions
     memory = approx_text_tokens(prompts.MEMORY_SYSTEM + prompts.MEMORY_PROMPT) + positions // 2 + 200
-    return [ctx.factory.estimate(ctx.synthesis_model or ctx.model, synthesis, None),
-            *(ctx.factory.estimate(seat.get("model") or ctx.model, memory, None) for seat in seats)]
+    return [ctx.factory.estimate(ctx.synthesis_model or ctx.model, synthesis, None, SynthesisDraft),
+            *(ctx.factory.estimate(seat.get("model") or ctx.model, memory, None, MemoryNotes) for seat in seats)]
 
 
 def minimum_calls(inputs: RoundTableInput, ctx: RoundTableContext) -> list[CallEstimate]:
@@ -164,7 +167,7 @@ def minimum_calls(inputs: RoundTableInput, ctx: RoundTableContext) -> list[CallE
         calls.append(ctx.factory.estimate(seat.get("model") or ctx.model, prompt + own + passages + shared,
                                           ctx.max_tokens))
         answer = approx_text_tokens(prompts.POSITION_SYSTEM + prompts.POSITION_PROMPT) + ctx.max_tokens + shared
-        calls.append(ctx.factory.estimate(seat.get("model") or ctx.model, answer, None))
+        calls.append(ctx.factory.estimate(seat.get("model") or ctx.model, answer, None, StatedPosition))
     return calls + final_reserve({"seats": [{"model": seat.get("model")} for seat in seats]}, ctx)
 
 
