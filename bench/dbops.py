@@ -58,10 +58,11 @@ def seed(db, runs: int, checkpoints: bool, chunk: int = 500) -> float:
                               "claims": 1, "cancelRequested": False, "createdAt": at, "startedAt": at,
                               "finishedAt": at, "updatedAt": at, "usage": {"calls": 4}, "result": {"a": "r" * 400},
                               "error": None} for r in ids])
-        db.run_events.insert_many([{"runId": r, "seq": s, "event": "answer", "data": {"t": "e" * 200},
-                                    "origin": None, "at": at} for r in ids for s in range(8)])
-        db.run_usage.insert_many([{"runId": r, "model": f"m{k}", "input_tokens": 10, "output_tokens": 10, "at": at}
-                                  for r in ids for k in range(4)])
+        db.run_events.insert_many([{"runId": r, "seq": 0, "last": 7, "at": at,
+                                    "events": [{"seq": s, "event": "answer", "data": {"t": "e" * 200}, "origin": None}
+                                               for s in range(8)],
+                                    "usage": [{"model": f"m{k}", "input_tokens": 10, "output_tokens": 10}
+                                              for k in range(4)]} for r in ids])
         db.usage.insert_many([{"workspace": "bench", "user": "bench", "requestId": r, "mode": "panel",
                                "model": "m", "createdAt": at} for r in ids])
         if checkpoints:
@@ -101,13 +102,13 @@ def commands(db, k: int):
     yield "run_checkpoints update (put_writes)", lambda: db.run_checkpoints.update_one(
         {"_id": graph}, {"$push": {"writes": {"cid": "c1", "task_id": "t", "path": "", "part": {"z": WRITE}}},
                          "$setOnInsert": graph}, upsert=True)
-    yield "run_events insert (a batch of 4)", lambda: db.run_events.insert_many(
-        [{"runId": run, "seq": time.perf_counter_ns() + s, "event": "chunk", "data": {"t": "e" * 500},
-          "origin": None, "at": at} for s in range(4)])
+    yield "run_events insert (a page of 4)", lambda: db.run_events.insert_one(
+        {"runId": run, "seq": (first := time.perf_counter_ns()), "last": first + 3, "at": at,
+         "events": [{"seq": first + s, "event": "chunk", "data": {"t": "e" * 500}, "origin": None} for s in range(4)]})
     yield "run_usage insert (add_usage)", lambda: db.run_usage.insert_many(
         [{"runId": run, "model": "m", "input_tokens": 10, "output_tokens": 10, "at": at}])
     yield "run_events find (events_after)", lambda: list(db.run_events.find(
-        {"runId": run, "seq": {"$gt": -1}}).sort("seq", 1).limit(1000))
+        {"runId": run, "last": {"$gt": -1}}).sort("last", 1).limit(1000))
     yield "runs find (get_run)", lambda: db.runs.find_one({"_id": run})
     yield "run_checkpoints find (get_tuple)", lambda: db.run_checkpoints.find_one({"_id": graph})
     yield "runs update (finish)", lambda: db.runs.update_one(

@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 import store  # noqa: E402
 from core.embedded import database_server  # noqa: E402
 from store.keys import create_key  # noqa: E402
+from store.runs import page_events  # noqa: E402
 from tests.support.duel import USER_REPLY, script_duel  # noqa: E402
 from tests.support.scripted_llm import ScriptedLLM  # noqa: E402
 from tests.support.workers import Worker, follow  # noqa: E402
@@ -61,11 +62,13 @@ def one_round(follower: Worker, home: Path, key: str, db, settings: dict[str, st
                 break
         holder.kill()
         killed = datetime.now(UTC)
-        last = db.run_events.find_one({"runId": run_id}, sort=[("seq", -1)])["seq"]
+        last = page_events(db.run_events.find({"runId": run_id}).sort("seq", 1))[-1]["seq"]
         for event in follow(f"{follower.url}/v1/runs/{run_id}/events?lastEventId={last}", key):
             if event.event == "done":
                 break
-        first = db.run_events.find_one({"runId": run_id, "seq": {"$gt": last}}, sort=[("seq", 1)])
+        # The first page after the last event the killed holder stored (the fence has none).
+        first = db.run_events.find_one({"runId": run_id, "seq": {"$gt": last}, "events.0": {"$exists": True}},
+                                       sort=[("seq", 1)])
         run = db.runs.find_one({"_id": run_id})
         return (run["claimedAt"] - killed).total_seconds(), (first["at"] - killed).total_seconds()
     finally:

@@ -1,5 +1,6 @@
-"""`parley eval`: measure single answers, self-consistency, debate, panel, round table and designer workflows
-(`workflow:<path>`) on a task, and the duel judge's position bias, in this process (no HTTP, no database)."""
+"""`parley eval`: measure single answers, self-consistency, debate, the panel and its decision rules, Self-MoA,
+round table and designer workflows (`workflow:<path>`) on a task, and the duel judge's position bias, in this
+process (no HTTP, no database)."""
 
 from __future__ import annotations
 
@@ -18,9 +19,10 @@ from cli.common import console, fail, model_factory
 from core.limits import MAX_PANEL_SIZE, MAX_TABLE_SEATS, MIN_PANEL_SIZE
 from core.settings import get_settings
 from evals.judge import JUDGE_JSON, JUDGE_MD, judge_pairs, load_pairs
-from evals.methods import METHODS, WORKFLOW_PREFIX, MethodOptions, workflow_spec
+from evals.methods import METHODS, PANEL_METHODS, WORKFLOW_PREFIX, MethodOptions, workflow_spec
 from evals.report import EMBEDDED_MODEL_NOTE, PLOT_FILE, RESULTS_JSON, RESULTS_MD, write_reports
-from evals.runner import EvalAborted, Observer, RunSettings, RunSettingsMismatch, run_eval
+from evals.runner import MATCHED_METHODS, EvalAborted, Observer, RunSettings, RunSettingsMismatch, run_eval
+from graphs.panel.rules import MIN_RANK_ANSWERS
 from evals.tasks import TaskError, load_task
 from llm.factory import ModelFactory
 from llm.failures import ModelError
@@ -49,15 +51,22 @@ def _check_methods(methods: list[str], agents: int, match_budget: bool, samples:
                 raise fail(f"--methods {method}: {exc}", code=2) from exc
     if len(set(methods)) != len(methods):
         raise fail("--methods names a method twice", code=2)
-    if "panel" in methods and not MIN_PANEL_SIZE <= agents <= MAX_PANEL_SIZE:
-        raise fail(f"the panel seats {MIN_PANEL_SIZE}-{MAX_PANEL_SIZE} panelists; --agents is {agents}", code=2)
+    seated = [m for m in methods if m in PANEL_METHODS and not (match_budget and m in MATCHED_METHODS)]
+    if seated and not MIN_PANEL_SIZE <= agents <= MAX_PANEL_SIZE:
+        raise fail(f"the panel seats {MIN_PANEL_SIZE}-{MAX_PANEL_SIZE} panelists ({', '.join(seated)}); --agents is "
+                   f"{agents}", code=2)
+    if "panel:rank" in methods and agents < MIN_RANK_ANSWERS:
+        raise fail(f"panel:rank needs at least {MIN_RANK_ANSWERS} panelists (each ranks the others' answers); "
+                   f"--agents is {agents}", code=2)
     if "roundtable" in methods and agents > MAX_TABLE_SEATS:
         raise fail(f"the round table seats at most {MAX_TABLE_SEATS} agents; --agents is {agents}", code=2)
     if match_budget:
-        missing = [m for m in ("single", "debate", "self-consistency") if m not in methods]
+        missing = [m for m in ("single", "debate") if m not in methods]
+        if not any(m in methods for m in MATCHED_METHODS):
+            missing.append(" or ".join(MATCHED_METHODS))
         if missing:
-            raise fail("--match-budget sizes self-consistency from the tokens of single and debate: add "
-                       f"{', '.join(missing)} to --methods", code=2)
+            raise fail("--match-budget sizes self-consistency (and self-moa) from the tokens of single and debate: "
+                       f"add {', '.join(missing)} to --methods", code=2)
         if samples is not None:
             raise fail("--match-budget chooses self-consistency's k itself: leave out --samples", code=2)
 
@@ -115,9 +124,9 @@ class ProgressBars(Observer):
         self.failures.append(f"{method} / {item_id}: {error}")
         self.progress.console.print(f"[yellow]{escape(method)} / {escape(item_id)} failed:[/] {escape(error)}")
 
-    def matched(self, k: int, debate_tokens: float, sample_tokens: float) -> None:
+    def matched(self, method: str, k: int, debate_tokens: float, sample_tokens: float) -> None:
         self.progress.console.print(
-            f"Self-consistency gets k={k}: debate {debate_tokens:.0f} tokens/item ÷ one answer {sample_tokens:.0f}.")
+            f"{method} gets k={k}: debate {debate_tokens:.0f} tokens/item ÷ {sample_tokens:.0f} a sample.")
 
 
 def _results_table(doc: dict[str, Any]) -> Table:
@@ -149,7 +158,8 @@ def run(
     samples: int = typer.Option(None, "--samples", min=1,
                                 help="Self-consistency's k; default agents × (rounds + 1), the debate's call count."),
     match_budget: bool = typer.Option(False, "--match-budget",
-                                      help="Pick self-consistency's k so its tokens per item match the debate's."),
+                                      help="Pick the k of self-consistency and self-moa so their tokens per item "
+                                      "match the debate's."),
     temperature: float = typer.Option(0.7, "--temperature", min=0.0,
                                       help="Sampling temperature of the sampled methods."),
     max_tokens: int = typer.Option(512, "--max-tokens", min=16, help="Output cap of every call."),

@@ -15,12 +15,18 @@ from graphs.panel import PanelContext, PanelError, graph
 from llm.failures import ModelError
 from services.errors import NotFound, ServiceError
 from services.panel import graph_input, plan_for_router
-from services.routers import PRESET_ID, load_router, preset_router
+from graphs.panel.rules import RULES
+from services.routers import PRESET_ID, SELF_MOA_PREFIX, load_router, preset_router, self_moa_router
 
 
 def _load_router(router_id: str, workspace: str, settings: Settings) -> dict[str, Any]:
     if router_id == PRESET_ID:
         return preset_router(settings)  # without starting a database
+    if router_id.startswith(SELF_MOA_PREFIX):
+        try:
+            return self_moa_router(settings, router_id.removeprefix(SELF_MOA_PREFIX))
+        except ServiceError as exc:
+            raise fail(str(exc), code=2) from exc
     try:
         return with_db(lambda db: load_router(db, settings, workspace=workspace, router_id=router_id))
     except NotFound as exc:
@@ -35,9 +41,20 @@ def _panel_table(panelists: list[dict[str, Any]]) -> Table:
     return table
 
 
+def _decision_line(decision: dict[str, Any]) -> str:
+    """How a debate decided, in one line: its rule, who decided, and why the arbitrator did when a rule could not."""
+    if decision.get("decidedBy") == "arbitrator":
+        how = f"arbitrator {decision.get('arbitrator')}" + (f" ({decision['reason']})" if decision.get("reason") else "")
+    else:
+        how = f"{decision['decidedBy']} chose {decision.get('winner')}'s answer"
+    note = "" if decision.get("independent", True) else "; the decider shares a panelist's family"
+    return f"rule {decision['rule']}: {how}{note}"
+
+
 def ask(
     question: str = typer.Argument(..., help="What to ask the panel."),
-    router: str = typer.Option(PRESET_ID, help="Router id: the `debate` preset or one stored in the workspace."),
+    router: str = typer.Option(PRESET_ID, help="Router id: the `debate` preset, one stored in the workspace, or "
+                               "`self-moa/<provider:model>` (that model sampled for every seat)."),
     panel: bool = typer.Option(False, "--panel", help="Show every panelist's answer instead of an arbitrated one."),
     model: list[str] = typer.Option(None, "--model", help="Panel model; repeat it to replace the router's list."),
     arbitrator: str = typer.Option(None, help="Arbitrator model; the router's (then the deployment's) when omitted."),
@@ -51,6 +68,11 @@ def ask(
     system: str = typer.Option(None, help="System prompt for every panelist."),
     workspace: str = typer.Option("default", help="Workspace whose router to use."),
     max_tokens: int = typer.Option(None, help="Output cap of each answer."),
+    rule: str = typer.Option(None, help=f"How the debate decides: {', '.join(RULES)}; default: the router's. "
+                             "A rule asks for a debate."),
+    answer_rule: str = typer.Option(None, help="How `--rule vote` reads answers: number, choice, exact or "
+                                    "regex:<pattern>; default: the router's, else exact."),
+    seed: int = typer.Option(None, help="Seeds the reviewers' reading orders of `--rule rank`."),
 ) -> None:
     """Ask a panel of models of distinct families; an arbitrator answers (or, with --panel, all of them do).
 
@@ -61,10 +83,11 @@ def ask(
     try:
         plan = plan_for_router(_load_router(router, workspace, settings), settings, debate=debate, panel=panel,
                                models=model, arbitrator=arbitrator, panel_size=panel_size,
-                               allow_same_family=allow_same_family, system_prompt=system)
+                               allow_same_family=allow_same_family, system_prompt=system, rule=rule,
+                               answer_rule=answer_rule)
     except ServiceError as exc:  # the same refusal as the chat completions route's
         raise fail(str(exc)) from exc
-    state = graph_input(plan, [{"role": "user", "content": question}], max_tokens=max_tokens)
+    state = graph_input(plan, [{"role": "user", "content": question}], max_tokens=max_tokens, seed=seed)
     mode = plan.mode
 
     async def run(context: PanelContext) -> dict[str, Any]:
@@ -89,6 +112,8 @@ def ask(
             raise fail(str(exc)) from exc
     if result.get("panelists"):
         console.print(_panel_table(result["panelists"]))
+    if result.get("decision"):
+        console.print(f"[dim]{_decision_line(result['decision'])}[/]", highlight=False)
     answered_by = result.get("arbitrator") or result.get("model_used")
     ledger = context.ledger
     who = f"arbitrator {answered_by}, " if mode == "debate" else f"{answered_by}, " if answered_by else ""

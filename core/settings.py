@@ -43,6 +43,9 @@ class Settings(BaseSettings):
         "`debate_allow_same_family`'s automatic choice.",
     )
     parley_arbitrator_model: str | None = Field(None, description="Arbitrator of the preset; default model when unset.")
+    parley_self_moa_model: str | None = Field(
+        None, description="The one model the `router/self-moa` preset samples (Self-MoA: several answers of the "
+        "strongest model, then a decision); the default model when unset.")
     parley_model_port: int = Field(0, description="Port of the embedded model server; 0 picks a free one.")
     parley_db_port: int = Field(0, description="Port of the embedded database; 0 picks a free one.")
     parley_max_body_bytes: int = Field(
@@ -134,6 +137,10 @@ class Settings(BaseSettings):
     @property
     def arbitrator_model(self) -> str:
         return self.parley_arbitrator_model or self.default_model
+
+    @property
+    def self_moa_model(self) -> str:
+        return self.parley_self_moa_model or self.default_model
 
     @property
     def providers_file(self) -> Path:

@@ -102,7 +102,8 @@ def debate_node(node: DebateNode | PanelNode, defaults: Mapping[str, Any]) -> No
                 arbitrators=getattr(config, "arbitrators", None), panel_size=config.panel_size,
                 allow_same_family=config.allow_same_family, system_prompt=config.system_prompt,
                 arbitrator_prompt=getattr(config, "arbitrator_prompt", None), mode=node.type,
-                default_arbitrator=ctx.factory.settings.arbitrator_model)
+                default_arbitrator=ctx.factory.settings.arbitrator_model,
+                rule=getattr(config, "rule", "synthesis"), answer_rule=getattr(config, "answer_rule", None))
         except ValueError as exc:
             raise NodeInputError(f"inputs.input gives no question ({exc})") from None
         final = await run_nested(node.id, graph, inputs, mode_context(PanelContext, ctx, {}))

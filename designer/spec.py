@@ -215,10 +215,17 @@ class PanelConfig(_Strict):
 
 
 class DebateConfig(PanelConfig):
-    """A panel's configuration plus its arbitrator's."""
+    """A panel's configuration plus its arbitrator's and its decision rule."""
 
     arbitrators: list[str] | None = Field(None, description="Arbitrator candidates, in order of preference.")
     arbitrator_prompt: str | None = Field(None, description="Instructions for the arbitrator.")
+    rule: Literal["synthesis", "vote", "rank", "best-of-n"] = Field(
+        "synthesis", description="How the panel decides: `synthesis` (the arbitrator writes the answer), `vote` (the "
+        "majority under `answer_rule`), `rank` (the panelists rank each other's answers, Borda count; 3 panelists "
+        "or more) or `best-of-n` (a judge picks one, in both reading orders). A rule's tie goes to the arbitrator.")
+    answer_rule: str | None = Field(
+        None, description="How `vote` reads an answer: `number`, `choice`, `exact` (the default) or "
+        "`regex:<pattern>` (as the `vote` node's `rule`).")
 
 
 class PanelInputs(_Strict):
@@ -226,7 +233,8 @@ class PanelInputs(_Strict):
 
 
 class DebateNode(_Node):
-    """Send the input to a panel of distinct-family models; an arbitrator writes the best answer."""
+    """Send the input to a panel of distinct-family models; the arbitrator writes the best answer (or the panel
+    decides by another `rule`)."""
 
     type: Literal["debate"]
     config: DebateConfig = Field(default_factory=DebateConfig)

@@ -24,6 +24,7 @@ from designer.spec import (
     UNARY_OPS,
     ArbitrateNode,
     ConditionNode,
+    DebateNode,
     FanOutNode,
     LlmNode,
     RoundtableNode,
@@ -34,6 +35,7 @@ from designer.spec import (
     WorkflowSpec,
 )
 from designer.templates import Placeholder, TemplateError, check_path, parse_template, template_keys
+from graphs.panel.rules import RuleError, check_rule
 from nodes.answers import parse_rule
 
 # The placeholders a fan_out's `config.revise_prompt` takes (Python format fields, filled per branch).
@@ -307,6 +309,11 @@ class _Checker:
             self.fan_out(i, node)
         if isinstance(node, ArbitrateNode):
             self.placeholder(node.id, f"{base}.inputs.answers", node.inputs.answers, "a list of answers")
+        if isinstance(node, DebateNode):
+            try:
+                check_rule(node.config.rule, node.config.answer_rule, node.config.panel_size)
+            except RuleError as exc:
+                self.add(node.id, f"{base}.config.{exc.param}", str(exc))
         if isinstance(node, VoteNode):
             self.placeholder(node.id, f"{base}.inputs.answers", node.inputs.answers, "a list of answers")
             try:

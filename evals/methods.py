@@ -4,8 +4,16 @@
 - `self-consistency`: k sampled answers, majority vote (Wang et al. 2022).
 - `debate`: `graphs.multiagent_debate` (Du et al. 2023): k agents, r revision rounds, majority of the last round.
 - `panel`: `graphs.panel` in debate mode: k panelists answer, an arbitrator writes the final answer.
+- `panel:vote`, `panel:rank`, `panel:best-of-n`: the same panel deciding by that rule (`graphs.panel.rules`):
+  the majority (ties to the arbitrator), the panelists' Borda count of each other's answers, a judge's pick in
+  both reading orders. The run's model arbitrates ties and judges.
+- `self-moa`: Self-MoA (Li et al. 2025): k samples of the run's model, which then writes the final answer from
+  them (the panel resampling one model, `synthesis`).
 - `roundtable`: `graphs.roundtable` with k solver agents (and its devil's advocate) for up to r debate rounds;
   the synthesis' `recommendedAction` is read as the answer.
+
+`debate` and `roundtable` also record the round-0 vote, the majority of the agents' first answers under the
+task's rule (`first_vote`): the free baseline their debate rounds must beat.
 - `workflow:<path>`: a designer workflow file (`designer/examples/multiagent-debate.json`, say). It receives the
   question in its state key `question` (and the rule's name in `rule`, when it declares that key) and its
   state key `answer` (a string) is read by the task's rule. Its own nodes fix its models and knobs; the
@@ -35,12 +43,14 @@ from graphs.multiagent_debate import MultiAgentDebateContext
 from graphs.multiagent_debate import graph as debate_graph
 from graphs.panel import PanelContext
 from graphs.panel import graph as panel_graph
+from graphs.panel.rules import chosen_text
 from graphs.roundtable import RoundTableContext
 from graphs.roundtable import graph as roundtable_graph
 from nodes.context import RunContext
 from nodes.arbitrate import content_text
 
-__all__ = ["METHODS", "WORKFLOW_PREFIX", "Attempt", "MethodOptions", "describe", "method_of", "workflow_spec"]
+__all__ = ["METHODS", "PANEL_METHODS", "WORKFLOW_PREFIX", "Attempt", "MethodOptions", "describe", "method_of",
+           "workflow_spec"]
 
 
 @dataclass(frozen=True)
@@ -61,12 +71,14 @@ class MethodOptions:
 
 @dataclass(frozen=True)
 class Attempt:
-    """One method's answer to one item: the text the answer was read from, the answer, and any votes."""
+    """One method's answer to one item: the text the answer was read from, the answer, any votes, and (for the
+    methods that debate in rounds) the round-0 vote (`nodes.answers.vote_record`)."""
 
     response: str
     prediction: str | None
     votes: list[str | None] | None = None
     tied: bool = False
+    first_vote: dict[str, Any] | None = None
 
 
 Method = Callable[[str, AnswerRule, RunContext, MethodOptions], Awaitable[Attempt]]
@@ -93,18 +105,21 @@ async def debate(question: str, rule: AnswerRule, ctx: RunContext, options: Meth
     context = MultiAgentDebateContext(
         models=ctx.models, model=ctx.model, ledger=ctx.ledger, agents=options.agents, rounds=options.rounds,
         agent_models=options.models or None, temperature=options.temperature, max_tokens=options.max_tokens,
+        answer_rule=rule.name,
     )
     result = await debate_graph.ainvoke({"question": question}, context=context)
     ballot = majority_answer(result["final_answers"], rule)
-    return Attempt(ballot.text, ballot.vote.answer, ballot.votes, ballot.vote.tied)
+    return Attempt(ballot.text, ballot.vote.answer, ballot.votes, ballot.vote.tied, result.get("first_vote"))
 
 
-async def panel(question: str, rule: AnswerRule, ctx: RunContext, options: MethodOptions) -> Attempt:
-    """A panel of `agents` answers; the run's model arbitrates. One model may fill several seats."""
+async def _panel(question: str, rule: AnswerRule, ctx: RunContext, options: MethodOptions, *, decide: str,
+                 models: list[str] | None = None) -> Attempt:
+    """A panel of `agents` seats of `models` (the `--models`, else the run's model resampled) deciding by the rule
+    `decide`; the run's model arbitrates (and judges)."""
     context = PanelContext(models=ctx.models, model=ctx.model, ledger=ctx.ledger)
     result = await panel_graph.ainvoke({
         "messages": [{"role": "user", "content": question}],
-        "models": options.models or [ctx.model_id()],
+        "models": models or options.models or [ctx.model_id()],
         # The evaluator chose these models on purpose: a list short of families is resampled, not refused.
         "allow_same_family": True,
         "arbitrators": [ctx.model_id()],
@@ -113,8 +128,37 @@ async def panel(question: str, rule: AnswerRule, ctx: RunContext, options: Metho
         "temperature": options.temperature,
         "max_tokens": options.max_tokens,
         "min_successes": min(2, options.agents),
+        "rule": decide,
+        "answer_rule": rule.name if decide == "vote" else None,
     }, context=context)
-    return Attempt(result["answer"], rule.extract(result["answer"]))
+    # A chosen answer is read as its panelist wrote it, without the note its rule adds (a tally has numbers too).
+    text = chosen_text(result["answer"], result.get("decision"))
+    return Attempt(text, rule.extract(text))
+
+
+async def panel(question: str, rule: AnswerRule, ctx: RunContext, options: MethodOptions) -> Attempt:
+    """A panel of `agents` answers; the run's model arbitrates. One model may fill several seats."""
+    return await _panel(question, rule, ctx, options, decide="synthesis")
+
+
+async def panel_vote(question: str, rule: AnswerRule, ctx: RunContext, options: MethodOptions) -> Attempt:
+    """A panel of `agents` answers; the majority under the task's rule wins, a tie goes to the run's model."""
+    return await _panel(question, rule, ctx, options, decide="vote")
+
+
+async def panel_rank(question: str, rule: AnswerRule, ctx: RunContext, options: MethodOptions) -> Attempt:
+    """A panel of `agents` answers, then each ranks the others' answers; the Borda count's winner is the answer."""
+    return await _panel(question, rule, ctx, options, decide="rank")
+
+
+async def panel_best_of_n(question: str, rule: AnswerRule, ctx: RunContext, options: MethodOptions) -> Attempt:
+    """A panel of `agents` answers; the run's model picks the best, reading them in both orders."""
+    return await _panel(question, rule, ctx, options, decide="best-of-n")
+
+
+async def self_moa(question: str, rule: AnswerRule, ctx: RunContext, options: MethodOptions) -> Attempt:
+    """`agents` samples of the run's model, which then writes the final answer from them (Self-MoA)."""
+    return await _panel(question, rule, ctx, options, decide="synthesis", models=[ctx.model_id()])
 
 
 async def roundtable(question: str, rule: AnswerRule, ctx: RunContext, options: MethodOptions) -> Attempt:
@@ -128,12 +172,12 @@ async def roundtable(question: str, rule: AnswerRule, ctx: RunContext, options: 
     ]
     context = RoundTableContext(
         models=ctx.models, model=ctx.model, ledger=ctx.ledger, max_rounds=options.rounds, max_seats=options.agents,
-        max_tokens=options.max_tokens, temperature=options.temperature,
+        max_tokens=options.max_tokens, temperature=options.temperature, answer_rule=rule.name,
     )
     result = await roundtable_graph.ainvoke(
         {"question": question, "topic": prompts.ROUNDTABLE_TOPIC, "agents": agents}, context=context)
     action = result["synthesis"]["recommendedAction"]
-    return Attempt(action, rule.extract(action))
+    return Attempt(action, rule.extract(action), first_vote=result.get("first_vote"))
 
 
 METHODS: dict[str, Method] = {
@@ -141,8 +185,14 @@ METHODS: dict[str, Method] = {
     "self-consistency": self_consistency,
     "debate": debate,
     "panel": panel,
+    "panel:vote": panel_vote,
+    "panel:rank": panel_rank,
+    "panel:best-of-n": panel_best_of_n,
+    "self-moa": self_moa,
     "roundtable": roundtable,
 }
+# The methods that seat a panel (`--agents` panelists, 2-7); `self-moa`'s k is matched under `--match-budget`.
+PANEL_METHODS = ("panel", "panel:vote", "panel:rank", "panel:best-of-n", "self-moa")
 
 
 WORKFLOW_PREFIX = "workflow:"
@@ -213,5 +263,9 @@ def describe(name: str, options: MethodOptions) -> str:
         "self-consistency": f"self-consistency (k={options.samples})",
         "debate": f"debate ({agents} agents × {rounds} round{plural})",
         "panel": f"panel ({agents} panelists + arbitrator)",
+        "panel:vote": f"panel:vote ({agents} panelists, majority; ties to the arbitrator)",
+        "panel:rank": f"panel:rank ({agents} panelists ranking each other, Borda count)",
+        "panel:best-of-n": f"panel:best-of-n ({agents} panelists, a judge in both orders)",
+        "self-moa": f"self-moa ({agents} samples + aggregator)",
         "roundtable": f"roundtable ({agents} agents + devil's advocate, ≤{rounds} round{plural})",
     }[name]

@@ -34,10 +34,12 @@ def summarise(settings: RunSettings, records: list[dict[str, Any]]) -> dict[str,
     for name in settings.methods:
         mine = [r for r in records if r["method"] == name]
         interval = bootstrap_interval([1.0 if r["correct"] else 0.0 for r in mine], seed=settings.seed)
-        samples = next((r["samples"] for r in mine if r.get("samples")), settings.options.samples)
+        # Self-consistency's k is its samples, self-moa's its seats: what `--match-budget` chose, when it did.
+        field = "agents" if name == "self-moa" else "samples"
+        samples = next((r["samples"] for r in mine if r.get("samples")), getattr(settings.options, field))
         methods.append({
             "name": name,
-            "label": describe(name, replace(settings.options, samples=samples)),
+            "label": describe(name, replace(settings.options, **{field: samples})),
             "n": len(mine),
             "accuracy": _number(interval.value),
             "ci_low": _number(interval.low),
@@ -50,7 +52,8 @@ def summarise(settings: RunSettings, records: list[dict[str, Any]]) -> dict[str,
             "tied_votes": sum(1 for r in mine if r.get("tied")),
             "priced": all(r["priced"] for r in mine),
             "estimated_tokens": any(r["estimated_tokens"] for r in mine),
-            **({"samples": samples} if name == "self-consistency" else {}),
+            **({"samples": samples} if name in ("self-consistency", "self-moa") else {}),
+            **_first_vote(mine, settings.seed),
         })
     doc = {
         "task": settings.task,
@@ -72,6 +75,22 @@ def summarise(settings: RunSettings, records: list[dict[str, Any]]) -> dict[str,
 
 def _number(value: float) -> float | None:
     return None if math.isnan(value) else round(value, 4)
+
+
+def _first_vote(records: list[dict[str, Any]], seed: int) -> dict[str, Any]:
+    """For a method that debates in rounds, the round-0 vote beside its final answer: the vote's accuracy and
+    interval, and on how many items the rounds changed the answer, fixing a wrong one or breaking a right one."""
+    voted = [r for r in records if r.get("first_vote_correct") is not None]
+    if not voted:
+        return {}
+    interval = bootstrap_interval([1.0 if r["first_vote_correct"] else 0.0 for r in voted], seed=seed)
+    return {"first_vote": {
+        "n": len(voted),
+        "accuracy": _number(interval.value), "ci_low": _number(interval.low), "ci_high": _number(interval.high),
+        "changed": sum(1 for r in voted if r["prediction"] != r["first_vote"]),
+        "fixed": sum(1 for r in voted if r["correct"] and not r["first_vote_correct"]),
+        "broken": sum(1 for r in voted if r["first_vote_correct"] and not r["correct"]),
+    }}
 
 
 def markdown(doc: dict[str, Any]) -> str:
@@ -103,6 +122,23 @@ def markdown(doc: dict[str, Any]) -> str:
     unreadable = [f"{m['name']} {m['unreadable_answers']}" for m in doc["methods"] if m["unreadable_answers"]]
     if unreadable:
         lines.append(f"Answers the rule could not read (counted wrong): {', '.join(unreadable)}.")
+    voted = [m for m in doc["methods"] if m.get("first_vote")]
+    if voted:
+        lines += [
+            "", "## Did the debate rounds change anything?", "",
+            "The round-0 vote is the majority of the agents' first answers, before any debate round: a baseline "
+            "the debate paid for already. *Changed* counts the items whose final answer differs from it; *fixed* "
+            "those the rounds turned right, *broken* those they turned wrong.", "",
+            "| method | n | round-0 vote | 95% CI | final | changed | fixed | broken |",
+            "|---|---:|---:|---|---:|---:|---:|---:|",
+        ]
+        for m in voted:
+            first = m["first_vote"]
+            accuracy = "—" if first["accuracy"] is None else f"{first['accuracy']:.3f}"
+            interval = "—" if first["ci_low"] is None else f"[{first['ci_low']:.3f}, {first['ci_high']:.3f}]"
+            final = "—" if m["accuracy"] is None else f"{m['accuracy']:.3f}"
+            lines.append(f"| {m['label']} | {first['n']} | {accuracy} | {interval} | {final} | {first['changed']} | "
+                         f"{first['fixed']} | {first['broken']} |")
     return "\n".join(lines) + "\n"
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import openai
 
+from core.limits import MAX_PANEL_SIZE, MIN_PANEL_SIZE
 from evals.methods import MethodOptions, method_of
 from evals.scoring import matched_samples, mean
 from evals.tasks import Item, Task
@@ -80,11 +81,15 @@ def differences(mine: dict[str, Any], stored: dict[str, Any]) -> list[str]:
     return out
 
 
+# The methods whose k `--match-budget` chooses from the tokens of `single` and `debate`.
+MATCHED_METHODS = ("self-consistency", "self-moa")
+
+
 def ordered_methods(methods: list[str], match_budget: bool) -> list[str]:
-    """Run order: as given, except that budget-matched self-consistency waits for single and debate."""
-    if not match_budget or "self-consistency" not in methods:
+    """Run order: as given, except that budget-matched methods wait for single and debate."""
+    if not match_budget:
         return list(methods)
-    return [m for m in methods if m != "self-consistency"] + ["self-consistency"]
+    return [m for m in methods if m not in MATCHED_METHODS] + [m for m in methods if m in MATCHED_METHODS]
 
 
 class ItemStore:
@@ -185,7 +190,7 @@ class Observer:
     method_started: Callable[[str, int, list[dict[str, Any]]], None] = lambda method, total, done: None
     item_finished: Callable[[str, dict[str, Any]], None] = lambda method, record: None
     item_failed: Callable[[str, str, str], None] = lambda method, item_id, error: None
-    samples_matched: Callable[[int, float, float], None] = lambda k, debate_tokens, sample_tokens: None
+    samples_matched: Callable[[str, int, float, float], None] = lambda method, k, debate_tokens, sample_tokens: None
 
 
 async def run_item(task: Task, item: Item, method: str, options: MethodOptions, factory: ModelFactory,
@@ -196,6 +201,7 @@ async def run_item(task: Task, item: Item, method: str, options: MethodOptions, 
     attempt = await method_of(method)(task.prompt(item), task.rule, ctx, options)
     seconds = time.monotonic() - started
     ledger = ctx.ledger
+    first = attempt.first_vote
     return {
         "method": method,
         "item": item.id,
@@ -211,7 +217,10 @@ async def run_item(task: Task, item: Item, method: str, options: MethodOptions, 
         "seconds": round(seconds, 3),
         "priced": all(r.priced for r in ledger.records),
         "estimated_tokens": any(r.estimated for r in ledger.records),
-        "samples": options.samples if method == "self-consistency" else None,
+        "samples": {"self-consistency": options.samples, "self-moa": options.agents}.get(method),
+        # The round-0 vote (debate, roundtable): the majority of the first answers, before any debate round.
+        "first_vote": first["answer"] if first else None,
+        "first_vote_correct": task.rule.is_correct(first["answer"], item.answer) if first else None,
         "response": attempt.response[:RESPONSE_CHARS],
     }
 
@@ -243,6 +252,8 @@ async def run_eval(
         options = settings.options
         if method == "self-consistency" and settings.match_budget:
             options = replace(options, samples=_matched_k(records, observer))
+        if method == "self-moa" and settings.match_budget:
+            options = replace(options, agents=_matched_moa(records, observer))
         mine = [r for r in records if r["method"] == method]
         done = {r["item"] for r in mine}
         observer.method_started(method, len(task.items), mine)
@@ -267,5 +278,19 @@ def _matched_k(records: list[dict[str, Any]], observer: Observer) -> int:
     if not debate or not single:
         raise EvalAborted("--match-budget needs finished single and debate items to size self-consistency")
     k = matched_samples(mean(debate), mean(single))
-    observer.samples_matched(k, mean(debate), mean(single))
+    observer.samples_matched("self-consistency", k, mean(debate), mean(single))
+    return k
+
+
+def _matched_moa(records: list[dict[str, Any]], observer: Observer) -> int:
+    """Self-MoA's k for equal tokens per item: its aggregator costs about one `single` answer, and every sample
+    costs one answer plus its output once more (the aggregator reads it); within the panel's 2-7 seats."""
+    debate = [r["tokens"] for r in records if r["method"] == "debate"]
+    single = [r for r in records if r["method"] == "single"]
+    if not debate or not single:
+        raise EvalAborted("--match-budget needs finished single and debate items to size self-moa")
+    answer = mean([r["tokens"] for r in single])
+    output = mean([r["tokens"] - r["input_tokens"] for r in single])
+    k = min(MAX_PANEL_SIZE, matched_samples(mean(debate) - answer, answer + output, minimum=MIN_PANEL_SIZE))
+    observer.samples_matched("self-moa", k, mean(debate), answer + output)
     return k

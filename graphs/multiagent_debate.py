@@ -14,6 +14,9 @@ After each round the boundary (`steer`, `nodes.steer`) takes in what a person se
 from the next round on), waits when the run asked to (`await: "after_round"`) and goes to the end (or the
 arbitrator) on `end` or a budget that holds no more rounds; with no steering and no budget it passes.
 
+With an `answer_rule` in the context (a checkable answer: `nodes.answers`), the majority of the first answers is
+recorded as `first_vote` the moment round 0 closes: the vote the debate rounds must beat, at no extra cost.
+
     from graphs.multiagent_debate import MultiAgentDebateContext, graph
     out = await graph.ainvoke({"question": "What is 3+4*5?"}, context=MultiAgentDebateContext(agents=3, rounds=2))
     out["final_answers"]
@@ -33,6 +36,7 @@ from langgraph.types import Send
 from typing_extensions import TypedDict  # as `nodes.steer.SteerState`, which the state extends
 
 from llm.failures import MODEL_RETRY
+from nodes.answers import parse_rule, vote_record
 from nodes.arbitrate import arbitrate, content_text
 from nodes.context import RunContext
 from nodes.fan_out import FanOut
@@ -59,6 +63,7 @@ class MultiAgentDebateContext(RunContext):
     max_tokens: int | None = 512
     arbitrators: list[str] | None = None  # when set, the last round's answers are arbitrated into `answer`
     arbitrator_timeout: float | None = None
+    answer_rule: str | None = None  # how answers are read (`nodes.answers.parse_rule`): records `first_vote`
 
     def agent_model(self, agent: int) -> str | None:
         return self.agent_models[agent % len(self.agent_models)] if self.agent_models else None
@@ -81,6 +86,7 @@ class DebateOutput(TypedDict, total=False):
     answers: list[dict[str, Any]]  # every answer of every round: {agent, round, model, content}
     answer: str  # the arbitrated answer (with `arbitrators` only)
     arbitrator: str  # the arbitrator that gave it
+    first_vote: dict[str, Any]  # with `answer_rule`: the majority of round 0's answers (`nodes.answers.vote_record`)
     attempts: list[dict[str, Any]]  # arbitrator candidates that failed first: {model, role, error, detail, partial}
 
 
@@ -150,11 +156,17 @@ async def agent_answer(task: AgentTask, runtime: Runtime) -> dict[str, Any]:
     return {"answers": [answer]}
 
 
-def close_round(state: DebateState) -> dict[str, Any]:
-    """Close the round that just ended: its answers become the final ones so far, and the next round is due."""
+def close_round(state: DebateState, runtime: Runtime) -> dict[str, Any]:
+    """Close the round that just ended: its answers become the final ones so far, and the next round is due.
+    Closing round 0 with an answer rule records the first answers' majority (`first_vote`)."""
     finished = max(a["round"] for a in state["answers"])
     final = sorted((a for a in state["answers"] if a["round"] == finished), key=lambda a: a["agent"])
-    return {"round": finished + 1, "final_answers": [a["content"] for a in final]}
+    update: dict[str, Any] = {"round": finished + 1, "final_answers": [a["content"] for a in final]}
+    rule = debate_context(runtime).answer_rule
+    if finished == 0 and rule:
+        update["first_vote"] = vote_record(update["final_answers"], parse_rule(rule))
+        get_stream_writer()({"event": "first_vote", **update["first_vote"]})
+    return update
 
 
 def rounds_left(state: DebateState, ctx: MultiAgentDebateContext) -> bool:

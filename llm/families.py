@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from llm.providers import split_model_id
 
@@ -49,3 +50,21 @@ def model_family(model_id: str) -> str:
     tokens = [t for t in re.split(r"[-_\s]+", name) if t]
     kept = [t for t in tokens if t not in _VARIANT_WORDS and not _NOISE_TOKEN.match(t)]
     return "-".join(kept or tokens) or name
+
+
+def independent_first(candidates: Sequence[str], panel: Sequence[str]) -> tuple[list[str], bool]:
+    """Order `candidates` (an arbitrator's or a judge's fallback chain) so that those of a family not on `panel`
+    come first, keeping the order within each group; say whether the first one is such an outsider.
+
+    Judges favour text of their own family (Panickssery et al. 2024), so a decision is best left to a family
+    that wrote none of the answers, when one is configured; otherwise the chain is kept as it was.
+
+    >>> independent_first(["anthropic:claude-opus-4-5", "openai:gpt-4o"], ["anthropic:claude-sonnet-4-5"])
+    (['openai:gpt-4o', 'anthropic:claude-opus-4-5'], True)
+    >>> independent_first(["openai:gpt-5-mini"], ["openai:gpt-5"])
+    (['openai:gpt-5-mini'], False)
+    """
+    seated = {model_family(m) for m in panel}
+    chain = list(dict.fromkeys(candidates))
+    outside = [m for m in chain if model_family(m) not in seated]
+    return outside + [m for m in chain if m not in outside], bool(outside)

@@ -17,7 +17,7 @@ from decimal import Decimal, InvalidOperation
 
 from nodes.prompts import answers as prompts
 
-__all__ = ["AnswerRule", "Ballot", "Vote", "majority_answer", "majority_vote", "parse_rule"]
+__all__ = ["AnswerRule", "Ballot", "Vote", "majority_answer", "majority_vote", "parse_rule", "vote_record"]
 
 # "Answer: 42", "answer is 42", "final answer: (B)": the explicit marker the instructions ask for.
 _MARKER = re.compile(r"\banswer\s*(?:is|:|=)\s*", re.IGNORECASE)
@@ -182,6 +182,25 @@ class Ballot:
     vote: Vote
     votes: list[str | None]
 
+    @property
+    def winner_index(self) -> int | None:
+        """The position of the answer shown for the winner (the first that voted for it); None without a winner."""
+        if self.vote.answer is None:
+            return None
+        return self.votes.index(self.vote.answer)
+
+    def tally(self) -> list[tuple[str, list[int]]]:
+        """Each readable answer with the positions that gave it: most votes first, the first given first on ties.
+
+        >>> majority_answer(["Answer: 2", "Answer: 3", "none", "Answer: 3"], parse_rule("number")).tally()
+        [('3', [1, 3]), ('2', [0])]
+        """
+        positions: dict[str, list[int]] = {}
+        for i, answer in enumerate(self.votes):
+            if answer is not None:
+                positions.setdefault(answer, []).append(i)
+        return sorted(positions.items(), key=lambda item: -len(item[1]))  # a stable sort keeps first-seen order
+
 
 def majority_answer(texts: Sequence[str], rule: AnswerRule) -> Ballot:
     """Read every answer by `rule` and take the majority (`majority_vote`); the text shown is the first answer
@@ -190,3 +209,12 @@ def majority_answer(texts: Sequence[str], rule: AnswerRule) -> Ballot:
     vote = majority_vote(votes)
     shown = next((t for t, v in zip(texts, votes) if v == vote.answer), texts[0] if texts else "")
     return Ballot(shown, vote, votes)
+
+
+def vote_record(texts: Sequence[str], rule: AnswerRule) -> dict[str, object]:
+    """The majority of `texts` under `rule` as a run records it (the round-0 vote of a debate, say): the rule's
+    name, the winning answer (None when none could be read), its votes, whether it won on the tie rule, and
+    each text's reading in order."""
+    ballot = majority_answer(texts, rule)
+    return {"rule": rule.name, "answer": ballot.vote.answer, "count": ballot.vote.count, "tied": ballot.vote.tied,
+            "votes": ballot.votes}

@@ -118,15 +118,21 @@ def arbitration_messages(
     system_prompt: str | None = None,
     arbitrator_prompt: str | None = None,
     prompt_budget: int | None = None,
+    instructions: str | None = None,
+    request: str | None = None,
 ) -> list[BaseMessage]:
     """The arbitrator's prompt: its instructions, the caller's, the conversation and the answers as Answer A, B, C.
+
+    `instructions` and `request` (a template with `{conversation}` and `{answers}`) replace the arbitrator's own
+    system prompt and closing request, for the roles that read answers the same way but choose among them (a
+    judge, a reviewer: `nodes.prompts.decide`).
 
     With a `prompt_budget` (tokens, from the arbitrator's context window), answers share what the rest
     of the prompt leaves: short ones keep all of theirs, long ones are cut to an equal share of the
     remainder, so every answer reaches the arbitrator rather than the context guard dropping the first
     ones whole.
     """
-    instructions = (
+    instructions = instructions or (
         arbitrator_prompt.strip() + prompts.CUSTOM_ARBITRATOR_SUFFIX if arbitrator_prompt else prompts.ARBITRATOR_SYSTEM
     )
     caller = caller_instructions(messages, system_prompt)
@@ -144,7 +150,7 @@ def arbitration_messages(
         blocks = "\n\n".join(
             prompts.ANSWER_BLOCK.format(letter=ANSWER_LETTERS[i], answer=text) for i, text in enumerate(texts)
         )
-        return [SystemMessage(instructions), HumanMessage(prompts.ARBITRATION_REQUEST.format(
+        return [SystemMessage(instructions), HumanMessage((request or prompts.ARBITRATION_REQUEST).format(
             conversation=conversation, answers=blocks))]
 
     if prompt_budget is not None and texts:

@@ -1,4 +1,6 @@
-"""The `judge` node: a verdict on a two-sided debate, asked twice with the speakers' order swapped.
+"""The `judge` node: a verdict on a two-sided debate, asked twice with the speakers' order swapped; and the same
+judge for N answers to one request (`judge_answers`, the panel's `best-of-n` rule), asked twice with the
+answers' order reversed.
 
     judge_debate = judge(system=prompts.JUDGE_SYSTEM, prompt=prompts.JUDGE_PROMPT,
                          unreadable=prompts.UNREADABLE_VERDICT, context=DuelContext)
@@ -14,20 +16,25 @@ unreadable on the last attempt counts as an abstention (a tie), rather than fail
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import Any, Literal
+from collections.abc import Callable, Sequence
+from functools import cache
+from typing import Any, Literal, NotRequired
 
 from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Send
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, create_model
 from typing_extensions import TypedDict  # pydantic's schemas need these before Python 3.12
 
+from llm.failures import classify_failure, describe_failure
 from nodes.anonymise import Anonymiser
+from nodes.arbitrate import ANSWER_LETTERS, arbitration_messages
 from nodes.bounds import AtMost, Clipped
 from nodes.capability import mark
 from nodes.context import RunContext
+from nodes.events import emit
 from nodes.fan_out import FanOut
+from nodes.prompts import decide as decide_prompts
 from nodes.structured import ask_structured, node_attempt, structured_retry
 from nodes.text import clip, topic_language
 
@@ -69,10 +76,10 @@ JUDGES = FanOut(node="judge", results_key="verdicts")
 
 
 def judge_both_orders(state: dict, *, keys: Sequence[str] = ("topic", "user_profile", "opponent_profile", "messages"),
-                      ) -> list[Send]:
-    """Send the transcript to the judge twice: as debated, and with the speakers' order swapped."""
-    shared = {key: state[key] for key in keys}
-    return JUDGES.send([{**shared, "swapped": False}, {**shared, "swapped": True}])
+                      fan_out: FanOut = JUDGES) -> list[Send]:
+    """Send the transcript (the state's `keys`) to the judge twice: as debated, and with the order swapped."""
+    shared = {key: state.get(key) for key in keys}
+    return fan_out.send([{**shared, "swapped": False}, {**shared, "swapped": True}])
 
 
 mark(judge_both_orders, "fan_out")  # a router on `FanOut`
@@ -169,3 +176,108 @@ def verdicts_by_order(verdicts: Sequence[dict[str, Any]]) -> tuple[dict[str, Any
 def agreed_winner(first: str, second: str) -> str:
     """The winner both judgings named, else "tie": the rule that turns two verdicts into one."""
     return first if first == second else "tie"
+
+
+# --- N answers ------------------------------------------------------------------------------
+
+# A judge picking the best of several answers reads them at this temperature: a verdict, not a composition.
+PICK_TEMPERATURE = 0.0
+
+
+class AnswersToJudge(TypedDict):
+    """What one judging of several answers receives through `Send`: the conversation they answer, the answers
+    (`{model, model_id?, answer}`, in panel order), and whether to read them reversed."""
+
+    messages: list[dict]
+    answers: list[dict]
+    system_prompt: NotRequired[str | None]
+    swapped: bool
+
+
+@cache
+def pick_schema(letters: str) -> type[BaseModel]:
+    """The judge's answer when the answers are shown as `letters` (one class per set, so a model call's schema is
+    built once): the best one's letter, and why."""
+    return create_model(
+        "Pick",
+        __doc__="The judge's choice of the best answer.",
+        best=(Literal[tuple(letters)], Field(description="The letter of the best answer.")),
+        reason=(Clipped(300), Field(description="One or two sentences on why it is the best, naming its letter.")),
+    )
+
+
+def reading_order(count: int, swapped: bool) -> list[int]:
+    """The answers' positions in the order a judging reads them: as given, or reversed (so the first is last).
+
+    Reversing generalises the duel's swap to N answers: every answer read first in one order is read last in the
+    other, which exposes a judge that favours a position.
+    """
+    return list(range(count))[::-1] if swapped else list(range(count))
+
+
+def judge_answers(
+    *,
+    candidates: Callable[[dict, RunContext], Sequence[str]],
+    context: type[RunContext] = RunContext,
+    temperature: float | None = PICK_TEMPERATURE,
+    attempts: int = JUDGE_ATTEMPTS,
+    output_key: str = "verdicts",
+    label: str = "judge",
+):
+    """Build a judge node for N answers: one judging of an `AnswersToJudge`, in the order it asks for.
+
+    The answers are shown as the arbitrator sees them (Answer A, B, C in reading order, their authors' model names
+    redacted, cut to fit the judge's window); the judge names the best one's letter. A judging still unreadable on
+    the last attempt abstains (`pick` None). Send it twice with `judge_both_orders(state, keys=("messages",
+    "answers", "system_prompt"))`; two judgings that pick the same answer agree (`agreed_winner`).
+
+    Args:
+        candidates: the judge's model, the first of this chain (from the state and the run's context).
+        context: the run context class the node reads.
+        temperature: the judge's sampling temperature.
+        attempts: the node's attempts (its retry policy's `max_attempts`, see `JUDGE_RETRY`).
+        output_key: where the verdict goes (a list with `operator.add`): `{order, swapped, judge, pick, panelist,
+            reason}`, `pick` being the chosen answer's position in `answers`.
+        label: the usage label of its calls.
+    """
+
+    async def judge_best(state: AnswersToJudge, runtime: Runtime) -> dict:
+        """Pick the best of the anonymised answers, reading them in the order the input asks for."""
+        ctx = context.of(runtime)
+        answers, swapped = state["answers"], state["swapped"]
+        order = reading_order(len(answers), swapped)
+        shown = [answers[i] for i in order]
+        letters = ANSWER_LETTERS[: len(shown)]
+        model = list(candidates(state, ctx))[0]
+        prompt = arbitration_messages(
+            state["messages"], shown, system_prompt=state.get("system_prompt"),
+            instructions=decide_prompts.PICK_SYSTEM, request=decide_prompts.PICK_REQUEST,
+            prompt_budget=ctx.factory.prompt_budget(model, None),
+        )
+        structured = ctx.structured(pick_schema(letters), model, temperature=temperature, label=label)
+
+        def abstain(exc: BaseException) -> None:
+            log.warning("judge of %d answers (%s order) unreadable (%s); it abstains", len(answers),
+                        "reversed" if swapped else "given", exc.__class__.__name__)
+
+        verdict = await ask_structured(structured, prompt, fallback=abstain,
+                                       attempt=node_attempt(runtime, default=attempts), attempts=attempts)
+        pick = None if verdict is None else order[letters.index(verdict.best)]
+        names = Anonymiser({a["model"]: f"Answer {letters[i]}" for i, a in enumerate(shown)}, min_length=0)
+        record = {
+            "order": "reversed" if swapped else "as_given", "swapped": swapped, "judge": ctx.model_id(model),
+            "pick": pick, "panelist": None if pick is None else answers[pick]["model"],
+            "reason": "" if verdict is None else names.reveal(verdict.reason),
+        }
+        emit({"event": "verdict", **record})
+        return {output_key: [record]}
+
+    judge_best.__name__ = "judge"
+    return mark(judge_best, "judge")
+
+
+def abstention(task: dict, exc: BaseException) -> dict[str, Any]:
+    """The verdict recorded for a judging of N answers whose model call failed (its retries spent): it abstains."""
+    return {"order": "reversed" if task.get("swapped") else "as_given", "swapped": bool(task.get("swapped")),
+            "judge": None, "pick": None, "panelist": None, "reason": "", "error": classify_failure(exc),
+            "detail": describe_failure(exc)}

@@ -175,12 +175,16 @@ class LiveRun:
             await self._changed.wait()
 
 
+async def _nothing() -> None:
+    """The record change of a `durable` event: none (it is stored with its page)."""
+
+
 class EventWriter:
     """Number one execution's events, show them to this worker's listeners, and store them in batches.
 
-    An event is shown at once, unless it (or one before it) carries a change of the mode's records: then it is
-    shown once that change and the events up to it are stored (a client that sees a duel's `message` can read it
-    back). Events are stored in batches: every `write_after` seconds (the mode's `store_every`), at once when an
+    An event is shown at once, unless it (or one before it) carries a change of the mode's records or is
+    `durable`: then it is shown once that change and the events up to it are stored (a client that sees a duel's
+    `message` can read it back). Events are stored in batches: every `write_after` seconds (the mode's `store_every`), at once when an
     event carries a record change or LangGraph waits to save a task's results (`EventBarrier`), and never more
     than `SHOWN_UNSTORED` events are shown before they are stored. A worker that resumes the run after this one
     died numbers its events from `SHOWN_UNSTORED` past the last stored one, so an id a listener saw here is
@@ -210,8 +214,8 @@ class EventWriter:
     def add(self, emit: Emit, origin: Origin | None = None) -> None:
         self._rows.append({"seq": self.next_seq, "event": emit.event, "data": emit.data, "origin": origin_row(origin)})
         self.next_seq += 1
-        if emit.store is not None:
-            self._stores[len(self._rows) - 1] = emit.store
+        if emit.store is not None or emit.durable:
+            self._stores[len(self._rows) - 1] = emit.store or _nothing
             self._wakeup.set()
         self._show()
 

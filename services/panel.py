@@ -5,8 +5,9 @@ Billing: every request whose models have a price reserves an estimate of its cos
 called (`PaymentRequired` when the workspace's balance cannot cover it) and settles to the actual cost
 afterwards, failures included, so nothing beyond what was used is ever charged. The estimate of one call is
 prompt tokens x input price + output cap x output price for the priciest model involved; a debate
-reserves panel size + 1 such calls (about 4x), a raw panel panel-size calls (about 3x), a single-model
-request one. Unpriced models cost 0, so requests using only them need no credit at all.
+reserves panel size + 1 such calls (about 4x; its rule may add more: `Plan.calls`), a raw panel panel-size
+calls (about 3x), a single-model request one. Unpriced models cost 0, so requests using only them need no
+credit at all.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validat
 from core.limits import DEFAULT_PANEL_SIZE, MAX_CHAT_MESSAGES
 from core.settings import Settings
 from graphs.panel import panel_input
+from graphs.panel.rules import DEFAULT_RULE, RuleError, check_rule
 from graphs.panel.steps import TooFewFamiliesError, pick_panelists, to_messages
 from llm.client import off_loop
 from llm.factory import ModelFactory
@@ -31,7 +33,7 @@ from runs import Caller
 from services import billing
 from services.backend import Backend
 from services.errors import InvalidRequest, RunFailed
-from services.routers import load_router
+from services.routers import RULE_HELP, SELF_MOA_PREFIX, RuleName, load_router, rule_error, self_moa_router
 
 log = logging.getLogger("parley.panel")
 
@@ -83,7 +85,8 @@ class ChatCompletionRequest(BaseModel):
     # Fields other OpenAI clients send (top_p, user, seed, ...) are accepted and not acted on.
     model_config = ConfigDict(extra="allow", json_schema_extra=_declare_no_tools)
 
-    model: str = Field(min_length=1, description="`router/<id>`, `router/debate`, or a `provider:model` id.")
+    model: str = Field(min_length=1, description="`router/<id>`, `router/debate`, `self-moa/<provider:model>` (that "
+                       "model sampled three times, then a decision), or a `provider:model` id.")
     messages: list[ChatMessage] = Field(min_length=1, max_length=MAX_CHAT_MESSAGES)
     temperature: float | None = Field(None, ge=0, le=2)
     max_tokens: int | None = Field(None, ge=1)
@@ -93,6 +96,12 @@ class ChatCompletionRequest(BaseModel):
     n: int | None = Field(None, ge=1, le=1, description="Parley answers with one choice.")
     debate: bool | None = Field(None, description="Debate this request (true) or not (false), whatever the router says")
     panel: bool | None = Field(None, description="Return every panelist's answer, labelled, without arbitration.")
+    rule: RuleName | None = Field(None, description=RULE_HELP + " Replaces the router's rule for this request; "
+                                  "a rule asks for a debate, so it needs a router and turns debate on.")
+    answer_rule: str | None = Field(None, description="How `rule: vote` reads an answer: `number`, `choice`, "
+                                    "`exact` (the default) or `regex:<pattern>`; the router's when omitted.")
+    seed: int | None = Field(None, description="Seeds the order each reviewer reads the answers in (`rule: rank`); "
+                             "drawn from the conversation when omitted.")
 
     @model_validator(mode="after")
     def _no_tools(self) -> ChatCompletionRequest:
@@ -127,12 +136,15 @@ class Plan:
     allow_same_family: bool = False
     system_prompt: str | None = None
     arbitrator_prompt: str | None = None
+    rule: str = DEFAULT_RULE
+    answer_rule: str | None = None
 
     @property
     def calls(self) -> int:
-        """Model calls the request makes when nothing fails."""
+        """Model calls the request makes at most when nothing fails: a debate's panelists, then its rule's calls
+        (one reviewer per panelist under `rank`, two judgings under `best-of-n`) and the arbitrator."""
         if self.mode == "debate":
-            return len(self.panelists) + 1
+            return len(self.panelists) + {"rank": len(self.panelists), "best-of-n": 2}.get(self.rule, 0) + 1
         return len(self.panelists) if self.mode == "panel" else 1
 
     @property
@@ -143,22 +155,27 @@ class Plan:
 
 
 async def plan_request(backend: Backend, body: ChatCompletionRequest, *, workspace: str) -> Plan:
-    """Resolve the target (router, preset or plain model) and the mode.
+    """Resolve the target (router, preset, a model's Self-MoA preset or plain model) and the mode.
 
     Raises:
         InvalidRequest: `debate`/`panel` without a router, or a router that cannot fill its panel.
         NotFound: no such router.
     """
     settings = backend.settings
+    if body.model.startswith(SELF_MOA_PREFIX):
+        router = self_moa_router(settings, body.model.removeprefix(SELF_MOA_PREFIX))
+        return plan_for_router(router, settings, debate=body.debate, panel=bool(body.panel), rule=body.rule,
+                               answer_rule=body.answer_rule)
     if not body.model.startswith("router/"):
-        if body.debate or body.panel:
-            raise InvalidRequest(f"'debate' and 'panel' need a router: use model 'router/debate' or 'router/<id>', "
-                                 f"not '{body.model}'", code="router_required")
+        if body.debate or body.panel or body.rule:
+            raise InvalidRequest(f"'debate', 'panel' and 'rule' need a router: use model 'router/debate' or "
+                                 f"'router/<id>', not '{body.model}'", code="router_required")
         return Plan(mode="single", router_mode="direct", models=[body.model])
 
     router_id = body.model.removeprefix("router/")
     router = await load_router(backend.db, settings, workspace=workspace, router_id=router_id)
-    return plan_for_router(router, settings, debate=body.debate, panel=bool(body.panel))
+    return plan_for_router(router, settings, debate=body.debate, panel=bool(body.panel), rule=body.rule,
+                           answer_rule=body.answer_rule)
 
 
 def plan_for_router(
@@ -172,18 +189,33 @@ def plan_for_router(
     panel_size: int | None = None,
     allow_same_family: bool | None = None,
     system_prompt: str | None = None,
+    rule: str | None = None,
+    answer_rule: str | None = None,
 ) -> Plan:
     """What a request to `router` does (`POST /v1/chat/completions` and `parley ask`): `debate` on or off (default:
     the router's), `panel` for the raw answers; the other arguments (`parley ask`'s flags) override the router's.
 
     The arbitrators are `arbitrator`, then the router's, then the deployment's. Left unset, `allow_same_family` is
-    the router's, except that the preset resamples only its own (embedded) list, never models given here.
+    the router's, except that the preset resamples only its own (embedded) list, never models given here. A
+    debate decides by `rule` (else the router's); a rule given here turns debate on when `debate` is unset.
 
     Raises:
-        InvalidRequest: a debate or panel whose models cannot fill the panel with distinct families.
+        InvalidRequest: a debate or panel whose models cannot fill the panel with distinct families; a rule
+            that cannot be used, or one given for a request that is not a debate (code `invalid_rule` or
+            `invalid_answer_rule`).
     """
+    if rule is not None and debate is None and not panel:
+        debate = True  # a rule is how a debate decides: asking for one asks for a debate
     debate_on = router.get("debate", False) if debate is None else debate
     mode = "panel" if panel else "debate" if debate_on else "single"
+    if (rule is not None or answer_rule is not None) and mode != "debate":
+        what = "a raw panel (panel: true)" if panel else "not a debate (debate: false)"
+        raise rule_error(RuleError("rule" if rule is not None else "answer_rule",
+                                   f"a rule decides a debate, and this request is {what}"),
+                         field="rule" if rule is not None else "answer_rule")
+    chosen_rule = rule or router.get("rule") or DEFAULT_RULE
+    if answer_rule is None and chosen_rule == "vote":
+        answer_rule = router.get("answer_rule")
     if allow_same_family is None:
         allow_same_family = router.get("allow_same_family", False) and not (models and router.get("preset"))
     plan = Plan(
@@ -196,7 +228,14 @@ def plan_for_router(
         allow_same_family=allow_same_family,
         system_prompt=system_prompt or router.get("system_prompt"),
         arbitrator_prompt=router.get("arbitrator_prompt"),
+        rule=chosen_rule,
+        answer_rule=answer_rule,
     )
+    if mode == "debate":
+        try:
+            check_rule(plan.rule, plan.answer_rule, plan.panel_size)
+        except RuleError as exc:
+            raise rule_error(exc, field=exc.param) from None
     if mode != "single":
         try:
             plan.panelists = pick_panelists(plan.models, plan.panel_size, allow_same_family=plan.allow_same_family)
@@ -225,12 +264,13 @@ async def reserve(backend: Backend, plan: Plan, body: ChatCompletionRequest, *, 
 
 
 def graph_input(plan: Plan, messages: list[dict[str, Any]], *, temperature: float | None = None,
-                max_tokens: int | None = None) -> dict[str, Any]:
+                max_tokens: int | None = None, seed: int | None = None) -> dict[str, Any]:
     """The panel graph's input for `messages` planned as `plan`."""
     return dict(panel_input(
         messages, models=plan.models, arbitrators=plan.arbitrators, panel_size=plan.panel_size, mode=plan.mode,
         allow_same_family=plan.allow_same_family, system_prompt=plan.system_prompt,
         arbitrator_prompt=plan.arbitrator_prompt, temperature=temperature, max_tokens=max_tokens,
+        rule=plan.rule, answer_rule=plan.answer_rule, seed=seed,
     ))
 
 
@@ -261,7 +301,7 @@ async def start_completion(backend: Backend, caller: Caller, body: ChatCompletio
         return await backend.runs.submit(
             "panel", caller=caller, title=question[:200], ref={"completionId": completion["id"]},
             input={"graph": graph_input(plan, body.openai_messages(), temperature=body.temperature,
-                                        max_tokens=body.output_cap),
+                                        max_tokens=body.output_cap, seed=body.seed),
                    "plan": dataclasses.asdict(plan), "bill": bill.dump(),
                    "completion": completion, "streamed": body.stream},
         )

@@ -2,7 +2,9 @@
 
 A router is what `model: "router/<id>"` selects in a chat completion. The preset is computed from
 settings (`PARLEY_DEBATE_MODELS`, `PARLEY_ARBITRATOR_MODEL`, `PARLEY_DEBATE_ALLOW_SAME_FAMILY`) on every
-request, so it always exists and follows the deployment's configuration.
+request, so it always exists and follows the deployment's configuration. A router's `rule` says how its
+debates decide (`graphs.panel.rules`). `model: "self-moa/<provider:model>"` selects the Self-MoA preset of that
+model (`self_moa_router`), built the same way.
 """
 
 from __future__ import annotations
@@ -17,16 +19,25 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from core.limits import DEFAULT_PANEL_SIZE, MAX_PANEL_SIZE, MIN_PANEL_SIZE
 from core.settings import Settings
+from graphs.panel.rules import DEFAULT_RULE, RULES, RuleError, check_rule
 from graphs.panel.steps import TooFewFamiliesError, pick_panelists
 from services.errors import Conflict, InvalidRequest, NotFound
 from store import routers as router_store
 
 PRESET_ID = "debate"
+SELF_MOA_PREFIX = "self-moa/"
 ROUTER_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 
 
 # `_clean_models` refuses a blank model id; declared in the JSON Schema as a pattern.
 ModelId = Annotated[str, Field(json_schema_extra={"pattern": r"\S"})]
+# `check_rule_fields` refuses any other (400 `invalid_rule`, naming the field); declared in the JSON Schema.
+RuleName = Annotated[str, Field(json_schema_extra={"enum": list(RULES)})]
+RULE_HELP = ("How a debate decides: `synthesis` (the arbitrator writes the answer), `vote` (the majority of the "
+             "answers read by `answerRule`), `rank` (panelists rank each other's answers, Borda count) or "
+             "`best-of-n` (a judge picks one, in both reading orders).")
+ANSWER_RULE_HELP = ("How `vote` reads an answer: `number`, `choice`, `exact` (the default) or `regex:<pattern>`; "
+                    "the panelists are asked for that format.")
 
 
 class _RouterFields(BaseModel):
@@ -59,6 +70,8 @@ class RouterCreate(_RouterFields):
     )
     system_prompt: str | None = Field(None, description="Sent before the caller's messages to every model.")
     arbitrator_prompt: str | None = Field(None, description="Replaces the arbitrator's built-in instructions.")
+    rule: RuleName = Field(DEFAULT_RULE, description=RULE_HELP)
+    answer_rule: str | None = Field(None, description=ANSWER_RULE_HELP)
 
 
 class RouterUpdate(_RouterFields):
@@ -72,6 +85,8 @@ class RouterUpdate(_RouterFields):
     allow_same_family: bool | SkipJsonSchema[None] = None
     system_prompt: str | None = None
     arbitrator_prompt: str | None = None
+    rule: RuleName | SkipJsonSchema[None] = Field(None, description=RULE_HELP)
+    answer_rule: str | None = Field(None, description=ANSWER_RULE_HELP)
 
 
 def _iso(value: Any) -> Any:
@@ -90,6 +105,8 @@ def public_router(router: dict[str, Any]) -> dict[str, Any]:
         "allowSameFamily": router.get("allow_same_family", False),
         "systemPrompt": router.get("system_prompt"),
         "arbitratorPrompt": router.get("arbitrator_prompt"),
+        "rule": router.get("rule") or DEFAULT_RULE,
+        "answerRule": router.get("answer_rule"),
         "preset": router.get("preset", False),
         "createdAt": _iso(router.get("createdAt")),
         "updatedAt": _iso(router.get("updatedAt")),
@@ -111,8 +128,41 @@ def preset_router(settings: Settings) -> dict[str, Any]:
         "allow_same_family": settings.debate_allow_same_family,
         "system_prompt": None,
         "arbitrator_prompt": None,
+        "rule": DEFAULT_RULE,
+        "answer_rule": None,
         "preset": True,
     }
+
+
+def self_moa_router(settings: Settings, model: str | None = None) -> dict[str, Any]:
+    """The Self-MoA preset of `model` (`PARLEY_SELF_MOA_MODEL`, else the default model, when None), what
+    `model: "self-moa/<model>"` selects: debate on, three samples of that one model at spread temperatures, then
+    the deployment's arbitrator decides (Li et al. 2025: sampling the strongest model several times beats mixing
+    weaker ones). A request's `rule` applies as on any router.
+
+    Raises:
+        InvalidRequest: `model` is blank.
+    """
+    model = (settings.self_moa_model if model is None else model).strip()
+    if not model:
+        raise InvalidRequest("self-moa/ needs a model after the slash, e.g. 'self-moa/openai:gpt-4o'",
+                             code="invalid_model")
+    return {**preset_router(settings), "id": SELF_MOA_PREFIX + model, "models": [model], "arbitrator": None,
+            "allow_same_family": True}
+
+
+def check_rule_fields(router: dict[str, Any]) -> None:
+    """Refuse a rule, answer rule or rule/panel-size pair that cannot work (`InvalidRequest` naming the field)."""
+    try:
+        check_rule(router.get("rule") or DEFAULT_RULE, router.get("answer_rule"),
+                   router.get("panel_size", DEFAULT_PANEL_SIZE))
+    except RuleError as exc:
+        raise rule_error(exc, field=to_camel(exc.param)) from None
+
+
+def rule_error(exc: RuleError, *, field: str) -> InvalidRequest:
+    """The refusal of a bad rule: 400, its code naming the field (`invalid_rule`, `invalid_answer_rule`)."""
+    return InvalidRequest(str(exc), code=f"invalid_{exc.param}", param=field)
 
 
 def check_debate_ready(router: dict[str, Any]) -> None:
@@ -152,14 +202,20 @@ async def load_router(db: AsyncDatabase, settings: Settings, *, workspace: str, 
     return router
 
 
+async def routers_of(db: AsyncDatabase, settings: Settings, *, workspace: str) -> list[dict[str, Any]]:
+    """Every router a key of `workspace` may use: the preset first, then the workspace's own by id."""
+    return [preset_router(settings)] + await router_store.list_routers(db, workspace=workspace)
+
+
 async def list_routers(db: AsyncDatabase, settings: Settings, *, workspace: str) -> dict[str, Any]:
-    routers = [preset_router(settings)] + await router_store.list_routers(db, workspace=workspace)
+    routers = await routers_of(db, settings, workspace=workspace)
     return {"object": "list", "data": [public_router(r) for r in routers]}
 
 
 async def create_router(db: AsyncDatabase, *, workspace: str, body: RouterCreate) -> dict[str, Any]:
     _refuse_preset(body.id)
     router = body.model_dump()
+    check_rule_fields(router)
     check_debate_ready(router)
     stored = await router_store.insert_router(db, workspace=workspace, router=router)
     if stored is None:
@@ -173,9 +229,10 @@ async def update_router(db: AsyncDatabase, *, workspace: str, router_id: str, bo
     if current is None:
         raise _not_found(router_id)
     changes = body.model_dump(exclude_unset=True)
-    for required in ("models", "debate", "panel_size", "allow_same_family"):
+    for required in ("models", "debate", "panel_size", "allow_same_family", "rule"):
         if required in changes and changes[required] is None:
             raise InvalidRequest(f"{to_camel(required)} cannot be null", code="invalid_request")
+    check_rule_fields({**current, **changes})
     check_debate_ready({**current, **changes})
     updated = await router_store.update_router(db, workspace=workspace, router_id=router_id, changes=changes)
     if updated is None:  # deleted meanwhile

@@ -4,8 +4,8 @@ from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI
 
-from api.routes import (agents, chat, conversations, docs, duel, health, me, metrics, routers, runs, studio,
-                        workflows)
+from api.routes import (agents, chat, conversations, docs, duel, health, me, metrics, models, routers, runs,
+                        studio, workflows)
 from services import duel as duel_service
 from services import roundtable
 
@@ -14,6 +14,7 @@ ROUTERS = [
     metrics.router,
     duel.router,
     chat.router,
+    models.router,
     routers.router,
     agents.router,
     conversations.router,

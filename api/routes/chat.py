@@ -75,6 +75,9 @@ def _progress(kind: str, event: dict[str, Any]) -> str | None:
         return f"{event['role']} {event['model']} is answering"
     if kind == "fallback":
         return f"{event['role']} {event['model']} failed: {event['error']} ({event['detail']}); trying the next one"
+    if kind == "decision":
+        how = event.get("reason") or f"{event['decidedBy']} chose {event.get('winner') or event.get('model')}"
+        return f"rule {event['rule']}: {how}"
     return None
 
 
@@ -113,8 +116,8 @@ def stream_response(engine: RunEngine, record: dict, headers: dict[str, str]) ->
                 elif event.event == "cancelled":
                     yield _error_event(ApiError(499, data["message"], code="cancelled"))
                 else:
-                    if event.event == "answering" and plan["mode"] != "panel":
-                        model = data["model"]
+                    if event.event in ("answering", "decision") and plan["mode"] != "panel":
+                        model = data.get("model") or model  # who is about to answer, or whose answer was chosen
                     if line := _progress(event.event, data):
                         yield ServerSentEvent(comment=line)
 

@@ -1,8 +1,10 @@
-"""Panel mode as a LangGraph graph: one request to models of distinct families at once, then an arbitrator's
-synthesis (`mode="debate"`), the raw labelled answers (`mode="panel"`), or one model with fallbacks (`mode="single"`).
-With `allow_same_family`, a list short of families fills the panel by sampling its models again.
+"""Panel mode as a LangGraph graph: one request to models of distinct families at once, then a decision
+(`mode="debate"`: the arbitrator's synthesis, or another `rule`, `graphs.panel.rules`), the raw labelled answers
+(`mode="panel"`), or one model with fallbacks (`mode="single"`). With `allow_same_family`, a list short of families
+fills the panel by sampling its models again (N samples of one model: Self-MoA).
 
     choose_panelists -> panelist x N (Send) -> tally -> arbitrate | assemble_panel
+                                                      | vote | review x N -> count_ranks | judge x 2 -> pick_best
     answer (mode "single")
 """
 
@@ -16,6 +18,20 @@ from langgraph.runtime import Runtime
 from langgraph.types import RetryPolicy, Send
 
 from core.limits import DEFAULT_MIN_SUCCESSES, DEFAULT_PANEL_SIZE
+from graphs.panel.rules import (
+    DEFAULT_RULE,
+    JUDGES,
+    REVIEWS,
+    after_decision,
+    arbitrate_by_rule,
+    count_ranks,
+    decide,
+    judge_answer,
+    panelist_instructions,
+    pick_best,
+    review_answers,
+    vote,
+)
 from graphs.panel.steps import (
     PANELISTS,
     AllModelsFailedError,
@@ -26,7 +42,6 @@ from graphs.panel.steps import (
     TooFewFamiliesError,
     TooFewPanelistsError,
     answer_with_fallback,
-    arbitrate_panel,
     assemble_panel,
     choose_panelists,
     panel_context,
@@ -36,6 +51,8 @@ from graphs.panel.steps import (
 from llm.failures import MODEL_RETRY
 from llm.usage import monotonic_ms
 from nodes.context import RunContext
+from nodes.judge import JUDGE_RETRY
+from nodes.rank import REVIEW_RETRY
 
 __all__ = [
     "AllModelsFailedError", "PanelContext", "PanelError", "PanelInput", "PanelOutput", "PanelState",
@@ -44,6 +61,7 @@ __all__ = [
 ]
 
 Mode = Literal["debate", "panel", "single"]
+Rule = Literal["synthesis", "vote", "rank", "best-of-n"]
 
 
 class PanelInput(TypedDict, total=False):
@@ -62,6 +80,9 @@ class PanelInput(TypedDict, total=False):
     temperature: float | None
     max_tokens: int | None
     min_successes: int  # answers needed to go on, default 2
+    rule: Rule  # how a debate decides (`graphs.panel.rules`), default "synthesis"
+    answer_rule: str | None  # how `vote` reads an answer: number, choice, exact (the default) or regex:<pattern>
+    seed: int | None  # seeds the `rank` reviewers' orders; drawn from the conversation when None
 
 
 class PanelOutput(TypedDict, total=False):
@@ -74,6 +95,7 @@ class PanelOutput(TypedDict, total=False):
     arbitrator: str | None  # the arbitrator that answered (debate mode)
     model_used: str | None  # the model that answered (single mode)
     attempts: list[dict[str, Any]]  # candidates that failed first: {model, role, error, detail, partial}
+    decision: dict[str, Any]  # how a debate decided: {rule, decidedBy, model, ...} (`graphs.panel.rules`)
 
 
 class PanelState(PanelInput, PanelOutput, total=False):
@@ -82,6 +104,8 @@ class PanelState(PanelInput, PanelOutput, total=False):
     chosen: list[Seat]
     panelist_results: Annotated[list[dict[str, Any]], operator.add]  # one per branch, in finishing order
     answers: list[dict[str, str]]  # successful answers in panel order: {model (the seat's label), model_id, answer}
+    reviews: Annotated[list[dict[str, Any]], operator.add]  # rule "rank": one ranking per reviewer
+    verdicts: Annotated[list[dict[str, Any]], operator.add]  # rule "best-of-n": the judge's two readings
 
 
 # Rate limits and server errors get one more try; a timeout has already spent the panelist's budget.
@@ -101,7 +125,7 @@ def panelist_tasks(state: PanelState) -> list[PanelistTask]:
     return [
         PanelistTask(
             index=i, model=seat["model"], label=seat["label"], messages=state["messages"],
-            system_prompt=state.get("system_prompt"), temperature=seat["temperature"],
+            system_prompt=panelist_instructions(state), temperature=seat["temperature"],
             max_tokens=state.get("max_tokens"), sent_ms=sent,
         )
         for i, seat in enumerate(state["chosen"])
@@ -112,8 +136,9 @@ ask_panelists = PANELISTS.dispatch(panelist_tasks, name="ask_panelists",
                                    doc="Send the request to every chosen panelist at once.")
 
 
-def after_tally(state: PanelState) -> Literal["arbitrate", "assemble_panel"]:
-    return "assemble_panel" if state.get("mode") == "panel" else "arbitrate"
+def after_tally(state: PanelState) -> list[Send] | Literal["arbitrate", "assemble_panel", "vote", "count_ranks"]:
+    """The raw panel's assembly, or the debate's decision by its rule (`graphs.panel.rules.decide`)."""
+    return "assemble_panel" if state.get("mode") == "panel" else decide(state)
 
 
 def build_panel_graph(*, panelist_retry: RetryPolicy | None = PANELIST_RETRY) -> StateGraph:
@@ -139,14 +164,24 @@ def build_panel_graph(*, panelist_retry: RetryPolicy | None = PANELIST_RETRY) ->
     builder.add_node("choose_panelists", choose_panelists)
     builder.add_node("panelist", panelist, **PANELISTS.node_options(then="tally", retry=panelist_retry))
     builder.add_node("tally", tally)
-    builder.add_node("arbitrate", arbitrate_panel)
+    builder.add_node("arbitrate", arbitrate_by_rule)
     builder.add_node("assemble_panel", assemble_panel)
     builder.add_node("answer", answer_with_fallback)
+    builder.add_node("vote", vote)
+    builder.add_node("review", review_answers, **REVIEWS.node_options(then="count_ranks", retry=REVIEW_RETRY))
+    builder.add_node("count_ranks", count_ranks)
+    builder.add_node("judge", judge_answer, **JUDGES.node_options(then="pick_best", retry=JUDGE_RETRY))
+    builder.add_node("pick_best", pick_best)
 
     builder.add_conditional_edges(START, route_request, ["choose_panelists", "answer"])
     builder.add_conditional_edges("choose_panelists", ask_panelists, ["panelist"])
     builder.add_edge("panelist", "tally")
-    builder.add_conditional_edges("tally", after_tally, ["arbitrate", "assemble_panel"])
+    builder.add_conditional_edges("tally", after_tally,
+                                  ["arbitrate", "assemble_panel", "vote", "review", "count_ranks", "judge"])
+    builder.add_edge("review", "count_ranks")
+    builder.add_edge("judge", "pick_best")
+    for step in ("vote", "count_ranks", "pick_best"):
+        builder.add_conditional_edges(step, after_decision, ["arbitrate", END])
     builder.add_edge("arbitrate", END)
     builder.add_edge("assemble_panel", END)
     builder.add_edge("answer", END)
@@ -168,9 +203,13 @@ def panel_input(
     arbitrator_prompt: str | None = None,
     temperature: float | None = None,
     max_tokens: int | None = None,
+    rule: Rule = DEFAULT_RULE,
+    answer_rule: str | None = None,
+    seed: int | None = None,
 ) -> PanelInput:
     """The panel graph's input for `messages` (what the chat completions route, `parley ask` and the designer run
-    `graph` on); the answers needed to go on are the panel's default, never more than its seats."""
+    `graph` on); the answers needed to go on are the panel's default, never more than its seats. `rule`,
+    `answer_rule` and `seed` say how a debate decides (`graphs.panel.rules`)."""
     return {
         "messages": messages,
         "models": list(models or []),
@@ -183,6 +222,9 @@ def panel_input(
         "temperature": temperature,
         "max_tokens": max_tokens,
         "min_successes": min(DEFAULT_MIN_SUCCESSES, panel_size),
+        "rule": rule,
+        "answer_rule": answer_rule,
+        "seed": seed,
     }
 
 
@@ -197,9 +239,12 @@ def question_input(
     mode: str = "debate",
     allow_same_family: bool | None = None,
     default_arbitrator: str | None = None,
+    rule: Rule = DEFAULT_RULE,
+    answer_rule: str | None = None,
 ) -> PanelInput:
     """The panel graph's input for one question (what `debate_node` and the designer's `debate` and `panel` node
-    types run `graph` on), in `mode` "debate" or "panel"; the arbitrators default to `default_arbitrator`."""
+    types run `graph` on), in `mode` "debate" or "panel"; the arbitrators default to `default_arbitrator`. A debate
+    decides by `rule` (`graphs.panel.rules`)."""
     if mode not in ("debate", "panel"):
         raise ValueError(f"mode must be 'debate' or 'panel', not {mode!r}")
     if question is None or not str(question).strip():
@@ -208,7 +253,7 @@ def question_input(
         [{"role": "user", "content": str(question)}], models=models,
         arbitrators=arbitrators or ([default_arbitrator] if default_arbitrator else []), panel_size=panel_size,
         mode=mode, allow_same_family=allow_same_family, system_prompt=system_prompt,
-        arbitrator_prompt=arbitrator_prompt,
+        arbitrator_prompt=arbitrator_prompt, rule=rule, answer_rule=answer_rule,
     )
 
 
@@ -223,8 +268,13 @@ def debate_node(
     output_key: str = "verdict",
     mode: str = "debate",
     allow_same_family: bool | None = None,
+    rule: Rule = DEFAULT_RULE,
+    answer_rule: str | None = None,
 ):
     """Build a node that puts `state[input_key]` to a panel and writes the answer to `state[output_key]`.
+
+    A debate decides by `rule` (`synthesis`, `vote` reading answers by `answer_rule`, `rank`, `best-of-n`:
+    `graphs.panel.rules`).
 
     Models default to the `router/debate` preset's (`Settings.debate_models`) and the arbitrator to
     `PARLEY_ARBITRATOR_MODEL`, read when the node runs. `allow_same_family` None follows the preset when
@@ -235,7 +285,8 @@ def debate_node(
     if mode not in ("debate", "panel"):
         raise ValueError(f"mode must be 'debate' or 'panel', not {mode!r}")
     settings = dict(models=models, arbitrators=arbitrators, panel_size=panel_size, system_prompt=system_prompt,
-                    arbitrator_prompt=arbitrator_prompt, mode=mode, allow_same_family=allow_same_family)
+                    arbitrator_prompt=arbitrator_prompt, mode=mode, allow_same_family=allow_same_family, rule=rule,
+                    answer_rule=answer_rule)
 
     async def debate(state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]:
         """Put the question to the panel and store its answer."""

@@ -20,7 +20,7 @@ from langgraph.runtime import Runtime
 from core.limits import DEFAULT_MIN_SUCCESSES, DEFAULT_PANEL_SIZE, MAX_PANEL_SIZE, MIN_PANEL_SIZE
 from llm.client import off_loop
 from llm.failures import classify_failure, describe_failure
-from llm.families import model_family
+from llm.families import independent_first, model_family
 from llm.providers import DEFAULT_PROVIDER, split_model_id
 from llm.usage import monotonic_ms, usage_from_message
 from nodes.arbitrate import (  # noqa: F401 (re-exported: the panel's callers and tests read them here)
@@ -382,7 +382,10 @@ async def tally(state: dict[str, Any]) -> dict[str, Any]:
 
 
 def _arbitrators(state: dict[str, Any], ctx: RunContext) -> list[str]:
-    return state.get("arbitrators") or [ctx.factory.settings.arbitrator_model]
+    """The arbitrator's (and a judge's) candidates: the request's (else the deployment's), those of a family not
+    on the panel first (`independent_first`)."""
+    chain = state.get("arbitrators") or [ctx.factory.settings.arbitrator_model]
+    return independent_first(chain, [seat["model"] for seat in state.get("chosen") or []])[0]
 
 
 # The panel's arbitrator: the request's candidates (else the deployment's), each call within its time limit.

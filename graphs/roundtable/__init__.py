@@ -76,6 +76,7 @@ class RoundTableOutput(TypedDict, total=False):
     human: list[dict[str, Any]]  # the person's messages, each with the `round` that first saw it
     stopped_by: str  # why the table went to its synthesis early: unanimous, user, budget
     consumed: list[str]  # the ids of the inputs its boundaries took in
+    first_vote: dict[str, Any]  # with the context's `answer_rule`: the initial positions' majority
 
 
 class RoundTableState(RoundTableInput, RoundTableOutput, SteerState, total=False):

@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from core.limits import MAX_TABLE_ROUNDS, MAX_TABLE_SEATS
 from graphs.roundtable import prompts
+from nodes.answers import parse_rule, vote_record
 from nodes.bounds import AtMost, Clipped
 from nodes.context import RunContext
 from nodes.convergence import positions_of, strongest_consensus
@@ -52,6 +53,9 @@ class RoundTableContext(RunContext):
     # Skip the debate rounds when every regular agent takes the same stance in round 0 with at least this
     # confidence (`stopped_by: "unanimous"`); None: never. Round-table runs set it from PARLEY_TABLE_EARLY_STOP.
     unanimous_confidence: float | None = None
+    # How the agents' answers are read (`nodes.answers.parse_rule`), when they are checkable: the synthesis then
+    # records the majority of the initial positions (round 0, the devil's advocate aside) as `first_vote`.
+    answer_rule: str | None = None
 
 
 def context_of(runtime: Runtime | None) -> RoundTableContext:
@@ -398,7 +402,13 @@ def finish_synthesis(state: dict[str, Any], ctx: RoundTableContext, draft: Synth
         "raw": draft.model_dump_json(),
     }
     emit({"event": "synthesis", "synthesis": synthesis, "totalRounds": rounds_run})
-    return {"synthesis": synthesis, "total_rounds": rounds_run}
+    update: dict[str, Any] = {"synthesis": synthesis, "total_rounds": rounds_run}
+    if ctx.answer_rule:
+        initial = sorted((m for m in transcript if m["roundNumber"] == 0 and not m["isDevilsAdvocate"]),
+                         key=lambda m: m.get("seat", 0))
+        update["first_vote"] = vote_record([m["content"] for m in initial], parse_rule(ctx.answer_rule))
+        emit({"event": "first_vote", **update["first_vote"]})
+    return update
 
 
 # Write the structured synthesis of the debate; an unreadable one falls back to the table's own positions.

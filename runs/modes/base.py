@@ -37,11 +37,13 @@ class Services:
 
 @dataclass
 class Emit:
-    """A wire event, and the change to the mode's own records that is stored before anyone sees it."""
+    """A wire event, and the change to the mode's own records that is stored before anyone sees it. A `durable`
+    event is stored before anyone sees it too (with nothing else to store: the event log is its record)."""
 
     event: str
     data: dict[str, Any]
     store: Callable[[], Awaitable[Any]] | None = None
+    durable: bool = False
 
 
 @dataclass

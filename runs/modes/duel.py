@@ -1,16 +1,17 @@
 """Duel runs (seeds/duel-sse-api.md): the duel graph's events as the seed's SSE events, and the `debates` record.
 
-The debate id is the run id. The record is written `in_progress` before the run starts, the opponent
-and each message as they come (each event sent only once that write is stored), the synthesis and
-both verdicts with `completed` at the end. The record and the stored events are the duel's only
-durability: it saves no LangGraph checkpoints, and a resumed duel goes on from its last stored turn.
+The debate id is the run id. The record is written `in_progress` before the run starts; the opponent and
+each message are written once, as the run's `init` and `message` events, each sent only once it is stored
+(`Emit.durable`: a client that sees one can read it back, `store.debates.get_debate`); the opponent, the
+messages, the synthesis and both verdicts go into the record with its end. The stored events are the duel's
+only durability: it saves no LangGraph checkpoints, and a resumed duel goes on from its last stored turn.
 
 A person's messages (`POST /v1/runs/{id}/input`, taken in at the boundary after each turn, `nodes.steer`) are
-`human` events and messages of the record with `role: "human"`, `senderType: "user"`, among the turns. A duel
-that waits for a person is not checkpointed either: every change its boundary makes is one of its stored events
-(`human`, `resumed`, `stopping`), so the worker that receives the answer rebuilds the duel from them, as it does
-after a crash (`restart`), and goes on from the boundary where it waited. Checkpointing every duel (any of them
-may be paused) would add a write per turn to the mode that runs most, for what its events already hold.
+`human` events, durable as `message` is, and messages of the debate with `role: "human"`, `senderType: "user"`,
+among the turns. A duel that waits for a person is not checkpointed either: every change its boundary makes is
+one of its stored events (`human`, `resumed`, `stopping`), so the worker that receives the answer rebuilds the duel
+from them, as after a crash (`restart`), and goes on from the boundary where it waited. Checkpointing every duel
+(any of them may be paused) would add writes to every turn of the mode that runs most, for what its events hold.
 """
 
 from __future__ import annotations
@@ -47,11 +48,11 @@ def describe_failure(exc: BaseException) -> str:
 RECORDED = ("message", "human", "resumed", "stopping", "waiting")
 
 
-def human_message(event: dict[str, Any]) -> dict[str, Any]:
-    """A person's message as the debate record and `done` list it, from its node event or its wire event."""
-    name = event["speaker"]["name"] if "speaker" in event else event["name"]
-    return {"role": "human", "senderType": "user", "name": name, "content": event["content"],
-            "timestamp": event["timestamp"], "id": event["id"]}
+def human_event(part: dict[str, Any]) -> dict[str, Any]:
+    """A person's message (`nodes.steer.human_turn`) as the duel's `human` event: the debate's message (`role:
+    "human"`) and where it stood (`position`: the turns said before it; `round`: the round that first saw it)."""
+    return {"role": "human", "senderType": "user", "name": part["speaker"]["name"], "content": part["content"],
+            "timestamp": part["timestamp"], "id": part["id"], "round": part["round"], "position": part["position"]}
 
 
 def steered(rows: list[dict]) -> dict[str, Any]:
@@ -89,6 +90,8 @@ class DuelRun(ModeRun):
     def __init__(self, record: dict[str, Any], services: Any) -> None:
         super().__init__(record, services)
         self.speaking: str | None = None  # the turn under way, so a retried turn is announced once
+        self.opponent: dict[str, Any] | None = None  # what the debate's events have told so far
+        self.messages: list[dict[str, Any]] = []
 
     def graph(self, checkpointer: BaseCheckpointSaver | None) -> Pregel:
         return with_checkpointer(duel_graph, checkpointer)
@@ -98,9 +101,6 @@ class DuelRun(ModeRun):
 
     def graph_input(self) -> dict[str, Any]:
         return {key: value for key, value in self.input.items() if key != "steer"}  # the engine reads `steer`
-
-    def _store(self, change, **fields: Any):
-        return partial(change, self.services.db, debate_id=self.run_id, **fields)
 
     def translate(self, mode: str, part: Any) -> Iterable[Emit]:
         kind = part.get("event")
@@ -114,18 +114,19 @@ class DuelRun(ModeRun):
         elif kind == "message":
             self.speaking = None
             message = {key: part[key] for key in ("role", "name", "content", "timestamp")}
-            yield Emit("message", message, self._store(store.append_message, message=message))
+            self.messages.append(message)
+            yield Emit("message", message, durable=True)
         elif kind == "opponent":
-            opponent = part["opponentProfile"]
+            self.opponent = part["opponentProfile"]
             yield Emit("init", {"id": self.run_id, "topic": self.input["topic"],
-                                "userProfile": self.input["user_profile"], "opponentProfile": opponent},
-                       self._store(store.set_opponent, opponent_profile=opponent))
+                                "userProfile": self.input["user_profile"], "opponentProfile": self.opponent},
+                       durable=True)
         elif kind == "synthesizing":
             yield Emit("synthesizing", {})
         elif kind == "human":
-            said = human_message(part)
-            yield Emit("human", {**said, "round": part["round"], "position": part["position"]},
-                       self._store(store.append_message, message=said))
+            said = human_event(part)
+            self.messages.append(store.human_message(said))
+            yield Emit("human", said, durable=True)
         elif kind in ("resumed", "stopping"):
             yield Emit(kind, {key: value for key, value in part.items() if key != "event"})
 
@@ -137,13 +138,9 @@ class DuelRun(ModeRun):
         if opening is None:
             return None
         told = [row for row in rows if row["event"] in RECORDED]
-        # The record may hold a message whose event was not stored: it goes back to the stored ones.
-        await store.set_messages(self.services.db, debate_id=self.run_id,
-                                 messages=[row["data"] if row["event"] == "message" else human_message(row["data"])
-                                           for row in told if row["event"] in ("message", "human")])
+        self.opponent, self.messages = store.progress(rows)
         last = told[-1]["seq"] if told else opening["seq"]
-        graph_input = {**self.graph_input(), "opponent_profile": opening["data"]["opponentProfile"],
-                       **steered(told)}
+        graph_input = {**self.graph_input(), "opponent_profile": self.opponent, **steered(told)}
         return graph_input, {row["seq"] for row in rows if row["seq"] <= last}
 
     async def completed(self, state: dict[str, Any], ledger: UsageLedger) -> Outcome:
@@ -158,19 +155,23 @@ class DuelRun(ModeRun):
         await self.settle(ledger)
         done = {"id": self.run_id, "topic": self.input["topic"], "messages": messages, "synthesis": synthesis, **early}
         return Outcome("completed", [
-            Emit("synthesis", synthesis, self._store(store.complete_debate, synthesis=synthesis, verdicts=verdicts,
-                                                     messages=messages, stopped_by=stopped_by)),
+            Emit("synthesis", synthesis, partial(store.complete_debate, self.services.db, debate_id=self.run_id,
+                                                 opponent_profile=state.get("opponent_profile") or self.opponent,
+                                                 synthesis=synthesis, verdicts=verdicts, messages=messages,
+                                                 stopped_by=stopped_by)),
             Emit("done", done),
         ], result={"winner": synthesis.get("winner"), "messages": len(turns), **early})
 
     async def failed(self, exc: BaseException, ledger: UsageLedger) -> Outcome:
         error = exc.error if isinstance(exc, RunFailure) else {"message": describe_failure(exc), "status": 500}
         await self.settle(ledger)
-        await store.end_debate(self.services.db, debate_id=self.run_id, status=store.FAILED, error=error["message"])
+        await store.end_debate(self.services.db, debate_id=self.run_id, status=store.FAILED, error=error["message"],
+                               opponent_profile=self.opponent, messages=self.messages)
         event = {"message": error["message"], **({"code": error["code"]} if error.get("code") else {})}
         return Outcome("failed", [Emit("error", event)], error=error)
 
     async def cancelled(self, ledger: UsageLedger) -> Outcome:
         await self.settle(ledger)
-        await store.end_debate(self.services.db, debate_id=self.run_id, status=store.CANCELLED, error=CANCELLED)
+        await store.end_debate(self.services.db, debate_id=self.run_id, status=store.CANCELLED, error=CANCELLED,
+                               opponent_profile=self.opponent, messages=self.messages)
         return Outcome("cancelled", [Emit("cancelled", {"message": CANCELLED})])

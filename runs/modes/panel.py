@@ -1,7 +1,8 @@
 """Panel runs (seeds/panel-debate-mode.md): the panel graph behind one chat completion.
 
 The run's events are the graph's own (`panelists`, `panelist` with each answer, `answering`, `fallback`,
-`chunk`) and a last `done` carrying the whole `chat.completion` body, `_meta` included (or `error`).
+`chunk`; a debate's `decision`, with `review` and `verdict` under the `rank` and `best-of-n` rules) and a last
+`done` carrying the whole `chat.completion` body, `_meta` included (or `error`).
 The credit reserved before the run (its `bill`, `services.billing`) is settled to the actual cost whatever way
 it ends, and one usage row is written per model.
 """
@@ -20,7 +21,7 @@ from graphs.panel.steps import AllModelsFailedError, PanelContext, PanelError, T
 from llm.usage import UsageLedger
 from runs.modes.base import Emit, ModeRun, Outcome, RunFailure, with_checkpointer
 
-PROGRESS = ("panelists", "panelist", "answering", "fallback")
+PROGRESS = ("panelists", "panelist", "answering", "fallback", "decision", "review", "verdict")
 
 
 class AnswerInterrupted(PanelError):
@@ -28,12 +29,12 @@ class AnswerInterrupted(PanelError):
 
 
 def response_model(plan: dict[str, Any], result: dict[str, Any]) -> str:
-    """The `model` of the answer: "panel" for a raw panel, the arbitrator that answered a debate, the model
-    that answered otherwise (the first candidate before anyone has)."""
+    """The `model` of the answer: "panel" for a raw panel, the model whose answer a debate returns (its arbitrator's,
+    or the panelist's its rule chose), the model that answered otherwise (the first candidate before anyone has)."""
     if plan["mode"] == "panel":
         return "panel"
     if plan["mode"] == "debate":
-        return result.get("arbitrator") or plan["arbitrators"][0]
+        return (result.get("decision") or {}).get("model") or result.get("arbitrator") or plan["arbitrators"][0]
     return result.get("model_used") or plan["models"][0]
 
 
@@ -46,7 +47,8 @@ def meta_body(plan: dict[str, Any], result: dict[str, Any], ledger: UsageLedger,
     """The `_meta` object of the seed contract: cost, tokens, latency and who answered.
 
     A panel filled by resampling (allowSameFamily) says so with `sameFamily: true`; its panelists' `model`
-    is each seat's label (`local:smollm2`, `local:smollm2 #2`, ...).
+    is each seat's label (`local:smollm2`, `local:smollm2 #2`, ...). A debate adds its `rule` and `decision`
+    (how it decided: `graphs.panel.rules`).
     """
     cost, tokens = round(ledger.total_cost, 8), ledger.total_tokens
     meta: dict[str, Any] = {"modelUsed": response_model(plan, result), "routerMode": plan["router_mode"],
@@ -60,6 +62,8 @@ def meta_body(plan: dict[str, Any], result: dict[str, Any], ledger: UsageLedger,
         meta["panel"] = {"models": panelists, "totalTokens": tokens, "totalCost": cost, **same_family}
     elif result.get("attempts"):
         meta["fallbacks"] = [{"model": a["model"], "error": a["error"]} for a in result["attempts"]]
+    if plan["mode"] == "debate" and result.get("decision"):
+        meta["rule"], meta["decision"] = result["decision"]["rule"], result["decision"]
     return meta
 
 

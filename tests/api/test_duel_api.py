@@ -146,24 +146,32 @@ def test_storage_moves_from_in_progress_to_completed(http, make_key, llm, sync_d
     seen: dict[str, dict] = {}
     parser = SseParser()
     pings_at_message = None
-    with http.stream("POST", "/api/debate", json={**BODY, "rounds": 1}, headers=auth(make_key(["debate"]))) as resp:
+    key = make_key(["debate"])
+
+    def read(debate_id: str) -> dict:  # what a client reads back the moment it is shown an event
+        found = http.get(f"/api/debate/{debate_id}", headers=auth(key))
+        assert found.status_code == 200, found.text
+        return found.json()
+
+    with http.stream("POST", "/api/debate", json={**BODY, "rounds": 1}, headers=auth(key)) as resp:
         for line in resp.iter_lines():
             event = parser.feed_line(line)
             if event is not None and event.event == "init":
-                seen["init"] = sync_db.debates.find_one({"_id": event.json()["id"]})
+                seen["init"] = read(event.json()["id"])
                 llm.release("user")
             elif event is not None and event.event == "message" and "message" not in seen:
-                seen["message"] = sync_db.debates.find_one({"_id": seen["init"]["_id"]})
+                seen["message"] = read(seen["init"]["id"])
                 pings_at_message = len(parser.comments)
             elif pings_at_message is not None and len(parser.comments) > pings_at_message:
                 # A keep-alive came while the opponent was thinking (held): now let it answer.
                 pings_at_message = None
                 llm.release("opponent")
-    record = sync_db.debates.find_one({"_id": seen["init"]["_id"]})
+    record = sync_db.debates.find_one({"_id": seen["init"]["id"]})
     assert seen["init"]["status"] == "in_progress" and seen["init"]["messages"] == []
     assert seen["init"]["opponentProfile"] == OPPONENT and seen["init"]["synthesis"] is None
     assert seen["message"]["status"] == "in_progress" and len(seen["message"]["messages"]) == 1
     assert record["status"] == "completed" and len(record["messages"]) == 2 and len(record["verdicts"]) == 2
+    assert record["opponentProfile"] == OPPONENT  # the record holds it all once the debate has ended
     assert record["user"] == "alice" and record["workspace"] == "ws1" and record["rounds"] == 1
     assert any(c.startswith("ping") for c in parser.comments)  # keep-alive while the opponent thinks
 

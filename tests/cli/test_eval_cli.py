@@ -43,6 +43,33 @@ def test_run_writes_the_results_and_resumes_without_asking_again(parley_env, llm
     assert other.exit_code == 2 and "seed: 6 here, 5 in the stored run" in " ".join(other.output.split())
 
 
+def test_run_writes_the_panel_rules_self_moa_and_the_round_zero_vote(parley_env, llm, tmp_path):
+    llm.script(match="Other agents answered", reply="On reflection... Answer: 14")
+    llm.script(reply="Adding up the products... Answer: 12")
+    out = tmp_path / "out"
+    methods = "single,debate,panel:vote,panel:rank,panel:best-of-n,self-moa"
+    result = run("run", "--task", "arithmetic", "--methods", methods, "--n", "2", "--out", str(out),
+                 "--match-budget", "--concurrency", "2")
+    assert result.exit_code == 0, result.output
+    assert "self-moa gets k=" in " ".join(result.output.split())
+    doc = json.loads((out / "results.json").read_text())
+    by_name = {m["name"]: m for m in doc["methods"]}
+    assert list(by_name) == methods.split(",") and all(m["n"] == 2 for m in doc["methods"])
+    assert by_name["panel:vote"]["calls_per_item"] == 3.0  # a unanimous vote needs no arbitrator
+    assert 2 <= by_name["self-moa"]["samples"] <= 7
+    # The debate's round-0 vote (all 12) beside its final answer (all 14): the rounds changed every item.
+    assert by_name["debate"]["first_vote"]["n"] == 2 and by_name["debate"]["first_vote"]["changed"] == 2
+    assert "first_vote" not in by_name["single"]
+    table = (out / "results.md").read_text()
+    for label in ("panel:vote (3 panelists", "panel:rank (3 panelists", "panel:best-of-n (3 panelists",
+                  f"self-moa ({by_name['self-moa']['samples']} samples"):
+        assert f"| {label}" in table
+    assert "## Did the debate rounds change anything?" in table
+    assert "| debate (3 agents × 1 round) | 2 | " in table.split("## Did the debate rounds")[1]
+    items = [json.loads(line) for line in (out / "items.jsonl").read_text().splitlines()]
+    assert {(r["first_vote"], r["prediction"]) for r in items if r["method"] == "debate"} == {("12", "14")}
+
+
 def test_failed_items_make_the_run_exit_non_zero(parley_env, llm, tmp_path):
     llm.script(status=400, times=1)
     result = run("run", "--task", "arithmetic", "--methods", "single", "--n", "3", "--out", str(tmp_path),
@@ -58,6 +85,9 @@ def test_failed_items_make_the_run_exit_non_zero(parley_env, llm, tmp_path):
     (["--methods", "single,single"], "names a method twice"),
     (["--methods", "panel", "--agents", "1"], "the panel seats 2-7 panelists"),
     (["--methods", "roundtable", "--agents", "6"], "the round table seats at most 5 agents"),
+    (["--methods", "panel:vote", "--agents", "8"], "the panel seats 2-7 panelists (panel:vote)"),
+    (["--methods", "panel:rank", "--agents", "2"], "panel:rank needs at least 3 panelists"),
+    (["--methods", "single,debate", "--match-budget"], "add self-consistency or self-moa to --methods"),
     (["--methods", "debate,self-consistency", "--match-budget"], "add single to --methods"),
     (["--methods", "single,debate,self-consistency", "--match-budget", "--samples", "4"], "leave out --samples"),
     (["--methods", "single", "--task", "gsm8k", "--n", "500"], "gsm8k has 100 items"),

@@ -66,3 +66,27 @@ def test_ask_can_fill_the_panel_by_resampling(env, llm, sync_db):
     assert "openai:gpt-4o #2" in result.output and len(llm.requests) == 3  # two samples and the arbitrator
     refused = CliRunner().invoke(app, ["ask", "Q?", "--router", "same", "--distinct-families"])
     assert refused.exit_code == 1 and "distinct families" in refused.output
+
+
+def test_ask_decides_by_a_rule(env, llm):
+    llm.script(model="gpt-5", reply="Answer: 16")
+    llm.script(model="claude-sonnet-4-5", reply="Eight each.\nAnswer: 16")
+    llm.script(model="gemini-2.5-pro", reply="Answer: 14")
+    result = CliRunner().invoke(app, ["ask", "Legs of two spiders?", "--rule", "vote", "--answer-rule", "number"],
+                                terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert "**Majority vote** (answers read as `number`): 16 × 2" in result.output
+    assert "rule vote: majority chose openai:gpt-5's answer" in result.output
+    assert not any(r["model"] == "gpt-4o" for r in llm.requests)
+    refused = CliRunner().invoke(app, ["ask", "Q?", "--rule", "coin"])
+    assert refused.exit_code == 1 and "rule must be one of synthesis, vote, rank, best-of-n" in refused.output
+    refused = CliRunner().invoke(app, ["ask", "Q?", "--rule", "vote", "--panel"])
+    assert refused.exit_code == 1 and "a rule decides a debate" in refused.output
+
+
+def test_ask_runs_a_models_self_moa(env, llm):
+    llm.script(model="gpt-4o", reply="Sampled.")
+    result = CliRunner().invoke(app, ["ask", "Q?", "--router", "self-moa/openai:gpt-4o", "--rule", "rank"],
+                                terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert "openai:gpt-4o #3" in result.output and "rule rank:" in result.output

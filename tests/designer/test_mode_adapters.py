@@ -41,10 +41,12 @@ class PanelState(TypedDict, total=False):
 
 def fake_panel() -> types.ModuleType:
     def question_input(question, *, models=None, arbitrators=None, panel_size=3, system_prompt=None,
-                       arbitrator_prompt=None, mode="debate", allow_same_family=None, default_arbitrator=None):
+                       arbitrator_prompt=None, mode="debate", allow_same_family=None, default_arbitrator=None,
+                       rule="synthesis", answer_rule=None):
         CALLS["panel"] = dict(question=question, models=models, arbitrators=arbitrators, panel_size=panel_size,
                               system_prompt=system_prompt, arbitrator_prompt=arbitrator_prompt, mode=mode,
-                              allow_same_family=allow_same_family, default_arbitrator=default_arbitrator)
+                              allow_same_family=allow_same_family, default_arbitrator=default_arbitrator,
+                              rule=rule, answer_rule=answer_rule)
         if not str(question).strip():
             raise ValueError(f"the {mode} node needs a question")
         return {"messages": [{"role": "user", "content": question}], "mode": mode}
@@ -164,7 +166,8 @@ async def test_debate_node_passes_its_config_and_writes_the_answer(modes, llm, c
     llm.script(model="gpt-5", reply="Adopt it gradually.")
     document = load_example("debate-summary")
     document["nodes"][0]["config"].update(models=["openai:gpt-5", "google:gemini-2.5-pro"], panel_size=2,
-                                          arbitrators=["openai:gpt-5"], allow_same_family=True)
+                                          arbitrators=["openai:gpt-5"], allow_same_family=True, rule="vote",
+                                          answer_rule="number")
     events, done = await run_workflow(document, document["sampleInput"], ctx)
 
     assert CALLS["panel"] == {
@@ -172,7 +175,8 @@ async def test_debate_node_passes_its_config_and_writes_the_answer(modes, llm, c
         "models": ["openai:gpt-5", "google:gemini-2.5-pro"], "arbitrators": ["openai:gpt-5"], "panel_size": 2,
         "system_prompt": "Answer in at most five sentences and give one concrete reason.",
         "arbitrator_prompt": "Combine the strongest points of the answers into one clear recommendation.",
-        "mode": "debate", "allow_same_family": True, "default_arbitrator": ctx.factory.settings.arbitrator_model}
+        "mode": "debate", "allow_same_family": True, "default_arbitrator": ctx.factory.settings.arbitrator_model,
+        "rule": "vote", "answer_rule": "number"}
     assert done["state"]["verdict"] == "[debate] Adopt it gradually."
     panel_ctx = CALLS["panel_context"]  # the panel's own context class, sharing the workflow's models and ledger
     assert isinstance(panel_ctx, PanelContext) and panel_ctx.models is ctx.models

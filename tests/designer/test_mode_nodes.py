@@ -128,3 +128,17 @@ async def test_debate_node_streams_the_arbitrators_tokens_and_panel_progress(llm
     chunks = [e for e in events if e["event"] == "chunk" and e["node"] == "debate"]
     progress = [e for e in events if e["event"] == "progress" and e["node"] == "debate"]
     assert chunks and any(p["kind"] == "panelist" for p in progress)
+
+
+async def test_debate_node_decides_by_its_rule(llm, ctx):
+    llm.script(model="gpt-4o-mini", reply="Four days.\nAnswer: 4")
+    llm.script(model="claude-sonnet-4-5", reply="Answer: 4")
+    llm.script(model="gemini-2.5-pro", reply="Answer: 5")
+    document = wf([{"id": "debate", "type": "debate",
+                    "config": {"models": PANEL, "arbitrators": ["openai:gpt-5"], "rule": "vote",
+                               "answer_rule": "number"},
+                    "inputs": {"input": "{question}"}, "output_key": "verdict"}],
+                  {"question": "string", "verdict": "string"})
+    _, done = await run_workflow(document, {"question": "How many days?"}, ctx)
+    assert done["state"]["verdict"].startswith("Four days.\nAnswer: 4\n\n---\n\n**Majority vote**")
+    assert "gpt-5" not in models_asked(llm)  # the majority needed no arbitrator

@@ -332,3 +332,16 @@ def test_a_thousand_node_workflow_is_checked_without_recursion():
     validate_workflow(chain(1000, back_to_start=False))
     issue = only_issue(chain(1000, back_to_start=True))
     assert (issue.node, issue.path) == ("n0", "nodes[0]") and "has no exit" in issue.message
+
+
+@pytest.mark.parametrize(("config", "path", "words"), [
+    ({"rule": "rank", "panel_size": 2}, "config.rule", "needs a panel of at least 3"),
+    ({"rule": "vote", "answer_rule": "regex:("}, "config.answer_rule", "not a valid regular expression"),
+    ({"answer_rule": "number"}, "config.answer_rule", "it needs rule 'vote'"),
+])
+def test_a_debate_nodes_rule_is_checked(config, path, words):
+    document = {"version": 1, "name": "rules", "state": {"input": {"type": "string"}, "out": {"type": "string"}},
+                "nodes": [{"id": "d", "type": "debate", "config": config, "output_key": "out"}], "entry": "d",
+                "finish": ["d"]}
+    issue = only_issue(document)
+    assert (issue.node, issue.path) == ("d", f"nodes[0].{path}") and words in issue.message

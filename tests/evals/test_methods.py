@@ -66,7 +66,57 @@ async def test_roundtable_reads_the_recommended_action(parley_env, llm):
     context = ctx(parley_env)
     attempt = await METHODS["roundtable"](QUESTION, NUMBER, context, MethodOptions(agents=2, rounds=1))
     assert attempt.prediction == "6" and attempt.response == "Report the result. Answer: 6"
+    assert attempt.first_vote == {"rule": "number", "answer": "6", "count": 2, "tied": False, "votes": ["6", "6"]}
     first_turn = next(r for r in llm.requests if "Careful solver" in r["messages"][0]["content"])
     assert prompts.ROUNDTABLE_TOPIC in first_turn["messages"][1]["content"]
     assert any("Sceptical checker" in r["messages"][0]["content"] for r in llm.requests)
     assert len(context.ledger.records) == len(llm.requests)  # every call is on the item's bill
+
+
+# --- the panel's decision rules and Self-MoA ------------------------------------------------
+
+
+async def test_panel_vote_takes_the_majority_without_an_arbitrator(parley_env, llm):
+    llm.script(replies=["Answer: 6", "Answer: 6", "Answer: 5"])
+    attempt = await METHODS["panel:vote"](QUESTION, NUMBER, ctx(parley_env), MethodOptions(agents=3))
+    assert attempt.prediction == "6" and attempt.response == "Answer: 6"  # the chosen answer, without the tally
+    assert len(llm.requests) == 3
+
+
+async def test_panel_rank_reads_the_borda_winner(parley_env, llm):
+    # Every reviewer puts a 6 first wherever it reads one: a 6 wins the Borda count whichever seat wrote it.
+    for letter, ranking in (("A", ["A", "B"]), ("B", ["B", "A"])):
+        llm.script(match=f"### Answer {letter}\nAnswer: 6", json={"ranking": ranking, "reason": "Six is right."})
+    llm.script(replies=["Answer: 6", "Answer: 6", "Answer: 5"])
+    context = ctx(parley_env)
+    attempt = await METHODS["panel:rank"](QUESTION, NUMBER, context, MethodOptions(agents=3))
+    assert attempt.prediction == "6"
+    assert len(llm.requests) == 6 and len(context.ledger.records) == 6  # three answers, three reviews
+
+
+async def test_panel_best_of_n_reads_the_judges_pick(parley_env, llm):
+    for letter in "AB":
+        llm.script(match=f"### Answer {letter}\nAnswer: 6", json={"best": letter, "reason": "Six."})
+    llm.script(match="Which answer is the best", json={"best": "C", "reason": "Six."})
+    llm.script(replies=["Answer: 6", "Answer: 5", "Answer: 4"])
+    attempt = await METHODS["panel:best-of-n"](QUESTION, NUMBER, ctx(parley_env), MethodOptions(agents=3))
+    assert attempt.prediction == "6"
+    assert len(llm.requests) == 5  # three answers and two readings that agree: no arbitrator
+
+
+async def test_self_moa_samples_the_run_model_and_aggregates(parley_env, llm):
+    llm.script(match="arbitrator of a panel", reply="Most say six. Answer: 6")
+    llm.script(replies=["Answer: 6", "Answer: 5", "Answer: 6"])
+    attempt = await METHODS["self-moa"](QUESTION, NUMBER, ctx(parley_env), MethodOptions(agents=3, temperature=0.7))
+    assert attempt.prediction == "6"
+    assert [r["model"] for r in llm.requests] == ["gpt-4o-mini"] * 4
+    assert len({r["temperature"] for r in llm.requests[:3]}) == 3  # three distinct samples
+
+
+async def test_debate_records_the_round_zero_vote(parley_env, llm):
+    llm.script(match="Other agents answered", replies=["Answer: 4"])
+    llm.script(replies=["Answer: 6", "Answer: 6", "Answer: 5"])
+    attempt = await METHODS["debate"](QUESTION, NUMBER, ctx(parley_env), MethodOptions(agents=3, rounds=1))
+    assert attempt.prediction == "4"
+    assert attempt.first_vote["answer"] == "6" and attempt.first_vote["count"] == 2
+    assert sorted(attempt.first_vote["votes"]) == ["5", "6", "6"] and attempt.first_vote["rule"] == "number"

@@ -58,3 +58,22 @@ def test_the_embedded_model_is_flagged_as_not_meaningful(tmp_path):
     assert "near zero" in (tmp_path / "results.md").read_text()
     consistency = doc["methods"][1]
     assert consistency["n"] == 0 and consistency["accuracy"] is None  # no items: no figures, and no crash
+
+
+def test_the_round_zero_vote_beside_the_final_answer(tmp_path):
+    # Item 0: the vote was right, the rounds kept it; 1: wrong, then fixed; 2: right, then broken; 3: wrong, kept.
+    first = [(True, True), (False, True), (True, False), (False, False)]
+    records = [record("debate", i, correct=final, tokens=600, first_vote="1" if vote else "3",
+                      first_vote_correct=vote) for i, (vote, final) in enumerate(first)]
+    records += [record("single", i, correct=True, tokens=100) for i in range(4)]
+    run = RunSettings(task="arithmetic", answer_rule="number", n=4, seed=0, methods=["single", "debate"],
+                      model="openai:gpt-4o-mini", options=MethodOptions(), match_budget=False,
+                      item_ids=[f"i{i}" for i in range(4)])
+    doc = write_reports(run, records, tmp_path)
+    single, debate = doc["methods"]
+    assert "first_vote" not in single
+    assert debate["first_vote"]["accuracy"] == 0.5 and debate["accuracy"] == 0.5
+    assert {k: debate["first_vote"][k] for k in ("n", "changed", "fixed", "broken")} == \
+        {"n": 4, "changed": 3, "fixed": 1, "broken": 1}
+    table = (tmp_path / "results.md").read_text().split("## Did the debate rounds change anything?")[1]
+    assert "| debate (3 agents × 1 round) | 4 | 0.500 |" in table and table.rstrip().endswith("| 0.500 | 3 | 1 | 1 |")

@@ -134,7 +134,7 @@ async def test_match_budget_gives_self_consistency_the_debates_tokens(parley_env
     settings = settings_for(task, ["self-consistency", "single", "debate"], match_budget=True)
     matched = []
     records = await run_eval(task, settings, tmp_path, factory=ModelFactory(parley_env),
-                             observer=Observer(samples_matched=lambda k, d, s: matched.append(k)))
+                             observer=Observer(samples_matched=lambda method, k, d, s: matched.append(k)))
 
     debate = mean([r["tokens"] for r in records if r["method"] == "debate"])
     single = mean([r["tokens"] for r in records if r["method"] == "single"])

@@ -123,6 +123,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/models": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List the routers (as `router/<id>`) and models this key may use */
+        get: operations["list_models_v1_models_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/models/{model_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Show one router or model */
+        get: operations["get_model_v1_models__model_id__get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/routers": {
         parameters: {
             query?: never;
@@ -762,7 +796,7 @@ export interface components {
         ChatCompletionRequest: {
             /**
              * Model
-             * @description `router/<id>`, `router/debate`, or a `provider:model` id.
+             * @description `router/<id>`, `router/debate`, `self-moa/<provider:model>` (that model sampled three times, then a decision), or a `provider:model` id.
              */
             model: string;
             /** Messages */
@@ -797,6 +831,21 @@ export interface components {
              * @description Return every panelist's answer, labelled, without arbitration.
              */
             panel?: boolean | null;
+            /**
+             * Rule
+             * @description How a debate decides: `synthesis` (the arbitrator writes the answer), `vote` (the majority of the answers read by `answerRule`), `rank` (panelists rank each other's answers, Borda count) or `best-of-n` (a judge picks one, in both reading orders). Replaces the router's rule for this request; a rule asks for a debate, so it needs a router and turns debate on.
+             */
+            rule?: ("synthesis" | "vote" | "rank" | "best-of-n") | null;
+            /**
+             * Answer Rule
+             * @description How `rule: vote` reads an answer: `number`, `choice`, `exact` (the default) or `regex:<pattern>`; the router's when omitted.
+             */
+            answer_rule?: string | null;
+            /**
+             * Seed
+             * @description Seeds the order each reviewer reads the answers in (`rule: rank`); drawn from the conversation when omitted.
+             */
+            seed?: number | null;
             /**
              * @description Not supported: only an empty value is accepted.
              * @enum {unknown}
@@ -921,7 +970,7 @@ export interface components {
         };
         /**
          * DebateConfig
-         * @description A panel's configuration plus its arbitrator's.
+         * @description A panel's configuration plus its arbitrator's and its decision rule.
          */
         DebateConfig: {
             /**
@@ -960,10 +1009,24 @@ export interface components {
              * @default null
              */
             arbitrator_prompt: string | null;
+            /**
+             * Rule
+             * @description How the panel decides: `synthesis` (the arbitrator writes the answer), `vote` (the majority under `answer_rule`), `rank` (the panelists rank each other's answers, Borda count; 3 panelists or more) or `best-of-n` (a judge picks one, in both reading orders). A rule's tie goes to the arbitrator.
+             * @default synthesis
+             * @enum {string}
+             */
+            rule: "synthesis" | "vote" | "rank" | "best-of-n";
+            /**
+             * Answer Rule
+             * @description How `vote` reads an answer: `number`, `choice`, `exact` (the default) or `regex:<pattern>` (as the `vote` node's `rule`).
+             * @default null
+             */
+            answer_rule: string | null;
         };
         /**
          * DebateNode
-         * @description Send the input to a panel of distinct-family models; an arbitrator writes the best answer.
+         * @description Send the input to a panel of distinct-family models; the arbitrator writes the best answer (or the panel
+         *     decides by another `rule`).
          */
         DebateNode: {
             /**
@@ -1460,6 +1523,51 @@ export interface components {
             /** Content */
             content: string;
         };
+        /**
+         * Model
+         * @description One entry of `/v1/models`, in OpenAI's shape plus Parley's `metadata`.
+         */
+        Model: {
+            /**
+             * Id
+             * @description What `model` of a chat completion takes: `router/<id>`, `self-moa/<model>` or `provider:model`.
+             */
+            id: string;
+            /**
+             * Object
+             * @default model
+             * @constant
+             */
+            object: "model";
+            /**
+             * Created
+             * @description Unix seconds; 0 for what is built in or configured.
+             */
+            created: number;
+            /**
+             * Owned By
+             * @description `parley` for a router, else the model's provider.
+             */
+            owned_by: string;
+            /** Metadata */
+            metadata: components["schemas"]["RouterMetadata"] | components["schemas"]["PlainMetadata"];
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * ModelList
+         * @description `GET /v1/models`: OpenAI's list shape.
+         */
+        ModelList: {
+            /**
+             * Object
+             * @default list
+             * @constant
+             */
+            object: "list";
+            /** Data */
+            data: components["schemas"]["Model"][];
+        };
         /** NoInputs */
         NoInputs: Record<string, never>;
         /**
@@ -1606,6 +1714,22 @@ export interface components {
             key: string;
         };
         /**
+         * PlainMetadata
+         * @description A model chat completions answer with directly.
+         */
+        PlainMetadata: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "model";
+            /**
+             * Family
+             * @description Its family (`model_family`): panels seat distinct ones.
+             */
+            family: string;
+        };
+        /**
          * Predicate
          * @description A test on one state value.
          */
@@ -1749,6 +1873,79 @@ export interface components {
              * @description Replaces the arbitrator's built-in instructions.
              */
             arbitratorPrompt?: string | null;
+            /**
+             * Rule
+             * @description How a debate decides: `synthesis` (the arbitrator writes the answer), `vote` (the majority of the answers read by `answerRule`), `rank` (panelists rank each other's answers, Borda count) or `best-of-n` (a judge picks one, in both reading orders).
+             * @default synthesis
+             * @enum {string}
+             */
+            rule: "synthesis" | "vote" | "rank" | "best-of-n";
+            /**
+             * Answerrule
+             * @description How `vote` reads an answer: `number`, `choice`, `exact` (the default) or `regex:<pattern>`; the panelists are asked for that format.
+             */
+            answerRule?: string | null;
+        };
+        /**
+         * RouterMetadata
+         * @description What a request to a router (`router/<id>`, `self-moa/<model>`) does.
+         */
+        RouterMetadata: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "router";
+            /**
+             * Preset
+             * @description Built in (`router/debate`, a Self-MoA preset) rather than stored.
+             */
+            preset: boolean;
+            /**
+             * Debate
+             * @description Debates every request unless it says `debate: false`.
+             */
+            debate: boolean;
+            /**
+             * Models
+             * @description The fallback list, in order.
+             */
+            models: string[];
+            /**
+             * Panel
+             * @description The panelists a debate seats; null when the models cannot fill a panel of distinct families.
+             */
+            panel: string[] | null;
+            /**
+             * Panelsize
+             * @description Panelists of a debate.
+             */
+            panelSize: number;
+            /**
+             * Allowsamefamily
+             * @description Seats its families cannot fill are filled by resampling.
+             */
+            allowSameFamily: boolean;
+            /**
+             * Arbitrator
+             * @description The arbitrator (and judge) asked first.
+             */
+            arbitrator: string | null;
+            /**
+             * Independentarbitrator
+             * @description Whether that arbitrator's family is outside the panel's.
+             */
+            independentArbitrator: boolean;
+            /**
+             * Rule
+             * @description How a debate decides: synthesis, vote, rank or best-of-n.
+             */
+            rule: string;
+            /**
+             * Answerrule
+             * @description How `vote` reads answers (null: exact).
+             */
+            answerRule: string | null;
         };
         /**
          * RouterUpdate
@@ -1770,6 +1967,17 @@ export interface components {
             systemPrompt?: string | null;
             /** Arbitratorprompt */
             arbitratorPrompt?: string | null;
+            /**
+             * Rule
+             * @description How a debate decides: `synthesis` (the arbitrator writes the answer), `vote` (the majority of the answers read by `answerRule`), `rank` (panelists rank each other's answers, Borda count) or `best-of-n` (a judge picks one, in both reading orders).
+             * @enum {string}
+             */
+            rule?: "synthesis" | "vote" | "rank" | "best-of-n";
+            /**
+             * Answerrule
+             * @description How `vote` reads an answer: `number`, `choice`, `exact` (the default) or `regex:<pattern>`; the panelists are asked for that format.
+             */
+            answerRule?: string | null;
         };
         /**
          * RunRequest
@@ -2721,6 +2929,120 @@ export interface operations {
             };
             /** @description The model endpoint failed, or too few panelists answered. */
             502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIError"];
+                };
+            };
+            /** @description The database is unreachable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIError"];
+                };
+            };
+        };
+    };
+    list_models_v1_models_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ModelList"];
+                };
+            };
+            /** @description No API key, or an unknown one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIError"];
+                };
+            };
+            /** @description The key lacks the `chat` scope. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIError"];
+                };
+            };
+            /** @description The database is unreachable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIError"];
+                };
+            };
+        };
+    };
+    get_model_v1_models__model_id__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                model_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Model"];
+                };
+            };
+            /** @description The request is invalid; the message names the field at fault. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIError"];
+                };
+            };
+            /** @description No API key, or an unknown one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIError"];
+                };
+            };
+            /** @description The key lacks the `chat` scope. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIError"];
+                };
+            };
+            /** @description No such router or model for this key (`code`: `model_not_found`). */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
