@@ -103,6 +103,7 @@ def boundary(
     more: Callable[[Any, C], bool],
     round: Callable[[Any], int | None] = lambda state: None,
     reserve: Callable[[Any, C], Sequence[CallEstimate]] | None = None,
+    always: bool = False,
     context: type[C] = RunContext,
     reads: type | None = None,
     name: str = "steer",
@@ -119,6 +120,7 @@ def boundary(
         round: the round a person's message taken in here is first seen in (for its events).
         reserve: the calls the synthesis or verdict will make, estimated (`ModelFactory.estimate`): kept free
             when the budget decides whether one more step fits.
+        always: wait here at every pass (a workflow's `await` node), not only when the run's `await` names `at`.
         context, reads, name, doc: the run context class, the node's input schema, name and docstring.
     """
 
@@ -137,7 +139,7 @@ def boundary(
             stop = "budget"
         # A budget that holds no more steps ends the debate without waiting; an `end` is an answer to a wait.
         waits = (goes_on and stop != "budget" and steering is not None and state.get("passed") != here
-                 and (steering.await_at == at or any(p.get("action") == "pause" for p in pending)))
+                 and (always or steering.await_at == at or any(p.get("action") == "pause" for p in pending)))
         released = next((p for p in pending if p.get("action") in RELEASES), None)
         if waits and released is None:
             answer = interrupt({"at": at, "position": here, "round": round(state)})

@@ -658,10 +658,7 @@ class RunEngine:
                 raise asyncio.CancelledError
             if state.get("__interrupt__"):  # stopped at a boundary of its graph to wait for a person
                 return await self._park(record, mode, writer, steering, state)
-            outcome = await self._end(record, mode, ledger, lambda: mode.completed(state, ledger), "completed")
-            if outcome is not None and outcome.status == "completed" and outcome.stopped_by is None:
-                outcome.stopped_by = state.get("stopped_by")
-            return outcome
+            return await self._end(record, mode, ledger, lambda: mode.completed(state, ledger), "completed")
         except asyncio.CancelledError:
             return await self._stopped(record, mode, writer, ledger)
         except store.EventConflict:

@@ -51,7 +51,8 @@ class Outcome:
     """How a run ended: its status, closing events, the result stored on the run, or its error.
 
     `error` is `{"message", "status", "code"?, ...}`: the HTTP layer answers a client waiting for the run
-    with that status and body. `stopped_by` is taken from the graph's final state when the mode leaves it unset.
+    with that status and body. `stopped_by` says why a completed run went to its synthesis early (stored on the
+    run record as `stoppedBy`).
     """
 
     status: str

@@ -160,7 +160,7 @@ class DuelRun(ModeRun):
                                                  synthesis=synthesis, verdicts=verdicts, messages=messages,
                                                  stopped_by=stopped_by)),
             Emit("done", done),
-        ], result={"winner": synthesis.get("winner"), "messages": len(turns), **early})
+        ], result={"winner": synthesis.get("winner"), "messages": len(turns), **early}, stopped_by=stopped_by)
 
     async def failed(self, exc: BaseException, ledger: UsageLedger) -> Outcome:
         error = exc.error if isinstance(exc, RunFailure) else {"message": describe_failure(exc), "status": 500}

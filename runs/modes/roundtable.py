@@ -162,7 +162,7 @@ class RoundtableRun(ModeRun):
         if self.input.get("idempotency"):
             await conv_store.complete_idempotency_key(db, **self.input["idempotency"], result=result)
         return Outcome("completed", [Emit("done", {"conversationId": self.conversation["_id"], **result})],
-                       result=result)
+                       result=result, stopped_by=state.get("stopped_by"))
 
     async def failed(self, exc: BaseException, ledger: UsageLedger) -> Outcome:
         remaining = await self._bill(ledger)
