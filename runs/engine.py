@@ -995,12 +995,16 @@ class RunEngine:
                 return
             await asyncio.sleep(min(self.poll, 0.05))
 
-    async def wait(self, run_id: str) -> dict:
+    async def wait(self, run_id: str, *, or_waiting: bool = False) -> dict:
         """The run's record once it has ended: from memory when it ended on this worker (in the last
-        `ENDED_KEPT` seconds), from the database otherwise."""
+        `ENDED_KEPT` seconds), from the database otherwise. With `or_waiting`, also as soon as it waits for a
+        person (its record's status is then `waiting`)."""
         if (ended := self._ended.get(run_id)) is None:
-            async for _ in self.follow(run_id):
-                pass
+            async for batch in self.follow(run_id):
+                if or_waiting and any(event.event == "waiting" for event in batch):
+                    record = await self.get(run_id)
+                    if record["status"] == store.WAITING:
+                        return record
             ended = self._ended.get(run_id)
         return ended if ended is not None else await self.get(run_id)
 

@@ -24,7 +24,7 @@ from services import billing, steering
 from services.access import Principal
 from services.backend import Backend
 from services.errors import CannotStart, Conflict, NotFound, RunFailed
-from services.steering import SteerOptions
+from services.steering import RunWaiting, SteerOptions
 from store import agents as agent_store
 from store import conversations as conv_store
 
@@ -220,10 +220,13 @@ async def result_of(engine: RunEngine, asked: Asked) -> dict[str, Any]:
 
     Raises:
         RunFailed: the debate failed (its error) or was cancelled.
+        RunWaiting: the debate waits for the person who asked (`await`, or a pause).
     """
     if asked.replay is not None:
         return asked.replay
-    record = await engine.wait(asked.run_id)
+    record = await engine.wait(asked.run_id, or_waiting=True)
+    if record["status"] == "waiting":
+        raise RunWaiting(record)
     if record["status"] == "completed":
         return record["result"]
     raise RunFailed(record.get("error") or {"message": "The debate was cancelled", "status": 500},

@@ -100,6 +100,15 @@ def require_minimum(limits: BudgetLimits, minimum: Spend, *, what: str) -> None:
                              code="budget_too_small", minimum={"maxSeconds": MIN_BUDGET_SECONDS}, short=["maxSeconds"])
 
 
+class RunWaiting(Exception):  # noqa: N818 - not a failure: how a request learns that its run waits for a person
+    """A run a request waited for stopped to wait for a person (`record`: its run record, status `waiting`): the
+    request answers 202 with the run, which the person steers through `POST /v1/runs/{id}/input`."""
+
+    def __init__(self, record: dict) -> None:
+        super().__init__(f"run {record['_id']} waits for a person")
+        self.record = record
+
+
 # --- a person's input to a running run ------------------------------------------------------------------------
 
 

@@ -26,8 +26,8 @@ class MessageBody(MessageCreate):
 
     await_: Literal["after_round"] | None = Field(
         None, alias="await", description="Wait for you after every round (status `waiting`) until "
-        "`POST /v1/runs/{id}/input` says `continue`, `guide` or `end`; the JSON answer is then `202` with the run "
-        "(follow it with `stream=true` or `/v1/runs/{id}/events`).")
+        "`POST /v1/runs/{id}/input` says `continue`, `guide` or `end`; the JSON answer is `202` with the run as "
+        "soon as it waits.")
     maxTokens: StrictInt | None = Field(None, gt=0, description="Budget: tokens the debate may use; it goes to its "
                                         "synthesis before a round would pass it (`stoppedBy: \"budget\"`).")
     maxCost: StrictFloat | None = Field(None, gt=0, description="Budget: USD the debate may cost (as `maxTokens`).")
@@ -91,7 +91,8 @@ async def delete_conversation(conversation_id: str, principal: Writer, db: Db) -
 @router.post("/{conversation_id}/message", summary="Ask the table a question and run the whole debate", responses={
     **streamed("The debate's result as JSON; its events as Server-Sent Events with `stream=true` or "
                "`Accept: text/event-stream`.", json_too=True, headers=RUN_ID_HEADER),
-    202: {"description": "With `await`: the debate started and will wait for you; the body is its run."},
+    202: {"description": "The debate waits for you (`await`, or a pause): the body is its run; steer it with "
+                "`POST /v1/runs/{id}/input`."},
     **errors(404, (400, "A field is invalid; the message names it (a budget's `maxSeconds` below the minimum too)."),
              (402, "The budget (or the workspace's default) is too small for round 0 and the synthesis "
                    "(`budget_too_small`, with `minimum`)."),
@@ -118,9 +119,10 @@ async def post_message(
         if asked.replay is not None:
             return sse_response(_each(service.replayed(asked.replay)))
         return sse_response(backend.runs.follow(asked.run_id), headers=headers)
-    if steer.await_at and asked.run_id:  # it will wait for the person: answering with its end could take days
-        return JSONResponse(public_run(await backend.runs.get(asked.run_id)), status_code=202, headers=headers)
-    return JSONResponse(await service.result_of(backend.runs, asked), headers=headers)
+    try:
+        return JSONResponse(await service.result_of(backend.runs, asked), headers=headers)
+    except steering.RunWaiting as waiting:  # its end could be days away: the run, to steer
+        return JSONResponse(public_run(waiting.record), status_code=202, headers=headers)
 
 
 async def _each(events):

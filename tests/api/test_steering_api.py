@@ -293,3 +293,59 @@ def test_the_workspace_default_budget_applies_when_a_request_sets_none(http, key
     script_duel(llm)
     resp = http.post("/api/debate", json={"topic": "Remote?", "userProfile": {"name": "Ada"}}, headers=auth(key))
     assert resp.status_code == 402 and resp.json()["short"] == ["maxTokens"]
+
+
+REVIEWED = {
+    "version": 1, "name": "Draft, review, revise",
+    "state": {"topic": {"type": "string", "required": True}, "draft": {"type": "string"},
+              "notes": {"type": "array"}, "revised": {"type": "string"}, "final": {"type": "string"}},
+    "nodes": [
+        {"id": "write", "type": "llm", "inputs": {"prompt": "Draft a memo on {topic}."}, "output_key": "draft"},
+        {"id": "review", "type": "await", "config": {"on_end": "publish"}, "output_key": "notes"},
+        {"id": "revise", "type": "llm", "inputs": {"prompt": "Revise {draft} with these notes: {notes}"},
+         "output_key": "revised"},
+        {"id": "publish", "type": "llm", "inputs": {"prompt": "Publish {draft}."}, "output_key": "final"},
+    ],
+    "edges": [{"from": "write", "to": "review"}, {"from": "review", "to": "revise"}, {"from": "revise", "to": "publish"}],
+    "entry": "write", "finish": ["publish"],
+}
+
+
+def test_a_workflow_waits_at_its_await_node_takes_the_guidance_or_ends_to_on_end(http, make_key, llm):
+    key = make_key(["workflows"])
+    started = http.post("/v1/workflows/runs", json={"workflow": REVIEWED, "input": {"topic": "Lyon"}},
+                        headers=auth(key))
+    assert started.status_code == 202, started.text  # it waits at `review`: the run, to steer
+    run_id = started.json()["id"]
+    assert started.json()["status"] == "waiting" and started.json()["waiting"]["at"] == "review"
+    assert send(http, key, run_id, action="guide", content="Cite the lease terms.").status_code == 202
+    eventually(lambda: run_of(http, key, run_id)["status"] == "completed", "the workflow ends")
+    output = run_of(http, key, run_id)["result"]["output"]
+    assert output["notes"] == ["Cite the lease terms."] and set(output) == {"topic", "draft", "notes", "revised",
+                                                                           "final"}
+    assert any("Cite the lease terms." in r["messages"][-1]["content"] for r in llm.requests)
+
+    ended = http.post("/v1/workflows/runs", json={"workflow": REVIEWED, "input": {"topic": "Nice"}},
+                      headers=auth(key)).json()["id"]
+    asked = len(llm.requests)
+    assert send(http, key, ended, action="end").status_code == 202
+    eventually(lambda: run_of(http, key, ended)["status"] == "completed", "the ended workflow finishes")
+    run = run_of(http, key, ended)
+    assert run["stoppedBy"] == "user" and "revised" not in run["result"]["output"]  # straight to `publish`
+    assert [r["messages"][-1]["content"].split(" ")[0] for r in llm.requests[asked:]] == ["Publish"]
+    events = list(iter_sse(http.get(f"/v1/runs/{ended}/events", headers=auth(key)).iter_lines()))
+    assert events[-1].event == "done" and events[-1].json()["stoppedBy"] == "user"
+    kinds = [e.json()["kind"] for e in events if e.event == "progress" and e.json()["node"] == "review"]
+    assert kinds == ["resumed", "stopping"]
+
+    llm.script(match="Draft a memo on Paris", reply="A draft.", hold="draft")
+    plain = {**REVIEWED, "nodes": REVIEWED["nodes"][:1], "edges": [], "finish": ["write"]}
+    with http.stream("POST", "/v1/workflows/runs/stream", json={"workflow": plain, "input": {"topic": "Paris"}},
+                     headers=auth(key)) as running:
+        llm.wait_held("draft")
+        resp = send(http, key, running.headers["x-run-id"], content="hello")
+        assert resp.status_code == 409 and resp.json()["code"] == "run_not_steerable" and "await" in resp.text
+        llm.release("draft")
+    bad = {**REVIEWED, "state": {**REVIEWED["state"], "consumed": {"type": "array"}}}
+    resp = http.post("/v1/workflows/runs", json={"workflow": bad, "input": {"topic": "x"}}, headers=auth(key))
+    assert resp.status_code == 422 and "await nodes" in resp.text
