@@ -47,7 +47,7 @@ from pymongo.errors import ConnectionFailure, PyMongoError
 from core.metrics import record_run
 from core.settings import Settings
 from core.telemetry import trace_config
-from llm.budget import Budget, BudgetLimits
+from llm.budget import Budget, BudgetExceeded, BudgetLimits
 from llm.factory import ModelFactory
 from llm.usage import UsageLedger, UsageRecord
 from nodes.events import EVENT_SINK, Origin, TaskEvent
@@ -101,6 +101,19 @@ def origin_row(origin: Origin | None) -> dict | None:
 def origin_of(row: dict) -> Origin | None:
     origin = row.get("origin")
     return None if origin is None else Origin(origin["task"], tuple(tuple(p) for p in origin["checkpoints"]))
+
+
+def over_budget(exc: BaseException) -> RunFailure | None:
+    """The failure to report for a run that failed because its budget refused a model call it could not do without
+    (a turn, not a structured answer, which has its fallback): 402 `budget_exceeded`, with the figures."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, BudgetExceeded):
+            return RunFailure(str(current), status=402, code="budget_exceeded", budget=current.figures)
+        current = current.__cause__ or current.__context__
+    return None
 
 
 class RunStopped(RuntimeError):
@@ -674,7 +687,7 @@ class RunEngine:
             if run_id in self._stopping:  # a node turned the stop into a failure (StopGuard's, say)
                 return await self._stopped(record, mode, writer, ledger)
             log.warning("run %s (%s) failed: %s", run_id, kind, exc, exc_info=True)
-            return await self._failed(record, mode, ledger, exc)
+            return await self._failed(record, mode, ledger, over_budget(exc) or exc)
 
     async def _park(self, record: dict, mode: ModeRun, writer: EventWriter, steering: Steering | None,
                     state: dict[str, Any]) -> None:

@@ -349,3 +349,26 @@ def test_a_workflow_waits_at_its_await_node_takes_the_guidance_or_ends_to_on_end
     bad = {**REVIEWED, "state": {**REVIEWED["state"], "consumed": {"type": "array"}}}
     resp = http.post("/v1/workflows/runs", json={"workflow": bad, "input": {"topic": "x"}}, headers=auth(key))
     assert resp.status_code == 422 and "await nodes" in resp.text
+
+
+def test_a_chat_completion_takes_its_budget_in_the_extra_body(parley, make_key, llm, sync_db):
+    import openai
+
+    sync_db.workspaces.insert_one({"_id": "ws1", "creditUsd": 10.0})
+    sdk = openai.OpenAI(base_url=parley.url + "/v1", api_key=make_key(["chat"]), max_retries=0, timeout=30)
+    question = [{"role": "user", "content": "Open in Lyon?"}]
+    with pytest.raises(openai.APIStatusError) as refused:
+        sdk.chat.completions.create(model="openai:gpt-5", messages=question,
+                                    extra_body={"parley_budget": {"maxTokens": 10}})
+    assert refused.value.status_code == 402
+    assert refused.value.body["code"] == "budget_too_small" and refused.value.body["minimum"]["maxTokens"] > 10
+    with pytest.raises(openai.BadRequestError) as bad:
+        sdk.chat.completions.create(model="openai:gpt-5", messages=question,
+                                    extra_body={"parley_budget": {"maxCost": "lots"}})
+    assert "parley_budget.maxCost" in str(bad.value)
+    assert not llm.requests  # nothing was asked of a model
+    answered = sdk.chat.completions.with_raw_response.create(model="openai:gpt-5", messages=question,
+                                                             extra_body={"parley_budget": {"maxCost": 0.5}})
+    assert answered.parse().choices[0].message.content
+    run = sync_db.runs.find_one({"_id": answered.headers["x-run-id"]})
+    assert run["budget"]["limits"] == {"maxCost": 0.5} and run["budget"]["spent"]["costUsd"] <= 0.5
