@@ -424,6 +424,7 @@ class RunEngine:
         self._steering: dict[str, Steering] = {}  # run id → the inputs delivered to its execution here
         self._fetching: dict[str, asyncio.Task] = {}  # run id → a fetch of its inputs under way
         self._refetch: set[str] = set()  # runs whose inputs are to be read again once the fetch under way ends
+        self._waking: set[asyncio.Task] = set()  # wakes asked for by executions as they parked
         self._keeper: LeaseKeeper | None = None
         self._taker: asyncio.Task | None = None
 
@@ -720,8 +721,10 @@ class RunEngine:
             consumed = set(state.get("consumed") or [])
             answered = [row for row in await input_store.list_inputs(self.db, run_id=run_id)
                         if row["id"] not in consumed and row.get("action") in RELEASES]
-            if answered:
-                await self.wake(run_id)
+            if answered:  # once this execution has ended (`wake` waits for it)
+                waking = asyncio.create_task(self.wake(run_id), name=f"wake {run_id}")
+                self._waking.add(waking)
+                waking.add_done_callback(self._waking.discard)
         return None
 
     async def _stopped(self, record: dict, mode: ModeRun, writer: EventWriter, ledger: RunLedger) -> Outcome | None:
@@ -1058,6 +1061,7 @@ class RunEngine:
         if record is None:
             return None
         record["woken"] = True  # every event of its last execution was stored: nothing to retract or skip
-        if run_id not in self._tasks:
-            self._launch(record)
+        if (parking := self._tasks.get(run_id)) is not None:  # its last execution here is still storing its wait
+            await asyncio.wait([parking])
+        self._launch(record)
         return record
