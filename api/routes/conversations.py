@@ -13,6 +13,7 @@ from api.errors import ApiError
 from api.openapi import RUN_ID_HEADER, errors, streamed
 from api.routes.runs import public_run
 from api.sse import sse_response
+from core.limits import MIN_BUDGET_SECONDS
 from services import roundtable as service
 from services import steering
 from store import conversations as store
@@ -31,8 +32,8 @@ class MessageBody(MessageCreate):
     maxTokens: StrictInt | None = Field(None, gt=0, description="Budget: tokens the debate may use; it goes to its "
                                         "synthesis before a round would pass it (`stoppedBy: \"budget\"`).")
     maxCost: StrictFloat | None = Field(None, gt=0, description="Budget: USD the debate may cost (as `maxTokens`).")
-    maxSeconds: StrictFloat | None = Field(None, gt=0, description="Budget: seconds the debate may run, time waiting "
-                                           "for you not counted (as `maxTokens`).")
+    maxSeconds: StrictFloat | None = Field(None, ge=MIN_BUDGET_SECONDS, description="Budget: seconds the debate may "
+                                           "run, time waiting for you not counted (as `maxTokens`).")
 
 Reader = Annotated[Principal, Depends(require_scope("conversations"))]
 Writer = Annotated[Principal, Depends(require_scope("conversations", write=True))]

@@ -18,6 +18,7 @@ from core.limits import (
     DUEL_TOPIC_MAX_CHARS,
     MAX_DUEL_ROUNDS,
     MAX_PAGE,
+    MIN_BUDGET_SECONDS,
     MIN_DUEL_ROUNDS,
     PROFILE_BIO_MAX_CHARS,
     PROFILE_LIST_MAX_ITEMS,
@@ -72,8 +73,8 @@ class DebateBody(BaseModel):
     maxTokens: int | None = Field(None, gt=0, description="Budget: tokens the duel may use; it goes to its verdict "
                                   "before a turn would pass it (`stoppedBy: \"budget\"`).")
     maxCost: float | None = Field(None, gt=0, description="Budget: USD the duel may cost (as `maxTokens`).")
-    maxSeconds: float | None = Field(None, gt=0, description="Budget: seconds the duel may run, time waiting for "
-                                     "you not counted (as `maxTokens`).")
+    maxSeconds: float | None = Field(None, ge=MIN_BUDGET_SECONDS, description="Budget: seconds the duel may run, "
+                                     "time waiting for you not counted (as `maxTokens`).")
 
 
 def parse_debate_request(raw: bytes) -> DebateRequest:

@@ -13,6 +13,7 @@ from api.deps import Db, Principal, Services, require_scope
 from api.openapi import RUN_ID_HEADER, WORKFLOW_REF, errors, streamed
 from api.routes.runs import public_run
 from api.sse import sse_response
+from core.limits import MIN_BUDGET_SECONDS
 from designer import WorkflowError, validate_workflow, workflow_json_schema
 from services import steering
 from services import workflows as service
@@ -34,8 +35,8 @@ class RunRequest(BaseModel):
                                         "would pass it is refused; at an `await` node, a run whose next step would "
                                         "pass it goes to the node's `on_end` (`stoppedBy: \"budget\"`).")
     maxCost: StrictFloat | None = Field(None, gt=0, description="Budget: USD the run may cost (as `maxTokens`).")
-    maxSeconds: StrictFloat | None = Field(None, gt=0, description="Budget: seconds the run may take, time waiting "
-                                           "for a person not counted (checked at `await` nodes).")
+    maxSeconds: StrictFloat | None = Field(None, ge=MIN_BUDGET_SECONDS, description="Budget: seconds the run may "
+                                           "take, time waiting for a person not counted (checked at `await` nodes).")
 
     def budget(self) -> SteerOptions:
         return steering.parse_options(self.model_dump(exclude_none=True), boundary=None)

@@ -145,10 +145,11 @@ class RoundtableRun(ModeRun):
     async def completed(self, state: dict[str, Any], ledger: UsageLedger) -> Outcome:
         db, exchange = self.services.db, self.input["exchange"]
         synthesis, total_rounds = state["synthesis"], state["total_rounds"]
+        early = {"stoppedBy": state["stopped_by"]} if state.get("stopped_by") else {}
         messages = transcript_messages(exchange, state.get("transcript") or [],
                                        [human_event(m) for m in state.get("human") or []])
         messages.append({"exchange": exchange, "senderType": "synthesizer", "content": render_synthesis(synthesis),
-                         "metadata": {**synthesis, "totalRounds": total_rounds}})
+                         "metadata": {**synthesis, "totalRounds": total_rounds, **early}})
         if await conv_store.add_messages(db, conversation=self.conversation, messages=messages):
             await conv_store.add_rounds(db, conversation_id=self.conversation["_id"], exchange=exchange,
                                         rounds=sorted(state.get("rounds") or [], key=lambda r: r["roundNumber"]))
@@ -156,7 +157,6 @@ class RoundtableRun(ModeRun):
         await agent_store.add_memories(db, workspace=self.record["workspace"], conversation_id=self.conversation["_id"],
                                        notes=new_notes(self.input["graph"]["agents"], state.get("memories") or []))
         remaining = await self._bill(ledger)
-        early = {"stoppedBy": state["stopped_by"]} if state.get("stopped_by") else {}
         result = {"synthesis": synthesis, "totalRounds": total_rounds,
                   "tokenUsage": {"totalTokensUsed": ledger.total_tokens, "remainingBalance": remaining}, **early}
         if self.input.get("idempotency"):
