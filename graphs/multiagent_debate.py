@@ -88,6 +88,9 @@ class DebateOutput(TypedDict, total=False):
     arbitrator: str  # the arbitrator that gave it
     first_vote: dict[str, Any]  # with `answer_rule`: the majority of round 0's answers (`nodes.answers.vote_record`)
     attempts: list[dict[str, Any]]  # arbitrator candidates that failed first: {model, role, error, detail, partial}
+    human: list[dict[str, Any]]  # what a person sent during the debate, each with the `round` that first saw it
+    stopped_by: str  # why the debate ended before its last round: user, budget
+    consumed: list[str]  # the ids of the inputs its boundaries took in
 
 
 class DebateState(DebateInput, DebateOutput, SteerState, total=False):

@@ -199,33 +199,54 @@ def schema_tokens(schema: Mapping[str, Any], root: Mapping[str, Any] | None = No
 
 @dataclass
 class Budget:
-    """A run's limits, what it spent (its `ledger`, and `clock`: its active seconds), and the checks."""
+    """A run's limits, what it spent (its `ledger`, and `clock`: its active seconds), what the calls under way have
+    reserved, and the checks.
+
+    `reserved` adds up the reserved estimates of every call admitted so far (a boundary compares the last step's
+    with what it spent, `nodes.steer.next_step_fits`); `in_flight` those of the calls not ended yet, which count as
+    spent until they end, so calls made at once (a round's seats) cannot pass a limit together.
+    """
 
     limits: BudgetLimits
     ledger: UsageLedger
     clock: Callable[[], float] = field(default_factory=lambda: _since(time.monotonic()))
+    reserved: Spend = field(default_factory=Spend)
+    in_flight: dict[Any, Spend] = field(default_factory=dict)
 
     def spent(self) -> Spend:
         return Spend(self.ledger.total_tokens, self.ledger.total_cost, self.clock())
 
-    def fits(self, more: Spend) -> bool:
-        """Whether spending `more` on top of what was spent stays within every limit."""
-        return not self.limits.short_of(self.spent() + more)
+    def committed(self) -> Spend:
+        """What was spent, and what the calls under way may still spend."""
+        pending = Spend(sum(s.tokens for s in self.in_flight.values()), sum(s.cost for s in self.in_flight.values()))
+        return self.spent() + pending
 
-    def admit(self, call: CallEstimate, what: str) -> None:
-        """Refuse a model call whose reserved estimate would take the run past `maxTokens` or `maxCost`.
+    def fits(self, more: Spend) -> bool:
+        """Whether spending `more` on top of what was spent (and reserved by calls under way) stays within every
+        limit."""
+        return not self.limits.short_of(self.committed() + more)
+
+    def admit(self, call: CallEstimate, what: str, key: Any = None) -> None:
+        """Refuse a model call whose reserved estimate would take the run past `maxTokens` or `maxCost`, counting
+        the calls under way at their reserved estimates; else hold its reservation (under `key`) until `release`.
 
         Raises:
             BudgetExceeded: naming the limit, with the figures.
         """
-        spent = self.spent()
-        need = spent + call.spend
+        committed = self.committed()
+        need = committed + call.spend
         short = [name for name in self.limits.short_of(Spend(need.tokens, need.cost)) if name != "maxSeconds"]
         if short:
             raise BudgetExceeded(
                 f"{what} was not made: its reserved estimate ({call.spend.tokens} tokens, ${call.spend.cost:.6f}) "
-                f"would take the run past its {short[0]} ({self.limits.dump()[short[0]]}); it has spent "
-                f"{spent.tokens} tokens, ${spent.cost:.6f}", figures=self.figures())
+                f"would take the run past its {short[0]} ({self.limits.dump()[short[0]]}); it has spent or reserved "
+                f"{committed.tokens} tokens, ${committed.cost:.6f}", figures=self.figures())
+        self.reserved = self.reserved + call.spend
+        self.in_flight[key if key is not None else object()] = call.spend
+
+    def release(self, key: Any) -> None:
+        """A call ended (its usage is in the ledger now, or it failed): drop its reservation."""
+        self.in_flight.pop(key, None)
 
     def figures(self) -> dict[str, Any]:
         """The limits and what was spent, as run records and events carry them."""
@@ -237,10 +258,11 @@ def _since(start: float) -> Callable[[], float]:
 
 
 class BudgetGuard(AsyncCallbackHandler):
-    """Refuse a model call of a run with a budget before it is sent (see `Budget.admit`).
+    """Refuse a model call of a run with a budget before it is sent (see `Budget.admit`), and hold its reservation
+    until it ends.
 
-    `ModelFactory` binds one to every model it builds for a run that has a budget, beside the call recorder:
-    the one place every model call passes.
+    `ModelFactory` binds one to every model it builds for a run that has a budget, after the call recorder (which
+    records the call's usage before its reservation is dropped): the one place every model call passes.
     """
 
     raise_error = True  # LangChain re-raises what this handler raises: the call does not start
@@ -251,6 +273,14 @@ class BudgetGuard(AsyncCallbackHandler):
         self.budget, self.model_id, self.price, self.max_tokens = budget, model_id, price, max_tokens
         self.schema = schema
 
-    async def on_chat_model_start(self, serialized: Any, messages: list[list[BaseMessage]], **kwargs: Any) -> None:
+    async def on_chat_model_start(self, serialized: Any, messages: list[list[BaseMessage]], *, run_id: Any = None,
+                                  **kwargs: Any) -> None:
         prompt = sum(approx_tokens(batch) for batch in messages)
-        self.budget.admit(estimate_call(prompt, self.max_tokens, self.price, self.schema), f"A call to {self.model_id}")
+        self.budget.admit(estimate_call(prompt, self.max_tokens, self.price, self.schema), f"A call to {self.model_id}",
+                          key=run_id)
+
+    async def on_llm_end(self, response: Any, *, run_id: Any = None, **kwargs: Any) -> None:
+        self.budget.release(run_id)
+
+    async def on_llm_error(self, error: BaseException, *, run_id: Any = None, **kwargs: Any) -> None:
+        self.budget.release(run_id)

@@ -230,8 +230,8 @@ class ModelFactory:
         price = self.price(resolved.model_id)
         callbacks: list[Any] = [CallRecorder(ledger, resolved.model_id, price, label, self.metric_label(resolved.model_id))]
         if budget is not None and budget.limits:
-            callbacks.insert(0, BudgetGuard(budget, model_id=resolved.model_id, price=price,
-                                            max_tokens=resolved.provider.output_cap(max_tokens), schema=schema))
+            callbacks.append(BudgetGuard(budget, model_id=resolved.model_id, price=price,
+                                         max_tokens=resolved.provider.output_cap(max_tokens), schema=schema))
         return _Recorded(bound=runnable, config={"callbacks": callbacks})
 
     def _build(

@@ -44,7 +44,8 @@ from nodes.speak import Speaker, chunk_event
 
 C = TypeVar("C", bound=RunContext)
 
-# The next step is expected to cost what the last one did, and this much more (prompts grow as a debate goes on).
+# The next step is expected to cost (and reserve) what the last one did, and this much more: prompts grow as a
+# debate goes on (round 1 reads round 0's positions).
 NEXT_STEP_MARGIN = 1.5
 HUMAN_ID = "human"  # the speaker id of a person's turns, in every mode
 
@@ -87,13 +88,18 @@ def guidance_lines(messages: Sequence[dict[str, Any]], *, limit: int = 12, chars
 
 
 def next_step_fits(ctx: RunContext, state: dict[str, Any], reserve: Sequence[CallEstimate]) -> bool:
-    """Whether the run's budget holds one more step (the last one's spend, with a margin) and the reserve."""
+    """Whether the run's budget holds one more step and the reserve for the synthesis or verdict. The next step is
+    expected to cost what the last one spent, and to reserve what the last one's calls reserved before they were
+    made (the check each call passes, `llm.budget.Budget.admit`), both with a margin for prompts that grow."""
     budget = ctx.budget
     if budget is None or not budget.limits:
         return True
-    last = budget.spent() - Spend.load(state.get("mark"))
-    final = Spend(sum(c.spend.tokens for c in reserve), sum(c.spend.cost for c in reserve), last.seconds)
-    return budget.fits(last.scaled(NEXT_STEP_MARGIN) + final)
+    mark = state.get("mark") or {}
+    spent = (budget.spent() - Spend.load(mark)).scaled(NEXT_STEP_MARGIN)
+    reserved = (budget.reserved - Spend.load(mark.get("reserved"))).scaled(NEXT_STEP_MARGIN)
+    step = Spend(max(spent.tokens, reserved.tokens), max(spent.cost, reserved.cost), spent.seconds)
+    final = Spend(sum(c.spend.tokens for c in reserve), sum(c.spend.cost for c in reserve), spent.seconds)
+    return budget.fits(step + final)
 
 
 def boundary(
@@ -151,7 +157,7 @@ def boundary(
                 stop = "user"
         update: dict[str, Any] = {"consumed": [p["id"] for p in pending]}
         if ctx.budget is not None:
-            update["mark"] = ctx.budget.spent().dump()
+            update["mark"] = {**ctx.budget.spent().dump(), "reserved": ctx.budget.reserved.dump()}
         heard = [human_turn(p, round=round(state), position=here) for p in pending if p.get("content")]
         if heard:
             update["human"] = heard
