@@ -84,6 +84,19 @@ def model_factory(model_ids: Iterable[str]) -> Iterator[ModelFactory]:
 
 # --- steering a debate from the terminal (`--steer`, docs/steering.md) -----------------------------------------
 
+# A budget's options, as `parley debate`, `parley roundtable` and `parley workspaces budget` take them.
+MAX_TOKENS = typer.Option(None, "--max-tokens", help="Budget: tokens a debate may use; it goes to its verdict or "
+                                                     "synthesis before a turn or round would pass them.")
+MAX_COST = typer.Option(None, "--max-cost", help="Budget: as --max-tokens, in USD.")
+MAX_SECONDS = typer.Option(None, "--max-seconds", help="Budget: as --max-tokens, in seconds (waits not counted).")
+
+
+def budget_fields(max_tokens: int | None, max_cost: float | None, max_seconds: float | None) -> dict[str, float]:
+    """The budget options given, as the API's fields (`maxTokens`, `maxCost`, `maxSeconds`)."""
+    given = {"maxTokens": max_tokens, "maxCost": max_cost, "maxSeconds": max_seconds}
+    return {name: value for name, value in given.items() if value is not None}
+
+
 STEER_PROMPT = "[bold]Enter[/] to go on, a message to guide the debate, [bold]/end[/] for the verdict: "
 STOPPED = {"budget": "its budget held no more", "user": "you ended it", "unanimous": "round 0 was unanimous"}
 

@@ -14,7 +14,17 @@ from langgraph.types import Command
 from rich.markup import escape
 from rich.table import Table
 
-from cli.common import ask_at_boundary, console, fail, model_factory, show_stopped
+from cli.common import (
+    MAX_COST,
+    MAX_SECONDS,
+    MAX_TOKENS,
+    ask_at_boundary,
+    budget_fields,
+    console,
+    fail,
+    model_factory,
+    show_stopped,
+)
 from core.limits import DEFAULT_DUEL_ROUNDS, MAX_DUEL_ROUNDS, MIN_DUEL_ROUNDS
 from core.settings import get_settings
 from graphs.duel import DuelContext, build_duel_graph, graph, minimum_calls
@@ -43,18 +53,16 @@ def debate(
     model: str = typer.Option(None, "--model", help="Model id (`provider:model`); the default model when omitted."),
     steer: bool = typer.Option(False, "--steer", help="After every turn, wait for you: a message for the next "
                                                       "turns, Enter to go on, or /end for the verdict."),
-    max_tokens: int = typer.Option(None, "--max-tokens", help="Budget: the duel goes to its verdict before a turn "
-                                                              "would pass this many tokens."),
-    max_cost: float = typer.Option(None, "--max-cost", help="Budget: as --max-tokens, in USD."),
-    max_seconds: float = typer.Option(None, "--max-seconds", help="Budget: as --max-tokens, in seconds."),
+    max_tokens: int = MAX_TOKENS,
+    max_cost: float = MAX_COST,
+    max_seconds: float = MAX_SECONDS,
 ) -> None:
     """Debate TOPIC: your persona agent against an opponent chosen for it, then a judge's verdict."""
     settings = get_settings()
     model_id = model or settings.default_model
     profile = {"name": name, "bio": bio, "softMemory": {"traits": trait or [], "interests": interest or []}}
     try:
-        limits = BudgetLimits.parse({name: value for name, value in (
-            ("maxTokens", max_tokens), ("maxCost", max_cost), ("maxSeconds", max_seconds)) if value is not None})
+        limits = BudgetLimits.parse(budget_fields(max_tokens, max_cost, max_seconds))
     except InvalidBudget as exc:
         raise fail(str(exc), code=2) from exc
     with model_factory([model_id]) as factory:

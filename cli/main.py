@@ -22,7 +22,17 @@ from cli import eval as eval_cli
 from cli import panel as panel_cli
 from cli import roundtable as roundtable_cli
 from cli import workflow as workflow_cli
-from cli.common import console, describe_budget, fail, model_factory, with_db
+from cli.common import (
+    MAX_COST,
+    MAX_SECONDS,
+    MAX_TOKENS,
+    budget_fields,
+    console,
+    describe_budget,
+    fail,
+    model_factory,
+    with_db,
+)
 from core.embedded import EmbeddedServerError, EmbeddedServices, die_with, model_server
 from core.settings import get_settings
 from llm.budget import BudgetLimits, InvalidBudget
@@ -285,18 +295,18 @@ def workspaces_allowance(
 @workspaces_app.command("budget")
 def workspaces_budget(
     workspace: str = typer.Argument(..., help="Workspace id."),
-    max_tokens: int = typer.Option(None, "--max-tokens", help="Tokens a run may use."),
-    max_cost: float = typer.Option(None, "--max-cost", help="USD a run may cost."),
-    max_seconds: float = typer.Option(None, "--max-seconds", help="Seconds a run may take (waits not counted)."),
+    max_tokens: int = MAX_TOKENS,
+    max_cost: float = MAX_COST,
+    max_seconds: float = MAX_SECONDS,
     clear: bool = typer.Option(False, "--clear", help="Remove the default budget."),
 ) -> None:
     """Set the default budget of a workspace's runs: the limits a run gets when its request sets none of its own
     (it then ends with its synthesis before passing them; docs/steering.md)."""
-    given = {"maxTokens": max_tokens, "maxCost": max_cost, "maxSeconds": max_seconds}
-    if clear == any(value is not None for value in given.values()):
+    given = budget_fields(max_tokens, max_cost, max_seconds)
+    if clear == bool(given):
         raise fail("give --max-tokens, --max-cost and/or --max-seconds, or --clear", code=2)
     try:
-        limits = BudgetLimits.parse({k: v for k, v in given.items() if v is not None})
+        limits = BudgetLimits.parse(given)
     except InvalidBudget as exc:
         raise fail(str(exc), code=2) from exc
     budget = with_db(lambda db: ws_store.set_budget(db, workspace, limits.dump() or None))

@@ -19,7 +19,18 @@ from rich.markup import escape
 from rich.table import Table
 
 import store
-from cli.common import STOPPED, ask_at_boundary, console, database_uri, fail, model_factory
+from cli.common import (
+    MAX_COST,
+    MAX_SECONDS,
+    MAX_TOKENS,
+    STOPPED,
+    ask_at_boundary,
+    budget_fields,
+    console,
+    database_uri,
+    fail,
+    model_factory,
+)
 from core.settings import get_settings
 from llm.factory import ModelFactory
 from nodes.text import clip
@@ -213,10 +224,9 @@ def roundtable(
     user: str = typer.Option("local", help="Who asks (the conversation's user)."),
     steer: bool = typer.Option(False, "--steer", help="After every round, wait for you: a message for the next "
                                                       "rounds, Enter to go on, or /end for the synthesis."),
-    max_tokens: int = typer.Option(None, "--max-tokens", help="Budget: the table goes to its synthesis before a "
-                                                              "round would pass this many tokens."),
-    max_cost: float = typer.Option(None, "--max-cost", help="Budget: as --max-tokens, in USD."),
-    max_seconds: float = typer.Option(None, "--max-seconds", help="Budget: as --max-tokens, in seconds."),
+    max_tokens: int = MAX_TOKENS,
+    max_cost: float = MAX_COST,
+    max_seconds: float = MAX_SECONDS,
 ) -> None:
     """Debate QUESTION with the workspace's agents: stances and convergence live, then the synthesis.
 
@@ -228,8 +238,8 @@ def roundtable(
     except ValidationError as exc:
         raise fail(escape(describe_validation(exc.errors()).replace("content", "question")), code=2) from None
     try:
-        options = parse_options({"await": "after_round" if steer else None, "maxTokens": max_tokens,
-                                 "maxCost": max_cost, "maxSeconds": max_seconds}, boundary="after_round")
+        options = parse_options({"await": "after_round" if steer else None,
+                                 **budget_fields(max_tokens, max_cost, max_seconds)}, boundary="after_round")
     except ServiceError as exc:
         raise fail(escape(exc.message), code=2) from exc
 

@@ -6,14 +6,13 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
-from pydantic import Field, StrictFloat, StrictInt
+from pydantic import Field
 
 from api.deps import Db, Principal, Services, require_scope
 from api.errors import ApiError
-from api.openapi import RUN_ID_HEADER, errors, streamed
+from api.openapi import RUN_ID_HEADER, BudgetFields, errors, streamed
 from api.routes.runs import public_run
 from api.sse import sse_response
-from core.limits import MIN_BUDGET_SECONDS
 from services import roundtable as service
 from services import steering
 from store import conversations as store
@@ -22,18 +21,13 @@ from store.conversations import ConversationCreate, MessageCreate
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"], responses=errors(403))
 
 
-class MessageBody(MessageCreate):
+class MessageBody(MessageCreate, BudgetFields):
     """The question, and how the debate may be steered (docs/steering.md)."""
 
     await_: Literal["after_round"] | None = Field(
         None, alias="await", description="Wait for you after every round (status `waiting`) until "
         "`POST /v1/runs/{id}/input` says `continue`, `guide` or `end`; the JSON answer is `202` with the run as "
         "soon as it waits.")
-    maxTokens: StrictInt | None = Field(None, gt=0, description="Budget: tokens the debate may use; it goes to its "
-                                        "synthesis before a round would pass it (`stoppedBy: \"budget\"`).")
-    maxCost: StrictFloat | None = Field(None, gt=0, description="Budget: USD the debate may cost (as `maxTokens`).")
-    maxSeconds: StrictFloat | None = Field(None, ge=MIN_BUDGET_SECONDS, description="Budget: seconds the debate may "
-                                           "run, time waiting for you not counted (as `maxTokens`).")
 
 Reader = Annotated[Principal, Depends(require_scope("conversations"))]
 Writer = Annotated[Principal, Depends(require_scope("conversations", write=True))]

@@ -12,13 +12,12 @@ from sse_starlette import EventSourceResponse
 import store
 from api.deps import AppSettings, Db, Engine, Principal, get_principal, presented_key, require_scope
 from api.errors import ApiError
-from api.openapi import RUN_ID_HEADER, errors, request_body, streamed
+from api.openapi import RUN_ID_HEADER, BudgetFields, errors, request_body, streamed
 from api.sse import EVENT_ID_PATTERN, resume_after, sse_response
 from core.limits import (
     DUEL_TOPIC_MAX_CHARS,
     MAX_DUEL_ROUNDS,
     MAX_PAGE,
-    MIN_BUDGET_SECONDS,
     MIN_DUEL_ROUNDS,
     PROFILE_BIO_MAX_CHARS,
     PROFILE_LIST_MAX_ITEMS,
@@ -56,7 +55,7 @@ class UserProfile(BaseModel):
     softMemory: SoftMemory | None = None
 
 
-class DebateBody(BaseModel):
+class DebateBody(BudgetFields):
     """The body of `POST /api/debate`, as `parse_debate_request` accepts it (it documents the route, which reads and
     checks its raw body itself so that each refusal has the seed's message)."""
 
@@ -70,11 +69,6 @@ class DebateBody(BaseModel):
     await_: Literal["after_turn"] | None = Field(
         None, alias="await", description="Wait for you after every turn (status `waiting`) until "
         "`POST /v1/runs/{id}/input` says `continue`, `guide` or `end` (docs/steering.md).")
-    maxTokens: int | None = Field(None, gt=0, description="Budget: tokens the duel may use; it goes to its verdict "
-                                  "before a turn would pass it (`stoppedBy: \"budget\"`).")
-    maxCost: float | None = Field(None, gt=0, description="Budget: USD the duel may cost (as `maxTokens`).")
-    maxSeconds: float | None = Field(None, ge=MIN_BUDGET_SECONDS, description="Budget: seconds the duel may run, "
-                                     "time waiting for you not counted (as `maxTokens`).")
 
 
 def parse_debate_request(raw: bytes) -> DebateRequest:

@@ -7,13 +7,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, Response
 from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, WithJsonSchema
+from pydantic import ConfigDict, Field, WithJsonSchema
 
 from api.deps import Db, Principal, Services, require_scope
-from api.openapi import RUN_ID_HEADER, WORKFLOW_REF, errors, streamed
+from api.openapi import RUN_ID_HEADER, WORKFLOW_REF, BudgetFields, errors, streamed
 from api.routes.runs import public_run
 from api.sse import sse_response
-from core.limits import MIN_BUDGET_SECONDS
 from designer import WorkflowError, validate_workflow, workflow_json_schema
 from services import steering
 from services import workflows as service
@@ -25,18 +24,12 @@ Reader = Annotated[Principal, Depends(require_scope("workflows"))]
 Writer = Annotated[Principal, Depends(require_scope("workflows", write=True))]
 
 
-class RunRequest(BaseModel):
+class RunRequest(BudgetFields):
     """Input for a run of a stored workflow, and its budget (docs/steering.md)."""
 
     model_config = ConfigDict(extra="forbid")
 
     input: dict[str, Any] | None = Field(None, description="Values of declared state keys; omitted: the sampleInput.")
-    maxTokens: StrictInt | None = Field(None, gt=0, description="Budget: tokens the run may use. A model call that "
-                                        "would pass it is refused; at an `await` node, a run whose next step would "
-                                        "pass it goes to the node's `on_end` (`stoppedBy: \"budget\"`).")
-    maxCost: StrictFloat | None = Field(None, gt=0, description="Budget: USD the run may cost (as `maxTokens`).")
-    maxSeconds: StrictFloat | None = Field(None, ge=MIN_BUDGET_SECONDS, description="Budget: seconds the run may "
-                                           "take, time waiting for a person not counted (checked at `await` nodes).")
 
     def budget(self) -> SteerOptions:
         return steering.parse_options(self.model_dump(exclude_none=True), boundary=None)

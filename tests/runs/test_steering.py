@@ -7,24 +7,12 @@ from __future__ import annotations
 import collections
 
 import httpx
-import pytest
 
 from tests.support.duel import script_duel
 from tests.support.wait import eventually
 from tests.support.workers import Worker, apply_retracts, follow
 
 GUIDANCE = "Our lease offer in Lyon expires in May: decide before then."
-
-
-@pytest.fixture
-def workers(parley_env, tmp_path):
-    """Two workers on the test's database and scripted model server."""
-    pair = [Worker(tmp_path), Worker(tmp_path)]
-    try:
-        yield [worker.wait_ready() for worker in pair]
-    finally:
-        for worker in pair:
-            worker.stop()
 
 
 def auth(key: str) -> dict[str, str]:

@@ -1035,6 +1035,24 @@ export interface components {
          */
         DebateBody: {
             /**
+             * Maxtokens
+             * @description Budget: tokens the run may use.
+             * @default null
+             */
+            maxTokens: number | null;
+            /**
+             * Maxcost
+             * @description Budget: USD the run may cost.
+             * @default null
+             */
+            maxCost: number | null;
+            /**
+             * Maxseconds
+             * @description Budget: seconds the run may take, time waiting for a person not counted.
+             * @default null
+             */
+            maxSeconds: number | null;
+            /**
              * Topic
              * @description The question to debate; not blank.
              */
@@ -1053,24 +1071,6 @@ export interface components {
              * @default null
              */
             await: "after_turn" | null;
-            /**
-             * Maxtokens
-             * @description Budget: tokens the duel may use; it goes to its verdict before a turn would pass it (`stoppedBy: "budget"`).
-             * @default null
-             */
-            maxTokens: number | null;
-            /**
-             * Maxcost
-             * @description Budget: USD the duel may cost (as `maxTokens`).
-             * @default null
-             */
-            maxCost: number | null;
-            /**
-             * Maxseconds
-             * @description Budget: seconds the duel may run, time waiting for you not counted (as `maxTokens`).
-             * @default null
-             */
-            maxSeconds: number | null;
         } & {
             [key: string]: unknown;
         };
@@ -1405,27 +1405,27 @@ export interface components {
          */
         InlineRunRequest: {
             /**
+             * Maxtokens
+             * @description Budget: tokens the run may use.
+             */
+            maxTokens?: number | null;
+            /**
+             * Maxcost
+             * @description Budget: USD the run may cost.
+             */
+            maxCost?: number | null;
+            /**
+             * Maxseconds
+             * @description Budget: seconds the run may take, time waiting for a person not counted.
+             */
+            maxSeconds?: number | null;
+            /**
              * Input
              * @description Values of declared state keys; omitted: the sampleInput.
              */
             input?: {
                 [key: string]: unknown;
             } | null;
-            /**
-             * Maxtokens
-             * @description Budget: tokens the run may use. A model call that would pass it is refused; at an `await` node, a run whose next step would pass it goes to the node's `on_end` (`stoppedBy: "budget"`).
-             */
-            maxTokens?: number | null;
-            /**
-             * Maxcost
-             * @description Budget: USD the run may cost (as `maxTokens`).
-             */
-            maxCost?: number | null;
-            /**
-             * Maxseconds
-             * @description Budget: seconds the run may take, time waiting for a person not counted (checked at `await` nodes).
-             */
-            maxSeconds?: number | null;
             /**
              * Workflow
              * @description A workflow document (see GET /v1/workflows/schema).
@@ -1644,6 +1644,21 @@ export interface components {
          * @description The question, and how the debate may be steered (docs/steering.md).
          */
         MessageBody: {
+            /**
+             * Maxtokens
+             * @description Budget: tokens the run may use.
+             */
+            maxTokens?: number | null;
+            /**
+             * Maxcost
+             * @description Budget: USD the run may cost.
+             */
+            maxCost?: number | null;
+            /**
+             * Maxseconds
+             * @description Budget: seconds the run may take, time waiting for a person not counted.
+             */
+            maxSeconds?: number | null;
             /** Content */
             content: string;
             /**
@@ -1651,21 +1666,6 @@ export interface components {
              * @description Wait for you after every round (status `waiting`) until `POST /v1/runs/{id}/input` says `continue`, `guide` or `end`; the JSON answer is `202` with the run as soon as it waits.
              */
             await?: "after_round" | null;
-            /**
-             * Maxtokens
-             * @description Budget: tokens the debate may use; it goes to its synthesis before a round would pass it (`stoppedBy: "budget"`).
-             */
-            maxTokens?: number | null;
-            /**
-             * Maxcost
-             * @description Budget: USD the debate may cost (as `maxTokens`).
-             */
-            maxCost?: number | null;
-            /**
-             * Maxseconds
-             * @description Budget: seconds the debate may run, time waiting for you not counted (as `maxTokens`).
-             */
-            maxSeconds?: number | null;
         };
         /**
          * Model
@@ -2145,27 +2145,27 @@ export interface components {
          */
         RunRequest: {
             /**
+             * Maxtokens
+             * @description Budget: tokens the run may use.
+             */
+            maxTokens?: number | null;
+            /**
+             * Maxcost
+             * @description Budget: USD the run may cost.
+             */
+            maxCost?: number | null;
+            /**
+             * Maxseconds
+             * @description Budget: seconds the run may take, time waiting for a person not counted.
+             */
+            maxSeconds?: number | null;
+            /**
              * Input
              * @description Values of declared state keys; omitted: the sampleInput.
              */
             input?: {
                 [key: string]: unknown;
             } | null;
-            /**
-             * Maxtokens
-             * @description Budget: tokens the run may use. A model call that would pass it is refused; at an `await` node, a run whose next step would pass it goes to the node's `on_end` (`stoppedBy: "budget"`).
-             */
-            maxTokens?: number | null;
-            /**
-             * Maxcost
-             * @description Budget: USD the run may cost (as `maxTokens`).
-             */
-            maxCost?: number | null;
-            /**
-             * Maxseconds
-             * @description Budget: seconds the run may take, time waiting for a person not counted (checked at `await` nodes).
-             */
-            maxSeconds?: number | null;
         };
         /** ScoreConvergenceConfig */
         ScoreConvergenceConfig: {
