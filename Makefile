@@ -49,7 +49,7 @@ $(VENV)/.dev: pyproject.toml $(VENV)/.embedded
 run: $(VENV)/.run
 	$(BIN)/parley serve
 
-test: $(VENV)/.dev chromium
+test: $(VENV)/.dev chromium $(NODE_TOOLS)
 	$(BIN)/python -m pytest
 
 # The Studio's browser tests drive Debian's Chromium (Playwright cannot download its own browser here): when it is
@@ -68,6 +68,12 @@ chromium:
 	fi; \
 	[ -x "$(CHROMIUM)" ] || echo "WARNING: The Studio's browser tests need Chromium at $(CHROMIUM). Install it with" \
 		"\`apt-get install -y chromium\` (Debian/Ubuntu), or set PARLEY_CHROMIUM to a Chromium binary." >&2
+
+# Node tools the suite drives (the MCP Inspector's CLI), installed from tests/support/node's lock file (npm registry).
+NODE_TOOLS := tests/support/node/node_modules/.installed
+$(NODE_TOOLS): tests/support/node/package-lock.json
+	cd tests/support/node && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
 
 # Re-record the model-layer cassettes from the real embedded model.
 cassettes: $(VENV)/.dev

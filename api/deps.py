@@ -13,9 +13,10 @@ from api.errors import ApiError
 from core.settings import Settings
 from llm.factory import ModelFactory
 from runs import RunEngine
+from services import access
 from services.access import Principal
+from services.errors import Forbidden
 from services.backend import Backend
-from store.keys import find_key
 
 
 # Coroutines, all of them: FastAPI runs a plain `def` dependency on a worker thread, a thread hop per request.
@@ -68,18 +69,17 @@ async def get_principal(
     _api_key: Annotated[str | None, Security(API_KEY)] = None,
 ) -> Principal:
     """Authenticate the request's key or raise 401."""
-    plaintext = presented_key(request)
-    record = await find_key(db, plaintext=plaintext) if plaintext else None
-    if record is None:
+    principal = await access.authenticate(db, presented_key(request))
+    if principal is None:
         raise ApiError(401, "Unauthorized", code="invalid_api_key")
-    return Principal(record["_id"], record["user"], record["workspace"], frozenset(record.get("scopes", [])))
+    return principal
 
 
 CurrentPrincipal = Annotated[Principal, Depends(get_principal)]
 
 
 def require_scope(scope: str, *, write: bool = False, denied_status: int = 403):
-    """A dependency admitting keys that carry `scope` (and, for writes, are not `readonly`).
+    """A dependency admitting keys that carry `scope` (and, for writes, are not `readonly`): `access.check_scope`.
 
     Args:
         scope: the capability the route needs.
@@ -88,12 +88,12 @@ def require_scope(scope: str, *, write: bool = False, denied_status: int = 403):
     """
 
     async def check(principal: CurrentPrincipal) -> Principal:
-        if write and principal.readonly and "admin" not in principal.scopes:
-            raise ApiError(403, "This key is read-only", code="read_only_key")
-        if not (principal.allows(scope) or (not write and principal.readonly)):
-            if denied_status == 401:
-                raise ApiError(401, "Unauthorized", code="scope_denied")
-            raise ApiError(403, f"This key lacks the '{scope}' scope", code="scope_denied")
+        try:
+            access.check_scope(principal, scope, write=write)
+        except Forbidden as exc:
+            if denied_status == 401 and exc.code == "scope_denied":
+                raise ApiError(401, "Unauthorized", code="scope_denied") from exc
+            raise
         return principal
 
     return check

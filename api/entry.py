@@ -52,6 +52,21 @@ def _is_json(scope: Scope) -> bool:
     return not content_type or "json" in content_type.lower()
 
 
+def replaying(body: bytes, receive: Receive) -> Receive:
+    """A `receive` that gives the app `body` (already read) as the whole request, then what `receive` gives (the
+    client's hang-up)."""
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
 class EntryGuard:
     """ASGI middleware holding every request body to `max_body_bytes` (less on the routes of `ROUTE_BODY_BYTES`)
     and to what MongoDB can store."""
@@ -94,16 +109,7 @@ class EntryGuard:
                 await self._refuse(scope, receive, send, ApiError(status, refusal.message, code=refusal.code))
                 return
 
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": bytes(body), "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replaying(bytes(body), receive), send)
 
     @staticmethod
     def _too_large(size: int) -> ApiError:

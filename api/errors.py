@@ -22,7 +22,7 @@ from pymongo.errors import ConnectionFailure
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from services import errors as service_errors
-from services.errors import describe_validation
+from services.errors import describe_validation, validation_code
 
 log = logging.getLogger("parley.api")
 
@@ -99,6 +99,7 @@ def run_error(error: dict[str, Any], *, run_id: str | None = None) -> ApiError:
 SERVICE_STATUSES: dict[type[service_errors.ServiceError], int] = {
     service_errors.InvalidRequest: 400,
     service_errors.PaymentRequired: 402,
+    service_errors.Forbidden: 403,
     service_errors.NotFound: 404,
     service_errors.Conflict: 409,
     service_errors.Unprocessable: 422,
@@ -118,6 +119,23 @@ def service_error(exc: service_errors.ServiceError) -> ApiError:
     headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, service_errors.RateLimited) else None
     code = None if exc.message in SEED_EXACT_MESSAGES and exc.code == type(exc).code else exc.code
     return ApiError(status, exc.message, code=code, headers=headers, extra=dict(exc.details))
+
+
+INTERNAL_ERROR = "Internal error: the server log has the cause"
+
+
+def failure_error(exc: Exception) -> ApiError:
+    """The error for an exception that reached the edge of Parley (a route, an MCP tool): what it says itself (an
+    `ApiError`, a service's refusal), the database unreachable (503), or anything else (500, its cause logged)."""
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, service_errors.ServiceError):
+        return service_error(exc)
+    if isinstance(exc, ConnectionFailure):
+        log.error("database unreachable: %s", exc)
+        return ApiError(503, "Database unavailable: " + str(exc).split(",")[0], code="database_unavailable")
+    log.error("unexpected failure", exc_info=exc)
+    return ApiError(500, INTERNAL_ERROR, code="internal_error")
 
 
 def error_body(path: str, err: ApiError) -> dict[str, Any]:
@@ -162,7 +180,8 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         status = 422 if request.url.path.startswith(UNPROCESSABLE_PREFIXES) else 400
         details = [{"loc": list(e.get("loc", ())), "msg": e.get("msg"), "type": e.get("type")} for e in exc.errors()]
-        err = ApiError(status, describe_validation(exc.errors()), code="invalid_request", extra={"details": details})
+        err = ApiError(status, describe_validation(exc.errors()), code=validation_code(exc.errors()),
+                       extra={"details": details})
         return error_response(request, err)
 
     @app.exception_handler(StarletteHTTPException)
@@ -178,11 +197,8 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         # Starlette calls this for anything no other handler took, then re-raises it for the server's log.
-        err = ApiError(500, "Internal error: the server log has the cause", code="internal_error")
-        return error_response(request, err)
+        return error_response(request, ApiError(500, INTERNAL_ERROR, code="internal_error"))
 
     @app.exception_handler(ConnectionFailure)
     async def _db_down(request: Request, exc: ConnectionFailure) -> JSONResponse:
-        log.error("database unreachable: %s", exc)
-        err = ApiError(503, "Database unavailable: " + str(exc).split(",")[0], code="database_unavailable")
-        return error_response(request, err)
+        return error_response(request, failure_error(exc))

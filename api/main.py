@@ -13,6 +13,8 @@ from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 import store
 from api.entry import EntryGuard
 from api.errors import install_error_handlers
+from api.mcp_server import PATH as MCP_PATH
+from api.mcp_server import McpEndpoint
 from api.openapi import install_openapi
 from api.ratelimit import RateLimiter
 from api.routes import ROUTERS, STARTUP_HOOKS
@@ -68,7 +70,8 @@ def create_app(settings: Settings | None = None, *, services: EmbeddedServices |
             for hook in app.state.startup_hooks:
                 await hook(app)
             await app.state.runs.start()
-            yield
+            async with app.state.mcp.running():
+                yield
         finally:
             if getattr(app.state, "runs", None):
                 # Runs outlive this worker: each still going is handed over, to resume on another (or on
@@ -97,6 +100,8 @@ def create_app(settings: Settings | None = None, *, services: EmbeddedServices |
         app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.parley_trusted_proxies)
     install_error_handlers(app)
     app.add_middleware(EntryGuard, max_body_bytes=settings.parley_max_body_bytes)
+    app.state.mcp = McpEndpoint(app, max_body_bytes=settings.parley_max_body_bytes)
+    app.add_route(MCP_PATH, app.state.mcp, methods=["GET", "POST", "DELETE"], include_in_schema=False)
     for router in ROUTERS:
         app.include_router(router)
     install_openapi(app)

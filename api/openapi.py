@@ -15,10 +15,9 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
+from pydantic import BaseModel, ConfigDict, Field
 
 from api.errors import OPENAI_STYLE_PREFIXES, SEED_STYLE_PREFIXES, UNPROCESSABLE_PREFIXES
-from core.limits import MIN_BUDGET_SECONDS
 from designer import workflow_json_schema
 
 REF = "#/components/schemas/{model}"
@@ -47,16 +46,6 @@ class WorkflowIssue(BaseModel):
     path: str | None = Field(None, description="JSON path of the faulty value in the document.")
     message: str
     detail: Any = None
-
-
-class BudgetFields(BaseModel):
-    """A run's budget as the request bodies that start one take it (docs/steering.md): the run goes to its synthesis
-    or verdict before a step would pass a limit (`stoppedBy: "budget"`); one too small for one round is 402."""
-
-    maxTokens: StrictInt | None = Field(None, gt=0, description="Budget: tokens the run may use.")
-    maxCost: StrictFloat | None = Field(None, gt=0, description="Budget: USD the run may cost.")
-    maxSeconds: StrictFloat | None = Field(None, ge=MIN_BUDGET_SECONDS, description="Budget: seconds the run may "
-                                           "take, time waiting for a person not counted.")
 
 
 class SeedError(BaseModel):

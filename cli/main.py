@@ -19,6 +19,7 @@ from rich.table import Table
 from cli import agents as agents_cli
 from cli import duel as duel_cli
 from cli import eval as eval_cli
+from cli import mcp as mcp_cli
 from cli import panel as panel_cli
 from cli import roundtable as roundtable_cli
 from cli import workflow as workflow_cli
@@ -55,6 +56,7 @@ app.add_typer(eval_cli.app, name="eval")
 duel_cli.register(app)
 panel_cli.register(app)
 roundtable_cli.register(app)
+mcp_cli.register(app)
 
 
 def _first_local_key(services: EmbeddedServices) -> str | None:

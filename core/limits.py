@@ -28,9 +28,13 @@ OFF_LOOP_MESSAGES = 128
 # Messages in one chat completion (OpenAI sets none; 60,000 one-word messages froze the server) and characters of
 # all their text together.
 MAX_CHAT_MESSAGES = 2048
+# Function tools one chat completion may offer (OpenAI's own limit), and the characters of a tool's or a response
+# format's name (OpenAI's `^[A-Za-z0-9_-]{1,64}$`).
+MAX_TOOLS = 128
+MAX_TOOL_NAME_CHARS = 64
 # Lists a route's body may hold, checked where the body enters (before any model of it is built): path → field →
 # most items.
-ROUTE_LIST_ITEMS = {"/v1/chat/completions": {"messages": MAX_CHAT_MESSAGES}}
+ROUTE_LIST_ITEMS = {"/v1/chat/completions": {"messages": MAX_CHAT_MESSAGES, "tools": MAX_TOOLS}}
 # Integers MongoDB can hold (BSON int64), and so the largest page number, event id or count a request may name.
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 # An event id is a non-negative integer below 2**63: at most 19 digits (checked before converting).

@@ -12,26 +12,28 @@ import asyncio
 import json
 import os
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, SystemMessage
 from langchain_core.output_parsers import PydanticOutputParser
-from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig
+from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig, RunnableLambda
 from langchain_core.runnables.config import ensure_config, merge_configs
 from openai import DefaultAsyncHttpxClient
 from pydantic import BaseModel
 
 from core import metrics
 from core.settings import Settings, get_settings
+from llm.budget import Budget, BudgetGuard, CallEstimate, estimate_call
 from llm.client import HAS_CHUNK_TIMEOUT, BoundedChatOpenAI
 from llm.failures import ModelError, register_secret
+from llm.formats import AnswerFormat, cap_strings, schema_note
 from llm.prices import BUILTIN_PRICES, Price, lookup_price
 from llm.providers import BUILTIN_PROVIDERS, DEFAULT_PROVIDER, Provider, split_model_id
-from llm.budget import Budget, BudgetGuard, CallEstimate, estimate_call
 from llm.tokens import answer_reserve, context_guard, prompt_limit
+from llm.tools import ToolSet
 from llm.usage import CallRecorder, UsageLedger
 
 SchemaT = TypeVar("SchemaT", bound=BaseModel)
@@ -180,6 +182,8 @@ class ModelFactory:
         ledger: UsageLedger | None = None,
         label: str | None = None,
         budget: Budget | None = None,
+        tools: ToolSet | None = None,
+        answer_format: AnswerFormat | None = None,
     ) -> Runnable:
         """Return a chat model (behind the context guard) for `model_id`.
 
@@ -187,8 +191,14 @@ class ModelFactory:
         every call, streamed ones included, lands in `ledger` when one is given, and in the process
         metrics (`core.metrics`) always. With a `budget`, a call that would take the run past it is refused
         before it is sent (`llm.budget.BudgetGuard`).
+
+        With `tools` the model may answer with tool calls (`bind_tools`, with the set's `tool_choice` and
+        `parallel_tool_calls`); with `answer_format` it is asked for that JSON in the provider's dialect
+        (`AnswerFormat.request_field`) and sampled as the provider wants JSON sampled (`json_extra_body`).
+        Neither checks the answer: `nodes.arbitrate.stream_first_answer` does.
         """
-        return self._model(None, model_id, temperature, max_tokens, timeout, ledger, label, budget)
+        return self._model(None, model_id, temperature, max_tokens, timeout, ledger, label, tools, answer_format,
+                           budget)
 
     def structured(
         self,
@@ -204,7 +214,7 @@ class ModelFactory:
     ) -> Runnable:
         """Return a runnable that answers with an instance of `schema`, using the provider's structured-output method
         (billed and checked as `chat`)."""
-        return self._model(schema, model_id, temperature, max_tokens, timeout, ledger, label, budget)
+        return self._model(schema, model_id, temperature, max_tokens, timeout, ledger, label, budget=budget)
 
     def _model(
         self,
@@ -215,15 +225,18 @@ class ModelFactory:
         timeout: float | None,
         ledger: UsageLedger | None,
         label: str | None,
+        tools: ToolSet | None = None,
+        answer_format: AnswerFormat | None = None,
         budget: Budget | None = None,
     ) -> Runnable:
         """The model runnable for these knobs, built once per event loop; the call recorder is bound per call."""
         resolved = self.resolve(model_id)
-        key = (schema, resolved.model_id, resolved.base_url, resolved.api_key, temperature, max_tokens, timeout)
+        key = (schema, resolved.model_id, resolved.base_url, resolved.api_key, temperature, max_tokens, timeout,
+               tools.key if tools else None, answer_format.key if answer_format else None)
         cache = self._loop_cache("runnables")
         runnable = cache.get(key) if cache is not None else None
         if runnable is None:
-            runnable = self._build(schema, resolved, temperature, max_tokens, timeout)
+            runnable = self._build(schema, resolved, temperature, max_tokens, timeout, tools, answer_format)
             if cache is not None:
                 cache[key] = runnable
         # Building a client (and a structured-output schema) costs milliseconds; binding a callback does not.
@@ -241,6 +254,8 @@ class ModelFactory:
         temperature: float | None,
         max_tokens: int | None,
         timeout: float | None,
+        tools: ToolSet | None = None,
+        answer_format: AnswerFormat | None = None,
     ) -> Runnable:
         quirks = resolved.provider
         max_tokens = quirks.output_cap(max_tokens)
@@ -264,7 +279,8 @@ class ModelFactory:
             kwargs["base_url"] = resolved.base_url
         if temperature is not None:
             kwargs["temperature"] = temperature
-        extra_body = dict(quirks.extra_body)
+        json_answer = schema is not None or answer_format is not None
+        extra_body = {**quirks.extra_body, **(quirks.json_extra_body if json_answer else {})}
         if max_tokens is not None:
             if quirks.token_param == "max_tokens":
                 # langchain-openai renames its own max_tokens field; extra_body sends the legacy name as is.
@@ -277,13 +293,22 @@ class ModelFactory:
             kwargs["http_async_client"] = http_client
         client = BoundedChatOpenAI(**kwargs)
         if schema is None:
-            return self._guarded(resolved, max_tokens, client)
+            model: Runnable = client
+            if tools is not None:
+                model = client.bind_tools(list(tools.tools), **tools.bind_kwargs())
+            if answer_format is not None:
+                model = model.bind(response_format=answer_format.request_field(quirks.structured_method,
+                                                                               quirks.json_string_cap))
+            json_schema = answer_format.schema if answer_format is not None else None
+            return self._noted(quirks, json_schema, self._guarded(resolved, max_tokens, model))
+        json_schema = schema.model_json_schema()
         if quirks.structured_method == "json_object_schema":
-            fmt = {"type": "json_object", "schema": schema.model_json_schema()}
+            grammar = cap_strings(json_schema, quirks.json_string_cap) if quirks.json_string_cap else json_schema
+            fmt = {"type": "json_object", "schema": grammar}
             answer = client.bind(response_format=fmt) | PydanticOutputParser(pydantic_object=schema)
         else:
             answer = client.with_structured_output(schema, method=quirks.structured_method)
-        return self._guarded(resolved, max_tokens, answer)
+        return self._noted(quirks, json_schema, self._guarded(resolved, max_tokens, answer))
 
     def _loop_cache(self, name: str) -> dict | None:
         """A dict private to the running event loop (None outside one): what it holds is bound to that loop."""
@@ -305,6 +330,21 @@ class ModelFactory:
         if timeout not in clients:
             clients[timeout] = DefaultAsyncHttpxClient(timeout=timeout)
         return clients[timeout]
+
+    @staticmethod
+    def _noted(quirks: Provider, json_schema: dict[str, Any] | None, model: Runnable) -> Runnable:
+        """`model` told the fields of `json_schema` in its system message, where the provider wants it
+        (`Provider.schema_in_prompt`): before the context guard, which keeps the system message."""
+        if json_schema is None or not quirks.schema_in_prompt:
+            return model
+        note = schema_note(json_schema)
+
+        def with_note(messages: list[BaseMessage]) -> list[BaseMessage]:
+            if messages and isinstance(messages[0], SystemMessage):
+                return [SystemMessage(f"{messages[0].text}\n\n{note}"), *messages[1:]]
+            return [SystemMessage(note), *messages]
+
+        return RunnableLambda(with_note) | model
 
     @staticmethod
     def _guarded(resolved: ResolvedModel, max_tokens: int | None, model: Runnable) -> Runnable:

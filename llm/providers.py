@@ -1,8 +1,8 @@
 """The provider table: how to reach each provider and which OpenAI-API dialect it speaks.
 
-Provider quirks (token-limit parameter, structured-output method, context window, output and temperature caps)
-live in `BUILTIN_PROVIDERS` and nowhere else; a deployment amends it with `PARLEY_HOME/providers.json`
-(`llm.factory.ModelFactory` reads that file).
+Provider quirks (token-limit parameter, structured-output method, context window, output and temperature caps,
+sampling fields for prose and for JSON) live in `BUILTIN_PROVIDERS` and nowhere else; a deployment amends it with
+`PARLEY_HOME/providers.json` (`llm.factory.ModelFactory` reads that file).
 """
 
 from __future__ import annotations
@@ -37,8 +37,24 @@ class Provider(BaseModel):
     extra_body: dict[str, Any] = Field(
         default_factory=dict, description="Extra request fields the server understands (sampling knobs)."
     )
-
-
+    schema_in_prompt: bool = Field(
+        False,
+        description="Whether the fields of a JSON answer's schema are written into the prompt (`llm.formats.schema_note`): "
+        "llama.cpp's grammar holds the sampling to the schema but, unlike OpenAI's structured outputs, never shows "
+        "the model what the fields are for.",
+    )
+    json_string_cap: int | None = Field(
+        None,
+        description="Characters a string of a JSON answer may hold where its schema sets no bound, in the schema a "
+        "grammar-constrained endpoint (`json_object_schema`) is sent: a small model that starts repeating itself "
+        "fills an unbounded string up to its output cap, and the answer is cut off unreadable.",
+    )
+    json_extra_body: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Request fields that replace `extra_body`'s in calls that must answer JSON (Parley's structured "
+        "steps, a request's `response_format`): a penalty on repeated tokens, meant for prose, punishes the quotes "
+        "and brackets every JSON answer repeats, and a grammar-constrained model then writes them inside its strings.",
+    )
 
     def output_cap(self, max_tokens: int | None) -> int | None:
         """The output cap a call really asks for: the caller's, lowered to this provider's hard cap."""
@@ -55,11 +71,15 @@ BUILTIN_PROVIDERS: dict[str, Provider] = {
         token_param="max_tokens",
         stream_usage=False,  # llama-cpp-python ignores stream_options; usage is estimated instead
         structured_method="json_object_schema",
+        schema_in_prompt=True,
+        json_string_cap=400,
         context_window=2048,
         max_output_tokens=768,
         max_temperature=1.0,
-        # SmolLM2-135M loops on a phrase without a repetition penalty (llama.cpp's own field).
+        # SmolLM2-135M loops on a phrase without a repetition penalty (llama.cpp's own field); in JSON the same
+        # penalty made it write `]}`, `[6]` and `{{` inside the strings of every other verdict.
         extra_body={"repeat_penalty": 1.3},
+        json_extra_body={"repeat_penalty": 1.0},
     ),
 }
 

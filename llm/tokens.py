@@ -16,10 +16,12 @@ def approx_text_tokens(text: str) -> int:
 
 
 def approx_tokens(messages: Sequence[BaseMessage]) -> int:
-    """Estimate prompt tokens: each message's text (see `approx_text_tokens`) plus 4 for its framing."""
+    """Estimate prompt tokens: each message's text (see `approx_text_tokens`), its tool calls, and 4 for its framing."""
     total = 0
     for message in messages:
         text = message.content if isinstance(message.content, str) else json.dumps(message.content)
+        if calls := getattr(message, "tool_calls", None):
+            text += json.dumps(calls)
         total += 4 + approx_text_tokens(text)
     return total
 

@@ -8,6 +8,10 @@ The answers (`{model, model_id?, answer}`) reach the arbitrator as Answer A, B, 
 model names redacted, each cut to a fair share of the smallest candidate window; the candidates are
 asked in turn (`stream_first_answer`) until one answers. Also here: the fallback chain itself, which a
 plain "first model of a list that answers" node uses too, and the message helpers both share.
+
+Two settings of the state reach the answering model: `tools` (a `ToolSet.dump()`: the arbitrator may answer
+with tool calls, written to `tool_calls`) and `response_format` (OpenAI's: the answer must be that JSON, after
+one repair at most).
 """
 
 from __future__ import annotations
@@ -16,19 +20,22 @@ import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, convert_to_messages
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, convert_to_messages
+from langchain_core.runnables import Runnable
 from langgraph.runtime import Runtime
 
 from core.limits import MAX_PANEL_SIZE
 from llm.failures import MODEL_RETRY, classify_failure, describe_failure, is_transient
+from llm.formats import AnswerFormat
 from llm.providers import split_model_id
 from llm.tokens import approx_text_tokens, approx_tokens, clip_text
+from llm.tools import ToolSet
 from nodes.anonymise import Anonymiser
 from nodes.capability import mark
 from nodes.context import RunContext
 from nodes.events import event_writer
 from nodes.prompts import arbitrate as prompts
-from nodes.speak import Turn, TurnInterrupted, say
+from nodes.speak import Turn, TurnInterrupted, say, send_turn
 
 ANSWER_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[:MAX_PANEL_SIZE]  # one per answer, up to the largest panel
 
@@ -57,6 +64,15 @@ class EmptyAnswerError(RuntimeError):
     """A model answered with no text at all."""
 
 
+class InvalidStructuredAnswerError(AnswerError):
+    """The answer is not the JSON the request's `response_format` asks for, even after one repair."""
+
+    def __init__(self, model: str, problem: str, answer: str) -> None:
+        self.model, self.problem, self.answer = model, problem, answer
+        super().__init__(f"{model}'s answer is not the JSON the response_format asks for, even after one repair: "
+                         f"{problem}")
+
+
 # --- message helpers ------------------------------------------------------------------------
 
 
@@ -70,9 +86,41 @@ def content_text(content: Any) -> str:
 
 
 def to_messages(messages: Sequence[dict[str, Any]], system_prompt: str | None = None) -> list[BaseMessage]:
-    """Turn OpenAI-style `{role, content}` dicts into LangChain messages, `system_prompt` first."""
+    """Turn OpenAI-style `{role, content}` dicts (an assistant's `tool_calls` and `tool` messages included) into
+    LangChain messages, `system_prompt` first."""
     converted = convert_to_messages([dict(m) for m in messages])
     return ([SystemMessage(system_prompt)] if system_prompt else []) + converted
+
+
+def has_tool_messages(messages: Sequence[dict[str, Any]]) -> bool:
+    """Whether a conversation holds tool calls or their results."""
+    return any(m.get("role") == "tool" or m.get("tool_calls") for m in messages)
+
+
+def without_tools(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The conversation as a model offered no tools reads it: each tool call a line of its assistant's text, each
+    result a user message naming its call (`prompts.TOOL_CALL_TEXT`, `prompts.TOOL_RESULT_TEXT`)."""
+    if not has_tool_messages(messages):
+        return list(messages)
+    names: dict[str, str] = {}
+    plain: list[dict[str, Any]] = []
+    for message in messages:
+        if message.get("role") == "tool":
+            call_id = message.get("tool_call_id", "")
+            plain.append({"role": "user", "content": prompts.TOOL_RESULT_TEXT.format(
+                id=call_id, name=names.get(call_id, "tool"), content=content_text(message.get("content")))})
+        elif calls := message.get("tool_calls"):
+            lines = [content_text(message.get("content")).strip()]
+            for call in calls:
+                function = call.get("function") or {}
+                names[call.get("id", "")] = function.get("name", "tool")
+                lines.append(prompts.TOOL_CALL_TEXT.format(id=call.get("id", ""), name=function.get("name", "tool"),
+                                                           arguments=function.get("arguments", "")))
+            plain.append({k: v for k, v in message.items() if k != "tool_calls"} | {
+                "content": "\n".join(line for line in lines if line)})
+        else:
+            plain.append(dict(message))
+    return plain
 
 
 def caller_instructions(messages: Sequence[dict[str, Any]], system_prompt: str | None) -> str:
@@ -120,6 +168,8 @@ def arbitration_messages(
     prompt_budget: int | None = None,
     instructions: str | None = None,
     request: str | None = None,
+    tools: ToolSet | None = None,
+    answer_format: AnswerFormat | None = None,
 ) -> list[BaseMessage]:
     """The arbitrator's prompt: its instructions, the caller's, the conversation and the answers as Answer A, B, C.
 
@@ -130,7 +180,8 @@ def arbitration_messages(
     With a `prompt_budget` (tokens, from the arbitrator's context window), answers share what the rest
     of the prompt leaves: short ones keep all of theirs, long ones are cut to an equal share of the
     remainder, so every answer reaches the arbitrator rather than the context guard dropping the first
-    ones whole.
+    ones whole. Tool calls and results in the conversation read as text (`without_tools`); with `tools` it
+    is told it may call them, with `answer_format` which JSON to answer in.
     """
     instructions = instructions or (
         arbitrator_prompt.strip() + prompts.CUSTOM_ARBITRATOR_SUFFIX if arbitrator_prompt else prompts.ARBITRATOR_SYSTEM
@@ -138,9 +189,13 @@ def arbitration_messages(
     caller = caller_instructions(messages, system_prompt)
     if caller:
         instructions += "\n\n" + prompts.CALLER_INSTRUCTIONS.format(system_prompt=caller)
+    if tools is not None and tools.may_call:
+        instructions += "\n\n" + prompts.ARBITRATOR_TOOLS
+    if answer_format is not None:
+        instructions += "\n\n" + prompts.ARBITRATOR_FORMAT.format(schema=answer_format.schema_text())
     conversation = "\n\n".join(
         prompts.CONVERSATION_TURN.format(role=m.get("role", "user"), content=content_text(m.get("content")))
-        for m in messages
+        for m in without_tools(messages)
         if m.get("role") not in ("system", "developer")
     )
     names = [name for a in answers for name in (a["model"], a.get("model_id")) if name]
@@ -172,19 +227,24 @@ async def stream_first_answer(
     temperature: float | None = None,
     max_tokens: int | None = None,
     timeout: float | None = None,
-) -> tuple[str, str, list[dict[str, Any]]]:
+    tools: ToolSet | None = None,
+    answer_format: AnswerFormat | None = None,
+) -> tuple[Turn, str, list[dict[str, Any]]]:
     """Stream an answer from the first candidate that gives one; each failure hands over to the next, except a
     transient one before any token was sent, after which the same candidate is asked once more (`MODEL_RETRY`).
 
-    Tokens go out as `chunk` events, each candidate speaking as itself (`nodes.speak.say`);
-    `{"event": "answering"}` announces each candidate and `{"event": "fallback"}` each failure (with
-    `partial: true` when some of its tokens already went out, which a streaming caller cannot take back).
+    Tokens go out as `chunk` events, each candidate speaking as itself (`nodes.speak.say`), and the pieces of
+    its tool calls as `tool_call` events when it is offered `tools`; `{"event": "answering"}` announces each
+    candidate and `{"event": "fallback"}` each failure (with `partial: true` when some of its tokens already
+    went out, which a streaming caller cannot take back). With an `answer_format` the answer is held until it
+    is known to be that JSON (or to call tools), after one repair at most (`conform`), then sent whole.
 
     Returns:
-        The answer, the model that gave it, and the failed attempts before it.
+        The answer (its text and tool calls), the model that gave it, and the failed attempts before it.
 
     Raises:
         AllModelsFailedError: every candidate failed.
+        InvalidStructuredAnswerError: the answer is not the JSON asked for, even after its repair.
     """
     writer = event_writer()
     failures: list[dict[str, Any]] = []
@@ -194,13 +254,19 @@ async def stream_first_answer(
             turn: Turn | None = None
             try:
                 chat = ctx.chat(model, temperature=temperature, max_tokens=max_tokens, timeout=timeout,
-                                label=f"{role}:{model}")
-                turn = await say(chat, messages, speaker={"id": model, "name": model})
-                if not turn.text.strip():
+                                label=f"{role}:{model}", tools=tools, answer_format=answer_format)
+                turn = await say(chat, messages, speaker={"id": model, "name": model}, hold=answer_format is not None)
+                if not turn.text.strip() and not turn.tool_calls:
                     raise EmptyAnswerError(f"{model} answered with no text")
+                if answer_format is not None:
+                    turn = await conform(chat, messages, turn, answer_format)
+                    send_turn(turn)
+            except InvalidStructuredAnswerError:
+                raise  # the answer came, in the wrong shape: the request fails rather than ask everyone in turn
             # Any failure of one candidate is the next one's cue; the cause is kept and reported if all fail.
             except Exception as exc:  # noqa: BLE001
-                partial = isinstance(exc, TurnInterrupted) or bool(turn and turn.text)
+                # Some of it went out: the tokens of a turn that was not held (a held one sends nothing until checked).
+                partial = isinstance(exc, TurnInterrupted) or bool(turn and turn.text and answer_format is None)
                 cause = exc.__cause__ if isinstance(exc, TurnInterrupted) and exc.__cause__ else exc
                 if not partial and attempt < MODEL_RETRY.max_attempts and is_transient(cause):
                     # Nothing of it was sent (a pooled connection the server had closed, say): ask it again.
@@ -211,8 +277,26 @@ async def stream_first_answer(
                 failures.append(failure)
                 writer({"event": "fallback", **failure})
                 break
-            return turn.text, model, failures
+            return turn, model, failures
     raise AllModelsFailedError(role, failures)
+
+
+async def conform(chat: Runnable, messages: list[BaseMessage], turn: Turn, answer_format: AnswerFormat) -> Turn:
+    """`turn` when it is an answer in `answer_format` (or calls tools), else the model's one repair of it: the model
+    is shown its answer and what is wrong with it, and answers again (held, as `turn` was).
+
+    Raises:
+        InvalidStructuredAnswerError: the repaired answer does not conform either.
+    """
+    if turn.tool_calls or (problem := answer_format.problem(turn.text)) is None:
+        return turn
+    repair = [*messages, AIMessage(turn.text), HumanMessage(prompts.FORMAT_REPAIR.format(
+        problem=problem, schema=answer_format.schema_text()))]
+    again = await say(chat, repair, speaker=turn.speaker, round=turn.round, model=turn.model, label=turn.label,
+                      hold=True)
+    if again.tool_calls or (problem := answer_format.problem(again.text)) is None:
+        return again
+    raise InvalidStructuredAnswerError(turn.speaker["id"], problem, again.text)
 
 
 def _reader(key: str | Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -233,6 +317,9 @@ def arbitrate(
     answer_key: str = "answer",
     model_key: str = "arbitrator",
     attempts_key: str = "attempts",
+    tools_key: str = "tools",
+    format_key: str = "response_format",
+    tool_calls_key: str = "tool_calls",
     role: str = "arbitrator",
 ):
     """Build an arbitration node: the anonymised `answers` to the conversation `messages`, synthesized into one.
@@ -247,6 +334,9 @@ def arbitrate(
             instructions, a replacement of the arbitrator's own, and the sampling knobs (all optional).
         answer_key, model_key, attempts_key: where it writes the answer, the candidate that gave it, and the
             candidates' failures before it.
+        tools_key, format_key: the state keys of the tools the arbitrator is offered (a `ToolSet.dump()`) and of the
+            JSON its answer must be (OpenAI's `response_format`), both optional.
+        tool_calls_key: where it writes the answer's tool calls (OpenAI's shape), when it was offered tools.
         role: the name its calls and events go by.
     """
     read_messages, read_answers = _reader(messages), _reader(answers)
@@ -255,6 +345,7 @@ def arbitrate(
         """Have the first arbitrator candidate that answers synthesize the best answer from the anonymised ones."""
         ctx = context.of(runtime)
         chain = list(candidates(state, ctx))
+        tools, answer_format = ToolSet.load(state.get(tools_key)), AnswerFormat.load(state.get(format_key))
         # One prompt serves every candidate, so it fits the smallest window among them.
         budgets = [ctx.factory.prompt_budget(m, state.get(max_tokens_key)) for m in chain]
         prompt = arbitration_messages(
@@ -263,12 +354,15 @@ def arbitrate(
             system_prompt=state.get(system_prompt_key),
             arbitrator_prompt=state.get(instructions_key),
             prompt_budget=min((b for b in budgets if b is not None), default=None),
+            tools=tools,
+            answer_format=answer_format,
         )
-        answer, model, failures = await stream_first_answer(
+        turn, model, failures = await stream_first_answer(
             ctx, chain, prompt, role=role, temperature=state.get(temperature_key),
-            max_tokens=state.get(max_tokens_key), timeout=timeout(ctx),
+            max_tokens=state.get(max_tokens_key), timeout=timeout(ctx), tools=tools, answer_format=answer_format,
         )
-        return {answer_key: answer, model_key: model, attempts_key: failures}
+        calls = {tool_calls_key: list(turn.tool_calls)} if tools is not None else {}
+        return {answer_key: turn.text, model_key: model, attempts_key: failures, **calls}
 
     arbitrate_answers.__name__ = "arbitrate"
     return mark(arbitrate_answers, "arbitrate")

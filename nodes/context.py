@@ -16,6 +16,8 @@ from pydantic import BaseModel
 
 from llm.budget import Budget
 from llm.factory import ModelFactory
+from llm.formats import AnswerFormat
+from llm.tools import ToolSet
 from llm.usage import UsageLedger
 from nodes.inbox import Steering
 
@@ -65,9 +67,11 @@ class RunContext:
         max_tokens: int | None = None,
         timeout: float | None = None,
         label: str | None = None,
+        tools: ToolSet | None = None,
+        answer_format: AnswerFormat | None = None,
     ) -> Runnable:
         """A chat model for `model` (else this run's model, else the deployment default), billed to this run and
-        checked against its budget."""
+        checked against its budget; offered `tools` and asked for `answer_format` when given (`ModelFactory.chat`)."""
         return self.factory.chat(
             model or self.model,
             temperature=temperature,
@@ -76,6 +80,8 @@ class RunContext:
             ledger=self.ledger,
             label=label,
             budget=self.budget,
+            tools=tools,
+            answer_format=answer_format,
         )
 
     def structured(

@@ -8,6 +8,13 @@ its events become its stream: `runs/modes/*.py`, `designer/modes.py`):
 
     {"event": "chunk", "speaker": {"id": ..., "name": ...}, "round": 2 | None, "content": "text"}
 
+A turn of a model offered tools (`RunContext.chat(..., tools=...)`) may call them; each piece of a call goes out
+as it streams, the first with the call's id and name, the others with more of its JSON arguments (as OpenAI
+streams them):
+
+    {"event": "tool_call", "speaker": {...}, "round": None, "index": 0, "id": "call_…" | None,
+     "name": "get_weather" | None, "arguments": "{\"city\": "}
+
 `say` streams one answer of a chat model and returns the `Turn`; `speak` builds the LangGraph node that
 reads its prompt, speaker and knobs from the state and the run's context, says the turn, and writes it
 back. Neither knows of any mode, of HTTP or of the database.
@@ -25,6 +32,7 @@ from langchain_core.runnables import Runnable
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
+from llm.tools import new_call_id, tool_call
 from nodes.context import RunContext
 from nodes.capability import mark
 from nodes.events import event_writer
@@ -52,6 +60,17 @@ def chunk_event(speaker: Speaker, content: str, *, round: int | None = None) -> 
 def is_chunk(event: Any) -> bool:
     """Whether a stream event is a `chunk` in the one shape (not yet reshaped for a wire)."""
     return isinstance(event, Mapping) and event.get("event") == "chunk" and "speaker" in event
+
+
+TOOL_CALL_KEYS = ("event", "speaker", "round", "index", "id", "name", "arguments")
+
+
+def tool_call_event(speaker: Speaker, index: int, arguments: str, *, call_id: str | None = None,
+                    name: str | None = None, round: int | None = None) -> dict[str, Any]:
+    """A piece of tool call `index` of `speaker`'s turn: its first piece names the call (`call_id`, `name`), every
+    piece carries a fragment of its JSON `arguments`."""
+    return {"event": "tool_call", "speaker": {"id": speaker["id"], "name": speaker["name"]}, "round": round,
+            "index": index, "id": call_id, "name": name, "arguments": arguments}
 
 
 def chunk_text(chunk: BaseMessageChunk) -> str:
@@ -82,13 +101,56 @@ class LengthRule:
 
 @dataclass(frozen=True)
 class Turn:
-    """What one speaker said: the text sent (all of it, in order), who said it, and the call that made it."""
+    """What one speaker said: the text sent (all of it, in order), the tools it called, who said it, and the call
+    that made it."""
 
     speaker: Speaker
     text: str
     round: int | None = None
     model: str | None = None  # as asked for (None: the run's model)
     label: str | None = None  # the usage ledger's label of the call
+    # OpenAI's shape, in the order the model made them: {id, type: "function", function: {name, arguments}}
+    tool_calls: tuple[dict[str, Any], ...] = ()
+
+
+def send_turn(turn: Turn) -> None:
+    """Send a whole turn at once: its text as one `chunk`, each tool call as one `tool_call` piece (what a turn
+    said with `say(..., hold=True)` sends once it is known to be the answer)."""
+    write = event_writer()
+    if turn.text:
+        write(chunk_event(turn.speaker, turn.text, round=turn.round))
+    for index, call in enumerate(turn.tool_calls):
+        function = call["function"]
+        write(tool_call_event(turn.speaker, index, function["arguments"], call_id=call["id"], name=function["name"],
+                              round=turn.round))
+
+
+class _ToolCalls:
+    """The tool calls of one streamed answer, put together from their pieces, each piece sent as it comes."""
+
+    def __init__(self, send: Callable[[dict[str, Any]], None], speaker: Speaker, round: int | None) -> None:
+        self.send, self.speaker, self.round = send, speaker, round
+        self.calls: dict[int, dict[str, str]] = {}
+
+    def feed(self, piece: Mapping[str, Any]) -> None:
+        index = piece.get("index")
+        if index is None:  # a server that numbers no calls: a new id starts the next one
+            last = max(self.calls, default=None)
+            fresh = last is None or (piece.get("id") and piece["id"] != self.calls[last]["id"])
+            index = len(self.calls) if fresh else last
+        arguments = piece.get("args") or ""
+        call = self.calls.get(index)
+        if call is None:
+            call = self.calls[index] = {"id": piece.get("id") or new_call_id(), "name": piece.get("name") or "",
+                                        "arguments": ""}
+            self.send(tool_call_event(self.speaker, index, arguments, call_id=call["id"], name=call["name"],
+                                      round=self.round))
+        elif arguments:
+            self.send(tool_call_event(self.speaker, index, arguments, round=self.round))
+        call["arguments"] += arguments
+
+    def openai(self) -> tuple[dict[str, Any], ...]:
+        return tuple(tool_call(c["name"], c["arguments"], c["id"]) for _, c in sorted(self.calls.items()))
 
 
 class _Verbatim:
@@ -107,8 +169,10 @@ class _Verbatim:
         return ""
 
 
-async def _stream(chat: Runnable, messages: Sequence[BaseMessage], gate: Any, send: Callable[[str], None]) -> None:
-    """Stream one model answer through `gate`, sending what it releases; stop reading once it is full."""
+async def _stream(chat: Runnable, messages: Sequence[BaseMessage], gate: Any, send: Callable[[str], None],
+                  calls: _ToolCalls) -> None:
+    """Stream one model answer through `gate`, sending what it releases and each piece of its tool calls; stop
+    reading once the gate is full."""
     truncated = False
     stream = chat.astream(list(messages))
     try:
@@ -116,6 +180,8 @@ async def _stream(chat: Runnable, messages: Sequence[BaseMessage], gate: Any, se
             text = chunk_text(chunk)
             if text:
                 send(gate.feed(text))
+            for piece in getattr(chunk, "tool_call_chunks", None) or ():
+                calls.feed(piece)
             if chunk.response_metadata.get("finish_reason") == "length":
                 truncated = True
             if gate.full:
@@ -136,11 +202,14 @@ async def say(
     resend: bool = False,
     model: str | None = None,
     label: str | None = None,
+    hold: bool = False,
 ) -> Turn:
-    """Stream `chat`'s answer to `messages` as `speaker`'s turn, each piece a `chunk` event; return the turn.
+    """Stream `chat`'s answer to `messages` as `speaker`'s turn, each piece a `chunk` event (and each piece of a
+    tool call, when `chat` was offered tools, a `tool_call` event); return the turn.
 
     With a `length` rule the turn lands within its bounds (see `LengthRule`); without one it is the
-    model's answer exactly as streamed (callers strip it if they wish).
+    model's answer exactly as streamed (callers strip it if they wish). With `hold` nothing is sent: the
+    caller sends the turn once it has checked it (`send_turn`).
 
     Raises:
         TurnInterrupted: the stream failed after some of the turn was sent (unless `resend`: then the
@@ -151,25 +220,31 @@ async def say(
     gate: Any = LengthGate(length.min_chars, length.max_chars) if length else _Verbatim()
     sent = False
 
-    def send(text: str) -> None:
+    def out(event: dict[str, Any]) -> None:
         nonlocal sent
-        if text:
+        if not hold:
             sent = True
-            write(chunk_event(speaker, text, round=round))
+            write(event)
 
+    def send(text: str) -> None:
+        if text:
+            out(chunk_event(speaker, text, round=round))
+
+    calls = _ToolCalls(out, speaker, round)
     try:
-        await _stream(chat, messages, gate, send)
-        if length and length.more and len(gate.emitted) < length.min_chars:
+        await _stream(chat, messages, gate, send, calls)
+        if length and length.more and len(gate.emitted) < length.min_chars and not calls.calls:
             said = gate.emitted
             more = [*messages, AIMessage(said), HumanMessage(length.more(said))]
             if said and not is_cjk(said) and not said[-1].isspace():
                 send(gate.feed(" "))
-            await _stream(chat, more, gate, send)
+            await _stream(chat, more, gate, send, calls)
     except Exception as exc:
         if sent and not resend:
             raise TurnInterrupted(f"{speaker['name']}'s turn failed after it began streaming: {exc}") from exc
         raise
-    return Turn(speaker=speaker, text=gate.emitted, round=round, model=model, label=label)
+    return Turn(speaker=speaker, text=gate.emitted, round=round, model=model, label=label,
+                tool_calls=calls.openai())
 
 
 # --- the node -------------------------------------------------------------------------------
@@ -194,6 +269,7 @@ def speak(
     temperature: Knob = None,
     max_tokens: Knob = None,
     label: Knob = None,
+    tools: Knob = None,
     length: LengthRule | Callable[[Any, C], LengthRule | None] | None = None,
     round: Knob = None,
     prepare: Callable[[Any, C], Mapping[str, Any]] | None = None,
@@ -213,6 +289,8 @@ def speak(
         context: the run context class the node reads its knobs from.
         reads: the node's input schema (the state keys it reads), a TypedDict.
         model, temperature, max_tokens, label: the chat model's (`RunContext.chat`).
+        tools: a `ToolSet` the speaker may call: the pieces of its calls go out as `tool_call` events and the
+            calls reach `writes` in `Turn.tool_calls`.
         length: the turn's `LengthRule` (None: the answer as the model gives it).
         round: the round the turn belongs to, for its chunks.
         prepare: run first; what it returns joins the state the other knobs and `writes` read (a running
@@ -229,7 +307,7 @@ def speak(
         who = _value(speaker, state, ctx)
         chosen, tag = _value(model, state, ctx), _value(label, state, ctx)
         chat = ctx.chat(chosen, temperature=_value(temperature, state, ctx),
-                        max_tokens=_value(max_tokens, state, ctx), label=tag)
+                        max_tokens=_value(max_tokens, state, ctx), label=tag, tools=_value(tools, state, ctx))
         turn = await say(chat, prompt(state, ctx), speaker=who, round=_value(round, state, ctx),
                          length=_value(length, state, ctx), resend=resend, model=chosen, label=tag)
         if isinstance(writes, str):

@@ -1,6 +1,9 @@
 """Who is calling (`Principal`), and who may see and stop each kind of record: one rule per kind, applied by the
 mode's own routes and by `/v1/runs`.
 
+A key uses a kind of route (or MCP tool) when it carries its scope (`check_scope`): an `admin` key carries every
+scope, and a `readonly` key reads with any but creates, runs or deletes nothing.
+
 A run of a kind is shown to a key of its workspace that carries the kind's scope (a `readonly` key reads every
 kind); a kind kept *private* is shown only to its owner (the key's user that started it) and to `admin` keys.
 What a key may not see answers 404, the same as what does not exist. Only the owner or an `admin` key may
@@ -13,7 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pymongo.asynchronous.database import AsyncDatabase
+
 from runs import Caller
+from services.errors import Forbidden
+from store.keys import find_key
 
 
 @dataclass(frozen=True)
@@ -39,6 +46,14 @@ class Principal:
         return Caller(user=self.user, workspace=self.workspace)
 
 
+async def authenticate(db: AsyncDatabase, plaintext: str | None) -> Principal | None:
+    """The caller a presented key stands for, or None for no key, an unknown one or a revoked one."""
+    record = await find_key(db, plaintext=plaintext) if plaintext else None
+    if record is None:
+        return None
+    return Principal(record["_id"], record["user"], record["workspace"], frozenset(record.get("scopes", [])))
+
+
 @dataclass(frozen=True)
 class Visibility:
     """The visibility rule of one kind of record."""
@@ -57,6 +72,33 @@ RULES: dict[str, Visibility] = {
 
 def is_admin(principal: Principal) -> bool:
     return "admin" in principal.scopes
+
+
+def check_scope(principal: Principal, scope: str | None, *, write: bool = False) -> None:
+    """Let the key use `scope`, or raise.
+
+    Args:
+        principal: the caller.
+        scope: the capability asked for (`debate`, `chat`, `conversations`, `workflows`); None for what every key
+            may do (read the runs it may see; a write, such as a cancel, with a key that is not read-only).
+        write: it creates, runs, stops or deletes something, which a `readonly` key may not do.
+
+    Raises:
+        Forbidden: `read_only_key` for a write with a read-only key, `scope_denied` for a key without the scope.
+    """
+    if write and principal.readonly and not is_admin(principal):
+        raise Forbidden("This key is read-only", code="read_only_key")
+    if scope is not None and not (principal.allows(scope) or (not write and principal.readonly)):
+        raise Forbidden(f"This key lacks the '{scope}' scope", code="scope_denied")
+
+
+def may_use(principal: Principal, scope: str | None, *, write: bool = False) -> bool:
+    """Whether `check_scope` lets the key use `scope`."""
+    try:
+        check_scope(principal, scope, write=write)
+    except Forbidden:
+        return False
+    return True
 
 
 def readable_kinds(principal: Principal) -> list[str]:

@@ -38,14 +38,16 @@ class Backend:
     runs: RunEngine
     limiter: Limiter | None = None
 
-    async def admit(self, rate: str, *keys: str, message: str) -> None:
+    async def admit(self, rate: str, *keys: str, message: str, retry_field: str | None = None) -> None:
         """Count one request against `rate` (`"30/minute"`) for `keys`.
 
         Raises:
-            RateLimited: over the rate; `message` says so.
+            RateLimited: over the rate; `message` says so (and the body field `retry_field`, when given, the
+                seconds to wait, as `Retry-After` does).
         """
         if self.limiter is None:
             return
         decision = await self.limiter.hit(rate, *keys)
         if not decision.allowed:
-            raise RateLimited(message, retry_after=decision.retry_after)
+            extra = {retry_field: decision.retry_after} if retry_field else {}
+            raise RateLimited(message, retry_after=decision.retry_after, **extra)

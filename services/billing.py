@@ -19,6 +19,7 @@ engine's modes call (given to the engine as its `settle`: `runs/` knows no billi
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass
@@ -146,12 +147,19 @@ async def settle(db: AsyncDatabase, record: dict[str, Any], ledger: UsageLedger)
     unlimited, or not charged)."""
     bill = bill_of(record)
     workspace = record["workspace"]
-    if bill.credit is not None and (bill.credit > 0 or ledger.total_cost > 0):
-        await ws_store.settle_credit(db, workspace, reserved=bill.credit, actual=ledger.total_cost)
-    await record_usage(db, workspace=workspace, user=record["user"], request_id=bill.request_id or record["_id"],
-                       mode=bill.usage, ledger=ledger)
+    allowance = None  # the write that tells what is left of the allowance, if any
     if bill.allowance is not None:
-        return await ws_store.settle_allowance(db, workspace, reserved=bill.allowance, actual=ledger.total_tokens)
-    if bill.takes_allowance and ledger.total_tokens:
-        return await ws_store.consume_allowance(db, workspace, ledger.total_tokens)
+        allowance = ws_store.settle_allowance(db, workspace, reserved=bill.allowance, actual=ledger.total_tokens)
+    elif bill.takes_allowance and ledger.total_tokens:
+        allowance = ws_store.consume_allowance(db, workspace, ledger.total_tokens)
+    writes = [record_usage(db, workspace=workspace, user=record["user"], request_id=bill.request_id or record["_id"],
+                           mode=bill.usage, ledger=ledger)]
+    if bill.credit is not None and (bill.credit > 0 or ledger.total_cost > 0):
+        writes.append(ws_store.settle_credit(db, workspace, reserved=bill.credit, actual=ledger.total_cost))
+    # Each its own write, none waiting for another: the run's end (and its client) waits for the slowest only.
+    left, *_ = await asyncio.gather(allowance or _nothing(), *writes)
+    return left
+
+
+async def _nothing() -> None:
     return None

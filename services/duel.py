@@ -1,5 +1,5 @@
-"""Duels (seeds/duel-sse-api.md): start a debate, the client's view of a debate, its list, and who may read its
-events.
+"""Duels (seeds/duel-sse-api.md): check a debate request and count it against the rate limit, start a debate, its
+result, the client's view of a debate, its list, and who may read its events.
 
 Running a debate is the run engine's (`runs.modes.duel`); a debate's events are its run's. A duel is charged
 no credit or allowance; its run records its usage (`services.billing`).
@@ -12,24 +12,38 @@ import secrets
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import PyMongoError
 
+import store as storage
+from core.limits import (
+    DUEL_TOPIC_MAX_CHARS,
+    MAX_DUEL_ROUNDS,
+    MIN_DUEL_ROUNDS,
+    PROFILE_BIO_MAX_CHARS,
+    PROFILE_LIST_MAX_ITEMS,
+    PROFILE_NAME_MAX_CHARS,
+)
 from graphs.duel import DuelContext, minimum_calls
 from llm.failures import ModelError
 from runs import Caller, RunEngine
+from runs.modes.duel import CANCELLED
 from services import access, steering
 from services.access import Principal
-from services.errors import CannotStart, NotFound
-from services.steering import SteerOptions
+from services.backend import Backend
+from services.errors import CannotStart, InvalidRequest, NotFound, RunFailed
+from services.steering import BudgetFields, RunWaiting, SteerOptions
 from store import debates as store
 
 log = logging.getLogger("parley.duel")
 
 LEGACY_INTERRUPTED = "Debate interrupted: the server running it stopped"
 START_FAILED = "Failed to start debate"  # the seed's message, whatever the cause (the log has it)
+RATE_LIMIT = "8/minute"  # new debates per user and client address
+RATE_LIMITED = "Rate limit exceeded"  # the seed's message
 
 
 async def fail_legacy_debates(db: AsyncDatabase) -> None:
@@ -54,6 +68,91 @@ class DebateRequest:
     user_profile: dict
     rounds: int | None = None
     steer: SteerOptions = SteerOptions()  # `await: "after_turn"` and the budget (`services.steering`)
+
+
+class SoftMemory(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    traits: list[StrictStr] = Field(default_factory=list, max_length=PROFILE_LIST_MAX_ITEMS)
+    interests: list[StrictStr] = Field(default_factory=list, max_length=PROFILE_LIST_MAX_ITEMS)
+
+
+class UserProfile(BaseModel):
+    """The seed's userProfile; unknown fields are kept and echoed back in `init`."""
+
+    model_config = ConfigDict(extra="allow")
+
+    # The pattern is documentation: `check_debate_request` refuses a blank name with its own message.
+    name: StrictStr = Field(min_length=1, max_length=PROFILE_NAME_MAX_CHARS, json_schema_extra={"pattern": r"\S"})
+    avatar: StrictStr | None = None
+    bio: StrictStr | None = Field(None, max_length=PROFILE_BIO_MAX_CHARS)
+    softMemory: SoftMemory | None = None
+
+
+# Also the MCP `duel` tool's input schema, whose arguments `check_debate_request` checks as it checks the route's body.
+class DebateBody(BudgetFields):
+    """The body of `POST /api/debate`, as `parse_debate_request` accepts it (it documents the route, which reads and
+    checks its raw body itself so that each refusal has the seed's message)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    topic: StrictStr = Field(min_length=1, max_length=DUEL_TOPIC_MAX_CHARS, json_schema_extra={"pattern": r"\S"},
+                             description="The question to debate; not blank.")
+    userProfile: UserProfile = Field(description="Your persona: the agent that argues your side is built from it.")
+    rounds: int | None = Field(None, ge=MIN_DUEL_ROUNDS, le=MAX_DUEL_ROUNDS,
+                               description="Exchanges before the verdict; the default when omitted.")
+    await_: Literal["after_turn"] | None = Field(
+        None, alias="await", description="Wait for you after every turn (status `waiting`) until "
+        "`POST /v1/runs/{id}/input` says `continue`, `guide` or `end` (docs/steering.md).")
+
+
+def check_debate_request(body: Any) -> DebateRequest:
+    """Validate a debate request (the parsed JSON body of `POST /api/debate`, the `duel` tool's arguments).
+
+    Raises:
+        InvalidRequest: the seed's message, naming the field at fault (`invalid_await`, `invalid_budget` for the
+            steering options).
+    """
+    if not isinstance(body, dict):
+        raise InvalidRequest("Request body must be a JSON object")
+    topic, profile, rounds = body.get("topic"), body.get("userProfile"), body.get("rounds")
+    if topic is None or profile is None or topic == "":
+        raise InvalidRequest("Missing topic or userProfile")
+    if not isinstance(topic, str):
+        raise InvalidRequest("topic must be a string")
+    if not topic.strip():
+        raise InvalidRequest("Missing topic or userProfile")
+    if len(topic) > DUEL_TOPIC_MAX_CHARS:
+        raise InvalidRequest(f"topic must be at most {DUEL_TOPIC_MAX_CHARS} characters")
+    if not isinstance(profile, dict):
+        raise InvalidRequest("userProfile must be an object")
+    try:
+        UserProfile.model_validate(profile)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(["userProfile", *(str(part) for part in first["loc"])])
+        raise InvalidRequest(f"{where}: {first['msg']}") from exc
+    if not str(profile["name"]).strip():
+        raise InvalidRequest("userProfile.name must not be blank")
+    if not storage.storable(profile):  # it is kept with the debate and echoed back
+        raise InvalidRequest("userProfile may not hold a NUL character in a key or an integer beyond 64 bits")
+    if isinstance(rounds, float) and rounds.is_integer():
+        rounds = int(rounds)  # JSON has one number type: 8.0 is the integer 8 (as JSON Schema says)
+    if rounds is not None and (not isinstance(rounds, int) or isinstance(rounds, bool)
+                               or not MIN_DUEL_ROUNDS <= rounds <= MAX_DUEL_ROUNDS):
+        raise InvalidRequest(f"rounds must be an integer from {MIN_DUEL_ROUNDS} to {MAX_DUEL_ROUNDS}")
+    return DebateRequest(topic=topic.strip(), user_profile=profile, rounds=rounds,
+                         steer=steering.parse_options(body, boundary="after_turn"))
+
+
+async def admit_debate(backend: Backend, caller: Caller, client_address: str) -> None:
+    """Count a new debate against `RATE_LIMIT` for the caller's user at `client_address`.
+
+    Raises:
+        RateLimited: over the rate; the body carries the seed's `retryAfter` too.
+    """
+    await backend.admit(RATE_LIMIT, "debate", caller.workspace, caller.user, client_address,
+                        message=RATE_LIMITED, retry_field="retryAfter")
 
 
 def new_debate_id() -> str:
@@ -92,6 +191,22 @@ async def start_duel(engine: RunEngine, caller: Caller, request: DebateRequest) 
         log.error("could not start a debate: %s", exc)
         raise CannotStart(START_FAILED) from exc
     return debate
+
+
+async def debate_result(engine: RunEngine, principal: Principal, debate_id: str) -> dict:
+    """The client's view of the debate once its run has ended.
+
+    Raises:
+        RunFailed: the debate failed (its error) or was cancelled.
+        RunWaiting: the debate waits for a person (a pause, `await`).
+    """
+    finished = await engine.wait(debate_id, or_waiting=True)
+    if finished["status"] == "waiting":
+        raise RunWaiting(finished)
+    if finished["status"] != "completed":
+        raise RunFailed(finished.get("error") or {"message": CANCELLED, "status": 499, "code": "cancelled"},
+                        run_id=debate_id)
+    return public_debate(await get_debate(engine.db, principal, debate_id))
 
 
 def public_debate(record: dict, *, summary: bool = False) -> dict:

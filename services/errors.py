@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic_core import PydanticCustomError
+
 
 class ServiceError(Exception):
     """A request the services cannot carry out."""
@@ -27,6 +29,12 @@ class InvalidRequest(ServiceError):
     """The request cannot be carried out as asked (a router needed, too few model families)."""
 
     code = "invalid_request"
+
+
+class Forbidden(ServiceError):
+    """The key may not do this: it is read-only, lacks the scope, or is not the run's owner's."""
+
+    code = "forbidden"
 
 
 class NotFound(ServiceError):
@@ -80,6 +88,21 @@ class RunFailed(ServiceError):
         self.error, self.run_id = error, run_id
 
 
+# Codes a request model's validators name for what they refuse (`invalid_field`), instead of the generic
+# `invalid_request`: a client can tell its tools from its response_format from its conversation.
+FIELD_CODES = frozenset({"invalid_tools", "invalid_tool_messages", "invalid_response_format", "legacy_functions"})
+
+
+def invalid_field(code: str, message: str) -> PydanticCustomError:
+    """The error a request model's validator raises for a refusal with its own `code` (one of `FIELD_CODES`)."""
+    return PydanticCustomError(code, message)
+
+
+def validation_code(errors: list[dict[str, Any]]) -> str:
+    """The `code` of a refused body: the first error's own (`FIELD_CODES`), else `invalid_request`."""
+    return next((e["type"] for e in errors if e.get("type") in FIELD_CODES), "invalid_request")
+
+
 def describe_validation(errors: list[dict[str, Any]]) -> str:
     """Turn pydantic errors into one sentence naming each bad field."""
     broken = next((e for e in errors if e.get("type") == "json_invalid"), None)
@@ -91,5 +114,6 @@ def describe_validation(errors: list[dict[str, Any]]) -> str:
     for e in errors:
         loc = ".".join(str(p) for p in e.get("loc", ()) if p not in ("body", "query", "path"))
         message = "must be a JSON object" if e.get("type") == "model_attributes_type" else e.get("msg", "invalid")
-        parts.append(f"{loc or 'body'}: {message}")
+        # A refusal with its own code names its field itself (`messages[1]: ...`, `tools[0].function.name ...`).
+        parts.append(message if e.get("type") in FIELD_CODES and not loc else f"{loc or 'body'}: {message}")
     return "Invalid request: " + "; ".join(parts)

@@ -13,6 +13,7 @@ credit at all.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import time
 import uuid
@@ -21,19 +22,21 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
-from core.limits import DEFAULT_PANEL_SIZE, MAX_CHAT_MESSAGES
+from core.limits import DEFAULT_PANEL_SIZE, MAX_CHAT_MESSAGES, MAX_TOOLS
 from core.settings import Settings
-from graphs.panel import panel_input
+from graphs.panel import panel_input, unanswerable
 from graphs.panel.rules import DEFAULT_RULE, RuleError, check_rule
 from graphs.panel.steps import TooFewFamiliesError, pick_panelists, to_messages
 from llm.client import off_loop
 from llm.budget import BudgetLimits, CallEstimate
 from llm.factory import ModelFactory
-from llm.tokens import approx_tokens
+from llm.formats import NAME, AnswerFormat
+from llm.tokens import approx_text_tokens, approx_tokens
+from llm.tools import ToolSet, check_tool_messages
 from runs import Caller
 from services import billing, steering
 from services.backend import Backend
-from services.errors import InvalidRequest, RunFailed
+from services.errors import InvalidRequest, RunFailed, invalid_field
 from services.routers import RULE_HELP, SELF_MOA_PREFIX, RuleName, load_router, rule_error, self_moa_router
 
 log = logging.getLogger("parley.panel")
@@ -47,44 +50,112 @@ RouterMode = Literal["debate", "panel", "fallback", "direct"]
 # --- request --------------------------------------------------------------------------------
 
 
-def _content_required(schema: dict[str, Any]) -> None:
-    schema["required"] = [*schema.get("required", []), "content"]
+LEGACY = ("functions", "function_call")
 
 
-UNSUPPORTED = ("tools", "functions", "tool_choice", "function_call")
-
-
-def _declare_no_tools(schema: dict[str, Any]) -> None:
-    """`_no_tools` refuses these fields unless they are empty (falsy): say so in the JSON Schema."""
-    for name in UNSUPPORTED:
+def _declare_no_legacy_functions(schema: dict[str, Any]) -> None:
+    """`_no_legacy_functions` refuses these fields unless they are empty (falsy): say so in the JSON Schema."""
+    for name in LEGACY:
         schema["properties"][name] = {"enum": [None, False, 0, "", [], {}],
-                                      "description": "Not supported: only an empty value is accepted."}
+                                      "description": "OpenAI's deprecated form of tools, refused: send `tools` and "
+                                                     "`tool_choice`. Only an empty value is accepted."}
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+# The shapes `llm.tools.ToolSet` and `llm.formats.AnswerFormat` accept, for the OpenAPI document (they check them).
+FUNCTION_SCHEMA = {"type": "object", "required": ["name"], "properties": {
+    "name": {"type": "string", "pattern": NAME.pattern},
+    "description": {"type": "string"},
+    "parameters": {"type": "object", "description": "The arguments, as a JSON Schema."},
+    "strict": {"type": "boolean"}}}
+TOOLS_SCHEMA = _nullable({"type": "array", "maxItems": MAX_TOOLS, "items": {
+    "type": "object", "required": ["type", "function"],
+    "properties": {"type": {"const": "function"}, "function": FUNCTION_SCHEMA}}})
+TOOL_CHOICE_SCHEMA = _nullable({"anyOf": [
+    {"enum": ["auto", "none", "required"]},
+    {"type": "object", "required": ["type", "function"], "properties": {
+        "type": {"const": "function"},
+        "function": {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}}}]})
+RESPONSE_FORMAT_SCHEMA = _nullable({"anyOf": [
+    {"type": "object", "required": ["type"], "properties": {"type": {"enum": ["text", "json_object"]}}},
+    {"type": "object", "required": ["type", "json_schema"], "properties": {
+        "type": {"const": "json_schema"},
+        "json_schema": {"type": "object", "properties": {
+            "name": {"type": "string", "pattern": NAME.pattern},
+            "description": {"type": "string"},
+            "schema": {"type": "object", "description": "The answer's JSON Schema."},
+            "strict": {"type": "boolean"}}}}}]})
+
+
+class ToolCallFunction(BaseModel):
+    """The function a tool call calls, and its arguments as the model wrote them (a JSON text)."""
+
+    name: str = Field(min_length=1)
+    arguments: str
+
+
+class ToolCall(BaseModel):
+    """One tool call of an assistant message, as OpenAI's API returns it."""
+
+    id: str = Field(min_length=1)
+    type: Literal["function"] = "function"
+    function: ToolCallFunction
 
 
 class ChatMessage(BaseModel):
-    """One message of the conversation, as OpenAI's API takes it."""
+    """One message of the conversation, as OpenAI's API takes it: an assistant's may carry `tool_calls` (its content
+    may then be null), and a `tool` message is the result of one call (`tool_call_id`)."""
 
-    model_config = ConfigDict(extra="allow", json_schema_extra=_content_required)
+    model_config = ConfigDict(extra="allow")
 
-    role: Literal["system", "developer", "user", "assistant"]
-    # `_has_content` refuses a missing, null or blank content, so only non-blank text or parts are declared.
-    content: Annotated[str | list[dict[str, Any]] | None, WithJsonSchema({"anyOf": [
-        {"type": "string", "pattern": r"\S"}, {"type": "array", "items": {"type": "object"}}]})] = None
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    # `_has_content` refuses a missing, null or blank content, except beside tool calls and in a tool's result.
+    content: Annotated[str | list[dict[str, Any]] | None, WithJsonSchema({
+        "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "object"}}, {"type": "null"}],
+        "description": "Non-blank text or parts; null or empty only beside `tool_calls`, and a tool's result may be "
+                       "empty."})] = None
     name: str | None = None
+    tool_calls: list[ToolCall] | None = Field(None, description="The tools an assistant message called.")
+    tool_call_id: str | None = Field(None, description="The call a `tool` message gives the result of.")
 
     @model_validator(mode="after")
     def _has_content(self) -> ChatMessage:
+        if self.tool_calls and self.role != "assistant":
+            raise invalid_field("invalid_tool_messages", f"a {self.role} message cannot have tool_calls (only an "
+                                                         "assistant's)")
+        if self.role == "tool":
+            if not self.tool_call_id:
+                raise invalid_field("invalid_tool_messages", "a tool message needs the tool_call_id of the call it "
+                                                             "answers")
+            if self.content is None:
+                raise invalid_field("invalid_tool_messages", "a tool message needs content (the tool's result)")
+            return self
+        if self.tool_call_id is not None:
+            raise invalid_field("invalid_tool_messages", f"only a tool message has a tool_call_id, not a {self.role}")
+        if self.tool_calls:
+            return self  # an assistant's call needs no text
         if self.content is None or (isinstance(self.content, str) and not self.content.strip()):
             raise ValueError(f"a {self.role} message needs non-empty content")
         return self
 
+    def openai(self) -> dict[str, Any]:
+        """The message as a model reads it: other keys a client sends are accepted (as OpenAI's API does) and
+        dropped."""
+        message = self.model_dump(include={"role", "content", "name", "tool_call_id"}, exclude_none=True)
+        if self.tool_calls:
+            message["content"] = self.content  # null beside tool calls, as OpenAI's API has it
+            message["tool_calls"] = [call.model_dump() for call in self.tool_calls]
+        return message
 
 
 class ChatCompletionRequest(BaseModel):
     """`POST /v1/chat/completions`: OpenAI's body plus Parley's `debate` and `panel` flags."""
 
     # Fields other OpenAI clients send (top_p, user, seed, ...) are accepted and not acted on.
-    model_config = ConfigDict(extra="allow", json_schema_extra=_declare_no_tools)
+    model_config = ConfigDict(extra="allow", json_schema_extra=_declare_no_legacy_functions)
 
     model: str = Field(min_length=1, description="`router/<id>`, `router/debate`, `self-moa/<provider:model>` (that "
                        "model sampled three times, then a decision), or a `provider:model` id.")
@@ -95,6 +166,15 @@ class ChatCompletionRequest(BaseModel):
     stream: bool = False
     stream_options: dict[str, Any] | None = None
     n: int | None = Field(None, ge=1, le=1, description="Parley answers with one choice.")
+    tools: Annotated[list[dict[str, Any]] | None, WithJsonSchema(TOOLS_SCHEMA)] = Field(
+        None, description="Function tools the answer may call (the model in single and router mode, the arbitrator "
+                          "in a debate; panelists read them described and answer in prose).")
+    tool_choice: Annotated[str | dict[str, Any] | None, WithJsonSchema(TOOL_CHOICE_SCHEMA)] = Field(
+        None, description="`auto` (default), `none`, `required`, or one function to call.")
+    parallel_tool_calls: bool | None = Field(None, description="Whether the answer may call several tools at once.")
+    response_format: Annotated[dict[str, Any] | None, WithJsonSchema(RESPONSE_FORMAT_SCHEMA)] = Field(
+        None, description="`json_object`, or `json_schema` (with `strict`): the answer is that JSON, after one repair "
+                          "at most, or the request fails (502 `invalid_structured_answer`). Not with `panel: true`.")
     debate: bool | None = Field(None, description="Debate this request (true) or not (false), whatever the router says")
     parley_budget: dict[str, Any] | None = Field(
         None, description="What the request may spend, `{maxTokens?, maxCost?, maxSeconds?}` (the OpenAI SDK's "
@@ -109,20 +189,43 @@ class ChatCompletionRequest(BaseModel):
                              "drawn from the conversation when omitted.")
 
     @model_validator(mode="after")
-    def _no_tools(self) -> ChatCompletionRequest:
+    def _tools_and_format(self) -> ChatCompletionRequest:
         extra = self.model_extra or {}
-        for unsupported in UNSUPPORTED:
-            if extra.get(unsupported):
-                raise ValueError(f"'{unsupported}' is not supported by Parley's chat completions")
+        for legacy in LEGACY:
+            if extra.get(legacy):
+                raise invalid_field("legacy_functions", f"'{legacy}' is OpenAI's deprecated form of tools, which "
+                                                        "Parley does not take: send 'tools' (and 'tool_choice' for "
+                                                        "'function_call')")
+        try:
+            ToolSet.from_request(self.tools, self.tool_choice, self.parallel_tool_calls)
+        except ValueError as exc:
+            raise invalid_field("invalid_tools", str(exc)) from None
+        try:
+            AnswerFormat.from_request(self.response_format)
+        except ValueError as exc:
+            raise invalid_field("invalid_response_format", str(exc)) from None
+        try:
+            check_tool_messages(self.openai_messages())
+        except ValueError as exc:
+            raise invalid_field("invalid_tool_messages", str(exc)) from None
         return self
 
     @property
     def output_cap(self) -> int | None:
         return self.max_completion_tokens or self.max_tokens
 
+    @property
+    def toolset(self) -> ToolSet | None:
+        """The tools offered (checked by the model's validator)."""
+        return ToolSet.from_request(self.tools, self.tool_choice, self.parallel_tool_calls)
+
+    @property
+    def answer_format(self) -> AnswerFormat | None:
+        """The JSON the answer must be (checked by the model's validator)."""
+        return AnswerFormat.from_request(self.response_format)
+
     def openai_messages(self) -> list[dict[str, Any]]:
-        # Only what a model reads: other keys a client sends are accepted (as OpenAI's API does) and dropped.
-        return [m.model_dump(include={"role", "content", "name"}, exclude_none=True) for m in self.messages]
+        return [m.openai() for m in self.messages]
 
 
 # --- planning -------------------------------------------------------------------------------
@@ -163,24 +266,27 @@ async def plan_request(backend: Backend, body: ChatCompletionRequest, *, workspa
     """Resolve the target (router, preset, a model's Self-MoA preset or plain model) and the mode.
 
     Raises:
-        InvalidRequest: `debate`/`panel` without a router, or a router that cannot fill its panel.
+        InvalidRequest: `debate`/`panel` without a router, a router that cannot fill its panel, or a raw panel asked
+            for JSON or a tool call (`graphs.panel.unanswerable`).
         NotFound: no such router.
     """
     settings = backend.settings
     if body.model.startswith(SELF_MOA_PREFIX):
         router = self_moa_router(settings, body.model.removeprefix(SELF_MOA_PREFIX))
-        return plan_for_router(router, settings, debate=body.debate, panel=bool(body.panel), rule=body.rule,
-                               answer_rule=body.answer_rule)
-    if not body.model.startswith("router/"):
+    elif body.model.startswith("router/"):
+        router = await load_router(backend.db, settings, workspace=workspace,
+                                   router_id=body.model.removeprefix("router/"))
+    else:
         if body.debate or body.panel or body.rule:
             raise InvalidRequest(f"'debate', 'panel' and 'rule' need a router: use model 'router/debate' or "
                                  f"'router/<id>', not '{body.model}'", code="router_required")
         return Plan(mode="single", router_mode="direct", models=[body.model])
-
-    router_id = body.model.removeprefix("router/")
-    router = await load_router(backend.db, settings, workspace=workspace, router_id=router_id)
-    return plan_for_router(router, settings, debate=body.debate, panel=bool(body.panel), rule=body.rule,
+    plan = plan_for_router(router, settings, debate=body.debate, panel=bool(body.panel), rule=body.rule,
                            answer_rule=body.answer_rule)
+    tools, answer_format = body.toolset, body.answer_format
+    if reason := unanswerable(plan.mode, tools and tools.dump(), answer_format and answer_format.dump()):
+        raise InvalidRequest(reason, code="unsupported_in_panel_mode")
+    return plan
 
 
 def plan_for_router(
@@ -251,8 +357,11 @@ def plan_for_router(
 
 
 def estimate_cost(factory: ModelFactory, plan: Plan, body: ChatCompletionRequest) -> tuple[float, float]:
-    """Return (reservation, estimate of one call) in USD (`billing.credit_estimate`)."""
+    """Return (reservation, estimate of one call) in USD (`billing.credit_estimate`); the tools offered count as
+    prompt."""
     prompt_tokens = approx_tokens(to_messages(body.openai_messages(), plan.system_prompt))
+    if body.tools:
+        prompt_tokens += approx_text_tokens(json.dumps(body.tools))
     return billing.credit_estimate(factory, plan.priced_models, prompt_tokens=prompt_tokens,
                                    output_tokens=body.output_cap or ESTIMATE_OUTPUT_TOKENS, calls=plan.calls)
 
@@ -297,13 +406,15 @@ async def reserve(backend: Backend, plan: Plan, body: ChatCompletionRequest, *, 
 
 
 def graph_input(plan: Plan, messages: list[dict[str, Any]], *, temperature: float | None = None,
-                max_tokens: int | None = None, seed: int | None = None) -> dict[str, Any]:
-    """The panel graph's input for `messages` planned as `plan`."""
+                max_tokens: int | None = None, seed: int | None = None, tools: ToolSet | None = None,
+                answer_format: AnswerFormat | None = None) -> dict[str, Any]:
+    """The panel graph's input for `messages` planned as `plan`, with the tools the answer may call and the JSON it
+    must be."""
     return dict(panel_input(
         messages, models=plan.models, arbitrators=plan.arbitrators, panel_size=plan.panel_size, mode=plan.mode,
         allow_same_family=plan.allow_same_family, system_prompt=plan.system_prompt,
         arbitrator_prompt=plan.arbitrator_prompt, temperature=temperature, max_tokens=max_tokens,
-        rule=plan.rule, answer_rule=plan.answer_rule, seed=seed,
+        rule=plan.rule, answer_rule=plan.answer_rule, seed=seed, tools=tools, answer_format=answer_format,
     ))
 
 
@@ -335,7 +446,8 @@ async def start_completion(backend: Backend, caller: Caller, body: ChatCompletio
         return await backend.runs.submit(
             "panel", caller=caller, title=question[:200], ref={"completionId": completion["id"]},
             input={"graph": graph_input(plan, body.openai_messages(), temperature=body.temperature,
-                                        max_tokens=body.output_cap, seed=body.seed),
+                                        max_tokens=body.output_cap, seed=body.seed, tools=body.toolset,
+                                        answer_format=body.answer_format),
                    "plan": dataclasses.asdict(plan), "bill": bill.dump(),
                    **({"steer": {"budget": limits.dump()}} if limits else {}),
                    "completion": completion, "streamed": body.stream},

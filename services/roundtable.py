@@ -23,7 +23,7 @@ from runs import Caller, Event, RunEngine
 from services import billing, steering
 from services.access import Principal
 from services.backend import Backend
-from services.errors import CannotStart, Conflict, NotFound, RunFailed
+from services.errors import CannotStart, Conflict, NotFound, RunFailed, ServiceError
 from services.steering import RunWaiting, SteerOptions
 from store import agents as agent_store
 from store import conversations as conv_store
@@ -207,6 +207,22 @@ async def submit_message(backend: Backend, principal: Principal, conversation_id
         raise NotFound("Conversation not found")
     return await ask_table(backend.runs, principal.caller, conversation, content, idempotency_key=idempotency_key,
                            steer=steer)
+
+
+async def open_and_ask(backend: Backend, principal: Principal, *, title: str, content: str) -> tuple[str, Asked]:
+    """Open a conversation titled `title` and put `content` to its table: the conversation's id and the question's
+    run. A question that cannot start leaves no conversation behind.
+
+    Raises:
+        RateLimited, Conflict, CannotStart: as `submit_message`.
+    """
+    doc = await conv_store.create_conversation(backend.db, workspace=principal.workspace, user=principal.user,
+                                               title=title)
+    try:
+        return doc["_id"], await submit_message(backend, principal, doc["_id"], content, idempotency_key=None)
+    except ServiceError:
+        await conv_store.delete_conversation(backend.db, workspace=principal.workspace, conversation_id=doc["_id"])
+        raise
 
 
 def replayed(result: dict[str, Any]) -> list[Event]:

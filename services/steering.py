@@ -13,17 +13,28 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel, Field, StrictFloat, StrictInt
 from pymongo.asynchronous.database import AsyncDatabase
 
 from core.limits import MIN_BUDGET_SECONDS, STEER_MESSAGE_MAX_CHARS
 from llm.budget import FIELDS, BudgetLimits, CallEstimate, InvalidBudget, Spend
 from nodes.inbox import ACTIONS
 from runs import RunEngine
-from services.errors import Conflict, InvalidRequest, PaymentRequired
+from services.errors import Conflict, InvalidRequest, PaymentRequired, ServiceError
 from store import runs as run_store
 from store import workspaces as ws_store
 
 BUDGET_FIELDS = tuple(FIELDS)  # maxTokens, maxCost, maxSeconds
+
+
+class BudgetFields(BaseModel):
+    """A run's budget as the request bodies that start one take it (docs/steering.md): the run goes to its synthesis
+    or verdict before a step would pass a limit (`stoppedBy: "budget"`); one too small for one round is 402."""
+
+    maxTokens: StrictInt | None = Field(None, gt=0, description="Budget: tokens the run may use.")
+    maxCost: StrictFloat | None = Field(None, gt=0, description="Budget: USD the run may cost.")
+    maxSeconds: StrictFloat | None = Field(None, ge=MIN_BUDGET_SECONDS, description="Budget: seconds the run may "
+                                           "take, time waiting for a person not counted.")
 
 
 @dataclass(frozen=True)
@@ -100,12 +111,15 @@ def require_minimum(limits: BudgetLimits, minimum: Spend, *, what: str) -> None:
                              code="budget_too_small", minimum={"maxSeconds": MIN_BUDGET_SECONDS}, short=["maxSeconds"])
 
 
-class RunWaiting(Exception):  # noqa: N818 - not a failure: how a request learns that its run waits for a person
-    """A run a request waited for stopped to wait for a person (`record`: its run record, status `waiting`): the
-    request answers 202 with the run, which the person steers through `POST /v1/runs/{id}/input`."""
+class RunWaiting(ServiceError):  # noqa: N818 - not a failure: how a request learns that its run waits for a person
+    """A run a request waited for stopped to wait for a person (`record`: its run record, status `waiting`): an HTTP
+    route answers 202 with the run, which the person steers through `POST /v1/runs/{id}/input`; an MCP tool says so."""
+
+    code = "run_waiting"
 
     def __init__(self, record: dict) -> None:
-        super().__init__(f"run {record['_id']} waits for a person")
+        super().__init__(f"Run '{record['_id']}' waits for a person: steer it with POST /v1/runs/{record['_id']}/input",
+                         runId=record["_id"])
         self.record = record
 
 

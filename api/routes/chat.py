@@ -23,6 +23,7 @@ from runs import RunEngine
 from runs.modes.panel import response_model
 from services import panel as panel_service
 from services.panel import ChatCompletionRequest
+from services.progress import progress_line
 
 router = APIRouter(tags=["chat"])
 
@@ -63,22 +64,15 @@ def _error_event(err: ApiError) -> ServerSentEvent:
     return _data({"error": {"message": err.message, "type": err.type, "code": err.code, **err.extra}})
 
 
-def _progress(kind: str, event: dict[str, Any]) -> str | None:
-    """An SSE comment line for a progress event of the run, or None for events that are not progress."""
-    if kind == "panelists":
-        return "panel: " + ", ".join(event["models"])
-    if kind == "panelist":
-        if event["success"]:
-            return f"panelist {event['model']} answered in {event['latencyMs']} ms ({event['tokens']} tokens)"
-        return f"panelist {event['model']} failed: {event['error']} ({event.get('detail', '')})"
-    if kind == "answering":
-        return f"{event['role']} {event['model']} is answering"
-    if kind == "fallback":
-        return f"{event['role']} {event['model']} failed: {event['error']} ({event['detail']}); trying the next one"
-    if kind == "decision":
-        how = event.get("reason") or f"{event['decidedBy']} chose {event.get('winner') or event.get('model')}"
-        return f"rule {event['rule']}: {how}"
-    return None
+def tool_call_delta(piece: dict[str, Any]) -> dict[str, Any]:
+    """A piece of a tool call as OpenAI streams it: `delta.tool_calls[0]` with its `index`, the call's `id`, type and
+    name in its first piece, a fragment of its JSON arguments in every piece."""
+    call: dict[str, Any] = {"index": piece["index"]}
+    if piece.get("id"):
+        call |= {"id": piece["id"], "type": "function"}
+    call["function"] = {"name": piece["name"], "arguments": piece["arguments"]} if piece.get("name") else {
+        "arguments": piece["arguments"]}
+    return {"tool_calls": [call]}
 
 
 def stream_response(engine: RunEngine, record: dict, headers: dict[str, str]) -> EventSourceResponse:
@@ -102,14 +96,14 @@ def stream_response(engine: RunEngine, record: dict, headers: dict[str, str]) ->
         async for batch in engine.follow(run_id):
             for event in batch:
                 data = event.data
-                if event.event == "chunk":
-                    delta = {"content": data["content"]}
+                if event.event in ("chunk", "tool_call"):
+                    delta = {"content": data["content"]} if event.event == "chunk" else tool_call_delta(data)
                     if not started:
-                        delta, started = {"role": "assistant", **delta}, True
+                        delta, started = {"role": "assistant", "content": None, **delta}, True
                     yield chunk(delta)
                 elif event.event == "done":
                     done = data["completion"]
-                    yield chunk({}, "stop", usage=done["usage"], _meta=done["_meta"])
+                    yield chunk({}, done["choices"][0]["finish_reason"], usage=done["usage"], _meta=done["_meta"])
                     yield ServerSentEvent(data="[DONE]")
                 elif event.event == "error":  # the run's own error, or the stream's (storage failed)
                     yield _error_event(run_error(data.get("error") or data))
@@ -118,7 +112,7 @@ def stream_response(engine: RunEngine, record: dict, headers: dict[str, str]) ->
                 else:
                     if event.event in ("answering", "decision") and plan["mode"] != "panel":
                         model = data.get("model") or model  # who is about to answer, or whose answer was chosen
-                    if line := _progress(event.event, data):
+                    if line := progress_line("panel", event.event, data):
                         yield ServerSentEvent(comment=line)
 
     async def cancel_unfinished() -> None:

@@ -10,11 +10,12 @@ from pydantic import Field
 
 from api.deps import Db, Principal, Services, require_scope
 from api.errors import ApiError
-from api.openapi import RUN_ID_HEADER, BudgetFields, errors, streamed
-from api.routes.runs import public_run
+from api.openapi import RUN_ID_HEADER, errors, streamed
 from api.sse import sse_response
 from services import roundtable as service
 from services import steering
+from services.runs import public_run
+from services.steering import BudgetFields
 from store import conversations as store
 from store.conversations import ConversationCreate, MessageCreate
 

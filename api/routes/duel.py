@@ -3,72 +3,23 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 from sse_starlette import EventSourceResponse
 
-import store
-from api.deps import AppSettings, Db, Engine, Principal, get_principal, presented_key, require_scope
+from api.deps import AppSettings, Db, Engine, Principal, Services, get_principal, presented_key, require_scope
 from api.errors import ApiError
-from api.openapi import RUN_ID_HEADER, BudgetFields, errors, request_body, streamed
+from api.openapi import RUN_ID_HEADER, errors, request_body, streamed
 from api.sse import EVENT_ID_PATTERN, resume_after, sse_response
-from core.limits import (
-    DUEL_TOPIC_MAX_CHARS,
-    MAX_DUEL_ROUNDS,
-    MAX_PAGE,
-    MIN_DUEL_ROUNDS,
-    PROFILE_BIO_MAX_CHARS,
-    PROFILE_LIST_MAX_ITEMS,
-    PROFILE_NAME_MAX_CHARS,
-    ROUTE_BODY_BYTES,
-)
+from core.limits import MAX_PAGE, ROUTE_BODY_BYTES
 from services import duel as service
-from services import steering
-from services.duel import DebateNotFound, DebateRequest, public_debate
+from services.duel import DebateBody, DebateNotFound, DebateRequest, public_debate
 
 router = APIRouter(tags=["duel"])
 
-RATE_LIMIT = "8/minute"
-
 Starter = Annotated[Principal, Depends(require_scope("debate", write=True, denied_status=401))]
 Reader = Annotated[Principal, Depends(require_scope("debate", denied_status=401))]
-
-
-class SoftMemory(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    traits: list[StrictStr] = Field(default_factory=list, max_length=PROFILE_LIST_MAX_ITEMS)
-    interests: list[StrictStr] = Field(default_factory=list, max_length=PROFILE_LIST_MAX_ITEMS)
-
-
-class UserProfile(BaseModel):
-    """The seed's userProfile; unknown fields are kept and echoed back in `init`."""
-
-    model_config = ConfigDict(extra="allow")
-
-    # The pattern is documentation: `parse_debate_request` refuses a blank name with its own message.
-    name: StrictStr = Field(min_length=1, max_length=PROFILE_NAME_MAX_CHARS, json_schema_extra={"pattern": r"\S"})
-    avatar: StrictStr | None = None
-    bio: StrictStr | None = Field(None, max_length=PROFILE_BIO_MAX_CHARS)
-    softMemory: SoftMemory | None = None
-
-
-class DebateBody(BudgetFields):
-    """The body of `POST /api/debate`, as `parse_debate_request` accepts it (it documents the route, which reads and
-    checks its raw body itself so that each refusal has the seed's message)."""
-
-    model_config = ConfigDict(extra="allow")
-
-    topic: StrictStr = Field(min_length=1, max_length=DUEL_TOPIC_MAX_CHARS, json_schema_extra={"pattern": r"\S"},
-                             description="The question to debate; not blank.")
-    userProfile: UserProfile = Field(description="Your persona: the agent that argues your side is built from it.")
-    rounds: int | None = Field(None, ge=MIN_DUEL_ROUNDS, le=MAX_DUEL_ROUNDS,
-                               description="Exchanges before the verdict; the default when omitted.")
-    await_: Literal["after_turn"] | None = Field(
-        None, alias="await", description="Wait for you after every turn (status `waiting`) until "
-        "`POST /v1/runs/{id}/input` says `continue`, `guide` or `end` (docs/steering.md).")
 
 
 def parse_debate_request(raw: bytes) -> DebateRequest:
@@ -77,36 +28,7 @@ def parse_debate_request(raw: bytes) -> DebateRequest:
         body = json.loads(raw)
     except ValueError as exc:
         raise ApiError(400, "Request body must be JSON") from exc
-    if not isinstance(body, dict):
-        raise ApiError(400, "Request body must be a JSON object")
-    topic, profile, rounds = body.get("topic"), body.get("userProfile"), body.get("rounds")
-    if topic is None or profile is None or topic == "":
-        raise ApiError(400, "Missing topic or userProfile")
-    if not isinstance(topic, str):
-        raise ApiError(400, "topic must be a string")
-    if not topic.strip():
-        raise ApiError(400, "Missing topic or userProfile")
-    if len(topic) > DUEL_TOPIC_MAX_CHARS:
-        raise ApiError(400, f"topic must be at most {DUEL_TOPIC_MAX_CHARS} characters")
-    if not isinstance(profile, dict):
-        raise ApiError(400, "userProfile must be an object")
-    try:
-        UserProfile.model_validate(profile)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(["userProfile", *(str(part) for part in first["loc"])])
-        raise ApiError(400, f"{where}: {first['msg']}") from exc
-    if not str(profile["name"]).strip():
-        raise ApiError(400, "userProfile.name must not be blank")
-    if not store.storable(profile):  # it is kept with the debate and echoed back
-        raise ApiError(400, "userProfile may not hold a NUL character in a key or an integer beyond 64 bits")
-    if isinstance(rounds, float) and rounds.is_integer():
-        rounds = int(rounds)  # JSON has one number type: 8.0 is the integer 8 (as JSON Schema says)
-    if rounds is not None and (not isinstance(rounds, int) or isinstance(rounds, bool)
-                               or not MIN_DUEL_ROUNDS <= rounds <= MAX_DUEL_ROUNDS):
-        raise ApiError(400, f"rounds must be an integer from {MIN_DUEL_ROUNDS} to {MAX_DUEL_ROUNDS}")
-    return DebateRequest(topic=topic.strip(), user_profile=profile, rounds=rounds,
-                         steer=steering.parse_options(body, boundary="after_turn"))
+    return service.check_debate_request(body)
 
 
 def keepalive(request: Request) -> float:
@@ -128,17 +50,11 @@ def keepalive(request: Request) -> float:
                           (429, "More than 8 debates a minute for this user; `retryAfter` says when to retry."),
                           (500, "The debate could not be started.")),
              })
-async def start_debate(request: Request, principal: Starter, engine: Engine) -> EventSourceResponse:
-    client_ip = request.client.host if request.client else "unknown"
-    decision = await request.app.state.ratelimiter.hit(
-        RATE_LIMIT, "debate", principal.workspace, principal.user, client_ip
-    )
-    if not decision.allowed:
-        raise ApiError(429, "Rate limit exceeded", headers={"Retry-After": str(decision.retry_after)},
-                       extra={"retryAfter": decision.retry_after})
+async def start_debate(request: Request, principal: Starter, backend: Services) -> EventSourceResponse:
+    await service.admit_debate(backend, principal.caller, request.client.host if request.client else "unknown")
     debate = parse_debate_request(await request.body())
-    record = await service.start_duel(engine, principal.caller, debate)
-    return sse_response(engine.follow(record["_id"]), keepalive=keepalive(request), headers={
+    record = await service.start_duel(backend.runs, principal.caller, debate)
+    return sse_response(backend.runs.follow(record["_id"]), keepalive=keepalive(request), headers={
         "X-Debate-Id": record["_id"], "X-Run-Id": record["_id"], "X-Debate-Events": service.events_url(record)})
 
 

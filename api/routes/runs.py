@@ -9,60 +9,16 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse
 
-from api.deps import CurrentPrincipal, Engine, Principal
+from api.deps import CurrentPrincipal, Engine
 from api.errors import ApiError
 from api.openapi import errors, streamed
 from api.sse import EVENT_ID_PATTERN, resume_after, sse_response
 from core.limits import STEER_MESSAGE_MAX_CHARS
-from runs import RunNotFound
-from services import access as visibility
+from services import runs as service
 from services import steering
-from store import runs as store
+from services.runs import Kind, Status
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
-
-Kind = Literal["duel", "panel", "roundtable", "workflow"]
-Status = Literal["queued", "running", "waiting", "completed", "failed", "cancelled"]
-
-
-def _iso(value: Any) -> str | None:
-    return value.isoformat() if value is not None else None
-
-
-def public_run(record: dict, *, detail: bool = False) -> dict[str, Any]:
-    """The client's view of a run."""
-    view = {
-        "id": record["_id"], "kind": record["kind"], "status": record["status"], "title": record.get("title"),
-        "user": record["user"], "createdAt": _iso(record["createdAt"]), "startedAt": _iso(record.get("startedAt")),
-        "finishedAt": _iso(record.get("finishedAt")), "worker": record.get("worker"),
-        "leaseUntil": _iso(record.get("leaseUntil")), "heartbeatAt": _iso(record.get("heartbeatAt")),
-        "claims": record.get("claims", 1), "cancelRequested": bool(record.get("cancelRequested")),
-        "usage": record.get("usage"), "ref": record.get("ref") or {}, "error": record.get("error"),
-        "waiting": record.get("waiting"), "stoppedBy": record.get("stoppedBy"), "budget": record.get("budget"),
-        "inputs": record.get("inputs", 0),
-    }
-    if detail:
-        view.update(input=record.get("input"), result=record.get("result"))
-    return view
-
-
-async def _run_of(engine, principal: Principal, run_id: str, *, write: bool = False) -> dict:
-    """The run `run_id` if the key may see it (`visibility`); 404 when it may not, as when there is none."""
-    try:
-        record = await engine.get(run_id, workspace=principal.workspace)
-    except RunNotFound:
-        record = None
-    if record is None or not visibility.may_see(principal, record):
-        raise ApiError(404, f"No run '{run_id}' in this workspace", code="run_not_found")
-    scope = visibility.RULES[record["kind"]].scope
-    if write and principal.readonly and not visibility.is_admin(principal):
-        raise ApiError(403, "This key is read-only", code="read_only_key")
-    if write and not principal.allows(scope):
-        raise ApiError(403, f"This key lacks the '{scope}' scope", code="scope_denied")
-    if write and not visibility.may_cancel(principal, record):
-        raise ApiError(403, "Only the user who started this run, or an admin key, may steer or stop it",
-                       code="not_run_owner")
-    return record
 
 
 @router.get("", summary="The runs of the workspace the key may see, of every kind, newest first",
@@ -75,13 +31,7 @@ async def list_runs(
     limit: Annotated[int, Query(ge=1, le=100, description="Runs per page.")] = 20,
     cursor: Annotated[str | None, Query(description="`nextCursor` of the previous page.")] = None,
 ) -> dict[str, Any]:
-    visible = visibility.visible_runs(principal, [kind] if kind else list(visibility.RULES))
-    try:
-        rows, next_cursor = await store.list_runs(engine.db, visible=visible, status=status, limit=limit,
-                                                  cursor=cursor)
-    except ValueError as exc:
-        raise ApiError(400, f"cursor: {exc}", code="invalid_request") from exc
-    return {"data": [public_run(r) for r in rows], "nextCursor": next_cursor}
+    return await service.list_runs(engine, principal, kind=kind, status=status, limit=limit, cursor=cursor)
 
 
 NO_RUN = (404, "No run with this id in the workspace, or one the key may not see (another user's duel or chat "
@@ -90,7 +40,7 @@ NO_RUN = (404, "No run with this id in the workspace, or one the key may not see
 
 @router.get("/{run_id}", summary="One run: status, worker, usage, result", responses=errors(NO_RUN))
 async def get_run(run_id: str, principal: CurrentPrincipal, engine: Engine) -> dict[str, Any]:
-    return public_run(await _run_of(engine, principal, run_id), detail=True)
+    return service.public_run(await service.visible_run(engine, principal, run_id), detail=True)
 
 
 @router.get("/{run_id}/events", summary="Replay a run's events, then follow it live until it ends",
@@ -109,7 +59,7 @@ async def run_events(
         after = resume_after(request, last_event_id)
     except ValueError as exc:
         raise ApiError(400, "Last-Event-ID must be an integer event id", code="invalid_request") from exc
-    await _run_of(engine, principal, run_id)
+    await service.visible_run(engine, principal, run_id)
     return sse_response(engine.follow(run_id, after=after), keepalive=request.app.state.sse_keepalive)
 
 
@@ -119,15 +69,7 @@ async def run_events(
                               (409, "The run has already ended (or had finished and was being stored); `run` is "
                                     "its record.")))
 async def cancel_run(run_id: str, principal: CurrentPrincipal, engine: Engine) -> JSONResponse:
-    record = await _run_of(engine, principal, run_id, write=True)
-    if record["status"] not in store.FINISHED:
-        record, accepted = await engine.cancel(run_id)
-        if accepted:
-            return JSONResponse(public_run(record), status_code=202)
-    # It ended, or had finished its work and its end was being stored when the request came.
-    status = record["status"] if record["status"] in store.FINISHED else record.get("concluding")
-    raise ApiError(409, f"Run '{run_id}' has already ended ({status})", code="run_finished",
-                   extra={"run": public_run(record)})
+    return JSONResponse(await service.cancel_run(engine, principal, run_id), status_code=202)
 
 
 class RunInput(BaseModel):
@@ -155,6 +97,6 @@ async def send_input(run_id: str, body: RunInput, principal: CurrentPrincipal, e
     """Store the input (before answering 202), then deliver it to the run on whichever worker executes it; a waiting
     run that `continue`, `guide` or `end` lets go on resumes at once. The answer has the input's `id` and the run."""
     content, action = steering.parse_input(body.model_dump(exclude_none=True))
-    record = await _run_of(engine, principal, run_id, write=True)
+    record = await service.visible_run(engine, principal, run_id, write=True)
     given, record = await steering.send_input(engine, record, user=principal.user, content=content, action=action)
-    return JSONResponse({"input": given, "run": public_run(record)}, status_code=202)
+    return JSONResponse({"input": given, "run": service.public_run(record)}, status_code=202)

@@ -10,13 +10,13 @@ from sse_starlette import EventSourceResponse
 from pydantic import ConfigDict, Field, WithJsonSchema
 
 from api.deps import Db, Principal, Services, require_scope
-from api.openapi import RUN_ID_HEADER, WORKFLOW_REF, BudgetFields, errors, streamed
-from api.routes.runs import public_run
+from api.openapi import RUN_ID_HEADER, WORKFLOW_REF, errors, streamed
 from api.sse import sse_response
 from designer import WorkflowError, validate_workflow, workflow_json_schema
 from services import steering
 from services import workflows as service
-from services.steering import SteerOptions
+from services.runs import public_run
+from services.steering import BudgetFields, SteerOptions
 
 router = APIRouter(prefix="/v1/workflows", tags=["workflows"])
 

@@ -46,9 +46,12 @@ from graphs.panel.steps import (
     choose_panelists,
     panel_context,
     panelist,
+    panelist_prompt,
     tally,
 )
 from llm.failures import MODEL_RETRY
+from llm.formats import AnswerFormat
+from llm.tools import ToolSet
 from llm.usage import monotonic_ms
 from nodes.context import RunContext
 from nodes.judge import JUDGE_RETRY
@@ -57,7 +60,7 @@ from nodes.rank import REVIEW_RETRY
 __all__ = [
     "AllModelsFailedError", "PanelContext", "PanelError", "PanelInput", "PanelOutput", "PanelState",
     "TooFewFamiliesError", "TooFewPanelistsError", "build_panel_graph", "debate_node", "graph", "panel_input",
-    "question_input",
+    "question_input", "unanswerable",
 ]
 
 Mode = Literal["debate", "panel", "single"]
@@ -83,12 +86,18 @@ class PanelInput(TypedDict, total=False):
     rule: Rule  # how a debate decides (`graphs.panel.rules`), default "synthesis"
     answer_rule: str | None  # how `vote` reads an answer: number, choice, exact (the default) or regex:<pattern>
     seed: int | None  # seeds the `rank` reviewers' orders; drawn from the conversation when None
+    # The tools the answer may call (`ToolSet.dump()`): the arbitrator's, or the single model's; panelists read
+    # them described and answer in prose. A raw panel's answer never calls one.
+    tools: dict[str, Any] | None
+    # OpenAI's `response_format`: the JSON the arbitrator's or the single model's answer must be (not a raw panel's).
+    response_format: dict[str, Any] | None
 
 
 class PanelOutput(TypedDict, total=False):
     """What a run returns."""
 
-    answer: str  # the arbitrated answer, the assembled panel, or the single model's answer
+    answer: str  # the arbitrated answer, the assembled panel, or the single model's answer (empty beside tool calls)
+    tool_calls: list[dict[str, Any]]  # the answer's tool calls, OpenAI's shape (debate and single mode, with tools)
     panelists: list[dict[str, Any]]  # {model, tokens, cost, latencyMs, success, error?} in panel order;
     # `model` is the seat's label: the model id, with " #2", " #3" on a model's resamples
     same_family: bool  # two seats share a family (allow_same_family filled the panel)
@@ -112,20 +121,40 @@ class PanelState(PanelInput, PanelOutput, total=False):
 PANELIST_RETRY = MODEL_RETRY
 
 
+def unanswerable(mode: str, tools: dict[str, Any] | None, response_format: dict[str, Any] | None) -> str | None:
+    """Why a request in `mode` cannot be answered as its tools or format ask (None when it can): a raw panel's
+    answer is every panelist's text, labelled, so it can neither be a tool call nor one JSON document."""
+    if mode != "panel":
+        return None
+    if AnswerFormat.load(response_format) is not None:
+        return ("A raw panel (panel: true) answers with every panelist's text, labelled, which cannot be the JSON "
+                "response_format asks for; ask a debate or a single model for JSON")
+    toolset = ToolSet.load(tools)
+    if toolset is not None and toolset.must_call:
+        return ("A raw panel (panel: true) answers with its panelists' text and never calls a tool, so it cannot "
+                "honour tool_choice 'required' or a named function; ask a debate or a single model")
+    return None
+
+
 def route_request(state: PanelState) -> Literal["choose_panelists", "answer"]:
     mode = state.get("mode", "debate")
     if mode not in ("debate", "panel", "single"):
         raise ValueError(f"mode must be 'debate', 'panel' or 'single', not {mode!r}")
+    if reason := unanswerable(mode, state.get("tools"), state.get("response_format")):
+        raise ValueError(reason)
     return "answer" if mode == "single" else "choose_panelists"
 
 
 def panelist_tasks(state: PanelState) -> list[PanelistTask]:
-    """The request, once for every chosen panelist."""
+    """The request, once for every chosen panelist (one conversation, shared: see `panelist_prompt`)."""
     sent = monotonic_ms()
+    # The caller's system prompt with what the rule asks of each answer (a vote's format), then what the tools and
+    # the answer's format add.
+    messages, system_prompt = panelist_prompt({**state, "system_prompt": panelist_instructions(state)})
     return [
         PanelistTask(
-            index=i, model=seat["model"], label=seat["label"], messages=state["messages"],
-            system_prompt=panelist_instructions(state), temperature=seat["temperature"],
+            index=i, model=seat["model"], label=seat["label"], messages=messages,
+            system_prompt=system_prompt, temperature=seat["temperature"],
             max_tokens=state.get("max_tokens"), sent_ms=sent,
         )
         for i, seat in enumerate(state["chosen"])
@@ -206,10 +235,20 @@ def panel_input(
     rule: Rule = DEFAULT_RULE,
     answer_rule: str | None = None,
     seed: int | None = None,
+    tools: ToolSet | None = None,
+    answer_format: AnswerFormat | None = None,
 ) -> PanelInput:
     """The panel graph's input for `messages` (what the chat completions route, `parley ask` and the designer run
     `graph` on); the answers needed to go on are the panel's default, never more than its seats. `rule`,
-    `answer_rule` and `seed` say how a debate decides (`graphs.panel.rules`)."""
+    `answer_rule` and `seed` say how a debate decides (`graphs.panel.rules`); `tools` and `answer_format` are what
+    the answer may call and the JSON it must be (see `PanelInput`).
+
+    Raises:
+        ValueError: a raw panel asked for what it cannot answer (`unanswerable`).
+    """
+    dumped = (tools.dump() if tools else None, answer_format.dump() if answer_format else None)
+    if reason := unanswerable(mode, *dumped):
+        raise ValueError(reason)
     return {
         "messages": messages,
         "models": list(models or []),
@@ -225,6 +264,8 @@ def panel_input(
         "rule": rule,
         "answer_rule": answer_rule,
         "seed": seed,
+        "tools": dumped[0],
+        "response_format": dumped[1],
     }
 
 

@@ -32,6 +32,8 @@ from langgraph.types import Send
 
 from llm.failures import is_model_failure
 from llm.families import model_family
+from llm.formats import AnswerFormat
+from llm.tools import ToolSet
 from nodes.answers import AnswerRule, majority_answer, parse_rule
 from nodes.arbitrate import content_text
 from nodes.events import emit, event_writer
@@ -132,12 +134,24 @@ def independence(state: dict[str, Any], model: str, role: str) -> dict[str, Any]
 
 
 def chosen(state: dict[str, Any], decision: dict[str, Any], index: int, note: str) -> dict[str, Any]:
-    """Answer with the answer at `index` verbatim, ending with `note`; announce the decision and stream it."""
+    """Answer with the answer at `index` verbatim, ending with `note`; announce the decision and stream it.
+
+    A request that offers tools the answer may call, or asks for JSON, gets the rule's choice only as JSON that
+    conforms, verbatim without the note (the tally and ranking are in the decision); else the arbitrator, who is
+    given the tools and held to the format, answers.
+    """
     winner = state["answers"][index]
+    tools, answer_format = ToolSet.load(state.get("tools")), AnswerFormat.load(state.get("response_format"))
+    if tools is not None and tools.may_call:
+        return undecided({**decision, "winner": winner["model"]},
+                         "the answer may call the request's tools, which only the arbitrator is given")
+    if answer_format is not None and (problem := answer_format.problem(winner["answer"])) is not None:
+        return undecided({**decision, "winner": winner["model"]},
+                         f"the chosen answer is not the JSON the request asks for ({problem})")
     model = winner.get("model_id") or winner["model"]
     decision = {**decision, "winner": winner["model"], "model": model}
     emit({"event": "decision", **decision})
-    text = winner["answer"] + prompts.NOTE_SEPARATOR + note
+    text = winner["answer"] if answer_format is not None else winner["answer"] + prompts.NOTE_SEPARATOR + note
     event_writer()(chunk_event({"id": model, "name": winner["model"]}, text))
     return {"answer": text, "decision": decision, "arbitrator": None}
 

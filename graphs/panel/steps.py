@@ -20,8 +20,11 @@ from langgraph.runtime import Runtime
 from core.limits import DEFAULT_MIN_SUCCESSES, DEFAULT_PANEL_SIZE, MAX_PANEL_SIZE, MIN_PANEL_SIZE
 from llm.client import off_loop
 from llm.failures import classify_failure, describe_failure
+from graphs.panel import prompts
 from llm.families import independent_first, model_family
+from llm.formats import AnswerFormat
 from llm.providers import DEFAULT_PROVIDER, split_model_id
+from llm.tools import ToolSet
 from llm.usage import monotonic_ms, usage_from_message
 from nodes.arbitrate import (  # noqa: F401 (re-exported: the panel's callers and tests read them here)
     ANSWER_LETTERS,
@@ -29,6 +32,7 @@ from nodes.arbitrate import (  # noqa: F401 (re-exported: the panel's callers an
     AllModelsFailedError,
     AnswerError,
     EmptyAnswerError,
+    InvalidStructuredAnswerError,
     arbitrate,
     arbitration_messages,
     caller_instructions,
@@ -37,6 +41,7 @@ from nodes.arbitrate import (  # noqa: F401 (re-exported: the panel's callers an
     redact_names,
     stream_first_answer,
     to_messages,
+    without_tools,
 )
 from nodes.context import RunContext
 from nodes.events import emit, event_writer
@@ -286,15 +291,31 @@ class PanelistTask(TypedDict):
     sent_ms: float  # when the fan-out happened, so latency includes retries
 
 
-def public_panelist(result: dict[str, Any]) -> dict[str, Any]:
+def public_panelist(result: dict[str, Any], *, proposal: bool = False) -> dict[str, Any]:
     """A panelist's result in the contract's shape: model (its seat's label), tokens, cost, latencyMs, success, error?
 
-    The label is the model id, with " #2", " #3" on a model's resamples, so every seat stays distinct.
+    The label is the model id, with " #2", " #3" on a model's resamples, so every seat stays distinct. With
+    `proposal` (a debate offered tools, whose answer may be a tool call rather than text) an answer is added as
+    `proposal`: what the panelist proposed.
     """
     out = {key: result[key] for key in ("model", "tokens", "cost", "latencyMs", "success")}
     if not result["success"]:
         out["error"] = result["error"]
+    elif proposal:
+        out["proposal"] = result["answer"]
     return out
+
+
+def panelist_prompt(state: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
+    """The conversation and system prompt every panelist is sent: tool calls and results as text (panelists are
+    offered no tools and answer in prose), the tools the final answer may call and the JSON it must be, told."""
+    tools, answer_format = ToolSet.load(state.get("tools")), AnswerFormat.load(state.get("response_format"))
+    notes = [state.get("system_prompt")]
+    if tools is not None and tools.may_call:
+        notes.append(prompts.PANELIST_TOOLS.format(tools=tools.describe()))
+    if answer_format is not None:
+        notes.append(prompts.PANELIST_FORMAT.format(schema=answer_format.schema_text()))
+    return without_tools(state["messages"]), "\n\n".join(n for n in notes if n) or None
 
 
 async def panelist(task: PanelistTask, runtime: Runtime[PanelContext]) -> dict[str, Any]:
@@ -372,8 +393,9 @@ async def tally(state: dict[str, Any]) -> dict[str, Any]:
         state, needed=state.get("min_successes", DEFAULT_MIN_SUCCESSES), too_few=TooFewPanelistsError
     )
     answered = [r for r in results if r["success"]]
+    proposals = bool(state.get("tools")) and state.get("mode") != "panel"  # a raw panel's content holds them all
     return {
-        "panelists": [public_panelist(r) for r in results],
+        "panelists": [public_panelist(r, proposal=proposals) for r in results],
         "answers": [{"model": r["model"], "model_id": r["model_id"], "answer": r["answer"]} for r in answered],
     }
 
@@ -404,12 +426,16 @@ async def assemble_panel(state: dict[str, Any]) -> dict[str, Any]:
 
 
 async def answer_with_fallback(state: dict[str, Any], runtime: Runtime[PanelContext]) -> dict[str, Any]:
-    """Answer with the first model of the fallback list that succeeds (no panel)."""
+    """Answer with the first model of the fallback list that succeeds (no panel), offered the request's tools and
+    held to its JSON format; a model offered no tools reads the conversation's tool calls as text."""
     ctx = panel_context(runtime)
     models = state.get("models") or [ctx.model_id()]
-    prompt = await off_loop(len(state["messages"]), to_messages, state["messages"], state.get("system_prompt"))
-    answer, model, failures = await stream_first_answer(
+    tools, answer_format = ToolSet.load(state.get("tools")), AnswerFormat.load(state.get("response_format"))
+    messages = state["messages"] if tools is not None else without_tools(state["messages"])
+    prompt = await off_loop(len(messages), to_messages, messages, state.get("system_prompt"))
+    turn, model, failures = await stream_first_answer(
         ctx, models, prompt, role="model",
         temperature=state.get("temperature"), max_tokens=state.get("max_tokens"), timeout=ctx.panelist_timeout,
+        tools=tools, answer_format=answer_format,
     )
-    return {"answer": answer, "model_used": model, "attempts": failures}
+    return {"answer": turn.text, "model_used": model, "attempts": failures, "tool_calls": list(turn.tool_calls)}

@@ -33,3 +33,20 @@ ANSWER_CUT = " [...]"
 
 # What replaces a panelist's own model name inside its answer, so the arbitrator cannot tell who wrote it.
 REDACTED_NAME = "[a panelist]"
+
+# The arbitrator offered the caller's tools (a chat completion with `tools`): it may call them instead of answering.
+ARBITRATOR_TOOLS = """You are offered the tools of the person asking, and you may call them. If the answers show that
+the request needs a tool's result the conversation does not have yet, call the tool (or tools) with the right
+arguments instead of answering; otherwise write the final answer."""
+
+# The final answer must be JSON (a chat completion with `response_format`).
+ARBITRATOR_FORMAT = """Write the final answer as JSON only, with no text around it: {schema}"""
+
+# A final answer that is not the JSON asked for gets one more try, shown its answer and what is wrong with it.
+FORMAT_REPAIR = """Your answer is not the JSON required: {problem}.
+Answer again with JSON only, no text around it, valid against this schema: {schema}"""
+
+# How a conversation's tool calls and their results read to a model offered no tools (a panelist, the arbitrator's
+# view of the conversation).
+TOOL_CALL_TEXT = "[tool call {id}: {name}({arguments})]"
+TOOL_RESULT_TEXT = "[result of tool call {id} ({name})]\n{content}"

@@ -1,8 +1,9 @@
 """Panel runs (seeds/panel-debate-mode.md): the panel graph behind one chat completion.
 
 The run's events are the graph's own (`panelists`, `panelist` with each answer, `answering`, `fallback`,
-`chunk`; a debate's `decision`, with `review` and `verdict` under the `rank` and `best-of-n` rules) and a last
-`done` carrying the whole `chat.completion` body, `_meta` included (or `error`).
+`chunk`, `tool_call` with each piece of a tool call the answer makes; a debate's `decision`, with `review` and
+`verdict` under the `rank` and `best-of-n` rules) and a last `done` carrying the whole `chat.completion` body,
+`_meta` included (or `error`).
 The credit reserved before the run (its `bill`, `services.billing`) is settled to the actual cost whatever way
 it ends, and one usage row is written per model.
 """
@@ -17,7 +18,14 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
 
 from graphs.panel import graph as panel_graph
-from graphs.panel.steps import AllModelsFailedError, PanelContext, PanelError, TooFewFamiliesError, TooFewPanelistsError
+from graphs.panel.steps import (
+    AllModelsFailedError,
+    InvalidStructuredAnswerError,
+    PanelContext,
+    PanelError,
+    TooFewFamiliesError,
+    TooFewPanelistsError,
+)
 from llm.usage import UsageLedger
 from runs.modes.base import Emit, ModeRun, Outcome, RunFailure, with_checkpointer
 
@@ -36,6 +44,16 @@ def response_model(plan: dict[str, Any], result: dict[str, Any]) -> str:
     if plan["mode"] == "debate":
         return (result.get("decision") or {}).get("model") or result.get("arbitrator") or plan["arbitrators"][0]
     return result.get("model_used") or plan["models"][0]
+
+
+def answer_choice(result: dict[str, Any]) -> dict[str, Any]:
+    """The completion's one choice: the answer's text, or its tool calls (content null when it says nothing else,
+    `finish_reason` "tool_calls"), in OpenAI's shape."""
+    calls = result.get("tool_calls") or []
+    message: dict[str, Any] = {"role": "assistant", "content": result["answer"] or (None if calls else "")}
+    if calls:
+        message["tool_calls"] = calls
+    return {"index": 0, "message": message, "logprobs": None, "finish_reason": "tool_calls" if calls else "stop"}
 
 
 def usage_body(ledger: UsageLedger) -> dict[str, int]:
@@ -81,6 +99,9 @@ def panel_error(exc: BaseException) -> dict[str, Any]:
         return {"message": str(exc), "status": 502, "code": code, "attempts": exc.attempts}
     if isinstance(exc, TooFewFamiliesError):
         return {"message": str(exc), "status": 400, "code": "too_few_families"}
+    if isinstance(exc, InvalidStructuredAnswerError):
+        return {"message": str(exc), "status": 502, "code": "invalid_structured_answer", "model": exc.model,
+                "detail": exc.problem}
     if isinstance(exc, PanelError):
         return {"message": str(exc), "status": 502, "code": "panel_failed"}
     return {"message": "Internal error while answering; see the server log", "status": 500, "code": "internal_error"}
@@ -113,6 +134,9 @@ class PanelRun(ModeRun):
         if kind == "chunk":
             self.answering = True
             yield Emit("chunk", {"content": part["content"]})
+        elif kind == "tool_call":
+            self.answering = True
+            yield Emit("tool_call", {key: part[key] for key in ("index", "id", "name", "arguments")})
         elif kind == "fallback" and part.get("partial") and self.answering and self.input.get("streamed"):
             raise AnswerInterrupted(
                 f"{part['model']} failed after part of its answer was streamed: {part['error']} ({part['detail']}). "
@@ -133,8 +157,7 @@ class PanelRun(ModeRun):
             "object": "chat.completion",
             "created": self.input["completion"]["created"],
             "model": response_model(self.plan, state),
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": state["answer"]},
-                         "logprobs": None, "finish_reason": "stop"}],
+            "choices": [answer_choice(state)],
             "usage": usage_body(ledger),
             "_meta": meta_body(self.plan, state, ledger, self.latency_ms),
         }

@@ -618,9 +618,11 @@ def test_messages_without_content_are_400(api, llm):
     resp = api.post("/v1/chat/completions", json={"model": "router/debate",
                                                   "messages": [{"role": "user", "content": " "}]})
     assert resp.status_code == 400 and "needs non-empty content" in resp.json()["error"]["message"]
+    # Tools are taken now (tests/api/test_tools_api.py); OpenAI's deprecated `functions` are refused, naming `tools`.
     resp = api.post("/v1/chat/completions", json={"model": "router/debate", "messages": QUESTION,
-                                                  "tools": [{"type": "function", "function": {"name": "f"}}]})
-    assert resp.status_code == 400 and "'tools' is not supported" in resp.json()["error"]["message"]
+                                                  "functions": [{"name": "f"}]})
+    assert resp.status_code == 400 and resp.json()["error"]["code"] == "legacy_functions"
+    assert "send 'tools'" in resp.json()["error"]["message"]
     assert llm.requests == []
 
 

@@ -11,6 +11,8 @@ import pytest
 from graphs.panel import PanelContext, graph
 from graphs.panel.rules import check_rule
 from llm.factory import ModelFactory
+from llm.formats import AnswerFormat
+from llm.tools import ToolSet
 from nodes.arbitrate import ANSWER_LETTERS
 from nodes.prompts import answers as answer_prompts
 from nodes.rank import review_orders
@@ -251,8 +253,10 @@ async def test_self_moa_samples_one_model_then_decides_by_its_rule(ctx, llm):
     result = await graph.ainvoke(debate("vote", models=["openai:gpt-5"], allow_same_family=True,
                                         answer_rule="number"), context=ctx)
     assert result["same_family"] is True and result["decision"]["decidedBy"] == "majority"
-    assert {t["answer"]: t["panelists"] for t in result["decision"]["tally"]}["16"] == [
-        "openai:gpt-5", "openai:gpt-5 #2"]
+    # The three samples are asked at once: which two of them the scripted server answers "16" is theirs to race.
+    tally = {t["answer"]: t["panelists"] for t in result["decision"]["tally"]}
+    assert len(tally["16"]) == 2 and len(tally["18"]) == 1
+    assert sorted(tally["16"] + tally["18"]) == ["openai:gpt-5", "openai:gpt-5 #2", "openai:gpt-5 #3"]
 
 
 def test_check_rule_names_the_field_at_fault():
@@ -262,3 +266,38 @@ def test_check_rule_names_the_field_at_fault():
         with pytest.raises(ValueError) as caught:
             check_rule(*args)
         assert caught.value.param == param
+
+
+# --- with tools, or an answer format ----------------------------------------------------------
+
+LEGS = {"type": "json_schema", "json_schema": {"name": "legs", "strict": True, "schema": {
+    "type": "object", "properties": {"legs": {"type": "integer"}}, "required": ["legs"],
+    "additionalProperties": False}}}
+
+
+async def test_a_vote_for_json_returns_the_majority_verbatim_without_its_note(ctx, llm):
+    answer_panel(llm, '{"legs": 16}', '{"legs": 16}', '{"legs": 14}')
+    result, _ = await collect(debate("vote", response_format=AnswerFormat.from_request(LEGS).dump()), ctx)
+    assert result["answer"] == '{"legs": 16}'  # the JSON asked for, and nothing after it
+    assert result["decision"]["decidedBy"] == "majority" and result["decision"]["tally"][0]["votes"] == 2
+    assert calls_to(llm, "gpt-4o") == []
+
+
+async def test_a_vote_whose_winner_is_not_the_json_asked_for_goes_to_the_arbitrator(ctx, llm):
+    llm.script(model="gpt-4o", json={"legs": 16})
+    answer_panel(llm, "16 legs", "16 legs", "14 legs")
+    result, _ = await collect(debate("vote", response_format=AnswerFormat.from_request(LEGS).dump()), ctx)
+    assert result["answer"] == '{"legs": 16}' and result["arbitrator"] == ARBITRATOR
+    assert result["decision"]["decidedBy"] == "arbitrator"
+    assert "not the JSON the request asks for" in result["decision"]["reason"]
+
+
+async def test_a_vote_whose_answer_may_call_tools_goes_to_the_arbitrator_who_has_them(ctx, llm):
+    tools = ToolSet.from_request([{"type": "function", "function": {
+        "name": "count_legs", "parameters": {"type": "object", "properties": {"animal": {"type": "string"}}}}}])
+    llm.script(model="gpt-4o", reply="Two spiders have 16 legs.")
+    answer_panel(llm, "Answer: 16", "Answer: 16", "Answer: 14")
+    result, _ = await collect(debate("vote", answer_rule="number", tools=tools.dump()), ctx)
+    assert result["answer"] == "Two spiders have 16 legs." and result["arbitrator"] == ARBITRATOR
+    assert result["decision"]["decidedBy"] == "arbitrator" and "tools" in result["decision"]["reason"]
+    assert calls_to(llm, "gpt-4o")[0]["tools"][0]["function"]["name"] == "count_legs"

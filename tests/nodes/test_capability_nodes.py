@@ -3,6 +3,7 @@ synthesize and score_convergence, and the helpers they share (ask_structured, th
 
 from __future__ import annotations
 
+import json
 import operator
 from dataclasses import dataclass
 from typing import Annotated, Any, TypedDict
@@ -19,8 +20,9 @@ from graphs.multiagent_debate import MultiAgentDebateContext
 from graphs.multiagent_debate import graph as debate_graph
 from llm.factory import ModelFactory
 from llm.failures import classify_failure, is_model_failure
+from llm.tools import ToolSet
 from nodes.anonymise import Anonymiser
-from nodes.arbitrate import AllModelsFailedError, arbitrate
+from nodes.arbitrate import AllModelsFailedError, InvalidStructuredAnswerError, arbitrate
 from nodes.context import RunContext
 from nodes.convergence import score_convergence
 from nodes.fan_out import FanOut, TooFewSuccessesError
@@ -167,6 +169,39 @@ async def test_arbitrate_with_every_candidate_failing_says_why(parley_env, llm):
         await arbiter_graph().ainvoke(
             {"messages": [{"role": "user", "content": "2+2?"}], "answers": ANSWERS, "arbitrators": ["openai:denied"]},
             context=context(parley_env))
+
+
+class ToolArbiterState(ArbiterState, total=False):
+    tools: dict[str, Any] | None
+    response_format: dict[str, Any] | None
+    tool_calls: list[dict[str, Any]]
+
+
+WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}}}}
+
+
+async def test_arbitrate_is_offered_the_states_tools_and_holds_its_answer_to_the_states_format(parley_env, llm):
+    graph = one_node("arbitrate", arbitrate(candidates=lambda state, ctx: ["openai:judge"]), ToolArbiterState)
+    question = {"messages": [{"role": "user", "content": "Rain in Paris?"}], "answers": ANSWERS}
+    llm.script(model="judge", tool_calls=[{"name": "get_weather", "arguments": {"city": "Paris"}}], with_tools=True)
+    out = await graph.ainvoke({**question, "tools": ToolSet.from_request([WEATHER]).dump()},
+                              context=context(parley_env))
+    assert out["answer"] == "" and out["tool_calls"][0]["function"]["name"] == "get_weather"
+    assert llm.requests[-1]["tools"] == [WEATHER]
+
+    schema = {"type": "object", "properties": {"rain": {"type": "boolean"}}, "required": ["rain"]}
+    llm.script(model="judge", json={"rain": "yes"}, times=1)  # not a boolean: repaired once
+    out = await graph.ainvoke({**question, "response_format": {"type": "json_schema", "json_schema": {
+        "name": "rain", "schema": schema}}}, context=context(parley_env))
+    assert json.loads(out["answer"]) == {"rain": True} and "tool_calls" not in out
+    first, repair = [r for r in llm.requests if r["model"] == "judge"][1:]
+    assert "Write the final answer as JSON only" in first["messages"][0]["content"] and "'yes' is not of type 'boolean'" in json.dumps(repair)
+
+    llm.script(model="judge", json={"rain": "no"})
+    with pytest.raises(InvalidStructuredAnswerError, match="even after one repair: at \\$.rain"):
+        await graph.ainvoke({**question, "response_format": {"type": "json_schema", "json_schema": {
+            "name": "rain", "schema": schema}}}, context=context(parley_env))
 
 
 async def test_the_multi_agent_debate_can_end_with_the_arbitrator(parley_env, llm):

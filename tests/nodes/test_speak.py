@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, TypedDict
 
 import pytest
@@ -11,7 +12,19 @@ from langgraph.graph import END, START, StateGraph
 from core.settings import Settings
 from nodes.context import RunContext
 from llm.factory import ModelFactory
-from nodes.speak import CHUNK_KEYS, LengthRule, Turn, TurnInterrupted, chunk_event, is_chunk, speak
+from llm.tools import ToolSet
+from nodes.speak import (
+    CHUNK_KEYS,
+    TOOL_CALL_KEYS,
+    LengthRule,
+    Turn,
+    TurnInterrupted,
+    chunk_event,
+    is_chunk,
+    say,
+    send_turn,
+    speak,
+)
 
 LONG = ("Cities grow when people can reach work. Trams carry more riders than buses do. "
         "Bike lanes cost little and pay back fast. Parking minimums raise rents for everyone. "
@@ -164,6 +177,50 @@ async def test_a_failure_before_any_token_is_the_model_s_own(llm, context):
             events.append(payload)
     assert not isinstance(caught.value, TurnInterrupted) and "400" in str(caught.value)
     assert events == []
+
+
+WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}}}}
+
+
+async def test_a_speaker_offered_tools_streams_its_calls_and_hands_them_to_writes(llm, context):
+    llm.script(reply="Let me look.", tool_calls=[{"name": "get_weather", "arguments": {"city": "Paris"}, "id": "c1"}],
+               with_tools=True)
+    seen: dict[str, Turn] = {}
+
+    def keep(turn: Turn, state: dict, ctx: RunContext) -> dict:
+        seen["turn"] = turn
+        return {"answer": turn.text}
+
+    node = speak(name="turn", prompt=ask, speaker=ADA, writes=keep, tools=ToolSet.from_request([WEATHER]), round=1)
+    events, state = await run(node, context)
+
+    calls = [e for e in events if e["event"] == "tool_call"]
+    assert all(tuple(e) == TOOL_CALL_KEYS and e["speaker"] == ADA and e["round"] == 1 and e["index"] == 0
+               for e in calls)
+    assert (calls[0]["id"], calls[0]["name"]) == ("c1", "get_weather") and len(calls) > 2
+    assert all(e["id"] is None and e["name"] is None for e in calls[1:])  # later pieces only add arguments
+    assert json.loads("".join(e["arguments"] for e in calls)) == {"city": "Paris"}
+    assert state["answer"] == "Let me look." and "".join(e["content"] for e in events if is_chunk(e)) == "Let me look."
+    [call] = seen["turn"].tool_calls
+    assert call["id"] == "c1" and call["type"] == "function" and call["function"]["name"] == "get_weather"
+    assert llm.requests[-1]["tools"] == [WEATHER]
+
+
+async def test_a_held_turn_sends_nothing_until_it_is_sent_whole(llm, context):
+    llm.script(reply="Trams, then bikes.", tool_calls=[{"name": "get_weather", "arguments": {"city": "Lyon"}}])
+
+    async def held(state: dict, runtime: Any) -> dict:
+        turn = await say(context.chat(tools=ToolSet.from_request([WEATHER])), ask(state, context), speaker=ADA,
+                         hold=True)
+        send_turn(turn)
+        return {"answer": turn.text}
+
+    events, _ = await run(held, context)
+    # No piece streamed: the text in one chunk, the call in one piece, both once the turn was sent.
+    assert events[0]["event"] == "chunk" and events[0]["content"] == "Trams, then bikes."
+    assert [e["event"] for e in events] == ["chunk", "tool_call"] and json.loads(events[1]["arguments"]) == {
+        "city": "Lyon"}
 
 
 def test_chunk_event_is_the_one_shape():

@@ -13,9 +13,9 @@ from types import SimpleNamespace
 import httpx
 import pytest
 
-from api.routes import duel as duel_routes
 from llm.factory import ModelFactory
 from runs.engine import RunStopped, StopGuard
+from services import duel as duel_service
 from tests.support.duel import script_duel
 
 CANCELS = 50
@@ -45,7 +45,7 @@ def timed_requests(llm, monkeypatch) -> list[tuple[float, str]]:
 
 @pytest.fixture
 def quick_duels(monkeypatch):
-    monkeypatch.setattr(duel_routes, "RATE_LIMIT", "1000/minute")
+    monkeypatch.setattr(duel_service, "RATE_LIMIT", "1000/minute")
 
 
 def test_fifty_cancels_at_random_points_are_all_honoured(http, make_key, llm, parley_env, monkeypatch, quick_duels):

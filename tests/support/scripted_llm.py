@@ -3,7 +3,10 @@
 Parley talks to models over the OpenAI wire protocol, so the tests run a real
 HTTP server that speaks it, instead of mocking the client. The server answers
 ``POST /v1/chat/completions`` (plain and SSE streaming, text, JSON-schema
-structured output and forced tool calls), ``GET /v1/models`` and ``GET /health``.
+structured output, forced and scripted tool calls, streamed as OpenAI streams them),
+``GET /v1/models`` and ``GET /health``. Every request body it receives is recorded
+(``llm.requests``), so a test can read what a model was sent: its messages, tools,
+``tool_choice``, ``response_format``.
 What it answers is decided by :class:`Rule` objects; with no matching rule it
 produces a deterministic reply derived from the model name and the prompt.
 
@@ -69,7 +72,10 @@ class Rule:
 
     ``reply``/``replies`` give the text, ``json`` the payload for structured
     requests (and the text, serialised, for plain ones), ``status`` turns the
-    answer into an OpenAI-shaped HTTP error. ``latency``/``token_delay`` override
+    answer into an OpenAI-shaped HTTP error. ``tool_calls`` answers with those calls
+    (``[{"name", "arguments": {...} or a JSON text, "id"?}]``, after ``reply`` as its
+    text if both are set), ``finish_reason`` "tool_calls". ``with_tools`` matches only
+    requests that offer tools (true) or offer none (false). ``latency``/``token_delay`` override
     the server defaults. ``hold`` names a gate the answer waits at until it is
     released; with ``pause_after`` a streamed answer sends that many chunks
     first, then waits there. A rule with ``times`` is removed after that many uses.
@@ -96,6 +102,8 @@ class Rule:
     drop_after: int | None = None
     end_after: int | None = None
     endless: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    with_tools: bool | None = None
     times: int | None = None
     uses: int = field(default=0, compare=False)
 
@@ -114,8 +122,9 @@ class Rule:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def matches(self, model: str, transcript: str) -> bool:
-        return (self.model is None or self.model == model) and (self.match is None or self.match in transcript)
+    def matches(self, model: str, transcript: str, offers_tools: bool = False) -> bool:
+        return ((self.model is None or self.model == model) and (self.match is None or self.match in transcript)
+                and (self.with_tools is None or self.with_tools == offers_tools))
 
 
 class Gate:
@@ -183,11 +192,11 @@ class ScriptState:
         with self._lock:
             self._requests.append(body)
 
-    def take(self, model: str, transcript: str) -> tuple[Rule | None, str | None]:
+    def take(self, model: str, transcript: str, offers_tools: bool = False) -> tuple[Rule | None, str | None]:
         """Find the first matching rule, count the use, and pick its reply text."""
         with self._lock:
             for rule in self._rules:
-                if not rule.matches(model, transcript):
+                if not rule.matches(model, transcript, offers_tools):
                     continue
                 rule.uses += 1
                 if rule.times is not None and rule.uses >= rule.times:
@@ -352,10 +361,25 @@ def _sample_number(schema: dict[str, Any], index: int) -> float:
 
 
 @dataclass
+class _Call:
+    name: str
+    chunks: list[str]  # the JSON arguments, a piece a chunk
+    id: str | None = None  # made from the completion's id when the rule gives none
+
+
+@dataclass
 class _Answer:
-    chunks: list[str]
-    tool: str | None = None  # function name when the answer is a tool call
+    chunks: list[str]  # the text
+    calls: list[_Call] = field(default_factory=list)
     finish: str = "stop"
+
+    @property
+    def pieces(self) -> int:
+        return len(self.chunks) + sum(len(c.chunks) for c in self.calls)
+
+    def call_id(self, index: int, cid: str) -> str:
+        call = self.calls[index]
+        return call.id or (f"call_{cid}" if index == 0 else f"call_{cid}_{index}")
 
 
 def _forced_tool(body: dict[str, Any], rule: Rule | None) -> dict[str, Any] | None:
@@ -387,10 +411,15 @@ def build_answer(body: dict[str, Any], rule: Rule | None, reply: str | None, sta
     fallback = default_reply(model, _content_text(users[-1].get("content")) if users else "", state.default_reply_chars)
     scripted_json = rule.json if rule is not None else None
 
+    if rule is not None and rule.tool_calls:
+        calls = [_Call(str(c["name"]), split_chunks(c["arguments"] if isinstance(c.get("arguments"), str)
+                                                    else json.dumps(c.get("arguments") or {})), c.get("id"))
+                 for c in rule.tool_calls]
+        return _Answer(split_chunks(reply) if reply else [], calls, finish="tool_calls")
     tool = _forced_tool(body, rule)
     if tool is not None:
         args = scripted_json if scripted_json is not None else sample_from_schema(tool.get("parameters") or {})
-        return _Answer(split_chunks(json.dumps(args)), tool=tool.get("name", "tool"), finish="tool_calls")
+        return _Answer([], [_Call(tool.get("name", "tool"), split_chunks(json.dumps(args)))], finish="tool_calls")
 
     structured, schema = _response_schema(body)
     if structured:
@@ -512,8 +541,8 @@ class _EndlessStream:
 def _usage(body: dict[str, Any], answer: _Answer) -> dict[str, int]:
     prompt = "".join(_content_text(m.get("content")) for m in body.get("messages") or [])
     prompt_tokens = max(1, len(prompt) // 4)
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": len(answer.chunks),
-            "total_tokens": prompt_tokens + len(answer.chunks)}
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": answer.pieces,
+            "total_tokens": prompt_tokens + answer.pieces}
 
 
 def _stream_events(body: dict[str, Any], answer: _Answer, cid: str) -> list[tuple[dict[str, Any], bool]]:
@@ -525,15 +554,17 @@ def _stream_events(body: dict[str, Any], answer: _Answer, cid: str) -> list[tupl
         return {**event, "usage": None} if include_usage else event
 
     events: list[tuple[dict[str, Any], bool]] = []
-    if answer.tool is not None:
-        call = {"index": 0, "id": f"call_{cid}", "type": "function",
-                "function": {"name": answer.tool, "arguments": ""}}
-        events.append((chunk({"role": "assistant", "content": None, "tool_calls": [call]}), False))
-        events += [(chunk({"tool_calls": [{"index": 0, "function": {"arguments": p}}]}), True) for p in answer.chunks]
-    else:
+    if answer.chunks or not answer.calls:
         pieces = answer.chunks or [""]
         events.append((chunk({"role": "assistant", "content": pieces[0]}), bool(answer.chunks)))
         events += [(chunk({"content": p}), True) for p in pieces[1:]]
+    for index, call in enumerate(answer.calls):
+        opening = {"index": index, "id": answer.call_id(index, cid), "type": "function",
+                   "function": {"name": call.name, "arguments": ""}}
+        first = {"role": "assistant", "content": None} if not events else {}
+        events.append((chunk({**first, "tool_calls": [opening]}), False))
+        events += [(chunk({"tool_calls": [{"index": index, "function": {"arguments": p}}]}), True)
+                   for p in call.chunks]
     events.append((chunk({}, answer.finish), False))
     if include_usage:
         events.append(({**base, "choices": [], "usage": _usage(body, answer)}, False))
@@ -551,7 +582,7 @@ async def chat_completions(request: Request) -> Any:
     state.record(body)
     model = str(body.get("model") or "scripted")
     transcript = "\n".join(_content_text(m.get("content")) for m in body["messages"] if isinstance(m, dict))
-    rule, reply = state.take(model, transcript)
+    rule, reply = state.take(model, transcript, bool(body.get("tools")))
     latency = rule.latency if rule is not None and rule.latency is not None else state.latency
     token_delay = rule.token_delay if rule is not None and rule.token_delay is not None else state.token_delay
 
@@ -580,14 +611,15 @@ async def chat_completions(request: Request) -> Any:
                             pause, state, rule.end_after if rule else None)
 
     # Without streaming the client still waits for the whole generation, as with a real model.
-    if token_delay and len(answer.chunks) > 1:
-        await asyncio.sleep(token_delay * (len(answer.chunks) - 1))
+    if token_delay and answer.pieces > 1:
+        await asyncio.sleep(token_delay * (answer.pieces - 1))
     text = "".join(answer.chunks)
     message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
-    if answer.tool is not None:
-        message["content"] = None
-        message["tool_calls"] = [{"id": f"call_{cid}", "type": "function",
-                                  "function": {"name": answer.tool, "arguments": text}}]
+    if answer.calls:
+        message["content"] = text or None
+        message["tool_calls"] = [{"id": answer.call_id(i, cid), "type": "function",
+                                  "function": {"name": call.name, "arguments": "".join(call.chunks)}}
+                                 for i, call in enumerate(answer.calls)]
     return JSONResponse({
         "id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
         "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": answer.finish}],

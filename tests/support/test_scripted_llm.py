@@ -213,6 +213,47 @@ def test_streamed_tool_call_arguments(client):
     assert chunks[-1].choices[0].finish_reason == "tool_calls"
 
 
+WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}}}}
+
+
+def test_scripted_tool_calls_answer_as_openai_does(llm, client):
+    llm.script(tool_calls=[{"name": "get_weather", "arguments": {"city": "Paris"}, "id": "call_a"},
+                           {"name": "get_weather", "arguments": '{"city": "Lyon"}'}])
+    message = ask(client, tools=[WEATHER]).choices[0].message
+    assert message.content is None
+    assert [(c.id, c.function.name, json.loads(c.function.arguments)) for c in message.tool_calls] == [
+        ("call_a", "get_weather", {"city": "Paris"}), (message.tool_calls[1].id, "get_weather", {"city": "Lyon"})]
+    assert message.tool_calls[1].id.startswith("call_chatcmpl-scripted-")
+    # Recorded as sent: a test reads what the model was offered.
+    assert llm.requests[-1]["tools"] == [WEATHER]
+
+
+def test_scripted_tool_calls_stream_each_call_under_its_index(llm, client):
+    llm.script(reply="Checking.", tool_calls=[{"name": "get_weather", "arguments": {"city": "Paris"}},
+                                              {"name": "get_weather", "arguments": {"city": "Lyon"}}])
+    chunks = list(ask(client, tools=[WEATHER], stream=True))
+    deltas = [c.choices[0].delta for c in chunks]
+    assert deltas[0].role == "assistant" and "".join(d.content or "" for d in deltas) == "Checking."
+    openings = [d.tool_calls[0] for d in deltas if d.tool_calls and d.tool_calls[0].id]
+    assert [(o.index, o.function.name) for o in openings] == [(0, "get_weather"), (1, "get_weather")]
+    arguments = ["", ""]
+    for d in deltas:
+        for piece in d.tool_calls or []:
+            arguments[piece.index] += piece.function.arguments or ""
+    assert [json.loads(a) for a in arguments] == [{"city": "Paris"}, {"city": "Lyon"}]
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+
+
+def test_with_tools_matches_requests_by_whether_they_offer_tools(llm, client):
+    llm.script(with_tools=True, reply="offered")
+    llm.script(with_tools=False, reply="none offered")
+    assert ask(client, tools=[WEATHER]).choices[0].message.content == "offered"
+    assert ask(client).choices[0].message.content == "none offered"
+    with pytest.raises(ValueError, match="unknown rule fields"):
+        Rule.from_dict({"with_tool": True})
+
+
 def test_max_tokens_truncates(client):
     response = ask(client, max_tokens=3)
     assert response.choices[0].finish_reason == "length"

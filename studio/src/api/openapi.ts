@@ -897,6 +897,55 @@ export interface components {
              */
             n?: number | null;
             /**
+             * Tools
+             * @description Function tools the answer may call (the model in single and router mode, the arbitrator in a debate; panelists read them described and answer in prose).
+             */
+            tools?: {
+                /** @constant */
+                type: "function";
+                function: {
+                    name: string;
+                    description?: string;
+                    /** @description The arguments, as a JSON Schema. */
+                    parameters?: Record<string, never>;
+                    strict?: boolean;
+                };
+            }[] | null;
+            /**
+             * Tool Choice
+             * @description `auto` (default), `none`, `required`, or one function to call.
+             */
+            tool_choice?: (("auto" | "none" | "required") | {
+                /** @constant */
+                type: "function";
+                function: {
+                    name: string;
+                };
+            }) | null;
+            /**
+             * Parallel Tool Calls
+             * @description Whether the answer may call several tools at once.
+             */
+            parallel_tool_calls?: boolean | null;
+            /**
+             * Response Format
+             * @description `json_object`, or `json_schema` (with `strict`): the answer is that JSON, after one repair at most, or the request fails (502 `invalid_structured_answer`). Not with `panel: true`.
+             */
+            response_format?: ({
+                /** @enum {unknown} */
+                type: "text" | "json_object";
+            } | {
+                /** @constant */
+                type: "json_schema";
+                json_schema: {
+                    name?: string;
+                    description?: string;
+                    /** @description The answer's JSON Schema. */
+                    schema?: Record<string, never>;
+                    strict?: boolean;
+                };
+            }) | null;
+            /**
              * Debate
              * @description Debate this request (true) or not (false), whatever the router says
              */
@@ -929,22 +978,12 @@ export interface components {
              */
             seed?: number | null;
             /**
-             * @description Not supported: only an empty value is accepted.
-             * @enum {unknown}
-             */
-            tools?: null | false | 0 | "" | never[] | Record<string, never>;
-            /**
-             * @description Not supported: only an empty value is accepted.
+             * @description OpenAI's deprecated form of tools, refused: send `tools` and `tool_choice`. Only an empty value is accepted.
              * @enum {unknown}
              */
             functions?: null | false | 0 | "" | never[] | Record<string, never>;
             /**
-             * @description Not supported: only an empty value is accepted.
-             * @enum {unknown}
-             */
-            tool_choice?: null | false | 0 | "" | never[] | Record<string, never>;
-            /**
-             * @description Not supported: only an empty value is accepted.
+             * @description OpenAI's deprecated form of tools, refused: send `tools` and `tool_choice`. Only an empty value is accepted.
              * @enum {unknown}
              */
             function_call?: null | false | 0 | "" | never[] | Record<string, never>;
@@ -953,18 +992,32 @@ export interface components {
         };
         /**
          * ChatMessage
-         * @description One message of the conversation, as OpenAI's API takes it.
+         * @description One message of the conversation, as OpenAI's API takes it: an assistant's may carry `tool_calls` (its content
+         *     may then be null), and a `tool` message is the result of one call (`tool_call_id`).
          */
         ChatMessage: {
             /**
              * Role
              * @enum {string}
              */
-            role: "system" | "developer" | "user" | "assistant";
-            /** Content */
-            content: string | Record<string, never>[];
+            role: "system" | "developer" | "user" | "assistant" | "tool";
+            /**
+             * Content
+             * @description Non-blank text or parts; null or empty only beside `tool_calls`, and a tool's result may be empty.
+             */
+            content?: string | Record<string, never>[] | null;
             /** Name */
             name?: string | null;
+            /**
+             * Tool Calls
+             * @description The tools an assistant message called.
+             */
+            tool_calls?: components["schemas"]["ToolCall"][] | null;
+            /**
+             * Tool Call Id
+             * @description The call a `tool` message gives the result of.
+             */
+            tool_call_id?: string | null;
         } & {
             [key: string]: unknown;
         };
@@ -2466,6 +2519,31 @@ export interface components {
             type: "synthesize";
             config: components["schemas"]["SynthesizeConfig"];
             inputs: components["schemas"]["LlmInputs"];
+        };
+        /**
+         * ToolCall
+         * @description One tool call of an assistant message, as OpenAI's API returns it.
+         */
+        ToolCall: {
+            /** Id */
+            id: string;
+            /**
+             * Type
+             * @default function
+             * @constant
+             */
+            type: "function";
+            function: components["schemas"]["ToolCallFunction"];
+        };
+        /**
+         * ToolCallFunction
+         * @description The function a tool call calls, and its arguments as the model wrote them (a JSON text).
+         */
+        ToolCallFunction: {
+            /** Name */
+            name: string;
+            /** Arguments */
+            arguments: string;
         };
         /** TransformInputs */
         TransformInputs: {

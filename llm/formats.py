@@ -1,0 +1,209 @@
+"""The JSON an answer must be: OpenAI's `response_format` (`json_object`, `json_schema` with `strict`), checked once
+where a request names it, told to each endpoint in its own dialect, and held against the answer.
+
+    fmt = AnswerFormat.from_request({"type": "json_schema", "json_schema": {"name": "event", "schema": {...}}})
+    fmt.problem('{"name": 3}')   # -> "at $.name: 3 is not of type 'string'" (None when the answer conforms)
+
+Every JSON Schema a request carries (a format's, a tool's parameters) is checked here too (`check_schema`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from jsonschema import Draft202012Validator, SchemaError
+from jsonschema.exceptions import relevance
+from jsonschema.validators import validator_for
+
+from core.limits import MAX_TOOL_NAME_CHARS
+
+# Validation errors an answer's problem names (the first ones, by relevance): enough to repair it, short to read.
+MAX_PROBLEMS = 3
+NAME = re.compile(rf"^[A-Za-z0-9_-]{{1,{MAX_TOOL_NAME_CHARS}}}$")
+
+StructuredMethod = Literal["json_schema", "json_object_schema", "function_calling"]
+
+
+def check_schema(schema: Any, where: str) -> None:
+    """Refuse what is not a JSON Schema object (by its `$schema`'s draft, else 2020-12), naming `where` it was.
+
+    Raises:
+        ValueError: `schema` is no object, or no valid JSON Schema.
+    """
+    if not isinstance(schema, dict):
+        raise ValueError(f"{where} must be a JSON Schema object")
+    try:
+        validator_for(schema, default=Draft202012Validator).check_schema(schema)
+    except SchemaError as exc:
+        path = "".join(f"[{p!r}]" for p in exc.path)
+        raise ValueError(f"{where} is not a valid JSON Schema: {exc.message} (at {where}{path})") from None
+
+
+# What a model whose endpoint constrains its sampling to a schema, without showing it the schema (llama.cpp's
+# grammar), is told of the fields it fills (`Provider.schema_in_prompt`).
+SCHEMA_NOTE = "Answer with one JSON object with these fields:\n{fields}"
+
+
+def _resolve(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    ref = schema.get("$ref")
+    if not isinstance(ref, str) or not ref.startswith("#/"):
+        return schema
+    target: Any = root
+    for part in ref[2:].split("/"):
+        target = target.get(part, {}) if isinstance(target, dict) else {}
+    return target if isinstance(target, dict) else {}
+
+
+def _kind(schema: dict[str, Any], root: dict[str, Any]) -> str:
+    """A few words on the values `schema` admits: `text of at most 120 characters`, `one of "A", "B"`, ..."""
+    schema = _resolve(schema, root)
+    if "enum" in schema:
+        return "one of " + ", ".join(json.dumps(v) for v in schema["enum"])
+    if "const" in schema:
+        return json.dumps(schema["const"])
+    if options := schema.get("anyOf") or schema.get("oneOf"):
+        return " or ".join(_kind(o, root) for o in options if isinstance(o, dict))
+    kind = schema.get("type")
+    if kind == "array":
+        most = f" (at most {schema['maxItems']})" if "maxItems" in schema else ""
+        return f"a list{most} of {_kind(schema.get('items') or {}, root)}"
+    if kind == "object" or "properties" in schema:
+        keys = ", ".join(json.dumps(k) for k in schema.get("properties") or {})
+        return f"an object with {keys}" if keys else "an object"
+    if kind == "string":
+        return f"text of at most {schema['maxLength']} characters" if "maxLength" in schema else "text"
+    return {"integer": "a whole number", "number": "a number", "boolean": "true or false", "null": "null"}.get(
+        kind if isinstance(kind, str) else "", "any value")
+
+
+def schema_note(schema: dict[str, Any]) -> str:
+    """`SCHEMA_NOTE` for `schema`: each top-level field, what it holds and its description, one line each."""
+    root = _resolve(schema, schema)
+    lines = []
+    for name, field in (root.get("properties") or {}).items():
+        if isinstance(field, dict):
+            about = field.get("description") or _resolve(field, schema).get("description")
+            lines.append(f"- {json.dumps(name)}: {_kind(field, schema)}" + (f". {about}" if about else ""))
+    return SCHEMA_NOTE.format(fields="\n".join(lines) or "- any fields")
+
+
+def cap_strings(schema: Any, most: int) -> Any:
+    """`schema` with every string it admits that has no bound of its own (`maxLength`, `enum`, `const`, `format`)
+    held to `most` characters: what a grammar-constrained endpoint is sent (`Provider.json_string_cap`)."""
+    if isinstance(schema, list):
+        return [cap_strings(item, most) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    capped = {key: cap_strings(value, most) if key not in ("enum", "const", "default", "examples") else value
+              for key, value in schema.items()}
+    kinds = schema.get("type")
+    if (kinds == "string" or (isinstance(kinds, list) and "string" in kinds)) and not (
+            {"maxLength", "enum", "const", "format"} & set(schema)):
+        capped["maxLength"] = most
+    return capped
+
+
+def json_path(path: Any) -> str:
+    """A validation error's place in the answer, as `$.field[0].name`."""
+    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
+
+
+@dataclass(frozen=True)
+class AnswerFormat:
+    """The JSON a final answer must be: any JSON object (`json_object`), or one valid against `schema`
+    (`json_schema`; `strict` is passed on to the endpoint, and Parley checks every answer either way)."""
+
+    kind: Literal["json_object", "json_schema"]
+    schema: dict[str, Any] | None = None
+    name: str = "answer"
+    strict: bool | None = None
+    description: str | None = None
+
+    @classmethod
+    def from_request(cls, response_format: Any) -> AnswerFormat | None:
+        """The format a request's `response_format` asks for (None for none, or `{"type": "text"}`).
+
+        Raises:
+            ValueError: not one of OpenAI's shapes, a bad name, or a schema that is no JSON Schema.
+        """
+        if response_format is None:
+            return None
+        if not isinstance(response_format, dict):
+            raise ValueError("response_format must be an object such as {\"type\": \"json_object\"}")
+        kind = response_format.get("type")
+        if kind == "text":
+            return None
+        if kind == "json_object":
+            return cls("json_object")
+        if kind != "json_schema":
+            raise ValueError(f"response_format.type must be 'text', 'json_object' or 'json_schema', not {kind!r}")
+        spec = response_format.get("json_schema")
+        if not isinstance(spec, dict):
+            raise ValueError("response_format.json_schema must be an object: {\"name\", \"schema\", \"strict\"?}")
+        name = spec.get("name", "answer")
+        if not isinstance(name, str) or not NAME.match(name):
+            raise ValueError(f"response_format.json_schema.name must be 1-{MAX_TOOL_NAME_CHARS} letters, digits, "
+                             f"'_' or '-', not {name!r}")
+        strict, description, schema = spec.get("strict"), spec.get("description"), spec.get("schema")
+        if strict is not None and not isinstance(strict, bool):
+            raise ValueError("response_format.json_schema.strict must be true or false")
+        if description is not None and not isinstance(description, str):
+            raise ValueError("response_format.json_schema.description must be a string")
+        if schema is not None:
+            check_schema(schema, "response_format.json_schema.schema")
+        return cls("json_schema", schema, name, strict, description)
+
+    @classmethod
+    def load(cls, stored: dict[str, Any] | None) -> AnswerFormat | None:
+        """The format of a stored `response_format` (checked when the request came in)."""
+        return cls.from_request(stored)
+
+    def dump(self) -> dict[str, Any]:
+        """OpenAI's `response_format` for this format."""
+        if self.kind == "json_object":
+            return {"type": "json_object"}
+        spec: dict[str, Any] = {"name": self.name}
+        for key, value in (("description", self.description), ("schema", self.schema), ("strict", self.strict)):
+            if value is not None:
+                spec[key] = value
+        return {"type": "json_schema", "json_schema": spec}
+
+    @property
+    def key(self) -> str:
+        """A stable text of the format (a cache key)."""
+        return json.dumps(self.dump(), sort_keys=True)
+
+    def __hash__(self) -> int:  # its fields hold dicts: hashed by its text, so it can key a cache
+        return hash(self.key)
+
+    def request_field(self, method: StructuredMethod, string_cap: int | None = None) -> dict[str, Any]:
+        """The `response_format` an endpoint of structured-output dialect `method` (`Provider.structured_method`)
+        is sent: OpenAI's as it is, or llama.cpp's grammar mode (`{"type": "json_object", "schema"}`), its unbounded
+        strings held to `string_cap` characters (`cap_strings`)."""
+        if method == "json_object_schema":
+            if self.schema is None:
+                return {"type": "json_object"}
+            return {"type": "json_object",
+                    "schema": cap_strings(self.schema, string_cap) if string_cap else self.schema}
+        return self.dump()
+
+    def schema_text(self) -> str:
+        """The schema as a model reads it (compact JSON), or a plain description for any object."""
+        if self.schema is None:
+            return "any JSON object"
+        return json.dumps(self.schema, ensure_ascii=False, separators=(",", ":"))
+
+    def problem(self, text: str) -> str | None:
+        """Why `text` is not an answer in this format (a sentence naming where), or None when it is."""
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            return f"the answer is not valid JSON: {exc}"
+        if self.schema is None:
+            return None if isinstance(value, dict) else f"the answer is JSON but not an object: {text[:80]}"
+        validator = validator_for(self.schema, default=Draft202012Validator)(self.schema)
+        errors = sorted(validator.iter_errors(value), key=relevance)[:MAX_PROBLEMS]
+        return "; ".join(f"at {json_path(e.absolute_path)}: {e.message}" for e in errors) or None

@@ -1,0 +1,69 @@
+"""What a run's events say to someone waiting for its answer: one line per step, for every mode.
+
+The chat completions stream sends them as SSE comments; the MCP tools as progress notifications. Streamed text
+(`chunk`), the terminal events and a resumed run's `retract` are not steps: they have no line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+Line = Callable[[dict[str, Any]], str | None]
+
+
+def _panelist(event: dict[str, Any]) -> str:
+    if event["success"]:
+        return f"panelist {event['model']} answered in {event['latencyMs']} ms ({event['tokens']} tokens)"
+    return f"panelist {event['model']} failed: {event['error']} ({event.get('detail', '')})"
+
+
+def _speaker_turn(event: dict[str, Any]) -> str:
+    return f"{event['name']} has spoken"
+
+
+def _table_turn(event: dict[str, Any]) -> str:
+    who = event["agentName"] + (" (devil's advocate)" if event.get("isDevilsAdvocate") else "")
+    return f"round {event['roundNumber']}: {who} has spoken ({event['stance']}, confidence {event['confidence']})"
+
+
+def _convergence(event: dict[str, Any]) -> str:
+    reached = "converged" if event["converged"] else "not converged"
+    return f"round {event['roundNumber']}: convergence {event['score']:.2f} ({reached}, threshold {event['threshold']})"
+
+
+LINES: dict[str, dict[str, Line]] = {
+    "duel": {
+        "init": lambda e: f"opponent: {e['opponentProfile']['name']}",
+        "start": lambda e: f"{e['name']} is speaking",
+        "message": _speaker_turn,
+        "synthesizing": lambda e: "the judges are deciding",
+        "synthesis": lambda e: f"verdict: {e.get('winner')}",
+    },
+    "panel": {
+        "panelists": lambda e: "panel: " + ", ".join(e["models"]),
+        "panelist": _panelist,
+        "answering": lambda e: f"{e['role']} {e['model']} is answering",
+        "fallback": lambda e: f"{e['role']} {e['model']} failed: {e['error']} ({e['detail']}); trying the next one",
+        "decision": lambda e: "rule {}: {}".format(
+            e["rule"], e.get("reason") or f"{e['decidedBy']} chose {e.get('winner') or e.get('model')}"),
+    },
+    "roundtable": {
+        "round_start": lambda e: (f"round {e['roundNumber']} ({e['phase']}): "
+                                  + ", ".join(a["agentName"] for a in e["agents"])),
+        "message": _table_turn,
+        "convergence": _convergence,
+        "synthesis": lambda e: f"synthesis after {e['totalRounds']} rounds",
+    },
+    "workflow": {
+        "node_start": lambda e: f"node {e['node']} ({e['type']}) started"
+                                + (f", attempt {e['attempt']}" if e.get("attempt", 1) > 1 else ""),
+        "node_end": lambda e: f"node {e['node']} finished",
+    },
+}
+
+
+def progress_line(kind: str, event: str, data: dict[str, Any]) -> str | None:
+    """The line for event `event` (payload `data`) of a run of `kind`, or None for an event that is not a step."""
+    line = LINES.get(kind, {}).get(event)
+    return line(data) if line else None

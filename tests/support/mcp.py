@@ -1,0 +1,83 @@
+"""The official MCP client (the `mcp` Python SDK) against Parley: over streamable HTTP at `/mcp`, and over stdio
+through `parley mcp`; a recorder of progress notifications; waiting for a run to reach a status."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+import httpx
+import httpx2
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+ROOT = Path(__file__).resolve().parents[2]
+DEADLINE_SECONDS = 30.0
+
+
+@asynccontextmanager
+async def http_client(url: str, key: str | None, *, mode: str = "auto") -> AsyncIterator[Client]:
+    """A client of `url`/mcp presenting `key` (none: no Authorization header). `mode="legacy"` speaks the
+    handshake-era protocol (2025-11-25), as most assistants do today; "auto" the newest (2026-07-28)."""
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=None)) as http:
+        async with Client(streamable_http_client(url + "/mcp", http_client=http), mode=mode) as client:
+            yield client
+
+
+def stdio_server(url: str, key: str | None, *args: str) -> StdioServerParameters:
+    """`parley mcp` as a desktop assistant starts it: a command, with PARLEY_URL and PARLEY_API_KEY."""
+    env = {"PARLEY_URL": url, "PYTHONPATH": str(ROOT)} | ({"PARLEY_API_KEY": key} if key else {})
+    return StdioServerParameters(command=sys.executable, args=["-m", "cli.main", "mcp", *args], cwd=str(ROOT),
+                                 env=env)
+
+
+@dataclass
+class Progress:
+    """A `progress_callback` that keeps every notification: (progress, total, message)."""
+
+    seen: list[tuple[float, float | None, str | None]] = field(default_factory=list)
+
+    async def __call__(self, progress: float, total: float | None, message: str | None) -> None:
+        self.seen.append((progress, total, message))
+
+    @property
+    def messages(self) -> list[str | None]:
+        return [message for _, _, message in self.seen]
+
+
+async def run_record(url: str, key: str, run_id: str) -> dict:
+    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=30) as http:
+        resp = await http.get(f"/v1/runs/{run_id}")
+        assert resp.status_code == 200, resp.text
+        return resp.json()
+
+
+async def until(check, what: str, timeout: float = DEADLINE_SECONDS) -> None:
+    """Return once `check()` is true (the server gets there on its own); fail naming `what` after `timeout` s."""
+    with anyio.move_on_after(timeout):
+        while not check():
+            await anyio.sleep(0.02)
+        return
+    raise AssertionError(f"never happened within {timeout} s: {what}")
+
+
+async def until_status(url: str, key: str, run_id: str, status: str, timeout: float = DEADLINE_SECONDS) -> dict:
+    """The run's record once it is in `status` (the server gets there on its own); fail after `timeout` s."""
+    with anyio.move_on_after(timeout):
+        while (run := await run_record(url, key, run_id))["status"] != status:
+            await anyio.sleep(0.05)
+        return run
+    raise AssertionError(f"run {run_id} never became {status} within {timeout} s")
+
+
+async def latest_run(url: str, key: str, kind: str) -> dict:
+    """The key's newest run of `kind` (a call cut off mid-run never answered with its id)."""
+    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=30) as http:
+        runs = (await http.get("/v1/runs", params={"kind": kind, "limit": 1})).json()["data"]
+        assert runs, f"no {kind} run"
+        return runs[0]
