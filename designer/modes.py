@@ -24,7 +24,9 @@ from nodes.events import event_writer, relay
 from nodes.speak import is_chunk
 
 DEFAULT_USER_PROFILE = {"name": "Advocate"}
-_SHARED_CONTEXT_FIELDS = tuple(f.name for f in dataclasses.fields(RunContext))
+# A nested mode shares the workflow's models, ledger and budget; not its steering: a person steers a workflow at
+# its own `await` nodes, never inside a nested duel or table.
+_SHARED_CONTEXT_FIELDS = tuple(f.name for f in dataclasses.fields(RunContext) if f.name != "steering")
 
 
 class NodeInputError(ValueError):
