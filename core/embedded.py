@@ -293,6 +293,9 @@ def model_server(home: Path, port: int = 0, n_ctx: int = 2048) -> ManagedProcess
         # By default a new request interrupts the one in progress, which leaves parallel callers (a
         # panel, a round of the round table) with empty answers; queue them instead.
         "--interrupt_requests", "false",
+        # SmolLM2 speaks ChatML; this chat format also answers `tools` with tool calls in OpenAI's shape (the call
+        # grammar-constrained), so agent frameworks work against a fresh install (quirks: llm/providers.py).
+        "--chat_format", "chatml-function-calling",
     ]
     return ManagedProcess(
         "embedded model server",

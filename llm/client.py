@@ -10,7 +10,8 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessageChunk, BaseMessage
+from langchain_core.outputs import ChatGenerationChunk
 from langchain_openai import ChatOpenAI
 from pydantic import Field
 
@@ -61,12 +62,19 @@ class BoundedChatOpenAI(ChatOpenAI):
 
     call_deadline: float = Field(300.0, gt=0, exclude=True)
     parley_model_id: str = Field("", exclude=True)
+    # The provider's quirks (`llm.providers.Provider`): `null_assistant_content` False sends an assistant message that
+    # calls tools with empty text rather than `content: null`; `repeats_tool_call_names` True keeps a streamed call's
+    # name and id in its first piece only and drops the deprecated `function_call`.
+    null_assistant_content: bool = Field(True, exclude=True)
+    repeats_tool_call_names: bool = Field(False, exclude=True)
 
     async def _astream(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None,
                        **kwargs: Any) -> Any:
         deadline = asyncio.get_running_loop().time() + self.call_deadline
         await self._convert_off_loop(messages)
         source = super()._astream(messages, stop, run_manager, **kwargs)
+        if self.repeats_tool_call_names:
+            source = _named_once(source)
         chunks, finished = 0, False
         try:
             while True:
@@ -97,7 +105,11 @@ class BoundedChatOpenAI(ChatOpenAI):
         bound = asyncio.timeout(self.call_deadline)
         try:
             async with bound:
-                return await super()._agenerate(messages, stop, run_manager, **kwargs)
+                result = await super()._agenerate(messages, stop, run_manager, **kwargs)
+            if self.repeats_tool_call_names:
+                for generation in result.generations:
+                    generation.message.additional_kwargs.pop("function_call", None)
+            return result
         except TimeoutError as exc:
             raise self._timed_out(exc, bound.expired(), None) from exc
         except Exception as exc:
@@ -129,6 +141,9 @@ class BoundedChatOpenAI(ChatOpenAI):
                 payload["messages"] = converted[1]
         if payload is None:
             payload = super()._get_request_payload(input_, stop=stop, **kwargs)
+        if "messages" in payload and not (self.null_assistant_content and not self.repeats_tool_call_names):
+            payload["messages"] = [self._assistant_message(m) if m.get("role") == "assistant" else m
+                                   for m in payload["messages"]]
         if "messages" in payload:
             # The openai SDK walks every request against its parameter types, on the event loop: ~0.15 ms a
             # message (0.3 s for a 2,000-message conversation, per call), and chat messages have nothing it
@@ -136,6 +151,15 @@ class BoundedChatOpenAI(ChatOpenAI):
             payload["extra_body"] = {**(payload.get("extra_body") or {}), "messages": payload["messages"]}
             payload["messages"] = []
         return payload
+
+    def _assistant_message(self, message: dict) -> dict:
+        """An assistant message as this provider takes it (see the quirks above)."""
+        message = dict(message)
+        if message.get("content") is None and not self.null_assistant_content:
+            message["content"] = ""
+        if self.repeats_tool_call_names and message.get("tool_calls"):
+            message.pop("function_call", None)
+        return message
 
     @property
     def _model_id(self) -> str:
@@ -152,6 +176,26 @@ class BoundedChatOpenAI(ChatOpenAI):
         key = self.openai_api_key
         return (key.get_secret_value(),) if key is not None else ()
 
+
+
+async def _named_once(source: Any) -> Any:
+    """Streamed chunks with each tool call's name and id in its first piece only, and no `function_call`."""
+    named: set[int] = set()
+    async for chunk in source:
+        message = chunk.message
+        pieces = list(getattr(message, "tool_call_chunks", None) or ())
+        if pieces or "function_call" in message.additional_kwargs:
+            once = []
+            for piece in pieces:
+                index = piece.get("index") or 0
+                once.append(piece if index not in named else {**piece, "name": None, "id": None})
+                named.add(index)
+            extra = {k: v for k, v in message.additional_kwargs.items() if k != "function_call"}
+            message = AIMessageChunk(content=message.content, additional_kwargs=extra, tool_call_chunks=once,
+                                     response_metadata=message.response_metadata, id=message.id,
+                                     usage_metadata=message.usage_metadata)
+            chunk = ChatGenerationChunk(message=message, generation_info=chunk.generation_info)
+        yield chunk
 
 
 async def off_loop(messages: int, fn: Callable[..., ResultT], /, *args: Any, **kwargs: Any) -> ResultT:

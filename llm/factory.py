@@ -270,6 +270,8 @@ class ModelFactory:
             "parley_model_id": resolved.model_id,
             "max_retries": 0,  # retries are node policies (RetryPolicy), never hidden in the client
             "stream_usage": quirks.stream_usage,
+            "null_assistant_content": quirks.null_assistant_content,
+            "repeats_tool_call_names": quirks.repeats_tool_call_names,
         }
         if HAS_CHUNK_TIMEOUT:
             # langchain-openai's own limit on the gap between streamed chunks (120 s unless told) follows the
@@ -295,7 +297,7 @@ class ModelFactory:
         if schema is None:
             model: Runnable = client
             if tools is not None:
-                model = client.bind_tools(list(tools.tools), **tools.bind_kwargs())
+                model = client.bind_tools(list(tools.tools), **tools.bind_kwargs(required=quirks.tool_choice_required))
             if answer_format is not None:
                 model = model.bind(response_format=answer_format.request_field(quirks.structured_method,
                                                                                quirks.json_string_cap))

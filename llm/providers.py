@@ -49,6 +49,23 @@ class Provider(BaseModel):
         "grammar-constrained endpoint (`json_object_schema`) is sent: a small model that starts repeating itself "
         "fills an unbounded string up to its output cap, and the answer is cut off unreadable.",
     )
+    tool_choice_required: bool = Field(
+        True,
+        description="Whether the server takes `tool_choice: \"required\"`. llama-cpp-python's function calling takes "
+        "`auto`, `none` or one named function only: a required call is sent as that function when one tool is "
+        "offered, else as `auto`.",
+    )
+    null_assistant_content: bool = Field(
+        True,
+        description="Whether an assistant message that calls tools may carry `content: null`, as OpenAI's API sends "
+        "it (llama-cpp-python's server refuses the request): else it goes as empty text.",
+    )
+    repeats_tool_call_names: bool = Field(
+        False,
+        description="Whether the server repeats a tool call's name and id in every streamed piece and adds the "
+        "deprecated `function_call` beside `tool_calls` (llama-cpp-python's function calling): Parley keeps the first "
+        "piece's name and id, as OpenAI streams them, and drops `function_call`.",
+    )
     json_extra_body: dict[str, Any] = Field(
         default_factory=dict,
         description="Request fields that replace `extra_body`'s in calls that must answer JSON (Parley's structured "
@@ -80,6 +97,11 @@ BUILTIN_PROVIDERS: dict[str, Provider] = {
         # penalty made it write `]}`, `[6]` and `{{` inside the strings of every other verdict.
         extra_body={"repeat_penalty": 1.3},
         json_extra_body={"repeat_penalty": 1.0},
+        # The embedded server formats chats as ChatML with llama-cpp-python's function calling
+        # (`--chat_format chatml-function-calling`, core/embedded.py): tool calls grammar-constrained, in OpenAI's shape.
+        tool_choice_required=False,
+        null_assistant_content=False,
+        repeats_tool_call_names=True,
     ),
 }
 

@@ -132,10 +132,14 @@ class ToolSet:
         """Whether the answer must be a tool call ("required", or a named function)."""
         return self.choice == "required" or isinstance(self.choice, dict)
 
-    def bind_kwargs(self) -> dict[str, Any]:
-        """The keyword arguments of langchain-openai's `bind_tools` besides the tools themselves."""
+    def bind_kwargs(self, *, required: bool = True) -> dict[str, Any]:
+        """The keyword arguments of langchain-openai's `bind_tools` besides the tools themselves; for a server that
+        takes no `tool_choice: "required"` (`required` False), the one tool by name, or `auto` among several."""
         kwargs: dict[str, Any] = {}
-        if self.choice is not None:
+        if self.choice == "required" and not required:
+            names = self.names
+            kwargs["tool_choice"] = {"type": "function", "function": {"name": names[0]}} if len(names) == 1 else "auto"
+        elif self.choice is not None:
             kwargs["tool_choice"] = self.choice
         if self.parallel is not None:
             kwargs["parallel_tool_calls"] = self.parallel

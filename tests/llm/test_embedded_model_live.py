@@ -11,7 +11,7 @@ import re
 from typing import Annotated, TypedDict
 
 import pytest
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel, Field
 
@@ -19,6 +19,7 @@ from core.embedded import model_server
 from graphs.duel import JUDGE_RETRY, DuelContext, judge_debate
 from graphs.duel.prompts import UNREADABLE_VERDICT
 from llm.factory import ModelFactory
+from llm.tools import ToolSet
 from llm.usage import UsageLedger
 
 pytestmark = pytest.mark.live
@@ -89,3 +90,30 @@ async def test_the_duels_verdict_is_well_formed_on_the_embedded_model(parley_env
              for v in verdicts]
     punctuated = [t for strings in texts for t in strings if re.search(r"[\[\]{}]", t)]
     assert punctuated == []
+
+
+WEATHER = ToolSet.from_request([{"type": "function", "function": {
+    "name": "get_weather", "description": "The current weather of a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}],
+    tool_choice="required")
+
+
+async def test_the_embedded_model_calls_a_tool_and_reads_its_result(parley_env, embedded_model):
+    """A fresh install's model answers `tools` with a tool call in OpenAI's shape (its server's chat format), a
+    required call included (the provider's quirk names the one tool), streamed too; and the conversation that carries
+    the call and its result is taken (an assistant message with `content: null`, sent as empty text)."""
+    factory = ModelFactory(parley_env, local_base_url=embedded_model.url)
+    chat = factory.chat("local:smollm2", max_tokens=60, temperature=0.0, tools=WEATHER)
+    question = [HumanMessage("What is the weather in Paris?")]
+    called = await chat.ainvoke(question)
+    assert [call["name"] for call in called.tool_calls] == ["get_weather"]
+    assert isinstance(called.tool_calls[0]["args"].get("city"), str)
+    streamed = None
+    async for chunk in chat.astream(question):
+        streamed = chunk if streamed is None else streamed + chunk
+    assert [call["name"] for call in streamed.tool_calls] == ["get_weather"]
+    result = ToolMessage("Sunny, 21 C", tool_call_id=called.tool_calls[0]["id"])
+    follow_up = factory.chat("local:smollm2", max_tokens=40, temperature=0.0, tools=ToolSet.from_request(
+        list(WEATHER.tools), tool_choice="none"))
+    answer = await follow_up.ainvoke([*question, called, result])
+    assert answer.content.strip() and not answer.tool_calls

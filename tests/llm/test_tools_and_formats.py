@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.messages import AIMessageChunk, HumanMessage, SystemMessage
+from langchain_core.outputs import ChatGenerationChunk
 from pydantic import BaseModel
 
+from llm.client import _named_once
 from llm.factory import ModelFactory
 from llm.formats import AnswerFormat, cap_strings, schema_note
 from llm.providers import BUILTIN_PROVIDERS, Provider
@@ -123,3 +125,30 @@ async def test_json_answers_are_sampled_as_the_provider_wants_json_sampled(parle
     await plain.structured(Verdict, "openai:gpt-4o").ainvoke([HumanMessage("Judge.")])
     assert llm.requests[-1]["top_k"] == 5 and llm.requests[-1]["messages"] == [{"role": "user", "content": "Judge."}]
     assert json.loads(json.dumps(llm.requests[-1]["response_format"]))["type"] == "json_schema"
+
+
+def test_a_required_call_goes_to_a_server_without_it_as_the_one_tool_or_auto():
+    one = ToolSet.from_request([WEATHER], tool_choice="required")
+    assert one.bind_kwargs() == {"tool_choice": "required"}
+    assert one.bind_kwargs(required=False) == {"tool_choice": {"type": "function", "function": {"name": "get_weather"}}}
+    second = {"type": "function", "function": {"name": "other", "parameters": {"type": "object"}}}
+    assert ToolSet.from_request([WEATHER, second], tool_choice="required").bind_kwargs(required=False) == {
+        "tool_choice": "auto"}
+
+
+async def test_a_call_streamed_with_its_name_in_every_piece_is_named_once():
+    """llama-cpp-python's function calling repeats the name and id in every piece, and adds `function_call`."""
+    def piece(args: str) -> ChatGenerationChunk:
+        return ChatGenerationChunk(message=AIMessageChunk(
+            content="", additional_kwargs={"function_call": {"name": "lookup", "arguments": args}},
+            tool_call_chunks=[{"index": 0, "id": "call_1", "name": "lookup", "args": args}]))
+
+    async def stream():
+        for args in ('{"q"', ': "x"', "}"):
+            yield piece(args)
+
+    merged = None
+    async for chunk in _named_once(stream()):
+        merged = chunk.message if merged is None else merged + chunk.message
+    assert merged.tool_calls == [{"name": "lookup", "args": {"q": "x"}, "id": "call_1", "type": "tool_call"}]
+    assert "function_call" not in merged.additional_kwargs
