@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from langchain_core.runnables import Runnable
 from pydantic import BaseModel
@@ -17,6 +17,9 @@ from llm.factory import ModelFactory
 from llm.formats import AnswerFormat
 from llm.tools import ToolSet
 from llm.usage import UsageLedger
+
+if TYPE_CHECKING:
+    from nodes.tools import ToolAccess
 
 SchemaT = TypeVar("SchemaT", bound=BaseModel)
 
@@ -34,16 +37,18 @@ class RunContext:
     models: ModelFactory | None = None
     model: str | None = None
     ledger: UsageLedger = field(default_factory=UsageLedger)
+    # Where the speakers' granted tools come from (set by the run's mode); None: no speaker has tools.
+    tools: ToolAccess | None = None
 
     @classmethod
     def of(cls, runtime: Any) -> Self:
         """This run's context as `cls`: the caller's own; a plain RunContext widened (keeping its models,
-        model and ledger, with this mode's default knobs); or fresh defaults when the caller passed none."""
+        model, ledger and tools, with this mode's default knobs); or fresh defaults when the caller passed none."""
         ctx = getattr(runtime, "context", None)
         if isinstance(ctx, cls):
             return ctx
         if isinstance(ctx, RunContext):
-            return cls(models=ctx.models, model=ctx.model, ledger=ctx.ledger)
+            return cls(models=ctx.models, model=ctx.model, ledger=ctx.ledger, tools=ctx.tools)
         return cls()
 
     @property

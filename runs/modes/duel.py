@@ -55,7 +55,7 @@ class DuelRun(ModeRun):
         return with_checkpointer(duel_graph, checkpointer)
 
     def context(self, ledger: UsageLedger) -> DuelContext:
-        return DuelContext(models=self.services.factory, ledger=ledger)
+        return DuelContext(models=self.services.factory, ledger=ledger, tools=self.tool_access())
 
     def graph_input(self) -> dict[str, Any]:
         return dict(self.input)

@@ -49,7 +49,7 @@ class WorkflowRun(ModeRun):
         return compile_workflow(self.spec, checkpointer=checkpointer)
 
     def context(self, ledger: UsageLedger) -> WorkflowContext:
-        return WorkflowContext(models=self.services.factory, ledger=ledger,
+        return WorkflowContext(models=self.services.factory, ledger=ledger, tools=self.tool_access(),
                                workspace_agents=self.input.get("workspaceAgents"))
 
     def graph_input(self) -> dict[str, Any]:
