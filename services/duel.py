@@ -32,9 +32,11 @@ from llm.failures import ModelError
 from runs import Caller, RunEngine
 from runs.modes.duel import CANCELLED
 from services import access
+from services import tools as tool_service
 from services.access import Principal
 from services.backend import Backend
 from services.errors import CannotStart, InvalidRequest, NotFound, RunFailed
+from services.tools import DUEL_SIDES, duel_subject
 from store import debates as store
 
 log = logging.getLogger("parley.duel")
@@ -167,9 +169,13 @@ async def start_duel(engine: RunEngine, caller: Caller, request: DebateRequest) 
             engine.db, debate_id=new_debate_id(), user=caller.user, workspace=caller.workspace, topic=request.topic,
             user_profile=request.user_profile, rounds=rounds, model=model, stream_token=secrets.token_urlsafe(18),
         )
+        granted = await tool_service.grants_of(engine.db, workspace=caller.workspace,
+                                               subjects=[duel_subject(side) for side in DUEL_SIDES])
+        tools = {side: granted[duel_subject(side)] for side in DUEL_SIDES if duel_subject(side) in granted}
         await engine.submit("duel", caller=caller, run_id=debate["_id"], title=request.topic,
                             ref={"debateId": debate["_id"]},
-                            input={"topic": request.topic, "user_profile": request.user_profile, "rounds": rounds})
+                            input={"topic": request.topic, "user_profile": request.user_profile, "rounds": rounds,
+                                   **({"tools": tools} if tools else {})})
     except ModelError as exc:
         log.error("could not start a debate: no usable model: %s", exc)
         raise CannotStart(START_FAILED) from exc

@@ -24,10 +24,10 @@ from services import billing
 from services.access import Principal
 from services.backend import Backend
 from services.errors import CannotStart, Conflict, NotFound, RunFailed, ServiceError
+from services.tools import agent_subject
 from store import agents as agent_store
 from store import conversations as conv_store
 from store import tools as tool_store
-from services.tools import agent_subject
 
 MESSAGE_RATE = "30/minute"
 STALE_KEY_AGE = timedelta(hours=1)  # a key whose run never started this long after it was claimed is freed

@@ -36,6 +36,8 @@ class DuelInput(TypedDict):
     # A duel that goes on from turns already made (a run resumed from its debate record): its opponent and turns.
     opponent_profile: NotRequired[dict]
     messages: NotRequired[list[dict]]
+    # The tools each side was granted (`nodes.tools`): {"user": [...], "opponent": [...]}.
+    tools: NotRequired[dict]
 
 
 class DuelOutput(TypedDict):
@@ -53,6 +55,7 @@ class DuelState(TypedDict, total=False):
     messages: Annotated[list[dict], operator.add]
     summary: str  # running summary of the turns that left the speakers' recent window
     summarized: int  # how many turns the summary covers
+    tools: dict  # the tools each side was granted
     verdicts: Annotated[list[dict], operator.add]
     synthesis: dict
 

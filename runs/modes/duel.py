@@ -21,6 +21,7 @@ from graphs.duel import graph as duel_graph
 from graphs.duel.steps import TurnInterrupted
 from llm.failures import failure_message
 from llm.usage import UsageLedger
+from nodes.tools import TOOL_EVENTS
 from runs.modes.base import Emit, ModeRun, Outcome, RunFailure, with_checkpointer
 from store import debates as store
 
@@ -64,12 +65,15 @@ class DuelRun(ModeRun):
         kind = part.get("event")
         if kind == "chunk":
             yield Emit("chunk", {"role": part["speaker"]["id"], "content": part["content"]})  # the seed's chunk
+        elif kind in TOOL_EVENTS:  # a side's call of a tool it was granted, and its result
+            yield Emit(kind, {"role": part["speaker"]["id"],
+                              **{k: v for k, v in part.items() if k not in ("event", "speaker", "round")}})
         elif kind == "start" and self.speaking != part["role"]:
             self.speaking = part["role"]
             yield Emit("start", {"role": part["role"], "name": part["name"]})
         elif kind == "message":
             self.speaking = None
-            message = {key: part[key] for key in ("role", "name", "content", "timestamp")}
+            message = {key: part[key] for key in ("role", "name", "content", "timestamp", "toolCalls") if key in part}
             self.messages.append(message)
             yield Emit("message", message, durable=True)
         elif kind == "opponent":

@@ -272,3 +272,36 @@ def test_a_failing_tool_is_a_result_the_agent_reads_and_the_run_goes_on(client, 
     assert by_id["call_over"]["isError"] and "at most 4" in by_id["call_over"]["result"]
     last = [r for r in llm.requests if r.get("tool_choice") == "none"]
     assert len(last) == 1 and sum(m["role"] == "tool" for m in last[0]["messages"]) == 5
+
+
+# --- a duel's side calls its tool ---------------------------------------------------------------
+
+
+def test_a_duel_side_granted_a_tool_calls_it_and_the_record_keeps_it(client, admin, make_key, llm, sync_db):
+    from tests.support.duel import OPPONENT_REPLY, script_duel
+    from tests.support.sse import parse_sse
+
+    assert register(client, admin).status_code == 201
+    assert client.put("/v1/tools/grants/duel:opponent", json={"tools": ["weather/get_weather"]},
+                      headers=auth(admin)).status_code == 200
+    llm.script(with_tools=True, tool_calls=[{"name": "get_weather", "arguments": {"city": "Oslo"}, "id": "call_o"}],
+               times=1)
+    script_duel(llm)
+    resp = client.post("/api/debate", json={"topic": "Should remote work be the default?", "rounds": 1,
+                                            "userProfile": {"name": "Ada"}}, headers=auth(make_key(["debate"])))
+    assert resp.status_code == 200, resp.text
+    events = parse_sse(resp.text)
+    kinds = [e.event for e in events if e.event != "chunk"]
+    assert kinds == ["init", "start", "message", "start", "tool_call", "tool_result", "message", "synthesizing",
+                     "synthesis", "done"]
+    call, result = (next(e.json() for e in events if e.event == kind) for kind in ("tool_call", "tool_result"))
+    assert call == {"role": "opponent", "index": 0, "id": "call_o", "name": "get_weather",
+                    "arguments": json.dumps({"city": "Oslo"})}
+    assert result["content"] == "Forecast for Oslo: sunny, 21 degrees, light wind." and result["role"] == "opponent"
+    messages = [e.json() for e in events if e.event == "message"]
+    assert "toolCalls" not in messages[0] and messages[1]["content"] == OPPONENT_REPLY
+    assert messages[1]["toolCalls"][0]["result"] == result["content"]
+    record = sync_db.debates.find_one({"_id": events[0].json()["id"]})
+    assert record["messages"][1]["toolCalls"] == messages[1]["toolCalls"]
+    # The user's side was granted nothing: its turns were offered no tools.
+    assert all("tools" not in r for r in llm.requests if "You are Ada," in json.dumps(r["messages"]))
