@@ -12,7 +12,7 @@ A grant gives a subject tools, each `server/tool`, `server/*` (every allowed too
 - `agent:<agentId>`: a round-table agent (the built-ins are for agents only);
 - `duel:user`, `duel:opponent`: the duel's two debaters;
 - `router:<routerId>`: every panelist of a router's debates;
-- `workflow:<workflowId>:<nodeId>`: one `llm` node of a stored workflow.
+- `workflow:<workflowId>:<nodeId>`: one streamed `llm` node (no `output_schema`) of a stored workflow.
 """
 
 from __future__ import annotations
@@ -278,8 +278,12 @@ async def _check_subject(db: AsyncDatabase, workspace: str, subject: str) -> str
         found = await router_store.get_router(db, workspace=workspace, router_id=parts[0]) is not None
     elif kind == "workflow":
         workflow = await workflow_store.find_workflow(db, workspace=workspace, workflow_id=parts[0])
-        nodes = [n.get("id") for n in ((workflow or {}).get("spec") or {}).get("nodes") or []]
-        found = workflow is not None and parts[1] in nodes
+        node = next((n for n in ((workflow or {}).get("spec") or {}).get("nodes") or [] if n.get("id") == parts[1]),
+                    None)
+        found = node is not None
+        if node is not None and (node.get("type") != "llm" or (node.get("config") or {}).get("output_schema")):
+            raise InvalidRequest(f"subject: node {parts[1]!r} is not a streamed `llm` node (one without "
+                                 "`output_schema`), the only kind that calls tools", code="invalid_subject")
     if not found:
         raise NotFound(f"subject: {subject} names nothing in this workspace", code="subject_not_found")
     return kind

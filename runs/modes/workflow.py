@@ -50,7 +50,8 @@ class WorkflowRun(ModeRun):
 
     def context(self, ledger: UsageLedger) -> WorkflowContext:
         return WorkflowContext(models=self.services.factory, ledger=ledger, tools=self.tool_access(),
-                               workspace_agents=self.input.get("workspaceAgents"))
+                               workspace_agents=self.input.get("workspaceAgents"),
+                               node_tools=self.input.get("nodeTools"))
 
     def graph_input(self) -> dict[str, Any]:
         return dict(self.input["initial"])

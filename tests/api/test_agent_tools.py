@@ -305,3 +305,43 @@ def test_a_duel_side_granted_a_tool_calls_it_and_the_record_keeps_it(client, adm
     assert record["messages"][1]["toolCalls"] == messages[1]["toolCalls"]
     # The user's side was granted nothing: its turns were offered no tools.
     assert all("tools" not in r for r in llm.requests if "You are Ada," in json.dumps(r["messages"]))
+
+
+# --- a workflow's llm node calls its tool -------------------------------------------------------
+
+
+WORKFLOW = {"version": 1, "name": "Forecast brief",
+            "state": {"city": {"type": "string", "required": True}, "brief": {"type": "string"},
+                      "shape": {"type": "object"}},
+            "nodes": [{"id": "brief", "type": "llm", "inputs": {"prompt": "Write a brief on the weather in {city}."},
+                       "output_key": "brief"},
+                      {"id": "shape", "type": "llm", "config": {"output_schema": {
+                          "type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}},
+                       "inputs": {"prompt": "Is this fine? {brief}"}, "output_key": "shape"}],
+            "edges": [{"from": "brief", "to": "shape"}], "entry": "brief", "finish": ["shape"]}
+
+
+def test_a_stored_workflows_llm_node_calls_the_tool_granted_to_it(client, admin, llm):
+    assert register(client, admin).status_code == 201
+    created = client.post("/v1/workflows", json=WORKFLOW, headers=auth(admin))
+    assert created.status_code == 201, created.text
+    workflow_id = created.json()["id"]
+
+    def grant(node):
+        return client.put(f"/v1/tools/grants/workflow:{workflow_id}:{node}", json={"tools": ["weather/get_weather"]},
+                          headers=auth(admin))
+
+    assert grant("brief").status_code == 200
+    refused = grant("shape")  # a structured node does not stream, and calls no tool
+    assert (refused.status_code, refused.json()["code"]) == (400, "invalid_subject")
+    assert grant("nowhere").status_code == 404
+    llm.script(with_tools=True, match="Forecast for Bergen", reply="Bergen will be sunny.")
+    llm.script(with_tools=True, tool_calls=[{"name": "get_weather", "arguments": {"city": "Bergen"}}], times=1)
+    with client.stream("POST", f"/v1/workflows/{workflow_id}/runs/stream", json={"input": {"city": "Bergen"}},
+                       headers=auth(admin)) as resp:
+        assert resp.status_code == 200, resp.read()
+        events = sse_events(resp.read().decode())
+    by_name = {name: data for _, name, data in events}
+    assert by_name["tool_call"]["node"] == "brief" and by_name["tool_call"]["name"] == "get_weather"
+    assert by_name["tool_result"]["content"] == "Forecast for Bergen: sunny, 21 degrees, light wind."
+    assert by_name["done"]["state"]["brief"] == "Bergen will be sunny."
