@@ -11,7 +11,6 @@ A grant gives a subject tools, each `server/tool`, `server/*` (every allowed too
 
 - `agent:<agentId>`: a round-table agent (the built-ins are for agents only);
 - `duel:user`, `duel:opponent`: the duel's two debaters;
-- `router:<routerId>`: every panelist of a router's debates;
 - `workflow:<workflowId>:<nodeId>`: one streamed `llm` node (no `output_schema`) of a stored workflow.
 """
 
@@ -36,15 +35,13 @@ from llm import mcp
 from nodes.tools import BUILTIN_SERVER, BUILTINS, earlier_syntheses, search_documents
 from services.errors import BadGateway, Conflict, InvalidRequest, NotFound
 from store import agents as agent_store
-from store import routers as router_store
 from store import tools as tool_store
 from store import workflows as workflow_store
 
 SERVER_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,31}$"
 RESERVED_NAMES = (BUILTIN_SERVER, "grants")
 DUEL_SIDES = ("user", "opponent")
-SUBJECT_HELP = ("`agent:<agentId>`, `duel:user`, `duel:opponent`, `router:<routerId>` or "
-                "`workflow:<workflowId>:<nodeId>`")
+SUBJECT_HELP = "`agent:<agentId>`, `duel:user`, `duel:opponent` or `workflow:<workflowId>:<nodeId>`"
 
 ToolName = Annotated[str, Field(min_length=1, max_length=MAX_TOOL_NAME_CHARS, pattern=r"^[A-Za-z0-9_.-]+$")]
 Secret = Annotated[str, Field(max_length=4096)]
@@ -58,11 +55,6 @@ def agent_subject(agent_id: str) -> str:
 def duel_subject(side: str) -> str:
     """The grant subject of a duel's side (`user`, `opponent`)."""
     return f"duel:{side}"
-
-
-def router_subject(router_id: str) -> str:
-    """The grant subject of a router's panelists."""
-    return f"router:{router_id}"
 
 
 def workflow_subject(workflow_id: str, node_id: str) -> str:
@@ -256,12 +248,11 @@ async def delete_server(db: AsyncDatabase, *, workspace: str, name: str) -> None
 # --- grants ---------------------------------------------------------------------------------
 
 
-_SUBJECT = re.compile(r"^(agent):([^:]{1,200})$|^(duel):(user|opponent)$|^(router):([^:]{1,64})$"
-                      r"|^(workflow):([^:]{1,200}):([^:]{1,200})$")
+_SUBJECT = re.compile(r"^(agent):([^:]{1,200})$|^(duel):(user|opponent)$|^(workflow):([^:]{1,200}):([^:]{1,200})$")
 
 
 async def _check_subject(db: AsyncDatabase, workspace: str, subject: str) -> str:
-    """The kind of `subject` (`agent`, `duel`, `router`, `workflow`) once it names something of the workspace.
+    """The kind of `subject` (`agent`, `duel`, `workflow`) once it names something of the workspace.
 
     Raises:
         InvalidRequest: not a subject (`invalid_subject`). NotFound: it names nothing (`subject_not_found`).
@@ -269,13 +260,10 @@ async def _check_subject(db: AsyncDatabase, workspace: str, subject: str) -> str
     match = _SUBJECT.match(subject)
     if match is None:
         raise InvalidRequest(f"subject: {subject!r} is not one of {SUBJECT_HELP}", code="invalid_subject")
-    kind, *_ = [g for g in match.groups() if g is not None]
-    parts = [g for g in match.groups() if g is not None][1:]
+    kind, *parts = [g for g in match.groups() if g is not None]
     found = True
     if kind == "agent":
         found = await agent_store.get_agent(db, workspace=workspace, agent_id=parts[0]) is not None
-    elif kind == "router":
-        found = await router_store.get_router(db, workspace=workspace, router_id=parts[0]) is not None
     elif kind == "workflow":
         workflow = await workflow_store.find_workflow(db, workspace=workspace, workflow_id=parts[0])
         node = next((n for n in ((workflow or {}).get("spec") or {}).get("nodes") or [] if n.get("id") == parts[1]),

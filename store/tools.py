@@ -1,5 +1,5 @@
 """Agents' tools: the MCP servers a workspace's admin registered (`tool_servers`) and the tools granted to each
-subject (`tool_grants`: a round-table agent, a duel side, a router's panelists, a workflow's node).
+subject (`tool_grants`: a round-table agent, a duel side, a workflow's node).
 
 A server's secrets (the values of its `env` and `headers`) are stored for Parley to use and never leave this module
 in a public view (`public_server`): only their names do.

@@ -345,3 +345,6 @@ def test_a_stored_workflows_llm_node_calls_the_tool_granted_to_it(client, admin,
     assert by_name["tool_call"]["node"] == "brief" and by_name["tool_call"]["name"] == "get_weather"
     assert by_name["tool_result"]["content"] == "Forecast for Bergen: sunny, 21 degrees, light wind."
     assert by_name["done"]["state"]["brief"] == "Bergen will be sunny."
+    usage = by_name["done"]["usage"]  # the call counted in the run's usage, and in its node's
+    assert usage["toolCalls"] == 1 and usage["nodes"]["brief"]["toolCalls"] == 1 and "toolCalls" not in usage[
+        "nodes"]["shape"]
