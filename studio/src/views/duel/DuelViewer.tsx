@@ -1,6 +1,7 @@
 /** The duel as it happens: both personas, the turns streaming in, round progress, then the verdict. */
 import { memo } from "react";
 
+import { ToolCalls } from "../../components/ToolCalls";
 import { Badge, BulletList, StatusLine } from "../../components/ui";
 import { turnText, type DuelTurn, type DuelView, type Profile } from "../../streams/duel";
 
@@ -102,6 +103,7 @@ const TurnItem = memo(function TurnItem({ turn, round }: { turn: DuelTurn; round
         <strong>{turn.name}</strong> <span className="muted">round {round}</span>
         {streaming && <Badge tone="live">speaking</Badge>}
       </p>
+      <ToolCalls calls={turn.toolCalls} />
       <p className="turn-text">{turnText(turn)}</p>
     </li>
   );
