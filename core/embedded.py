@@ -397,9 +397,13 @@ def _pidfile(home: Path) -> Path:
 
 
 def _write_pidfile(home: Path, server: ManagedProcess) -> None:
+    """Say which database runs on `home`, all at once: the file is replaced whole, so another Parley process (the
+    CLI, a second server) reading it while the database restarts reads the old one or the new one, never half."""
     path = _pidfile(home)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"pid": server.process.pid if server.process else None, "uri": server.url}))
+    written = path.with_name(f".{path.name}.{os.getpid()}")
+    written.write_text(json.dumps({"pid": server.process.pid if server.process else None, "uri": server.url}))
+    os.replace(written, path)
 
 
 def running_database(home: Path) -> str | None:
