@@ -5,6 +5,7 @@ emitting the calls."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import pytest
 
 from api.main import create_app
 from core.settings import Settings, get_settings
+from tests.support.mcp import http_client as mcp_client
 from tests.support.servers import ServerThread
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -195,7 +197,7 @@ def test_grants_name_registered_tools_and_known_subjects(client, admin):
 # --- a round-table agent calls its tool --------------------------------------------------------
 
 
-def test_a_round_table_agent_calls_a_granted_tool_during_its_turn(client, admin, llm):
+def test_a_round_table_agent_calls_a_granted_tool_during_its_turn(client, server, admin, llm):
     assert register(client, admin).status_code == 201
     claire, marc = add_agent(client, admin, "Claire"), add_agent(client, admin, "Marc", "Sales")
     resp = client.put(f"/v1/tools/grants/agent:{claire['id']}", json={"tools": ["weather/get_weather"]},
@@ -210,6 +212,7 @@ def test_a_round_table_agent_calls_a_granted_tool_during_its_turn(client, admin,
     with client.stream("POST", f"/v1/conversations/{conversation_id}/message", json={"content": "Open in Lyon?"},
                        headers={**auth(admin), "Accept": "text/event-stream"}) as resp:
         assert resp.status_code == 200
+        run_id = resp.headers["x-run-id"]
         events = sse_events(resp.read().decode())
     names = [name for _, name, _ in events]
     assert names[-1] == "done", names
@@ -243,6 +246,14 @@ def test_a_round_table_agent_calls_a_granted_tool_during_its_turn(client, admin,
     assert stored["metadata"]["usage"]["toolCalls"] == 1
     assert all("toolCalls" not in (m.get("metadata") or {}) for m in detail["messages"]
                if m.get("agentId") == marc["id"])
+
+    # The run's Markdown transcript (MCP resource parley://runs/{id}) names the call under Claire's turn.
+    async def transcript() -> str:
+        async with mcp_client(server.url, admin) as mcp:
+            return (await mcp.read_resource(f"parley://runs/{run_id}")).contents[0].text
+
+    text = asyncio.run(transcript())
+    assert f'- Called `get_weather({json.dumps({"city": "Lyon"})})`: {FORECAST}' in text
 
 
 def test_a_failing_tool_is_a_result_the_agent_reads_and_the_run_goes_on(client, admin, llm):
