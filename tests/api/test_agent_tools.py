@@ -16,6 +16,7 @@ import pytest
 
 from api.main import create_app
 from core.settings import Settings, get_settings
+from tests.api.test_roundtable_api import sse_events
 from tests.support.mcp import http_client as mcp_client
 from tests.support.servers import ServerThread
 
@@ -29,15 +30,6 @@ FORECAST = "Forecast for Lyon: sunny, 21 degrees, light wind."
 
 def auth(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
-
-
-def sse_events(text: str) -> list[tuple[int, str, dict]]:
-    events = []
-    for block in text.replace("\r\n", "\n").split("\n\n"):
-        fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line and not line.startswith(":"))
-        if "event" in fields:
-            events.append((int(fields["id"]), fields["event"], json.loads(fields["data"])))
-    return events
 
 
 @pytest.fixture(scope="module")
