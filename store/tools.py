@@ -23,7 +23,16 @@ INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
 
 
 def _iso(moment: datetime | None) -> str | None:
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z") if moment else None
+    """`2026-10-09T10:02:44.318Z`, as the other resources show times."""
+    if moment is None:
+        return None
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def _now() -> datetime:
+    # What BSON keeps (milliseconds), so what a write returns reads back the same.
+    now = _now()
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)
 
 
 def public_server(doc: dict[str, Any]) -> dict[str, Any]:
@@ -46,7 +55,7 @@ def public_server(doc: dict[str, Any]) -> dict[str, Any]:
 
 async def insert_server(db: AsyncDatabase, *, workspace: str, server: dict[str, Any]) -> dict[str, Any] | None:
     """Store a new server (its `name` unique in the workspace); None when the name is taken."""
-    now = datetime.now(UTC)
+    now = _now()
     doc = {"_id": "tls_" + uuid.uuid4().hex[:16], **server, "workspace": workspace, "listedAt": now,
            "createdAt": now, "updatedAt": now}
     try:
@@ -75,7 +84,7 @@ async def get_server(db: AsyncDatabase, *, workspace: str, name: str) -> dict[st
 async def replace_server(db: AsyncDatabase, *, workspace: str, name: str,
                          server: dict[str, Any]) -> dict[str, Any] | None:
     """Replace what server `name` holds (its id and creation time kept); None when there is no such server."""
-    now = datetime.now(UTC)
+    now = _now()
     return await db.tool_servers.find_one_and_update(
         {"workspace": workspace, "name": name}, {"$set": {**server, "listedAt": now, "updatedAt": now}},
         return_document=ReturnDocument.AFTER)
@@ -104,7 +113,7 @@ async def set_grant(db: AsyncDatabase, *, workspace: str, subject: str, tools: l
         return None
     return await db.tool_grants.find_one_and_update(
         {"workspace": workspace, "subject": subject},
-        {"$set": {"tools": tools, "updatedAt": datetime.now(UTC)}},
+        {"$set": {"tools": tools, "updatedAt": _now()}},
         upsert=True, return_document=ReturnDocument.AFTER)
 
 
