@@ -31,7 +31,7 @@ def _iso(moment: datetime | None) -> str | None:
 
 def _now() -> datetime:
     # What BSON keeps (milliseconds), so what a write returns reads back the same.
-    now = _now()
+    now = datetime.now(UTC)
     return now.replace(microsecond=now.microsecond // 1000 * 1000)
 
 
