@@ -115,7 +115,25 @@ class GrantSet(BaseModel):
         "`parley/earlier_syntheses` (round-table agents only)."))
 
 
+# Variables that change which code a program loads or runs: an admin may not set them for a stdio server, whose
+# command is the deployment's choice (`PARLEY_TOOL_COMMANDS`), not theirs.
+LOADER_VARIABLES = frozenset({
+    "PATH", "BASH_ENV", "ENV", "SHELLOPTS", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE",
+    "NODE_OPTIONS", "NODE_PATH", "PERL5LIB", "PERL5OPT", "RUBYLIB", "RUBYOPT", "JAVA_TOOL_OPTIONS", "CLASSPATH",
+})
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
+
+def _check_env(env: Any) -> None:
+    for name in env or {}:
+        if not ENV_NAME.match(name):
+            raise ValueError(f"env: {name!r} is not a variable name (letters, digits and '_')")
+        if name.upper() in LOADER_VARIABLES or name.upper().startswith(("LD_", "DYLD_")):
+            raise ValueError(f"env: {name} changes which code the command loads, and may not be set")
+
+
 def _check_transport(command: str | None, url: str | None, args: Any, env: Any, headers: Any) -> None:
+    _check_env(env)
     if (command is None) == (url is None):
         raise ValueError("send either command (a stdio server) or url (a streamable-HTTP server), not both or neither")
     if url is not None and (args or env):

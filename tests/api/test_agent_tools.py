@@ -121,6 +121,8 @@ def test_registration_refuses_what_the_deployment_does_not_allow(client, admin, 
         ({**STDIO, "url": http_tools}, 400, None),
         ({**STDIO, "name": "parley"}, 400, "invalid_request"),
         ({**STDIO, "name": "Bad Name"}, 400, None),
+        ({**STDIO, "env": {"LD_PRELOAD": "/tmp/x.so"}}, 400, None),
+        ({**STDIO, "env": {"PYTHONPATH": "/tmp"}}, 400, None),
     ]
     for body, status, code in cases:
         resp = register(client, admin, body)
