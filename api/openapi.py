@@ -58,6 +58,10 @@ class SeedError(BaseModel):
     code: str | None = Field(None, description="A stable machine code, absent on the seed's own refusals.")
     retryAfter: int | None = Field(None, description="Seconds to wait before trying again (429 only).")
     details: list[ValidationIssue] | None = Field(None, description="Each bad field (a malformed query only).")
+    field: str | None = Field(None, description="The budget field at fault (`invalid_budget`).")
+    minimum: dict[str, float] | None = Field(None, description="The least budget one round and the verdict need "
+                                             "(`budget_too_small`): `maxTokens`, `maxCost` or `maxSeconds`.")
+    short: list[str] | None = Field(None, description="The budget fields below that minimum (`budget_too_small`).")
 
 
 class ParleyError(BaseModel):

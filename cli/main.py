@@ -23,9 +23,20 @@ from cli import mcp as mcp_cli
 from cli import panel as panel_cli
 from cli import roundtable as roundtable_cli
 from cli import workflow as workflow_cli
-from cli.common import console, fail, model_factory, with_db
+from cli.common import (
+    MAX_COST,
+    MAX_SECONDS,
+    MAX_TOKENS,
+    budget_fields,
+    console,
+    describe_budget,
+    fail,
+    model_factory,
+    with_db,
+)
 from core.embedded import EmbeddedServerError, EmbeddedServices, die_with, model_server
 from core.settings import get_settings
+from llm.budget import BudgetLimits, InvalidBudget
 from llm.factory import ModelFactory
 from llm.failures import ModelError, failure_message
 from llm.usage import UsageLedger
@@ -35,7 +46,7 @@ from store import workspaces as ws_store
 app = typer.Typer(help="Parley: multi-agent LLM debates.", no_args_is_help=True, add_completion=False)
 model_app = typer.Typer(help="The model layer and the embedded model.", no_args_is_help=True)
 keys_app = typer.Typer(help="API keys.", no_args_is_help=True)
-workspaces_app = typer.Typer(help="Workspace credit and allowance.", no_args_is_help=True)
+workspaces_app = typer.Typer(help="Workspace credit, allowance and default budget.", no_args_is_help=True)
 app.add_typer(model_app, name="model")
 app.add_typer(keys_app, name="keys")
 app.add_typer(workspaces_app, name="workspaces")
@@ -283,13 +294,35 @@ def workspaces_allowance(
     console.print(f"{workspace}: allowance {tokens} tokens")
 
 
+@workspaces_app.command("budget")
+def workspaces_budget(
+    workspace: str = typer.Argument(..., help="Workspace id."),
+    max_tokens: int = MAX_TOKENS,
+    max_cost: float = MAX_COST,
+    max_seconds: float = MAX_SECONDS,
+    clear: bool = typer.Option(False, "--clear", help="Remove the default budget."),
+) -> None:
+    """Set the default budget of a workspace's runs: the limits a run gets when its request sets none of its own
+    (it then ends with its synthesis before passing them; docs/steering.md)."""
+    given = budget_fields(max_tokens, max_cost, max_seconds)
+    if clear == bool(given):
+        raise fail("give --max-tokens, --max-cost and/or --max-seconds, or --clear", code=2)
+    try:
+        limits = BudgetLimits.parse(given)
+    except InvalidBudget as exc:
+        raise fail(str(exc), code=2) from exc
+    budget = with_db(lambda db: ws_store.set_budget(db, workspace, limits.dump() or None))
+    console.print(f"{workspace}: default budget {describe_budget(budget)}")
+
+
 @workspaces_app.command("show")
 def workspaces_show(workspace: str = typer.Argument(..., help="Workspace id.")) -> None:
-    """Show a workspace's credit and allowance."""
+    """Show a workspace's credit, allowance and default budget."""
     ws = with_db(lambda db: ws_store.get_workspace(db, workspace))
-    table = Table("workspace", "credit (USD)", "allowance (tokens)")
+    table = Table("workspace", "credit (USD)", "allowance (tokens)", "default budget")
     allowance = ws.get("allowanceTokens")
-    table.add_row(workspace, f"{ws.get('creditUsd', 0.0):.6f}", "unlimited" if allowance is None else str(allowance))
+    table.add_row(workspace, f"{ws.get('creditUsd', 0.0):.6f}", "unlimited" if allowance is None else str(allowance),
+                  describe_budget(ws.get("budget")))
     console.print(table)
 
 

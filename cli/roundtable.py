@@ -1,4 +1,5 @@
-"""`parley roundtable`: put a question to a workspace's agents and watch the debate in the terminal.
+"""`parley roundtable`: put a question to a workspace's agents and watch the debate in the terminal; with `--steer`,
+add your own messages, or end it, after every round (docs/steering.md).
 
 Two parts: `render_round_table` prints a round table's wire events (`round_start`, `chunk`, `message`,
 `convergence`, `synthesis`, `done`, `error`, the payloads of the conversation message SSE) as they
@@ -8,7 +9,7 @@ come, whatever produced them; `round_table_events` produces them for one questio
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import typer
@@ -18,7 +19,18 @@ from rich.markup import escape
 from rich.table import Table
 
 import store
-from cli.common import console, database_uri, fail, model_factory
+from cli.common import (
+    MAX_COST,
+    MAX_SECONDS,
+    MAX_TOKENS,
+    STOPPED,
+    ask_at_boundary,
+    budget_fields,
+    console,
+    database_uri,
+    fail,
+    model_factory,
+)
 from core.settings import get_settings
 from llm.factory import ModelFactory
 from nodes.text import clip
@@ -29,6 +41,7 @@ from services.backend import Backend
 from services.engine import RunEngine
 from services.errors import ServiceError, describe_validation
 from services.roundtable import NO_AGENTS
+from services.steering import SteerOptions, parse_options
 from store import agents as agent_store
 from store import conversations as conv_store
 from store.conversations import MAX_TITLE_CHARS, ConversationCreate, MessageCreate
@@ -81,6 +94,10 @@ def _line(event: str, data: dict[str, Any]) -> str | None:
     if event == "convergence":
         verdict = "[green]converged, the table stops[/]" if data["converged"] else "below the threshold"
         return (f"  [bold]convergence {data['score']:.2f}[/] (threshold {data['threshold']:.2f}): {verdict}")
+    if event == "human":
+        return f"  [bold green]{escape(data['name'])} (you)[/]: {escape(_short(data['content']))}"
+    if event == "stopping":
+        return f"  [yellow]to the synthesis now ({escape(data['by'])}): {STOPPED.get(data['by'], data['by'])}[/]"
     return None
 
 
@@ -111,6 +128,9 @@ async def render_round_table(events: AsyncIterator[WireEvent], out: Console | No
             left = usage.get("remainingBalance")
             out.print(f"[dim]{usage.get('totalTokensUsed', 0)} tokens used; allowance left: "
                       f"{'unlimited' if left is None else left}[/]")
+            if data.get("stoppedBy"):
+                out.print(f"[yellow]Stopped early[/] ({data['stoppedBy']}): "
+                          f"{STOPPED.get(data['stoppedBy'], data['stoppedBy'])}")
             return data
         elif event in ("error", "cancelled"):
             raise RoundTableFailed(data.get("error") or data.get("message") or f"the round table ended: {event}")
@@ -153,10 +173,13 @@ def synthesis_view(synthesis: dict[str, Any], total_rounds: int | None = None) -
 
 async def round_table_events(
     db, uri: str, factory: ModelFactory, *, workspace: str, user: str, question: str,
-    conversation_id: str | None = None, on_conversation=None,
+    conversation_id: str | None = None, on_conversation=None, steer: SteerOptions = SteerOptions(),
+    ask: Callable[[str], dict[str, str]] | None = None,
 ) -> AsyncIterator[WireEvent]:
     """The wire events of one question put to a conversation (a new one, titled with the question,
-    when `conversation_id` is None); `on_conversation(id)` is called once the debate has started.
+    when `conversation_id` is None); `on_conversation(id)` is called once the debate has started. `steer`: the
+    question's `await` and budget; each time the run waits, `ask(where)` (run off the loop) gives the input that
+    is sent to it (`{"action", "content"?}`).
 
     Raises:
         ServiceError: what the conversation message route would refuse (unknown conversation, no agents,
@@ -176,12 +199,16 @@ async def round_table_events(
     try:
         await engine.start()
         principal = Principal(key_id="cli", user=user, workspace=workspace, scopes=frozenset({"conversations"}))
-        asked = await service.submit_message(backend, principal, conversation_id, question, idempotency_key=None)
+        asked = await service.submit_message(backend, principal, conversation_id, question, idempotency_key=None,
+                                             steer=steer)
         if on_conversation is not None:
             on_conversation(conversation_id)
         async for batch in engine.follow(asked.run_id):
             for event in batch:
                 yield event.event, event.data
+                if event.event == "waiting" and ask is not None:
+                    reply = await asyncio.to_thread(ask, f"after round {event.data['position']}")
+                    await engine.steer(asked.run_id, user=user, **reply)
     finally:
         await engine.stop()
         await saver.aclose()
@@ -195,6 +222,11 @@ def roundtable(
     conversation: str = typer.Option(None, help="Ask in this conversation (a follow-up); a new one by default."),
     workspace: str = typer.Option("default", help="Workspace whose agents sit at the table."),
     user: str = typer.Option("local", help="Who asks (the conversation's user)."),
+    steer: bool = typer.Option(False, "--steer", help="After every round, wait for you: a message for the next "
+                                                      "rounds, Enter to go on, or /end for the synthesis."),
+    max_tokens: int = MAX_TOKENS,
+    max_cost: float = MAX_COST,
+    max_seconds: float = MAX_SECONDS,
 ) -> None:
     """Debate QUESTION with the workspace's agents: stances and convergence live, then the synthesis.
 
@@ -205,6 +237,11 @@ def roundtable(
         question = MessageCreate(content=question).content
     except ValidationError as exc:
         raise fail(escape(describe_validation(exc.errors()).replace("content", "question")), code=2) from None
+    try:
+        options = parse_options({"await": "after_round" if steer else None,
+                                 **budget_fields(max_tokens, max_cost, max_seconds)}, boundary="after_round")
+    except ServiceError as exc:
+        raise fail(escape(exc.message), code=2) from exc
 
     with database_uri() as uri:
         async def agents() -> list[dict]:
@@ -223,7 +260,7 @@ def roundtable(
                 await store.ensure_indexes(db)
                 events = round_table_events(
                     db, uri, factory, workspace=workspace, user=user, question=question,
-                    conversation_id=conversation,
+                    conversation_id=conversation, steer=options, ask=ask_at_boundary if steer else None,
                     on_conversation=lambda cid: console.print(
                         f"[bold]{escape(question)}[/]\n[dim]conversation {cid} (ask a follow-up with "
                         f"--conversation {cid})[/]", soft_wrap=True),

@@ -79,6 +79,10 @@ MAX_SERVER_TOOLS = 64
 MAX_GRANTED_TOOLS = 16
 # Parallel branches of one designer `fan_out` node: as many as an arbitrator can tell apart (Answer A … G).
 MAX_FAN_OUT_BRANCHES = MAX_PANEL_SIZE
+# Steering a running debate (`POST /v1/runs/{id}/input`): a message's characters; the smallest `maxSeconds` a
+# budget may give (a step's time cannot be estimated before the run: below this no debate gets through a round).
+STEER_MESSAGE_MAX_CHARS = 4000
+MIN_BUDGET_SECONDS = 5.0
 
 
 @dataclass(frozen=True)

@@ -66,9 +66,9 @@ class Settings(BaseSettings):
         0.25, gt=0, description="Seconds between a follower's looks at the database for new events of a run "
         "another worker executes, doubling (up to the heartbeat) while none comes.")
     parley_run_deadline: float = Field(
-        1800.0, gt=0, description="Seconds a run may take in all, from its creation: past it the run is stopped and "
-        "stored `failed` with the code `run_deadline` (its usage billed and its reservation settled as for any "
-        "failure).")
+        1800.0, gt=0, description="Seconds a run may take in all, from its creation (less the time it waited for a "
+        "person): past it the run is stopped and stored `failed` with the code `run_deadline` (its usage billed and "
+        "its reservation settled as for any failure).")
     parley_run_durability: Literal["async", "sync"] = Field(
         "async", description="LangGraph checkpoint durability: `async` saves each step's checkpoint while the next "
         "runs, `sync` before it starts (slower; a crash then never repeats a finished step's model calls).")
@@ -80,6 +80,10 @@ class Settings(BaseSettings):
         description="Addresses or networks (comma list, e.g. `127.0.0.1,10.0.0.0/8`) of the reverse proxies whose "
         "X-Forwarded-For and X-Forwarded-Proto headers are believed; from any other peer they are ignored, so "
         "the client address (which rate limits count by) is the connection's. Empty (the default) trusts none.")
+    parley_table_early_stop: float = Field(
+        0.8, ge=0, le=1, description="The confidence every regular agent of a round table must state, all taking "
+        "one stance in round 0, for the table to skip its debate rounds and go to its synthesis (`stoppedBy: "
+        "\"unanimous\"`); 0 never skips them.")
     parley_stream_token_grace: float = Field(
         3600.0, ge=0, description="Seconds a duel's stream token (`?token=` of its events URL) keeps working after "
         "the duel ended; it works throughout the duel itself.")

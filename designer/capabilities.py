@@ -30,6 +30,7 @@ from designer.nodes import NodeFn, prompt_of
 from designer.schemas import model_from_schema
 from designer.spec import (
     ArbitrateNode,
+    AwaitNode,
     FanOutNode,
     JudgeNode,
     ScoreConvergenceNode,
@@ -50,6 +51,7 @@ from nodes.judge import JUDGE_RETRY, agreed_winner, judge, judge_both_orders, ve
 from nodes.prompts import multiagent_debate as debate_prompts
 from nodes.revise import revision_messages
 from nodes.select_opponent import select_opponent
+from nodes.steer import boundary
 from nodes.synthesize import synthesize
 
 
@@ -345,3 +347,28 @@ def vote_node(node: VoteNode, defaults: Mapping[str, Any]) -> NodeFn:
         return {node.output_key: ballot.text}
 
     return vote
+
+
+# --- await ----------------------------------------------------------------------------------
+
+
+def await_node(node: AwaitNode, defaults: Mapping[str, Any]) -> NodeFn:
+    """Build the node for an `await` spec: the boundary (`nodes.steer`) at this node, its events the node's own
+    (`progress` with `kind` human, resumed, stopping); `output_key` gets the texts of the messages taken in."""
+    step = boundary(
+        at=node.id, context=WorkflowContext, always=node.config.wait == "always", more=lambda state, ctx: True,
+        # Where the run stands: the inputs taken in so far (a pass after a wait has taken one more).
+        position=lambda state: len(state.get("consumed") or []),
+        doc="Take in what a person sent; wait for them here if told to; end early on `end` or the budget.",
+    )
+
+    async def steer_here(state: dict[str, Any], runtime: Any) -> dict[str, Any]:
+        """Take in what a person sent, wait for them if told to, and note an early end (routed to `on_end`)."""
+        with events_under(node.id):
+            update = await step(state, runtime)
+        if node.output_key:
+            update[node.output_key] = [message["content"] for message in update.get("human") or []]
+        return update
+
+    steer_here.__wrapped__ = step  # type: ignore[attr-defined]
+    return steer_here

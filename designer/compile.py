@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 from collections.abc import Mapping
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, TypedDict, get_type_hints
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
@@ -23,6 +23,7 @@ from designer.spec import ConditionNode, WorkflowSpec
 from designer.usage import usage_summary
 from designer.validate import validate_workflow
 from nodes.events import event_writer
+from nodes.steer import SteerState
 from llm.failures import is_transient
 
 FACTORIES = {
@@ -40,14 +41,18 @@ FACTORIES = {
     "arbitrate": capabilities.arbitrate_node,
     "judge": capabilities.judge_node,
     "vote": capabilities.vote_node,
+    "await": capabilities.await_node,
 }
 
 
 def state_schema(spec: WorkflowSpec) -> type:
-    """A TypedDict of the declared keys; `append` keys get a list-concatenating reducer."""
+    """A TypedDict of the declared keys; `append` keys get a list-concatenating reducer. A workflow with `await` nodes
+    also has the keys its boundaries write (`nodes.steer.SteerState`, which `validate_workflow` keeps undeclared)."""
     fields: dict[str, Any] = {
         name: Annotated[list, operator.add] if key.reducer == "append" else Any for name, key in spec.state.items()
     }
+    if spec.steerable:
+        fields.update(get_type_hints(SteerState, include_extras=True))
     return TypedDict(f"{_class_name(spec.name)}State", fields, total=False)  # type: ignore[operator]
 
 

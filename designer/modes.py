@@ -25,7 +25,9 @@ from nodes.speak import is_chunk
 from nodes.tools import TOOL_EVENTS
 
 DEFAULT_USER_PROFILE = {"name": "Advocate"}
-_SHARED_CONTEXT_FIELDS = tuple(f.name for f in dataclasses.fields(RunContext))
+# A nested mode shares the workflow's models, ledger and budget; not its steering: a person steers a workflow at
+# its own `await` nodes, never inside a nested duel or table.
+_SHARED_CONTEXT_FIELDS = tuple(f.name for f in dataclasses.fields(RunContext) if f.name != "steering")
 
 
 class NodeInputError(ValueError):

@@ -10,8 +10,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from designer.spec import END, ConditionNode, Predicate, WorkflowSpec
+from designer.spec import END, AwaitNode, ConditionNode, Predicate, WorkflowSpec
 from designer.templates import MissingValue, lookup
+
+
+# The state key an `await` node writes when the run is ended early (`nodes.steer.SteerState.stopped_by`).
+STOPPED_KEY = "stopped_by"
 
 
 @dataclass
@@ -57,6 +61,9 @@ def node_routes(spec: WorkflowSpec) -> dict[str, Routing]:
     for node_id in spec.finish:
         if node_id in routes and END not in routes[node_id].plain:
             routes[node_id].plain.append(END)
+    for node in spec.nodes:
+        if isinstance(node, AwaitNode):  # ended by the person or the budget: its `on_end`, before any other way out
+            routes[node.id].when.insert(0, (Predicate(key=STOPPED_KEY, op="truthy"), node.config.on_end or END))
     return routes
 
 

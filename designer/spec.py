@@ -522,6 +522,33 @@ class VoteNode(_Node):
     writes: ClassVar[str] = "string"
 
 
+# The state keys `await` nodes write (`nodes.steer.SteerState`): a workflow with one may not declare them.
+STEER_KEYS = ("human", "consumed", "stopped_by", "passed", "mark")
+
+
+class AwaitConfig(_Strict):
+    wait: Literal["always", "on_request"] = Field(
+        "always", description="`always`: the run waits here for a person every time it passes (status `waiting`, "
+        "until `continue`, `guide` or `end`); `on_request`: only after a `pause` was sent. Either way the messages "
+        "sent since the last await node are taken in here.")
+    on_end: str | None = Field(
+        None, description=f"Where the run goes when the person sends `end`, or when its budget holds no more steps: "
+                          f"a node id (a summary, say), or `{END}` to finish (the default).")
+
+
+class AwaitNode(_Node):
+    """A boundary where a person steers the run (`POST /v1/runs/{id}/input`, docs/steering.md): it takes in the
+    messages they sent (written to `output_key`, a list of texts, when given), waits for them when told to, and
+    goes to `on_end` on `end` or when the run's budget holds no more steps (`nodes.steer`). No model is called."""
+
+    type: Literal["await"]
+    config: AwaitConfig = Field(default_factory=AwaitConfig)
+    inputs: NoInputs = Field(default_factory=NoInputs)
+
+    writes: ClassVar[str] = "array"
+    needs_output: ClassVar[bool] = False
+
+
 NODE_TYPES: dict[str, type[_Node]] = {
     "llm": LlmNode,
     "transform": TransformNode,
@@ -537,13 +564,16 @@ NODE_TYPES: dict[str, type[_Node]] = {
     "arbitrate": ArbitrateNode,
     "judge": JudgeNode,
     "vote": VoteNode,
+    "await": AwaitNode,
 }
 MODE_NODE_TYPES = ("debate", "panel", "duel", "roundtable")
-CAPABILITY_NODE_TYPES = ("select_opponent", "synthesize", "score_convergence", "fan_out", "arbitrate", "judge", "vote")
+CAPABILITY_NODE_TYPES = ("select_opponent", "synthesize", "score_convergence", "fan_out", "arbitrate", "judge", "vote",
+                         "await")
 
 Node = Annotated[
     LlmNode | TransformNode | ConditionNode | DebateNode | PanelNode | DuelNode | RoundtableNode
-    | SelectOpponentNode | SynthesizeNode | ScoreConvergenceNode | FanOutNode | ArbitrateNode | JudgeNode | VoteNode,
+    | SelectOpponentNode | SynthesizeNode | ScoreConvergenceNode | FanOutNode | ArbitrateNode | JudgeNode | VoteNode
+    | AwaitNode,
     Field(discriminator="type"),
 ]
 
@@ -580,6 +610,11 @@ class WorkflowSpec(_Strict):
     def models(self) -> list[str]:
         """Every model id the nodes name."""
         return [m for node in self.nodes for m in node.models()]
+
+    @property
+    def steerable(self) -> bool:
+        """Whether a person may steer its runs: it has an `await` node."""
+        return any(isinstance(node, AwaitNode) for node in self.nodes)
 
     def dump(self) -> dict[str, Any]:
         """The spec as JSON-ready data, with its wire names (`from`, `sampleInput`)."""

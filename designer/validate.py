@@ -21,8 +21,10 @@ from designer.spec import (
     END,
     NODE_TYPES,
     SPEC_VERSION,
+    STEER_KEYS,
     UNARY_OPS,
     ArbitrateNode,
+    AwaitNode,
     ConditionNode,
     DebateNode,
     FanOutNode,
@@ -254,6 +256,9 @@ class _Checker:
     # the document, part by part
 
     def state(self) -> None:
+        for name in STEER_KEYS if self.spec.steerable else ():
+            if name in self.spec.state:
+                self.add(None, f"state.{name}", f"'{name}' is kept by the workflow's await nodes; name the key otherwise")
         for name, key in self.spec.state.items():
             if key.has_default and key.default is not None and not type_matches(key.type, key.default):
                 self.add(None, f"state.{name}.default", f"default {key.default!r} is not of type {key.type}")
@@ -329,6 +334,8 @@ class _Checker:
             self.target(node.id, f"{base}.config.default", config.default)
             if node.output_key and node.output_key == config.key.split(".", 1)[0]:
                 self.add(node.id, f"{base}.output_key", "a condition node cannot write the key it routes on")
+        if isinstance(node, AwaitNode) and node.config.on_end is not None:
+            self.target(node.id, f"{base}.config.on_end", node.config.on_end)
         if isinstance(node, RoundtableNode) and isinstance(node.config.agents, list):
             if not any(not agent.isDevilsAdvocate for agent in node.config.agents):
                 self.add(node.id, f"{base}.config.agents", "a round table needs at least one agent that is not the "

@@ -2,13 +2,17 @@
 the others' latest answers and revises its own. The caller reads the last round's answers (and usually
 takes their majority).
 
-    ask_agents -> agent_answer x k (Send) -> close_round -> ask_agents ... | arbitrate? | END
+    ask_agents -> agent_answer x k (Send) -> close_round -> steer -> ask_agents ... | arbitrate? | END
 
 With `arbitrators` in the context, an arbitrator then writes one answer from the last round's,
 anonymised (the `arbitrate` node the panel uses); without them the graph ends after the last round.
 
 Each agent sees its own previous answer and the others' from the previous round only, so a prompt's
 size does not grow with the number of rounds. `parley eval` uses this graph as its `debate` method.
+
+After each round the boundary (`steer`, `nodes.steer`) takes in what a person sent (added to the question
+from the next round on), waits when the run asked to (`await: "after_round"`) and goes to the end (or the
+arbitrator) on `end` or a budget that holds no more rounds; with no steering and no budget it passes.
 
 With an `answer_rule` in the context (a checkable answer: `nodes.answers`), the majority of the first answers is
 recorded as `first_vote` the moment round 0 closes: the vote the debate rounds must beat, at no extra cost.
@@ -22,20 +26,23 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, Literal
 
 from langchain_core.messages import BaseMessage
 from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send
+from typing_extensions import TypedDict  # as `nodes.steer.SteerState`, which the state extends
 
 from llm.failures import MODEL_RETRY
 from nodes.answers import parse_rule, vote_record
 from nodes.arbitrate import arbitrate, content_text
 from nodes.context import RunContext
 from nodes.fan_out import FanOut
+from nodes.prompts import multiagent_debate as prompts
 from nodes.revise import revision_messages as peer_revision
+from nodes.steer import SteerState, boundary, guidance_lines
 
 __all__ = ["MultiAgentDebateContext", "build_multiagent_debate_graph", "graph"]
 
@@ -81,9 +88,12 @@ class DebateOutput(TypedDict, total=False):
     arbitrator: str  # the arbitrator that gave it
     first_vote: dict[str, Any]  # with `answer_rule`: the majority of round 0's answers (`nodes.answers.vote_record`)
     attempts: list[dict[str, Any]]  # arbitrator candidates that failed first: {model, role, error, detail, partial}
+    human: list[dict[str, Any]]  # what a person sent during the debate, each with the `round` that first saw it
+    stopped_by: str  # why the debate ended before its last round: user, budget
+    consumed: list[str]  # the ids of the inputs its boundaries took in
 
 
-class DebateState(DebateInput, DebateOutput, total=False):
+class DebateState(DebateInput, DebateOutput, SteerState, total=False):
     round: int  # the round to ask next
     answers: Annotated[list[dict[str, Any]], operator.add]
 
@@ -96,6 +106,7 @@ class AgentTask(TypedDict):
     round: int
     own: str | None  # this agent's answer in the previous round
     others: list[str]  # the other agents' answers in the previous round
+    human: list[dict[str, Any]]  # what a person sent during the debate (`nodes.steer`)
 
 
 # --- nodes ----------------------------------------------------------------------------------
@@ -115,7 +126,7 @@ def agent_tasks(state: DebateState, runtime: Runtime) -> list[AgentTask]:
     return [
         AgentTask(
             question=state["question"], agent=agent, round=round_number, own=previous.get(agent),
-            others=[previous[other] for other in sorted(previous) if other != agent],
+            others=[previous[other] for other in sorted(previous) if other != agent], human=state.get("human") or [],
         )
         for agent in range(ctx.agents)
     ]
@@ -128,7 +139,10 @@ def revision_messages(task: AgentTask, *, prompt_budget: int | None) -> list[Bas
     """An agent's prompt: the question, then (after round 0) its own last answer and the others' to weigh
     (`nodes.revise.revision_messages`, cut to the `prompt_budget`)."""
     own = None if task["round"] == 0 else task["own"]
-    return peer_revision(task["question"], own, task["others"], prompt_budget=prompt_budget)
+    question = task["question"]
+    if task.get("human"):
+        question = prompts.GUIDANCE.format(question=question, guidance=guidance_lines(task["human"]))
+    return peer_revision(question, own, task["others"], prompt_budget=prompt_budget)
 
 
 async def agent_answer(task: AgentTask, runtime: Runtime) -> dict[str, Any]:
@@ -158,10 +172,24 @@ def close_round(state: DebateState, runtime: Runtime) -> dict[str, Any]:
     return update
 
 
+def rounds_left(state: DebateState, ctx: MultiAgentDebateContext) -> bool:
+    """Whether a revision round is still to come."""
+    return state["round"] <= ctx.rounds
+
+
+# The boundary after each round (`nodes.steer`).
+steer = boundary(
+    at="after_round", context=MultiAgentDebateContext, position=lambda state: state["round"] - 1, more=rounds_left,
+    round=lambda state: state["round"],
+    doc="Take in what a person sent after a round; wait for them if asked; stop for `end` or the budget.",
+)
+
+
 def next_step(state: DebateState, runtime: Runtime) -> list[Send] | Literal["arbitrate", "__end__"]:
-    """Another revision round, or (once `rounds` revisions have been made) the arbitrator, if any, or the end."""
+    """Another revision round, or (once `rounds` revisions have been made, or the boundary stopped the debate) the
+    arbitrator, if any, or the end."""
     ctx = debate_context(runtime)
-    if state["round"] > ctx.rounds:
+    if state.get("stopped_by") or not rounds_left(state, ctx):
         return "arbitrate" if ctx.arbitrators else END
     return ask_agents(state, runtime)
 
@@ -191,10 +219,12 @@ def build_multiagent_debate_graph() -> StateGraph:
                          output_schema=DebateOutput)
     builder.add_node("agent_answer", agent_answer, retry_policy=MODEL_RETRY)
     builder.add_node("close_round", close_round)
+    builder.add_node("steer", steer)
     builder.add_node("arbitrate", arbitrate_debate)
     builder.add_conditional_edges(START, ask_agents, ["agent_answer"])
     builder.add_edge("agent_answer", "close_round")
-    builder.add_conditional_edges("close_round", next_step, ["agent_answer", "arbitrate", END])
+    builder.add_edge("close_round", "steer")
+    builder.add_conditional_edges("steer", next_step, ["agent_answer", "arbitrate", END])
     builder.add_edge("arbitrate", END)
     return builder
 

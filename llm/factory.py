@@ -2,8 +2,8 @@
 
 Every model call in Parley goes through `ModelFactory.chat` or `ModelFactory.structured`, which build
 `llm.client.BoundedChatOpenAI` clients (langchain-openai's `ChatOpenAI`) for an OpenAI-compatible endpoint,
-with the provider's quirks (`llm.providers`) applied, the context guard (`llm.tokens`) in front and the call
-recorder (`llm.usage`) bound to each call.
+with the provider's quirks (`llm.providers`) applied, the context guard (`llm.tokens`) in front, the call
+recorder (`llm.usage`) bound to each call, and for a run with a budget its check (`llm.budget.BudgetGuard`).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -25,6 +26,7 @@ from pydantic import BaseModel
 
 from core import metrics
 from core.settings import Settings, get_settings
+from llm.budget import Budget, BudgetGuard, CallEstimate, estimate_call
 from llm.client import HAS_CHUNK_TIMEOUT, BoundedChatOpenAI
 from llm.failures import ModelError, register_secret
 from llm.formats import AnswerFormat, cap_strings, schema_note
@@ -142,6 +144,13 @@ class ModelFactory:
             return None
         return prompt_limit(quirks.context_window, answer_reserve(quirks.output_cap(max_tokens)))
 
+    def estimate(self, model_id: str | None, prompt: Sequence[BaseMessage] | int, max_tokens: int | None,
+                 schema: type[BaseModel] | None = None) -> CallEstimate:
+        """The reserved estimate of a call to `model_id` with this prompt (messages, or their tokens) and output cap
+        (or structured answer `schema`), as the budget check of that call makes it (`llm.budget.estimate_call`)."""
+        resolved = self.resolve(model_id)
+        return estimate_call(prompt, resolved.provider.output_cap(max_tokens), self.price(resolved.model_id), schema)
+
     def price(self, model_id: str) -> Price:
         return lookup_price(model_id, self.prices)
 
@@ -172,6 +181,7 @@ class ModelFactory:
         timeout: float | None = None,
         ledger: UsageLedger | None = None,
         label: str | None = None,
+        budget: Budget | None = None,
         tools: ToolSet | None = None,
         answer_format: AnswerFormat | None = None,
     ) -> Runnable:
@@ -179,14 +189,16 @@ class ModelFactory:
 
         The result accepts a list of messages and supports `ainvoke` and `astream`; token usage of
         every call, streamed ones included, lands in `ledger` when one is given, and in the process
-        metrics (`core.metrics`) always.
+        metrics (`core.metrics`) always. With a `budget`, a call that would take the run past it is refused
+        before it is sent (`llm.budget.BudgetGuard`).
 
         With `tools` the model may answer with tool calls (`bind_tools`, with the set's `tool_choice` and
         `parallel_tool_calls`); with `answer_format` it is asked for that JSON in the provider's dialect
         (`AnswerFormat.request_field`) and sampled as the provider wants JSON sampled (`json_extra_body`).
         Neither checks the answer: `nodes.arbitrate.stream_first_answer` does.
         """
-        return self._model(None, model_id, temperature, max_tokens, timeout, ledger, label, tools, answer_format)
+        return self._model(None, model_id, temperature, max_tokens, timeout, ledger, label, tools, answer_format,
+                           budget)
 
     def structured(
         self,
@@ -198,9 +210,11 @@ class ModelFactory:
         timeout: float | None = None,
         ledger: UsageLedger | None = None,
         label: str | None = None,
+        budget: Budget | None = None,
     ) -> Runnable:
-        """Return a runnable that answers with an instance of `schema`, using the provider's structured-output method."""
-        return self._model(schema, model_id, temperature, max_tokens, timeout, ledger, label)
+        """Return a runnable that answers with an instance of `schema`, using the provider's structured-output method
+        (billed and checked as `chat`)."""
+        return self._model(schema, model_id, temperature, max_tokens, timeout, ledger, label, budget=budget)
 
     def _model(
         self,
@@ -213,6 +227,7 @@ class ModelFactory:
         label: str | None,
         tools: ToolSet | None = None,
         answer_format: AnswerFormat | None = None,
+        budget: Budget | None = None,
     ) -> Runnable:
         """The model runnable for these knobs, built once per event loop; the call recorder is bound per call."""
         resolved = self.resolve(model_id)
@@ -225,9 +240,12 @@ class ModelFactory:
             if cache is not None:
                 cache[key] = runnable
         # Building a client (and a structured-output schema) costs milliseconds; binding a callback does not.
-        recorder = CallRecorder(ledger, resolved.model_id, self.price(resolved.model_id), label,
-                                 self.metric_label(resolved.model_id))
-        return _Recorded(bound=runnable, config={"callbacks": [recorder]})
+        price = self.price(resolved.model_id)
+        callbacks: list[Any] = [CallRecorder(ledger, resolved.model_id, price, label, self.metric_label(resolved.model_id))]
+        if budget is not None and budget.limits:
+            callbacks.append(BudgetGuard(budget, model_id=resolved.model_id, price=price,
+                                         max_tokens=resolved.provider.output_cap(max_tokens), schema=schema))
+        return _Recorded(bound=runnable, config={"callbacks": callbacks})
 
     def _build(
         self,

@@ -1,4 +1,4 @@
-"""Which capability a graph's node (or router) is: the seven nodes of the design, each built by one factory in
+"""Which capability a graph's node (or router) is: the eight nodes of the design, each built by one factory in
 `nodes/`, mark what they build, so a test can read which graphs use each one (docs/architecture.md's table).
 
 A wrapper around a capability node (the designer's instrumentation, a node-type adapter) names the node it wraps as
@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-CAPABILITIES = ("speak", "select_opponent", "fan_out", "arbitrate", "judge", "score_convergence", "synthesize")
+CAPABILITIES = ("speak", "select_opponent", "fan_out", "arbitrate", "judge", "score_convergence", "synthesize",
+                "boundary")
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -1,4 +1,5 @@
-"""The per-run context every Parley graph takes (`context_schema=`): which models to call and where usage goes.
+"""The per-run context every Parley graph takes (`context_schema=`): which models to call, where usage goes, the
+run's budget (checked before every model call) and its steering (what a person sent it).
 
 Nodes read it through `Runtime[...]`, so a test or a designer workflow swaps the model factory or
 picks per-node models without touching node code.
@@ -13,10 +14,12 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 from langchain_core.runnables import Runnable
 from pydantic import BaseModel
 
+from llm.budget import Budget
 from llm.factory import ModelFactory
 from llm.formats import AnswerFormat
 from llm.tools import ToolSet
 from llm.usage import UsageLedger
+from nodes.inbox import Steering
 
 if TYPE_CHECKING:
     from nodes.tools import ToolAccess
@@ -37,18 +40,24 @@ class RunContext:
     models: ModelFactory | None = None
     model: str | None = None
     ledger: UsageLedger = field(default_factory=UsageLedger)
+    # What the run may spend: every model call made through this context is checked against it first.
+    budget: Budget | None = None
+    # What a person sent the run, and where it waits for them (`nodes.steer`); None: nobody steers it.
+    steering: Steering | None = None
     # Where the speakers' granted tools come from (set by the run's mode); None: no speaker has tools.
     tools: ToolAccess | None = None
 
     @classmethod
     def of(cls, runtime: Any) -> Self:
         """This run's context as `cls`: the caller's own; a plain RunContext widened (keeping its models,
-        model, ledger and tools, with this mode's default knobs); or fresh defaults when the caller passed none."""
+        model, ledger, budget, steering and tools, with this mode's default knobs); or fresh defaults when the
+        caller passed none."""
         ctx = getattr(runtime, "context", None)
         if isinstance(ctx, cls):
             return ctx
         if isinstance(ctx, RunContext):
-            return cls(models=ctx.models, model=ctx.model, ledger=ctx.ledger, tools=ctx.tools)
+            return cls(models=ctx.models, model=ctx.model, ledger=ctx.ledger, budget=ctx.budget,
+                       steering=ctx.steering, tools=ctx.tools)
         return cls()
 
     @property
@@ -66,8 +75,8 @@ class RunContext:
         tools: ToolSet | None = None,
         answer_format: AnswerFormat | None = None,
     ) -> Runnable:
-        """A chat model for `model` (else this run's model, else the deployment default), billed to this run;
-        offered `tools` and asked for `answer_format` when given (`ModelFactory.chat`)."""
+        """A chat model for `model` (else this run's model, else the deployment default), billed to this run and
+        checked against its budget; offered `tools` and asked for `answer_format` when given (`ModelFactory.chat`)."""
         return self.factory.chat(
             model or self.model,
             temperature=temperature,
@@ -75,6 +84,7 @@ class RunContext:
             timeout=timeout,
             ledger=self.ledger,
             label=label,
+            budget=self.budget,
             tools=tools,
             answer_format=answer_format,
         )
@@ -89,7 +99,7 @@ class RunContext:
         timeout: float | None = None,
         label: str | None = None,
     ) -> Runnable:
-        """A model answering with an instance of `schema`, billed to this run."""
+        """A model answering with an instance of `schema`, billed to this run and checked against its budget."""
         return self.factory.structured(
             schema,
             model or self.model,
@@ -98,6 +108,7 @@ class RunContext:
             timeout=timeout,
             ledger=self.ledger,
             label=label,
+            budget=self.budget,
         )
 
     def model_id(self, model: str | None = None) -> str:

@@ -154,6 +154,15 @@ def strongest_consensus(positions: Sequence[Position]) -> tuple[str | None, list
     return stance, backers
 
 
+def unanimous(positions: Sequence[Position], min_confidence: float) -> bool:
+    """Whether two or more agents all take one stance (not neutral), each with at least `min_confidence`: a round 0
+    that debate rounds rarely change (initial agreement predicts the final answer; debating it costs rounds and
+    can talk a right answer out of the table), so a table may skip them."""
+    stances = {p.stance for p in positions}
+    return (len(positions) >= 2 and len(stances) == 1 and "neutral" not in stances
+            and all(_clamp(p.confidence) >= min_confidence for p in positions))
+
+
 def positions_of(messages: Sequence[dict[str, Any]], round_number: int) -> list[Position]:
     """Positions of the regular agents (not the devil's advocate) in one round of a transcript."""
     return [
@@ -177,9 +186,12 @@ def score_convergence(
     threshold_role: str | None = "convergence_threshold",
     threshold: float = 0.85,
     event: str = "convergence",
+    unanimity_role: str | None = "unanimous_confidence",
 ):
     """Build the node closing a round: its convergence score (from round 1), whether it reached the threshold,
-    and each agent's token usage in it.
+    and each agent's token usage in it. Round 0 counts as converged, with `stopped_by: "unanimous"` (and a
+    `stopping` event), when the run context's `unanimity_role` field gives a confidence and the round is
+    `unanimous` at it.
 
     Args:
         positions: the agents' positions in one round of the transcript (`positions_of`: a round table's
@@ -190,6 +202,8 @@ def score_convergence(
             whether the table converged.
         threshold_role: the run context's field giving the threshold; `threshold` when it has none (or None).
         event: the name of the event announcing the score.
+        unanimity_role: the run context's field giving the confidence an early stop after a unanimous round 0
+            needs (its value None, or no such field: never).
     """
 
     async def close_round(state: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
@@ -211,10 +225,15 @@ def score_convergence(
         if score is not None:
             emit({"event": event, "roundNumber": round_number, "score": score, "threshold": limit,
                   "converged": converged})
-        return {
+        update: dict[str, Any] = {
             rounds_key: [{"roundNumber": round_number, "convergenceScore": score, "usage": usage}],
             converged_key: converged,
         }
+        confident = getattr(context, unanimity_role, None) if context and unanimity_role else None
+        if round_number == 0 and confident is not None and unanimous(positions(transcript, 0), confident):
+            emit({"event": "stopping", "by": "unanimous", "round": 0, "minConfidence": confident})
+            update.update({converged_key: True, "stopped_by": "unanimous"})
+        return update
 
     close_round.__name__ = "measure_convergence"
     return mark(close_round, "score_convergence")

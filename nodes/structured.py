@@ -16,6 +16,7 @@ from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable
 from langgraph.types import RetryPolicy
 
+from llm.budget import BudgetExceeded
 from llm.failures import MODEL_RETRY, UNREADABLE_ANSWER, is_model_failure, is_transient
 
 T = TypeVar("T")
@@ -59,10 +60,16 @@ async def ask_structured(
 
     A failure that `fallback_on` accepts gives `fallback(exc)`, but only on the last of `attempts`
     (`attempt` is the node's, see `node_attempt`): before it, the failure propagates so that the node's
-    retry policy asks once more. Any other failure, or any failure without a `fallback`, propagates.
+    retry policy asks once more. A call the run's budget refused (`BudgetExceeded`) gives the fallback at once:
+    asking again would be refused again, and the run ends well on a fallback (a stance unknown, a synthesis
+    from the positions) rather than failing. Any other failure, or any failure without a `fallback`, propagates.
     """
     try:
         return await model.ainvoke(list(prompt))
+    except BudgetExceeded as exc:
+        if fallback is None:
+            raise
+        return fallback(exc)
     except Exception as exc:
         if fallback is None or not fallback_on(exc) or attempt < attempts:
             raise

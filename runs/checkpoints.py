@@ -23,7 +23,8 @@ namespace) is one document of `run_checkpoints`:
     ids            every checkpoint id saved, oldest first
     writes         [{cid, task_id, path, part}]: a task's writes (part of [{idx, channel, t, b}]) against
                    checkpoint `cid`, one entry per `put_writes`
-    expiresAt      the TTL index's date: a run whose end never removed it (a crash, say) is removed then
+    expiresAt      the TTL index's date: a run whose end never removed it (a crash, say) is removed then (none
+                   while the run waits for a person, `akeep`)
 
 where a part is serialized values (`[[type, bytes], ...]` as BSON), zlib-compressed from `COMPRESS_FROM`
 bytes up: `{z: bytes}`, else `{p: bytes}`.
@@ -75,6 +76,9 @@ COLLECTION = "run_checkpoints"
 # no resume can want them: twice the run deadline after their last save (a run is stopped at its deadline),
 # and never sooner than this.
 ORPHANS_KEPT_SECONDS = 86_400.0
+# The writes of a task that stopped at `interrupt()` (and of the answer that resumes it): it will run again, so they
+# do not say that it finished (`survives`).
+PAUSE_CHANNELS = frozenset({"__interrupt__", "__resume__"}) & set(WRITES_IDX_MAP)  # LangGraph's names
 # Serialized values are packed in parts (a BSON array), compressed from this size up: the items saved together
 # often repeat each other (a round's `Send`s each carry the previous round's positions).
 COMPRESS_FROM = 256
@@ -316,6 +320,8 @@ class RunSaver(BaseCheckpointSaver):
             kind, data = self.serde.dumps_typed(value)
             packed.append({"idx": WRITES_IDX_MAP.get(channel, idx), "channel": channel, "t": kind, "b": data})
         entry = {"cid": checkpoint_id, "task_id": task_id, "path": task_path, "part": _pack(packed)}
+        if writes and all(channel in PAUSE_CHANNELS for channel, _ in writes):
+            entry["pause"] = True  # a task that stopped to wait, or the answer it waits for: not its result
         update = {"$push": {"writes": entry}, "$setOnInsert": dict(key)}
         if expiry := self._expiry():
             update["$set"] = expiry
@@ -458,6 +464,12 @@ class RunSaver(BaseCheckpointSaver):
         self.forget(thread_id)
         await self.acollection.delete_many({"thread_id": _key(thread_id, "")["thread_id"]})
 
+    async def akeep(self, thread_id: str) -> None:
+        """Keep a thread's checkpoints until its run goes on (its next save sets their expiry again): a run that
+        waits for a person may wait for days, longer than the TTL that removes a crashed run's."""
+        await self.acollection.update_many({"thread_id": _key(thread_id, "")["thread_id"]},
+                                           {"$unset": {"expiresAt": ""}})
+
     async def asaved(self, thread_id: str, graph_namespaces: Iterable[str]) -> dict[str, SavedGraph]:
         """What is saved of each of the thread's graphs in `graph_namespaces` (one read)."""
         namespaces_ = list(graph_namespaces)
@@ -498,7 +510,7 @@ class RunSaver(BaseCheckpointSaver):
 
 def _saved_query(thread_id: str, graph_namespaces: Sequence[str]) -> tuple[dict, dict]:
     return ({"_id": {"$in": [_key(thread_id, ns) for ns in graph_namespaces]}},
-            {"checkpoint_id": 1, "ids": 1, "writes.cid": 1, "writes.task_id": 1})
+            {"checkpoint_id": 1, "ids": 1, "writes.cid": 1, "writes.task_id": 1, "writes.pause": 1})
 
 
 def _saved(graph_namespaces: Iterable[str], docs: Iterable[dict]) -> dict[str, SavedGraph]:
@@ -510,7 +522,8 @@ def _saved(graph_namespaces: Iterable[str], docs: Iterable[dict]) -> dict[str, S
         if doc is None or not doc.get("checkpoint_id"):
             continue
         graph.ids, graph.latest = set(doc.get("ids") or ()), doc["checkpoint_id"]
-        graph.written[graph.latest] = {w["task_id"] for w in doc.get("writes") or () if w["cid"] == graph.latest}
+        graph.written[graph.latest] = {w["task_id"] for w in doc.get("writes") or ()
+                                       if w["cid"] == graph.latest and not w.get("pause")}
     return saved
 
 

@@ -39,6 +39,7 @@ from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackHandler
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.types import Command
 from pymongo import MongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import ConnectionFailure, PyMongoError
@@ -46,12 +47,15 @@ from pymongo.errors import ConnectionFailure, PyMongoError
 from core.metrics import record_run
 from core.settings import Settings
 from core.telemetry import trace_config
+from llm.budget import Budget, BudgetExceeded, BudgetLimits
 from llm.factory import ModelFactory
 from llm.usage import UsageLedger, UsageRecord
 from nodes.events import EVENT_SINK, Origin, TaskEvent
+from nodes.inbox import RELEASES, Steering
 from runs.checkpoints import EventBarrier, namespaces, saved_graphs, survives
 from runs.events import RETRACT, TERMINAL, Event, Signal, listener_view, storage_failure
 from runs.modes.base import Emit, ModeRun, Outcome, RunFailure, Services, Settle
+from store import inputs as input_store
 from store import runs as store
 from store.monitor import LISTENER
 
@@ -97,6 +101,19 @@ def origin_row(origin: Origin | None) -> dict | None:
 def origin_of(row: dict) -> Origin | None:
     origin = row.get("origin")
     return None if origin is None else Origin(origin["task"], tuple(tuple(p) for p in origin["checkpoints"]))
+
+
+def over_budget(exc: BaseException) -> RunFailure | None:
+    """The failure to report for a run that failed because its budget refused a model call it could not do without
+    (a turn, not a structured answer, which has its fallback): 402 `budget_exceeded`, with the figures."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, BudgetExceeded):
+            return RunFailure(str(current), status=402, code="budget_exceeded", budget=current.figures)
+        current = current.__cause__ or current.__context__
+    return None
 
 
 class RunStopped(RuntimeError):
@@ -293,8 +310,8 @@ class LeaseKeeper:
     event loop never lets them expire while the worker lives.
 
     Every `heartbeat` seconds, while the worker executes runs, one `update` and one `find` on a synchronous
-    client of its own (`store.runs.renew_leases`): which of them it still holds, and which someone asked to
-    cancel. The thread reads the runs through `held` (a snapshot the engine takes under its lock) and touches
+    client of its own (`store.runs.renew_leases`): which of them it still holds, which someone asked to
+    cancel, and how many inputs each was sent. The thread reads the runs through `held` (a snapshot the engine takes under its lock) and touches
     nothing else of the engine: each answer is handed to the event loop (`loop.call_soon_threadsafe`), to
     `renewed(sent, held)` or, when the database failed, `failed(exc, ok_at)` (`ok_at`: the monotonic time of
     the last renewal that succeeded). Its client gives up on a dead database within `min(3, lease / 2)`
@@ -303,7 +320,7 @@ class LeaseKeeper:
 
     def __init__(self, uri: str, db_name: str, *, worker: str, lease: float, heartbeat: float,
                  held: Callable[[], dict[str, asyncio.Task]],
-                 renewed: Callable[[dict[str, asyncio.Task], dict[str, bool]], None],
+                 renewed: Callable[[dict[str, asyncio.Task], dict[str, store.Held]], None],
                  failed: Callable[[PyMongoError, float], None]) -> None:
         self.uri, self.db_name, self.worker, self.lease, self.heartbeat = uri, db_name, worker, lease, heartbeat
         self.held, self.renewed, self.failed = held, renewed, failed
@@ -404,6 +421,10 @@ class RunEngine:
         self._stopping: dict[str, str] = {}  # run id → why its execution stops: cancel, failed, lost, shutdown
         self._failures: dict[str, Exception] = {}  # run id → why its mode refused to go on
         self._closing: set[str] = set()  # runs whose graph has finished and whose outcome is being stored
+        self._steering: dict[str, Steering] = {}  # run id → the inputs delivered to its execution here
+        self._fetching: dict[str, asyncio.Task] = {}  # run id → a fetch of its inputs under way
+        self._refetch: set[str] = set()  # runs whose inputs are to be read again once the fetch under way ends
+        self._waking: set[asyncio.Task] = set()  # wakes asked for by executions as they parked
         self._keeper: LeaseKeeper | None = None
         self._taker: asyncio.Task | None = None
 
@@ -504,8 +525,9 @@ class RunEngine:
             if live is None:
                 # Fenced first: no page of an earlier execution, still going somewhere, is stored after this.
                 stored = await store.fence_events(self.db, run_id=run_id) if resumed else -1
-                # Past the ids another worker may have shown without storing them (see EventWriter).
-                gap = EventWriter.SHOWN_UNSTORED if resumed else 0
+                # Past the fence, and past the ids another worker may have shown without storing them (see
+                # EventWriter); a run woken from a wait had stored every event it showed.
+                gap = (1 if record.get("woken") else EventWriter.SHOWN_UNSTORED) if resumed else 0
                 live = self._live[run_id] = LiveRun(run_id, first_seq=max(mode.first_seq, stored + 1 + gap))
             barrier = EventBarrier()
             if barriers is not None:
@@ -514,9 +536,11 @@ class RunEngine:
                                  on_failure=lambda: self._stop(run_id, "storage"))
             earlier = [UsageRecord(**row) for row in await store.list_usage(self.db, run_id=run_id)] if resumed else []
             ledger = RunLedger(records=earlier, sink=writer.add_usage)
-            outcome = await self._outcome(record, mode, writer, ledger)
+            steering = await self._steer_options(record, mode)
+            budget = self._budget(record, ledger)
+            outcome = await self._outcome(record, mode, writer, ledger, steering, budget)
             if outcome is not None:
-                await self._conclude(record, outcome, writer, ledger)
+                await self._conclude(record, outcome, writer, ledger, budget)
         except PyMongoError as exc:  # before the graph ran, or while its end was decided
             log.error("run %s: storage failed (%s); it will be resumed once its lease expires", run_id, exc)
             if live is not None:
@@ -527,18 +551,61 @@ class RunEngine:
                 live.end()
             self._live.pop(run_id, None)
             self._failures.pop(run_id, None)
+            self._steering.pop(run_id, None)
+            if (fetching := self._fetching.pop(run_id, None)) is not None:
+                fetching.cancel()
             if barriers is not None:
                 barriers.pop(run_id, None)
             if hasattr(self.saver, "forget"):  # what the checkpointer keeps in memory of the run
                 self.saver.forget(run_id)
 
     def _deadline(self, record: dict) -> asyncio.TimerHandle:
-        """Stop the run once `PARLEY_RUN_DEADLINE` seconds have passed since it was created (a resumed run
-        keeps the deadline it had)."""
-        created = record.get("createdAt")
-        elapsed = (store.now() - created).total_seconds() if created is not None else 0.0
-        left = max(0.0, self.settings.parley_run_deadline - elapsed)
+        """Stop the run once it has been active for `PARLEY_RUN_DEADLINE` seconds since it was created (a resumed
+        run keeps the deadline it had; time spent waiting for a person does not count)."""
+        left = max(0.0, self.settings.parley_run_deadline - store.active_seconds(record))
         return asyncio.get_running_loop().call_later(left, self._stop, record["_id"], "deadline")
+
+    async def _steer_options(self, record: dict, mode: ModeRun) -> Steering | None:
+        """The run's steering (None for a mode no one steers): where it waits by itself (`input.steer.await`) and
+        the inputs stored for it so far (read only when some were sent, `store.runs.note_input`)."""
+        if not mode.steers(record):
+            return None
+        steering = Steering(await_at=(record["input"].get("steer") or {}).get("await"))
+        if record.get("inputs"):
+            steering.deliver(await input_store.list_inputs(self.db, run_id=record["_id"]))
+        self._steering[record["_id"]] = steering
+        return steering
+
+    def _budget(self, record: dict, ledger: UsageLedger) -> Budget | None:
+        """The run's budget (`input.steer.budget`), its clock counting the run's active seconds (None: no limits)."""
+        limits = BudgetLimits.parse((record["input"].get("steer") or {}).get("budget"))
+        if not limits:
+            return None
+        before, started = store.active_seconds(record), time.monotonic()
+        return Budget(limits, ledger, clock=lambda: before + time.monotonic() - started)
+
+    def _fetch_inputs(self, run_id: str) -> None:
+        """Read the run's inputs again (some were stored on another worker) and deliver what is new; a fetch asked
+        for while one is under way is made once that one ends."""
+        if (current := self._fetching.get(run_id)) is not None and not current.done():
+            self._refetch.add(run_id)
+            return
+
+        async def fetch() -> None:
+            while True:
+                self._refetch.discard(run_id)
+                try:
+                    rows = await input_store.list_inputs(self.db, run_id=run_id)
+                except PyMongoError as exc:
+                    log.warning("run %s: its inputs could not be read (%s); read again at the next renewal", run_id,
+                                exc)
+                    return
+                if (steering := self._steering.get(run_id)) is not None:
+                    steering.deliver(rows)
+                if run_id not in self._refetch:
+                    return
+
+        self._fetching[run_id] = asyncio.create_task(fetch(), name=f"inputs of {run_id}")
 
     def _sink(self, run_id: str, mode: ModeRun, writer: EventWriter) -> Callable[[TaskEvent], None]:
         """Where the run's nodes send their events: translated and queued at once, in the order they are sent
@@ -559,15 +626,19 @@ class RunEngine:
 
         return take
 
-    async def _outcome(self, record: dict, mode: ModeRun, writer: EventWriter, ledger: RunLedger) -> Outcome | None:
-        """Run the graph, relaying its events; return how the run ended (None: it goes on elsewhere)."""
+    async def _outcome(self, record: dict, mode: ModeRun, writer: EventWriter, ledger: RunLedger,
+                       steering: Steering | None = None, budget: Budget | None = None) -> Outcome | None:
+        """Run the graph, relaying its events; return how the run ended (None: it goes on elsewhere, or waits for
+        a person)."""
         run_id, kind = record["_id"], record["kind"]
         graph = mode.graph(self.saver if mode.checkpointed else None)
         config = {"configurable": {"thread_id": run_id},
                   **trace_config(run_id, kind, record["workspace"], record["user"]),
                   "callbacks": [StopGuard(self, run_id)]}
+        context = mode.context(ledger)
+        context.steering, context.budget = steering, budget
         try:
-            went_on, graph_input = await self._restore(record, mode, graph, config, writer)
+            went_on, graph_input = await self._restore(record, mode, graph, config, writer, steering)
             if record.get("cancelRequested"):
                 self._stopping[run_id] = "cancel"
                 raise asyncio.CancelledError
@@ -580,7 +651,7 @@ class RunEngine:
             sink = EVENT_SINK.set(self._sink(run_id, mode, writer))
             try:
                 parts = graph.astream(
-                    graph_input, config, context=mode.context(ledger),
+                    graph_input, config, context=context,
                     stream_mode=modes,
                     **({"durability": self.settings.parley_run_durability} if mode.checkpointed else {}),
                 )
@@ -599,6 +670,8 @@ class RunEngine:
                 EVENT_SINK.reset(sink)
             if run_id in self._stopping:
                 raise asyncio.CancelledError
+            if state.get("__interrupt__"):  # stopped at a boundary of its graph to wait for a person
+                return await self._park(record, mode, writer, steering, state)
             return await self._end(record, mode, ledger, lambda: mode.completed(state, ledger), "completed")
         except asyncio.CancelledError:
             return await self._stopped(record, mode, writer, ledger)
@@ -615,7 +688,44 @@ class RunEngine:
             if run_id in self._stopping:  # a node turned the stop into a failure (StopGuard's, say)
                 return await self._stopped(record, mode, writer, ledger)
             log.warning("run %s (%s) failed: %s", run_id, kind, exc, exc_info=True)
-            return await self._failed(record, mode, ledger, exc)
+            return await self._failed(record, mode, ledger, over_budget(exc) or exc)
+
+    async def _park(self, record: dict, mode: ModeRun, writer: EventWriter, steering: Steering | None,
+                    state: dict[str, Any]) -> None:
+        """Store that the run waits for a person at a boundary of its graph (`store.runs.park`: no lease held, no
+        worker executing it), then its `waiting` event; keep its checkpoints for as long as it waits. An input
+        that lets it go on, stored while it was parking, wakes it at once (see `steer`).
+
+        Raises:
+            asyncio.CancelledError: a cancel was asked first: the run ends cancelled instead.
+        """
+        run_id = record["_id"]
+        where = dict(state["__interrupt__"][0].value or {})
+        self._closing.add(run_id)  # nothing stops this execution now: it is storing how it stops
+        if not await store.park(self.db, run_id=run_id, worker=self.worker, waiting=where):
+            self._closing.discard(run_id)
+            current = await store.get_run(self.db, run_id=run_id) or {}
+            if current.get("worker") == self.worker and current.get("cancelRequested"):
+                self._stopping[run_id] = "cancel"
+                raise asyncio.CancelledError
+            await self._hand_over(run_id, writer, "lost")
+            return None
+        log.info("run %s (%s) waits for a person (%s)", run_id, record["kind"], where)
+        try:
+            writer.live.publish(await writer.close([Emit("waiting", where)]))
+        except (PyMongoError, store.EventConflict) as exc:  # woken and fenced elsewhere already, or storage down
+            log.warning("run %s: its waiting event was not stored (%s)", run_id, exc)
+        with contextlib.suppress(PyMongoError):
+            if mode.checkpointed and hasattr(self.saver, "akeep"):
+                await self.saver.akeep(run_id)
+            consumed = set(state.get("consumed") or [])
+            answered = [row for row in await input_store.list_inputs(self.db, run_id=run_id)
+                        if row["id"] not in consumed and row.get("action") in RELEASES]
+            if answered:  # once this execution has ended (`wake` waits for it)
+                waking = asyncio.create_task(self.wake(run_id), name=f"wake {run_id}")
+                self._waking.add(waking)
+                waking.add_done_callback(self._waking.discard)
+        return None
 
     async def _stopped(self, record: dict, mode: ModeRun, writer: EventWriter, ledger: RunLedger) -> Outcome | None:
         """How a run told to stop ends: cancelled, failed (its mode refused to go on, or past its deadline), or
@@ -676,13 +786,14 @@ class RunEngine:
             log.warning("run %s (%s) failed: %s", run_id, record["kind"], exc, exc_info=True)
             return await self._failed(record, mode, ledger, exc)
 
-    async def _restore(self, record: dict, mode: ModeRun, graph: Any, config: dict,
-                       writer: EventWriter) -> tuple[bool, dict[str, Any] | None]:
+    async def _restore(self, record: dict, mode: ModeRun, graph: Any, config: dict, writer: EventWriter,
+                       steering: Steering | None = None) -> tuple[bool, Any]:
         """Where the run's graph starts. For a run another execution began: void the events of the tasks that
         will run again (announcing them in a `retract`) and bring the mode's records in line.
 
         Returns whether the run goes on from what an earlier execution did (its opening events stand), and the
-        graph's input: None to go on from its last checkpoint (a `checkpointed` mode), else the input it starts
+        graph's input: None to go on from its last checkpoint (a `checkpointed` mode), `Command(resume=input)` when
+        that checkpoint waits for a person (`input`: the last one that lets it go on), else the input it starts
         with (from its beginning, or where the mode's own records say it had got to, see `ModeRun.restart`).
         """
         if record.get("claims", 1) <= 1:
@@ -691,7 +802,7 @@ class RunEngine:
         rows = await store.all_events(self.db, run_id=record["_id"])
         live_rows = [row for row in rows if not row.get("void") and row["event"] != RETRACT]
         # Ids an earlier execution may have shown but not stored: events of tasks that had not finished.
-        unstored = list(range((rows[-1]["seq"] if rows else -1) + 1, writer.next_seq))
+        unstored = [] if record.get("woken") else list(range((rows[-1]["seq"] if rows else -1) + 1, writer.next_seq))
         graph_input: dict[str, Any] | None = mode.graph_input()
         standing: set[int] = set()  # the events that stand (all others are void)
         went_on = False
@@ -702,6 +813,9 @@ class RunEngine:
                 saved = await saved_graphs(self.saver, record["_id"], namespaces(origins))
                 standing = {row["seq"] for row in live_rows if survives(origin_of(row), saved)}
                 graph_input, went_on = None, True
+                if snapshot.interrupts:  # it waited for a person: what let it go on is its answer
+                    answers = [row for row in (steering.inbox if steering else []) if row.get("action") in RELEASES]
+                    graph_input = Command(resume=answers[-1] if answers else {})
                 await mode.resumed(dict(snapshot.values))
         elif (restart := await mode.restart(live_rows)) is not None:
             graph_input, standing = restart
@@ -711,8 +825,11 @@ class RunEngine:
             await store.mark_void(self.db, run_id=record["_id"], seqs=void)
         if void or unstored:
             writer.add(Emit(RETRACT, {"seqs": void + unstored, "reason": RESUMED_REASON}))
-        log.warning("run %s (%s) taken over by %s: %s, %d event(s) retracted", record["_id"], record["kind"],
-                    self.worker, "going on from where it was" if went_on else "starting over", len(void))
+        if record.get("woken"):
+            log.info("run %s (%s) goes on on %s after its wait", record["_id"], record["kind"], self.worker)
+        else:
+            log.warning("run %s (%s) taken over by %s: %s, %d event(s) retracted", record["_id"], record["kind"],
+                        self.worker, "going on from where it was" if went_on else "starting over", len(void))
         return went_on, graph_input
 
     async def _hand_over(self, run_id: str, writer: EventWriter, reason: str) -> None:
@@ -727,14 +844,18 @@ class RunEngine:
             writer.abandon()
             log.warning("run %s: lease lost; another worker has it now", run_id)
 
-    async def _conclude(self, record: dict, outcome: Outcome, writer: EventWriter, ledger: UsageLedger) -> None:
-        """Store the closing events and the run's end. The record says how the run ended before any listener
-        here sees its last event (listeners elsewhere check it, see `follow`)."""
+    async def _conclude(self, record: dict, outcome: Outcome, writer: EventWriter, ledger: UsageLedger,
+                        budget: Budget | None = None) -> None:
+        """Store the closing events and the run's end (with why it stopped early, and its budget's figures). The
+        record says how the run ended before any listener here sees its last event (listeners elsewhere check
+        it, see `follow`)."""
         run_id = record["_id"]
         try:
             rows = await writer.close(outcome.events)
             finished = await store.finish(self.db, run_id=run_id, worker=self.worker, status=outcome.status,
-                                          result=outcome.result, error=outcome.error, usage=usage_totals(ledger))
+                                          result=outcome.result, error=outcome.error, usage=usage_totals(ledger),
+                                          stopped_by=outcome.stopped_by,
+                                          budget=budget.figures() if budget is not None else None)
             if finished is not None:  # before any listener here sees the last event: `wait` reads it
                 self._ended[run_id] = {**record, **finished}
                 asyncio.get_running_loop().call_later(self.ENDED_KEPT, self._ended.pop, run_id, None)
@@ -757,20 +878,23 @@ class RunEngine:
         with self._tasks_lock:
             return dict(self._tasks)
 
-    def _renewed(self, sent: dict[str, asyncio.Task], held: dict[str, bool]) -> None:
+    def _renewed(self, sent: dict[str, asyncio.Task], held: dict[str, store.Held]) -> None:
         """A lease renewal's answer (on the loop): stop the runs of `sent` this worker no longer holds (another
         took them over), and those someone cancelled (again, while they still execute: a cancellation lost in
-        the graph). A run whose task changed since (it ended, and was claimed here again) is left alone."""
+        the graph); fetch the inputs sent on other workers to the runs it executes. A run whose task changed
+        since (it ended, and was claimed here again) is left alone."""
         for run_id, task in sent.items():
             if self._tasks.get(run_id) is not task:
                 continue
             if run_id not in held:
                 self._stop(run_id, "lost")
-            elif held[run_id]:
+            elif held[run_id].cancel:
                 if run_id in self._stopping:
                     self._still_running(run_id)
                 else:
                     self._stop(run_id, "cancel")
+            elif (steering := self._steering.get(run_id)) is not None and held[run_id].inputs > len(steering.inbox):
+                self._fetch_inputs(run_id)
         for live in self._live.values():
             if not live.ended:
                 live.storage_down(False)
@@ -887,12 +1011,16 @@ class RunEngine:
                 return
             await asyncio.sleep(min(self.poll, 0.05))
 
-    async def wait(self, run_id: str) -> dict:
+    async def wait(self, run_id: str, *, or_waiting: bool = False) -> dict:
         """The run's record once it has ended: from memory when it ended on this worker (in the last
-        `ENDED_KEPT` seconds), from the database otherwise."""
+        `ENDED_KEPT` seconds), from the database otherwise. With `or_waiting`, also as soon as it waits for a
+        person (its record's status is then `waiting`)."""
         if (ended := self._ended.get(run_id)) is None:
-            async for _ in self.follow(run_id):
-                pass
+            async for batch in self.follow(run_id):
+                if or_waiting and any(event.event == "waiting" for event in batch):
+                    record = await self.get(run_id)
+                    if record["status"] == store.WAITING:
+                        return record
             ended = self._ended.get(run_id)
         return ended if ended is not None else await self.get(run_id)
 
@@ -902,6 +1030,38 @@ class RunEngine:
         run had ended, or had finished and was being stored; it is left as it is). A recorded request is kept:
         the run ends `cancelled`."""
         record, accepted = await store.request_cancel(self.db, run_id=run_id)
-        if accepted:
+        if accepted and record is not None and record["status"] == store.WAITING:
+            record = await self.wake(run_id) or record  # executed here, it ends cancelled at once
+        elif accepted:
             self._stop(run_id, "cancel")
         return record, accepted
+
+    async def steer(self, run_id: str, *, user: str, content: str | None = None,
+                    action: str | None = None) -> tuple[dict, dict] | None:
+        """Store an input a person sent a run (a message, an action, or both), then deliver it: at once to the
+        run's execution when this worker executes it, within a heartbeat from any other (its lease renewal reads
+        the count of inputs, `store.runs.note_input`); a waiting run that it lets go on (`continue`, `guide`,
+        `end`) is woken and executed here. Return the input as delivered and the run's record as it now is; None
+        when the run had ended (or was being cancelled): the input is not kept."""
+        given = await input_store.add_input(self.db, run_id=run_id, user=user, content=content, action=action)
+        record = await store.note_input(self.db, run_id=run_id)
+        if record is None:
+            await input_store.remove_input(self.db, input_id=given["id"])
+            return None
+        if (steering := self._steering.get(run_id)) is not None:
+            steering.deliver([given])
+        if record["status"] == store.WAITING and action in RELEASES:
+            record = await self.wake(run_id) or await self.get(run_id)
+        return given, record
+
+    async def wake(self, run_id: str) -> dict | None:
+        """Take a waiting run (`store.runs.wake`) and execute it here, from where it waited; None when it was not
+        waiting (another worker woke it, or it ended)."""
+        record = await store.wake(self.db, run_id=run_id, worker=self.worker, lease_seconds=self.lease)
+        if record is None:
+            return None
+        record["woken"] = True  # every event of its last execution was stored: nothing to retract or skip
+        if (parking := self._tasks.get(run_id)) is not None:  # its last execution here is still storing its wait
+            await asyncio.wait([parking])
+        self._launch(record)
+        return record

@@ -12,7 +12,7 @@ import secrets
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 from pymongo.asynchronous.database import AsyncDatabase
@@ -27,15 +27,16 @@ from core.limits import (
     PROFILE_LIST_MAX_ITEMS,
     PROFILE_NAME_MAX_CHARS,
 )
-from graphs.duel import DuelContext
+from graphs.duel import DuelContext, minimum_calls
 from llm.failures import ModelError
 from runs import Caller, RunEngine
 from runs.modes.duel import CANCELLED
-from services import access
+from services import access, steering
 from services import tools as tool_service
 from services.access import Principal
 from services.backend import Backend
 from services.errors import CannotStart, InvalidRequest, NotFound, RunFailed
+from services.steering import BudgetFields, RunWaiting, SteerOptions
 from services.tools import DUEL_SIDES, duel_subject
 from store import debates as store
 
@@ -68,6 +69,7 @@ class DebateRequest:
     topic: str
     user_profile: dict
     rounds: int | None = None
+    steer: SteerOptions = SteerOptions()  # `await: "after_turn"` and the budget (`services.steering`)
 
 
 class SoftMemory(BaseModel):
@@ -90,7 +92,7 @@ class UserProfile(BaseModel):
 
 
 # Also the MCP `duel` tool's input schema, whose arguments `check_debate_request` checks as it checks the route's body.
-class DebateBody(BaseModel):
+class DebateBody(BudgetFields):
     """The body of `POST /api/debate`, as `parse_debate_request` accepts it (it documents the route, which reads and
     checks its raw body itself so that each refusal has the seed's message)."""
 
@@ -101,13 +103,17 @@ class DebateBody(BaseModel):
     userProfile: UserProfile = Field(description="Your persona: the agent that argues your side is built from it.")
     rounds: int | None = Field(None, ge=MIN_DUEL_ROUNDS, le=MAX_DUEL_ROUNDS,
                                description="Exchanges before the verdict; the default when omitted.")
+    await_: Literal["after_turn"] | None = Field(
+        None, alias="await", description="Wait for you after every turn (status `waiting`) until "
+        "`POST /v1/runs/{id}/input` says `continue`, `guide` or `end` (docs/steering.md).")
 
 
 def check_debate_request(body: Any) -> DebateRequest:
     """Validate a debate request (the parsed JSON body of `POST /api/debate`, the `duel` tool's arguments).
 
     Raises:
-        InvalidRequest: the seed's message, naming the field at fault.
+        InvalidRequest: the seed's message, naming the field at fault (`invalid_await`, `invalid_budget` for the
+            steering options).
     """
     if not isinstance(body, dict):
         raise InvalidRequest("Request body must be a JSON object")
@@ -137,7 +143,8 @@ def check_debate_request(body: Any) -> DebateRequest:
     if rounds is not None and (not isinstance(rounds, int) or isinstance(rounds, bool)
                                or not MIN_DUEL_ROUNDS <= rounds <= MAX_DUEL_ROUNDS):
         raise InvalidRequest(f"rounds must be an integer from {MIN_DUEL_ROUNDS} to {MAX_DUEL_ROUNDS}")
-    return DebateRequest(topic=topic.strip(), user_profile=profile, rounds=rounds)
+    return DebateRequest(topic=topic.strip(), user_profile=profile, rounds=rounds,
+                         steer=steering.parse_options(body, boundary="after_turn"))
 
 
 async def admit_debate(backend: Backend, caller: Caller, client_address: str) -> None:
@@ -160,10 +167,17 @@ async def start_duel(engine: RunEngine, caller: Caller, request: DebateRequest) 
 
     Raises:
         CannotStart: the debate could not be set up (no usable model, or the database refused it).
+        PaymentRequired, InvalidRequest: its budget (or the workspace's default) is too small for one round and the
+            verdict (`budget_too_small`).
     """
     context = DuelContext(models=engine.services.factory)
     rounds = request.rounds or context.rounds
+    inputs = {"topic": request.topic, "user_profile": request.user_profile, "rounds": rounds}
     try:
+        limits = await steering.budget_for(engine.db, caller.workspace, request.steer.budget)
+        if limits:
+            steering.require_minimum(limits, steering.spend_of(minimum_calls(inputs, context)),
+                                     what="one round of this duel and its verdict")
         model = engine.services.factory.resolve(context.model).model_id
         debate = await store.create_debate(
             engine.db, debate_id=new_debate_id(), user=caller.user, workspace=caller.workspace, topic=request.topic,
@@ -172,10 +186,10 @@ async def start_duel(engine: RunEngine, caller: Caller, request: DebateRequest) 
         granted = await tool_service.grants_of(engine.db, workspace=caller.workspace,
                                                subjects=[duel_subject(side) for side in DUEL_SIDES])
         tools = {side: granted[duel_subject(side)] for side in DUEL_SIDES if duel_subject(side) in granted}
+        steer = SteerOptions(request.steer.await_at, limits).dump()
+        extra = {**({"steer": steer} if steer else {}), **({"tools": tools} if tools else {})}
         await engine.submit("duel", caller=caller, run_id=debate["_id"], title=request.topic,
-                            ref={"debateId": debate["_id"]},
-                            input={"topic": request.topic, "user_profile": request.user_profile, "rounds": rounds,
-                                   **({"tools": tools} if tools else {})})
+                            ref={"debateId": debate["_id"]}, input={**inputs, **extra})
     except ModelError as exc:
         log.error("could not start a debate: no usable model: %s", exc)
         raise CannotStart(START_FAILED) from exc
@@ -190,8 +204,11 @@ async def debate_result(engine: RunEngine, principal: Principal, debate_id: str)
 
     Raises:
         RunFailed: the debate failed (its error) or was cancelled.
+        RunWaiting: the debate waits for a person (a pause, `await`).
     """
-    finished = await engine.wait(debate_id)
+    finished = await engine.wait(debate_id, or_waiting=True)
+    if finished["status"] == "waiting":
+        raise RunWaiting(finished)
     if finished["status"] != "completed":
         raise RunFailed(finished.get("error") or {"message": CANCELLED, "status": 499, "code": "cancelled"},
                         run_id=debate_id)

@@ -28,12 +28,13 @@ from graphs.panel import panel_input, unanswerable
 from graphs.panel.rules import DEFAULT_RULE, RuleError, check_rule
 from graphs.panel.steps import TooFewFamiliesError, pick_panelists, to_messages
 from llm.client import off_loop
+from llm.budget import BudgetLimits, CallEstimate
 from llm.factory import ModelFactory
 from llm.formats import NAME, AnswerFormat
 from llm.tokens import approx_text_tokens, approx_tokens
 from llm.tools import ToolSet, check_tool_messages
 from runs import Caller
-from services import billing
+from services import billing, steering
 from services.backend import Backend
 from services.errors import InvalidRequest, RunFailed, invalid_field
 from services.routers import RULE_HELP, SELF_MOA_PREFIX, RuleName, load_router, rule_error, self_moa_router
@@ -175,6 +176,10 @@ class ChatCompletionRequest(BaseModel):
         None, description="`json_object`, or `json_schema` (with `strict`): the answer is that JSON, after one repair "
                           "at most, or the request fails (502 `invalid_structured_answer`). Not with `panel: true`.")
     debate: bool | None = Field(None, description="Debate this request (true) or not (false), whatever the router says")
+    parley_budget: dict[str, Any] | None = Field(
+        None, description="What the request may spend, `{maxTokens?, maxCost?, maxSeconds?}` (the OpenAI SDK's "
+        "`extra_body`): refused with 402 `budget_too_small` below what its calls reserve, and every model call is "
+        "checked against it (docs/steering.md). The workspace's default budget applies when absent.")
     panel: bool | None = Field(None, description="Return every panelist's answer, labelled, without arbitration.")
     rule: RuleName | None = Field(None, description=RULE_HELP + " Replaces the router's rule for this request; "
                                   "a rule asks for a debate, so it needs a router and turns debate on.")
@@ -361,6 +366,34 @@ def estimate_cost(factory: ModelFactory, plan: Plan, body: ChatCompletionRequest
                                    output_tokens=body.output_cap or ESTIMATE_OUTPUT_TOKENS, calls=plan.calls)
 
 
+def minimum_calls(factory: ModelFactory, plan: Plan, body: ChatCompletionRequest) -> list[CallEstimate]:
+    """The request's calls when nothing fails, estimated as the budget check of each call makes it: the panelists'
+    (or the one model's) and the arbitrator's, which also reads the answers."""
+    prompt = approx_tokens(to_messages(body.openai_messages(), plan.system_prompt))
+    if plan.mode == "single":
+        return [factory.estimate(plan.models[0], prompt, body.output_cap)]
+    calls = [factory.estimate(model, prompt, body.output_cap) for model in plan.panelists]
+    if plan.mode == "debate" and plan.arbitrators:
+        answers = sum(call.output_tokens for call in calls)
+        calls.append(factory.estimate(plan.arbitrators[0], prompt + answers, body.output_cap))
+    return calls
+
+
+async def budget_of(backend: Backend, plan: Plan, body: ChatCompletionRequest, *, workspace: str) -> BudgetLimits:
+    """The request's budget (`parley_budget`, else the workspace's default), refused when its calls do not fit.
+
+    Raises:
+        InvalidRequest: a budget field is not a positive number.
+        PaymentRequired: the budget is below what the request's calls reserve (`budget_too_small`).
+    """
+    limits = await steering.budget_for(backend.db, workspace,
+                                       steering.parse_budget(body.parley_budget, where="parley_budget."))
+    if limits:
+        calls = await off_loop(len(body.messages), minimum_calls, backend.factory, plan, body)
+        steering.require_minimum(limits, steering.spend_of(calls), what="this request's calls")
+    return limits
+
+
 async def reserve(backend: Backend, plan: Plan, body: ChatCompletionRequest, *, workspace: str) -> float:
     """Reserve the estimated cost from the workspace's credit; `PaymentRequired` when the balance cannot cover it."""
     # Converting and counting a long conversation takes a while: not on the loop that serves every other request.
@@ -399,10 +432,11 @@ async def start_completion(backend: Backend, caller: Caller, body: ChatCompletio
     to the next one (the client already has part of an answer); without it, the next candidate answers.
 
     Raises:
-        InvalidRequest, NotFound: as `plan_request`.
-        PaymentRequired: the workspace's credit cannot cover the estimate.
+        InvalidRequest, NotFound: as `plan_request`; a budget field that is not a positive number.
+        PaymentRequired: the workspace's credit cannot cover the estimate, or the budget its calls.
     """
     plan = await plan_request(backend, body, workspace=caller.workspace)
+    limits = await budget_of(backend, plan, body, workspace=caller.workspace)
     completion = {"id": completion_id(plan.mode), "created": int(time.time())}
     bill = billing.Bill(usage="chat" if plan.mode == "single" else plan.mode, request_id=completion["id"],
                         credit=await reserve(backend, plan, body, workspace=caller.workspace))
@@ -415,6 +449,7 @@ async def start_completion(backend: Backend, caller: Caller, body: ChatCompletio
                                         max_tokens=body.output_cap, seed=body.seed, tools=body.toolset,
                                         answer_format=body.answer_format),
                    "plan": dataclasses.asdict(plan), "bill": bill.dump(),
+                   **({"steer": {"budget": limits.dump()}} if limits else {}),
                    "completion": completion, "streamed": body.stream},
         )
 

@@ -17,13 +17,14 @@ from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from graphs.roundtable import RoundTableContext, estimate_minimum_tokens, format_history
+from graphs.roundtable import RoundTableContext, estimate_minimum_tokens, format_history, minimum_calls
 from graphs.roundtable.steps import builtin_devils_advocate
 from runs import Caller, Event, RunEngine
-from services import billing
+from services import billing, steering
 from services.access import Principal
 from services.backend import Backend
 from services.errors import CannotStart, Conflict, NotFound, RunFailed, ServiceError
+from services.steering import RunWaiting, SteerOptions
 from services.tools import agent_subject
 from store import agents as agent_store
 from store import conversations as conv_store
@@ -80,8 +81,8 @@ async def conversation_history(db: AsyncDatabase, conversation_id: str) -> str |
     exchanges: dict[int, dict[str, Any]] = {}
     for m in await conv_store.list_messages(db, conversation_id=conversation_id):
         ex = exchanges.setdefault(m.get("exchange", 0), {"question": "", "synthesis": None, "rounds": {}})
-        if m["senderType"] == "user":
-            ex["question"] = m["content"]
+        if m["senderType"] == "user" and not (m.get("metadata") or {}).get("inputId"):
+            ex["question"] = m["content"]  # a person's message during the debate is not the question
         elif m["senderType"] == "synthesizer":
             ex["synthesis"] = m.get("metadata") or {}
         else:
@@ -101,13 +102,15 @@ async def conversation_history(db: AsyncDatabase, conversation_id: str) -> str |
 
 async def ask_table(
     engine: RunEngine, caller: Caller, conversation: dict, content: str, *, idempotency_key: str | None = None,
+    steer: SteerOptions = SteerOptions(),
 ) -> Asked:
     """Put a question to a conversation's table: start its run, or find the run (or result) an earlier
-    request with the same `idempotency_key` started.
+    request with the same `idempotency_key` started. `steer`: `await: "after_round"` and the budget.
 
     Raises:
         Conflict: the key was used for another question, or its first request is still setting its run up.
         CannotStart: no agents, an allowance short of a minimum debate.
+        PaymentRequired, InvalidRequest: the budget is too small for round 0 and the synthesis.
     """
     db = engine.db
     key = None
@@ -119,7 +122,7 @@ async def ask_table(
         if existing is not None:
             return await _earlier_run(db, existing, key, fingerprint)
     try:
-        run_id = await _start(engine, caller, conversation, content, key)
+        run_id = await _start(engine, caller, conversation, content, key, steer)
     except BaseException:
         if key:
             await conv_store.release_idempotency_key(db, **key)
@@ -148,8 +151,9 @@ async def _earlier_run(db: AsyncDatabase, record: dict, key: dict[str, str], fin
                               "run it anew")
 
 
-async def _start(engine: RunEngine, caller: Caller, conversation: dict, content: str, key: dict | None) -> str:
-    """Seat the table, reserve the allowance, store the question, start the run; return its id."""
+async def _start(engine: RunEngine, caller: Caller, conversation: dict, content: str, key: dict | None,
+                 steer: SteerOptions) -> str:
+    """Seat the table, check the budget, reserve the allowance, store the question, start the run; return its id."""
     db = engine.db
     ctx = RoundTableContext(models=engine.services.factory)
     inputs = {
@@ -158,6 +162,12 @@ async def _start(engine: RunEngine, caller: Caller, conversation: dict, content:
         "history": await conversation_history(db, conversation["_id"]),
         "agents": await seated_agents(db, workspace=caller.workspace, ctx=ctx),
     }
+    limits = await steering.budget_for(db, caller.workspace, steer.budget)
+    if limits:
+        steering.require_minimum(limits, steering.spend_of(minimum_calls(inputs, ctx)),
+                                 what="round 0 of this table and its synthesis")
+    options = SteerOptions(steer.await_at, limits).dump()
+    early_stop = engine.services.settings.parley_table_early_stop or None
     needed = estimate_minimum_tokens(inputs, ctx)
     bill = billing.Bill(usage="roundtable", allowance=await billing.reserve_allowance(
         db, caller.workspace, needed, what="a minimum debate"))
@@ -169,7 +179,7 @@ async def _start(engine: RunEngine, caller: Caller, conversation: dict, content:
             ref={"conversationId": conversation["_id"], "exchange": exchange},
             input={"graph": inputs, "exchange": exchange, "bill": bill.dump(),
                    "conversation": {"_id": conversation["_id"], "workspace": conversation["workspace"]},
-                   "idempotency": key},
+                   "idempotency": key, "earlyStop": early_stop, **({"steer": options} if options else {})},
         )
     if key:
         await conv_store.set_idempotency_run(db, **key, run_id=record["_id"])
@@ -183,7 +193,7 @@ async def tidy(db: AsyncDatabase) -> None:
 
 
 async def submit_message(backend: Backend, principal: Principal, conversation_id: str, content: str, *,
-                         idempotency_key: str | None) -> Asked:
+                         idempotency_key: str | None, steer: SteerOptions = SteerOptions()) -> Asked:
     """Put a question to the table of the key's workspace's conversation `conversation_id`: its run (or, for
     a retry of a finished one, its result).
 
@@ -199,7 +209,8 @@ async def submit_message(backend: Backend, principal: Principal, conversation_id
                                                      conversation_id=conversation_id)
     if conversation is None:
         raise NotFound("Conversation not found")
-    return await ask_table(backend.runs, principal.caller, conversation, content, idempotency_key=idempotency_key)
+    return await ask_table(backend.runs, principal.caller, conversation, content, idempotency_key=idempotency_key,
+                           steer=steer)
 
 
 async def open_and_ask(backend: Backend, principal: Principal, *, title: str, content: str) -> tuple[str, Asked]:
@@ -229,10 +240,13 @@ async def result_of(engine: RunEngine, asked: Asked) -> dict[str, Any]:
 
     Raises:
         RunFailed: the debate failed (its error) or was cancelled.
+        RunWaiting: the debate waits for the person who asked (`await`, or a pause).
     """
     if asked.replay is not None:
         return asked.replay
-    record = await engine.wait(asked.run_id)
+    record = await engine.wait(asked.run_id, or_waiting=True)
+    if record["status"] == "waiting":
+        raise RunWaiting(record)
     if record["status"] == "completed":
         return record["result"]
     raise RunFailed(record.get("error") or {"message": "The debate was cancelled", "status": 500},

@@ -14,7 +14,7 @@ from services.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from store import runs as store
 
 Kind = Literal["duel", "panel", "roundtable", "workflow"]
-Status = Literal["queued", "running", "completed", "failed", "cancelled"]
+Status = Literal["queued", "running", "waiting", "completed", "failed", "cancelled"]
 
 
 def _iso(value: Any) -> str | None:
@@ -30,6 +30,8 @@ def public_run(record: dict, *, detail: bool = False) -> dict[str, Any]:
         "leaseUntil": _iso(record.get("leaseUntil")), "heartbeatAt": _iso(record.get("heartbeatAt")),
         "claims": record.get("claims", 1), "cancelRequested": bool(record.get("cancelRequested")),
         "usage": record.get("usage"), "ref": record.get("ref") or {}, "error": record.get("error"),
+        "waiting": record.get("waiting"), "stoppedBy": record.get("stoppedBy"), "budget": record.get("budget"),
+        "inputs": record.get("inputs", 0),
     }
     if detail:
         view.update(input=record.get("input"), result=record.get("result"))
@@ -53,7 +55,8 @@ async def visible_run(engine: RunEngine, principal: Principal, run_id: str, *, w
     if write:
         access.check_scope(principal, access.RULES[record["kind"]].scope, write=True)
         if not access.may_cancel(principal, record):
-            raise Forbidden("Only the user who started this run, or an admin key, may stop it", code="not_run_owner")
+            raise Forbidden("Only the user who started this run, or an admin key, may steer or stop it",
+                            code="not_run_owner")
     return record
 
 

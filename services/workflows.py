@@ -12,14 +12,16 @@ from typing import Any
 
 from designer import WorkflowError, WorkflowInputError, WorkflowSpec, prepare_input, validate_workflow
 from designer.spec import RoundtableNode
+from llm.budget import Spend
 from runs import Caller, RunEngine
 from runs.modes.workflow import jsonable
-from services import billing
+from services import billing, steering
 from services import tools as tool_service
 from services.access import Principal
 from services.backend import Backend
 from services.errors import CannotStart, NotFound, RunFailed, Unprocessable
 from services.roundtable import seated_agents
+from services.steering import RunWaiting, SteerOptions
 from services.tools import workflow_subject
 from store import workflows as store
 
@@ -126,9 +128,10 @@ async def workspace_agents(db, workspace: str) -> list[dict[str, Any]]:
 
 async def start_workflow(
     engine: RunEngine, caller: Caller, *, spec: WorkflowSpec, initial: dict[str, Any], workflow_id: str | None,
-    workspace_agents: list[dict[str, Any]] | None,
+    workspace_agents: list[dict[str, Any]] | None, steer: SteerOptions = SteerOptions(),
 ) -> dict:
-    """Store the workflow run as `running` and start it; return the `workflow_runs` record."""
+    """Store the workflow run as `running` and start it (with the steering options `steer`: its budget); return the
+    `workflow_runs` record."""
     run_id = store.new_run_id()
     node_tools = {}
     if workflow_id is not None:  # grants are made to a stored workflow's nodes
@@ -142,14 +145,15 @@ async def start_workflow(
         ref={"workflowId": workflow_id, "workflowRunId": run_id},
         input={"workflow": spec.dump(), "initial": jsonable(initial), "workflowId": workflow_id,
                "workspaceAgents": workspace_agents, **({"nodeTools": node_tools} if node_tools else {}),
-               "bill": billing.Bill(usage="workflow", takes_allowance=True).dump()},
+               "bill": billing.Bill(usage="workflow", takes_allowance=True).dump(),
+               **({"steer": steer.dump()} if steer.dump() else {})},
     )
     return record
 
 
 async def start_run(
     backend: Backend, principal: Principal, *, workflow_id: str | None = None, document: Any = None,
-    input: dict | None = None,
+    input: dict | None = None, steer: SteerOptions = SteerOptions(),
 ) -> dict:
     """Check the workflow (stored, or the inline `document`), that the caller may run now and that the
     input fits; store the run as `running` and start it; return its `workflow_runs` record. An omitted
@@ -161,6 +165,7 @@ async def start_run(
             workspace's agents and there are none.
         RateLimited: over `RUN_RATE_LIMIT` for the workspace's user.
         PaymentRequired: the workspace's token allowance is used up.
+        InvalidRequest: `maxSeconds` (asked, or the workspace's default) below the minimum.
     """
     if workflow_id is not None:
         document = (await get_workflow(backend.db, principal, workflow_id))["spec"]
@@ -172,11 +177,14 @@ async def start_run(
     except WorkflowInputError as exc:
         raise Unprocessable(str(exc), code="invalid_input", errors=[issue.to_dict() for issue in exc.issues]) from None
     await billing.require_allowance(backend.db, principal.workspace)
+    limits = await steering.budget_for(backend.db, principal.workspace, steer.budget)
+    # No step of a workflow can be estimated before it runs: only the floor of `maxSeconds` is checked.
+    steering.require_minimum(limits, Spend(), what=f"workflow '{spec.name}'")
     agents = None
     if any(isinstance(n, RoundtableNode) and n.config.agents == "workspace" for n in spec.nodes):
         agents = await workspace_agents(backend.db, principal.workspace)
     return await start_workflow(backend.runs, principal.caller, spec=spec, initial=initial, workflow_id=workflow_id,
-                                workspace_agents=agents)
+                                workspace_agents=agents, steer=SteerOptions(budget=limits))
 
 
 async def run_to_end(backend: Backend, run: dict) -> dict[str, Any]:
@@ -187,8 +195,11 @@ async def run_to_end(backend: Backend, run: dict) -> dict[str, Any]:
     Raises:
         RunFailed: the run failed (bad input: 422, a node failed: 502) or was cancelled; its error names the
             run, the failed node and the usage.
+        RunWaiting: the run waits for a person at an `await` node.
     """
-    finished = await backend.runs.wait(run["_id"])
+    finished = await backend.runs.wait(run["_id"], or_waiting=True)
+    if finished["status"] == "waiting":
+        raise RunWaiting(finished)
     if finished["status"] != "completed":
         error = finished.get("error") or {"message": "The workflow run was cancelled", "status": 502}
         raise RunFailed({"message": error["message"], "status": error.get("status", 502),

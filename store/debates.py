@@ -60,11 +60,13 @@ async def create_debate(
 
 
 async def complete_debate(db: AsyncDatabase, *, debate_id: str, opponent_profile: dict | None, synthesis: dict,
-                          verdicts: list[dict], messages: list[dict]) -> None:
+                          verdicts: list[dict], messages: list[dict], stopped_by: str | None = None) -> None:
+    """Store a debate's end: its opponent, messages, synthesis, both verdicts, and why it ended early, if it did."""
+    early = {"stoppedBy": stopped_by} if stopped_by else {}
     await db.debates.update_one(
         {"_id": debate_id},
         {"$set": {"opponentProfile": opponent_profile, "synthesis": synthesis, "verdicts": verdicts,
-                  "messages": messages, "status": COMPLETED, "updatedAt": now()}},
+                  "messages": messages, "status": COMPLETED, "updatedAt": now(), **early}},
     )
 
 
@@ -82,10 +84,17 @@ async def end_debate(db: AsyncDatabase, *, debate_id: str, status: str, error: s
 
 def progress(events: list[dict]) -> tuple[dict | None, list[dict]]:
     """A debate's opponent and messages as its run's events (`store.runs.all_events`) tell them: the last `init`
-    that stands, and every `message` that stands, in order."""
+    that stands, and every `message` and `human` (a person's message, `role: "human"`) that stands, in order."""
     standing = [event for event in events if not event.get("void")]
     opening = [event["data"]["opponentProfile"] for event in standing if event["event"] == "init"]
-    return (opening[-1] if opening else None), [event["data"] for event in standing if event["event"] == "message"]
+    said = [event["data"] if event["event"] == "message" else human_message(event["data"])
+            for event in standing if event["event"] in ("message", "human")]
+    return (opening[-1] if opening else None), said
+
+
+def human_message(event: dict) -> dict:
+    """A person's message as the debate's messages list it, from its `human` event (which adds where it stood)."""
+    return {key: event[key] for key in ("role", "senderType", "name", "content", "timestamp", "id")}
 
 
 async def _with_progress(db: AsyncDatabase, record: dict | None) -> dict | None:

@@ -1,7 +1,9 @@
 """Runs: one `runs` record per run of any mode, its numbered events (`run_events`) and the usage of each of
 its model calls (in the page of events stored with it, else in `run_usage`).
 
-A run is `queued` → `running` → `completed`, `failed` or `cancelled`. The worker executing it holds a
+A run is `queued` → `running` → `completed`, `failed` or `cancelled`; a running run may stop at a boundary of its
+graph to wait for a person (`waiting`: `park`), holding no lease and executed nowhere, until an input wakes it on
+whichever worker receives it (`wake`). The worker executing it holds a
 lease (`worker`, `leaseUntil`) that it renews while it runs (`renew_leases`, from a thread of its own with a
 synchronous client: a busy event loop does not delay it) and notes when it last did (`heartbeatAt`); once a
 lease has expired and no heartbeat came for a whole lease, any other worker may claim the run and resume it
@@ -23,7 +25,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pymongo import ASCENDING, DESCENDING
 from pymongo.asynchronous.database import AsyncDatabase
@@ -37,7 +39,9 @@ if TYPE_CHECKING:  # the records' type only: store/ imports nothing of Parley's 
     from llm.usage import UsageRecord
 
 QUEUED, RUNNING, COMPLETED, FAILED, CANCELLED = "queued", "running", "completed", "failed", "cancelled"
+WAITING = "waiting"
 ACTIVE = (QUEUED, RUNNING)
+UNFINISHED = (QUEUED, RUNNING, WAITING)
 FINISHED = (COMPLETED, FAILED, CANCELLED)
 KINDS = ("duel", "panel", "roundtable", "workflow")
 
@@ -136,17 +140,25 @@ async def claim_expired(db: AsyncDatabase, *, run: dict, worker: str, lease_seco
     return await db.runs.find_one({"_id": run["_id"]})
 
 
-def renew_leases(db: Database, *, run_ids: list[str], worker: str, lease_seconds: float) -> dict[str, bool]:
+class Held(NamedTuple):
+    """What a lease renewal reads of a run its worker still holds: whether someone asked to cancel it, and how many
+    inputs were sent to it (`note_input`)."""
+
+    cancel: bool
+    inputs: int
+
+
+def renew_leases(db: Database, *, run_ids: list[str], worker: str, lease_seconds: float) -> dict[str, Held]:
     """Extend `worker`'s leases on `run_ids`: a synchronous call, for the lease thread's own client. Return the
     runs it still holds (a run it lost, or that has ended, is left out), each with whether someone asked to
-    cancel it: one update and one read whatever the number of runs."""
+    cancel it and how many inputs it was sent: one update and one read whatever the number of runs."""
     if not run_ids:
         return {}
     at = now()
     query = {"_id": {"$in": run_ids}, "worker": worker, "status": {"$in": list(ACTIVE)}}
     db.runs.update_many(query, {"$set": {"leaseUntil": at + timedelta(seconds=lease_seconds), "heartbeatAt": at}})
-    rows = db.runs.find(query, {"_id": 1, "cancelRequested": 1})
-    return {row["_id"]: bool(row.get("cancelRequested")) for row in rows}
+    rows = db.runs.find(query, {"_id": 1, "cancelRequested": 1, "inputs": 1})
+    return {row["_id"]: Held(bool(row.get("cancelRequested")), int(row.get("inputs") or 0)) for row in rows}
 
 
 async def release(db: AsyncDatabase, *, run_id: str, worker: str) -> None:
@@ -181,7 +193,7 @@ async def conclude(db: AsyncDatabase, *, run_id: str, worker: str, status: str) 
 
 async def finish(
     db: AsyncDatabase, *, run_id: str, worker: str, status: str, result: Any = None, error: dict | None = None,
-    usage: dict | None = None,
+    usage: dict | None = None, stopped_by: str | None = None, budget: dict | None = None,
 ) -> dict | None:
     """Record how a run ended, if `worker` still holds it, and return the fields set (the engine adds them to
     the record it holds, for those waiting on the run: see `RunEngine.wait`); None when it does not (another
@@ -196,7 +208,11 @@ async def finish(
     # An update by `_id` rather than a findAndModify, which the embedded database answers by reading the whole
     # collection (see `claim_expired`); a finished record is not changed again.
     fields = {"status": status, "result": result, "error": error, "usage": usage, "finishedAt": at,
-              "updatedAt": at, "leaseUntil": None}
+              "updatedAt": at, "leaseUntil": None, "waiting": None}
+    if stopped_by is not None:
+        fields["stoppedBy"] = stopped_by
+    if budget is not None:
+        fields["budget"] = budget
     done = await db.runs.update_one(query, {"$set": fields})
     return fields if done.modified_count == 1 else None
 
@@ -207,13 +223,68 @@ async def set_ref(db: AsyncDatabase, *, run_id: str, ref: dict[str, Any]) -> Non
 
 
 async def request_cancel(db: AsyncDatabase, *, run_id: str) -> tuple[dict | None, bool]:
-    """Ask for an unfinished run to be cancelled. Return the record as it now is (None when there is no such
-    run) and whether the request was recorded: not for a run that has ended or whose end is being stored."""
+    """Ask for an unfinished run (a waiting one too) to be cancelled. Return the record as it now is (None when
+    there is no such run) and whether the request was recorded: not for a run that has ended or whose end is
+    being stored."""
     asked = await db.runs.update_one(  # an update and a read by `_id`, not a findAndModify (see `claim_expired`)
-        {"_id": run_id, "status": {"$in": list(ACTIVE)}, "concluding": None},
+        {"_id": run_id, "status": {"$in": list(UNFINISHED)}, "concluding": None},
         {"$set": {"cancelRequested": True, "updatedAt": now()}},
     )
     return await db.runs.find_one({"_id": run_id}), asked.matched_count == 1
+
+
+async def note_input(db: AsyncDatabase, *, run_id: str) -> dict | None:
+    """Count an input stored for a run (the lease renewal of the worker executing it reads the count and fetches
+    what is new); return the record as it now is, or None when the run has ended (or its end is being stored, or
+    it was cancelled): no one will read the input."""
+    noted = await db.runs.update_one(
+        {"_id": run_id, "status": {"$in": list(UNFINISHED)}, "concluding": None, "cancelRequested": {"$ne": True}},
+        {"$inc": {"inputs": 1}, "$set": {"updatedAt": now()}},
+    )
+    return await db.runs.find_one({"_id": run_id}) if noted.matched_count == 1 else None
+
+
+async def park(db: AsyncDatabase, *, run_id: str, worker: str, waiting: dict[str, Any]) -> bool:
+    """Store that `worker`'s run waits for a person at a boundary (`waiting`: where): no worker holds it, no lease
+    runs, no one takes it over. False when the worker no longer holds it, or a cancel was asked first."""
+    at = now()
+    parked = await db.runs.update_one(
+        {"_id": run_id, "worker": worker, "status": RUNNING, "concluding": None, "cancelRequested": {"$ne": True}},
+        {"$set": {"status": WAITING, "worker": None, "leaseUntil": None, "heartbeatAt": None, "waiting": waiting,
+                  "waitingSince": at, "updatedAt": at}},
+    )
+    return parked.modified_count == 1
+
+
+async def wake(db: AsyncDatabase, *, run_id: str, worker: str, lease_seconds: float) -> dict | None:
+    """Take a waiting run to execute on `worker` (an input let it go on, or it was cancelled): atomic, so one
+    worker of several asking gets it. Its time spent waiting is added to `waitedSeconds` (not counted against its
+    deadline or its budget). Return the record as it now is, or None when it was not waiting."""
+    record = await db.runs.find_one({"_id": run_id, "status": WAITING}, {"waitingSince": 1})
+    if record is None:
+        return None
+    at = now()
+    since = record.get("waitingSince") or at
+    since = since if since.tzinfo else since.replace(tzinfo=UTC)
+    taken = await db.runs.update_one(
+        {"_id": run_id, "status": WAITING, "waitingSince": record.get("waitingSince")},
+        {"$set": {"status": RUNNING, "worker": worker, "leaseUntil": at + timedelta(seconds=lease_seconds),
+                  "heartbeatAt": at, "claimedAt": at, "updatedAt": at, "waiting": None, "waitingSince": None},
+         "$inc": {"claims": 1, "waitedSeconds": max(0.0, (at - since).total_seconds())}},
+    )
+    if taken.modified_count != 1:
+        return None
+    return await db.runs.find_one({"_id": run_id})
+
+
+def active_seconds(record: dict, at: datetime | None = None) -> float:
+    """Seconds a run has been executing (or held by a worker) since it was created: its age less the time it
+    spent waiting for a person."""
+    created = record.get("createdAt")
+    if created is None:
+        return 0.0
+    created = created if created.tzinfo else created.replace(tzinfo=UTC)
+    return max(0.0, ((at or now()) - created).total_seconds() - float(record.get("waitedSeconds") or 0.0))
 
 
 async def get_run(db: AsyncDatabase, *, run_id: str, workspace: str | None = None) -> dict | None:

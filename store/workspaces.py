@@ -124,6 +124,14 @@ async def set_allowance(db: AsyncDatabase, workspace: str, tokens: int) -> int:
     return tokens
 
 
+async def set_budget(db: AsyncDatabase, workspace: str, budget: dict | None) -> dict | None:
+    """Set (None: clear) the workspace's default budget, `{"maxTokens"?, "maxCost"?, "maxSeconds"?}`: the limits
+    a run of the workspace gets when its request sets none of its own."""
+    change = {"$set": {"budget": budget or None, "updatedAt": datetime.now(UTC)}}
+    await db.workspaces.update_one({"_id": workspace}, {**change, "$setOnInsert": {"creditUsd": 0.0}}, upsert=True)
+    return budget or None
+
+
 async def consume_allowance(db: AsyncDatabase, workspace: str, tokens: int) -> int | None:
     """Take `tokens` from the allowance, never below zero; return what remains (None when unlimited)."""
     ws = await get_workspace(db, workspace)

@@ -22,12 +22,13 @@ from nodes.fan_out import FanOut
 from nodes.judge import judge
 from nodes.select_opponent import select_opponent
 from nodes.speak import speak
+from nodes.steer import boundary
 from nodes.synthesize import synthesize
 from tests.designer.conftest import wf
 
 ROOT = Path(__file__).resolve().parents[1]
 FACTORIES = {"speak": speak, "select_opponent": select_opponent, "fan_out": FanOut, "arbitrate": arbitrate,
-             "judge": judge, "score_convergence": score_convergence, "synthesize": synthesize}
+             "judge": judge, "score_convergence": score_convergence, "synthesize": synthesize, "boundary": boundary}
 
 # One workflow with each capability node type the designer offers, beside the shipped examples.
 CAPABILITY_WORKFLOW = wf(
@@ -40,12 +41,13 @@ CAPABILITY_WORKFLOW = wf(
          "type": "object", "properties": {"summary": {"type": "string"}}, "required": ["summary"]}},
       "inputs": {"prompt": "Sum up {answer}"}, "output_key": "verdict"},
      {"id": "score", "type": "score_convergence", "inputs": {"transcript": "{outcome.transcript}"},
-      "output_key": "convergence"}],
+      "output_key": "convergence"},
+     {"id": "review", "type": "await", "config": {"on_end": "__end__"}}],
     {"topic": "string", "question": "string", "opponent": "object", "answer": "string", "answers": "array",
      "best": "string", "turns": "array", "judged": "object", "verdict": "object", "outcome": "object", "convergence": "object"},
     [{"from": "cast", "to": "say"}, {"from": "say", "to": "settle"}, {"from": "settle", "to": "verdict"},
-     {"from": "verdict", "to": "sum"}, {"from": "sum", "to": "score"}],
-    entry="cast", finish=["score"],
+     {"from": "verdict", "to": "sum"}, {"from": "sum", "to": "score"}, {"from": "score", "to": "review"}],
+    entry="cast", finish=["review"],
 )
 
 

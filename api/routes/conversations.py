@@ -2,20 +2,33 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
+from pydantic import Field
 
 from api.deps import Db, Principal, Services, require_scope
 from api.errors import ApiError
 from api.openapi import RUN_ID_HEADER, errors, streamed
 from api.sse import sse_response
 from services import roundtable as service
+from services import steering
+from services.runs import public_run
+from services.steering import BudgetFields
 from store import conversations as store
 from store.conversations import ConversationCreate, MessageCreate
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"], responses=errors(403))
+
+
+class MessageBody(MessageCreate, BudgetFields):
+    """The question, and how the debate may be steered (docs/steering.md)."""
+
+    await_: Literal["after_round"] | None = Field(
+        None, alias="await", description="Wait for you after every round (status `waiting`) until "
+        "`POST /v1/runs/{id}/input` says `continue`, `guide` or `end`; the JSON answer is `202` with the run as "
+        "soon as it waits.")
 
 Reader = Annotated[Principal, Depends(require_scope("conversations"))]
 Writer = Annotated[Principal, Depends(require_scope("conversations", write=True))]
@@ -74,29 +87,38 @@ async def delete_conversation(conversation_id: str, principal: Writer, db: Db) -
 @router.post("/{conversation_id}/message", summary="Ask the table a question and run the whole debate", responses={
     **streamed("The debate's result as JSON; its events as Server-Sent Events with `stream=true` or "
                "`Accept: text/event-stream`.", json_too=True, headers=RUN_ID_HEADER),
-    **errors(404, (409, "The Idempotency-Key was used for another question, or its debate is still being set up."),
+    202: {"description": "The debate waits for you (`await`, or a pause): the body is its run; steer it with "
+                "`POST /v1/runs/{id}/input`."},
+    **errors(404, (400, "A field is invalid; the message names it (a budget's `maxSeconds` below the minimum too)."),
+             (402, "The budget (or the workspace's default) is too small for round 0 and the synthesis "
+                   "(`budget_too_small`, with `minimum`)."),
+             (409, "The Idempotency-Key was used for another question, or its debate is still being set up."),
              (429, "More calls on this route than its rate allows."),
              (500, "The debate could not run: no agents in the workspace, an exhausted token allowance, or a "
                    "model failure (the seed's contract; the message says which).")),
 })
 async def post_message(
     conversation_id: str,
-    body: MessageCreate,
+    body: MessageBody,
     request: Request,
     principal: Writer,
     backend: Services,
     stream: Annotated[bool, Query(description="Stream the debate as Server-Sent Events.")] = False,
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ):
+    steer = steering.parse_options(body.model_dump(by_alias=True, exclude_none=True), boundary="after_round")
     asked = await service.submit_message(
-        backend, principal, conversation_id, body.content, idempotency_key=idempotency_key
+        backend, principal, conversation_id, body.content, idempotency_key=idempotency_key, steer=steer
     )
     headers = {"X-Run-Id": asked.run_id} if asked.run_id else {}
     if stream or "text/event-stream" in request.headers.get("accept", ""):
         if asked.replay is not None:
             return sse_response(_each(service.replayed(asked.replay)))
         return sse_response(backend.runs.follow(asked.run_id), headers=headers)
-    return JSONResponse(await service.result_of(backend.runs, asked), headers=headers)
+    try:
+        return JSONResponse(await service.result_of(backend.runs, asked), headers=headers)
+    except steering.RunWaiting as waiting:  # its end could be days away: the run, to steer
+        return JSONResponse(public_run(waiting.record), status_code=202, headers=headers)
 
 
 async def _each(events):

@@ -44,6 +44,8 @@ def keepalive(request: Request) -> float:
                      "X-Debate-Events": {"description": "Where to resume its events.", "schema": {"type": "string"}}}),
                  **errors((400, "The body is not a JSON object as declared; the message names the field."),
                           (401, "No key, an unknown key, or one without the `debate` scope."),
+                          (402, "The budget (or the workspace's default) is too small for one round and the "
+                                "verdict (`budget_too_small`, with `minimum`)."),
                           (403, "The key is read-only."), (413, f"The body exceeds {ROUTE_BODY_BYTES['/api/debate'] // 1024} KB."),
                           (429, "More than 8 debates a minute for this user; `retryAfter` says when to retry."),
                           (500, "The debate could not be started.")),

@@ -7,13 +7,16 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, Response
 from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import ConfigDict, Field, WithJsonSchema
 
 from api.deps import Db, Principal, Services, require_scope
 from api.openapi import RUN_ID_HEADER, WORKFLOW_REF, errors, streamed
 from api.sse import sse_response
 from designer import WorkflowError, validate_workflow, workflow_json_schema
+from services import steering
 from services import workflows as service
+from services.runs import public_run
+from services.steering import BudgetFields, SteerOptions
 
 router = APIRouter(prefix="/v1/workflows", tags=["workflows"])
 
@@ -21,12 +24,15 @@ Reader = Annotated[Principal, Depends(require_scope("workflows"))]
 Writer = Annotated[Principal, Depends(require_scope("workflows", write=True))]
 
 
-class RunRequest(BaseModel):
-    """Input for a run of a stored workflow."""
+class RunRequest(BudgetFields):
+    """Input for a run of a stored workflow, and its budget (docs/steering.md)."""
 
     model_config = ConfigDict(extra="forbid")
 
     input: dict[str, Any] | None = Field(None, description="Values of declared state keys; omitted: the sampleInput.")
+
+    def budget(self) -> SteerOptions:
+        return steering.parse_options(self.model_dump(exclude_none=True), boundary=None)
 
 
 class InlineRunRequest(RunRequest):
@@ -39,7 +45,9 @@ class InlineRunRequest(RunRequest):
 # Answers of the routes that start a run.
 INVALID_RUN = (422, "The workflow has problems (`errors` lists each, naming its node), or the input does not fit "
                     "its declared state keys.")
-STARTS_RUN = errors(INVALID_RUN, (402, "The workspace's token allowance is used up."),
+STARTS_RUN = errors(INVALID_RUN, (400, "A budget field is invalid (the message names it), or `maxSeconds` is below "
+                                        "the minimum (`budget_too_small`)."),
+                    (402, "The workspace's token allowance is used up."),
                     (429, "More workflow runs than the workspace's rate allows."))
 ENDED_BADLY = errors((502, "The run failed (a model call, a node); the body names the failed node and the run."))
 
@@ -73,8 +81,12 @@ async def list_workflows(principal: Reader, db: Db) -> dict[str, Any]:
 
 
 async def _answer(backend: Services, run: dict) -> JSONResponse:
-    """The run's final record, once it has ended, with its id in `X-Run-Id`."""
-    return JSONResponse(await service.run_to_end(backend, run), headers={"X-Run-Id": run["_id"]})
+    """The run's final record, once it has ended, with its id in `X-Run-Id`; 202 with the run (`/v1/runs`) as soon as
+    it waits for a person at an `await` node."""
+    try:
+        return JSONResponse(await service.run_to_end(backend, run), headers={"X-Run-Id": run["_id"]})
+    except steering.RunWaiting as waiting:
+        return JSONResponse(public_run(waiting.record), status_code=202, headers={"X-Run-Id": run["_id"]})
 
 
 def _stream(backend: Services, run: dict):
@@ -83,9 +95,11 @@ def _stream(backend: Services, run: dict):
 
 @router.post("/runs", summary="Run an inline workflow and return its final state",
              responses={200: {"description": "The run's record once it has ended.", "headers": RUN_ID_HEADER},
+                        202: {"description": "The run waits for a person at an `await` node: the run (`/v1/runs`), "
+                                             "to steer with `POST /v1/runs/{id}/input`.", "headers": RUN_ID_HEADER},
                         **STARTS_RUN, **ENDED_BADLY, **errors(403)})
 async def run_inline(body: InlineRunRequest, principal: Writer, backend: Services) -> dict[str, Any]:
-    run = await service.start_run(backend, principal, document=body.workflow, input=body.input)
+    run = await service.start_run(backend, principal, document=body.workflow, input=body.input, steer=body.budget())
     return await _answer(backend, run)
 
 
@@ -93,7 +107,7 @@ async def run_inline(body: InlineRunRequest, principal: Writer, backend: Service
              response_class=EventSourceResponse,
              responses={**streamed("The run's events.", headers=RUN_ID_HEADER), **STARTS_RUN, **errors(403)})
 async def stream_inline(body: InlineRunRequest, principal: Writer, backend: Services):
-    run = await service.start_run(backend, principal, document=body.workflow, input=body.input)
+    run = await service.start_run(backend, principal, document=body.workflow, input=body.input, steer=body.budget())
     return _stream(backend, run)
 
 
@@ -116,10 +130,13 @@ async def delete_workflow(workflow_id: str, principal: Writer, db: Db) -> Respon
 
 @router.post("/{workflow_id}/runs", summary="Run a stored workflow and return its final state and usage",
              responses={200: {"description": "The run's record once it has ended.", "headers": RUN_ID_HEADER},
+                        202: {"description": "The run waits for a person at an `await` node: the run (`/v1/runs`), "
+                                             "to steer with `POST /v1/runs/{id}/input`.", "headers": RUN_ID_HEADER},
                         **STARTS_RUN, **ENDED_BADLY, **errors(403, 404)})
 async def run_workflow(workflow_id: str, principal: Writer, backend: Services,
                        body: RunRequest | None = None) -> dict[str, Any]:
-    run = await service.start_run(backend, principal, workflow_id=workflow_id, input=body.input if body else None)
+    run = await service.start_run(backend, principal, workflow_id=workflow_id, input=body.input if body else None,
+                                  steer=body.budget() if body else SteerOptions())
     return await _answer(backend, run)
 
 
@@ -128,7 +145,8 @@ async def run_workflow(workflow_id: str, principal: Writer, backend: Services,
              responses={**streamed("The run's events.", headers=RUN_ID_HEADER), **STARTS_RUN, **errors(403, 404)})
 async def stream_workflow_run(workflow_id: str, principal: Writer, backend: Services,
                               body: RunRequest | None = None):
-    run = await service.start_run(backend, principal, workflow_id=workflow_id, input=body.input if body else None)
+    run = await service.start_run(backend, principal, workflow_id=workflow_id, input=body.input if body else None,
+                                  steer=body.budget() if body else SteerOptions())
     return _stream(backend, run)
 
 

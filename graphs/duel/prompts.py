@@ -42,6 +42,13 @@ Latest turns:
 
 Round {round} of {rounds}. {cue}"""
 
+# Added to a turn's prompt once the person who started the debate has sent messages (`nodes.steer`).
+GUIDANCE_BLOCK = """
+
+The person who asked for this debate added:
+{guidance}
+Take what they said into account in your turn, in character."""
+
 OPENING_CUE = "You open the debate: state your position and your strongest reason."
 REPLY_CUE = "Your turn: reply to {opponent_name}'s latest point."
 CLOSING_CUE = "This is your last turn: reply, then close with your strongest point."

@@ -27,6 +27,7 @@ from nodes.judge import agreed_winner, verdicts_by_order
 from nodes.select_opponent import listing as _listing
 from nodes.speak import LengthRule, Speaker, Turn, speak
 from nodes.speak import TurnInterrupted as TurnInterrupted  # where the duel's callers have always found it
+from nodes.steer import guidance_lines
 from nodes.text import clip, first_sentence, is_cjk, newest_within, topic_language
 
 log = logging.getLogger("parley.duel")
@@ -91,6 +92,7 @@ class TurnInput(TypedDict):
     rounds: NotRequired[int]
     summary: NotRequired[str]
     summarized: NotRequired[int]
+    human: NotRequired[list[dict]]  # what the person who started the debate sent (`nodes.steer`)
     tools: NotRequired[dict]
 
 
@@ -154,12 +156,14 @@ def turn_prompt(role: Role, state: TurnInput, ctx: DuelContext, summary: str) ->
         **persona, topic=state["topic"], language=topic_language(state["topic"]),
         min_chars=ctx.min_chars, max_chars=ctx.max_chars,
     )
-    human = prompts.SPEAKER_TURN.format(
+    ask = prompts.SPEAKER_TURN.format(
         summary=summary or prompts.NO_SUMMARY,
         recent="\n".join(f"{m['name']}: {m['content']}" for m in recent) or prompts.NO_TURNS,
         round=round_no, rounds=rounds, cue=cue,
     )
-    return [SystemMessage(system), HumanMessage(human)]
+    if state.get("human"):
+        ask += prompts.GUIDANCE_BLOCK.format(guidance=guidance_lines(state["human"]))
+    return [SystemMessage(system), HumanMessage(ask)]
 
 
 def _turn_length(state: TurnInput, ctx: DuelContext) -> LengthRule:

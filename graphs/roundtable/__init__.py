@@ -3,8 +3,12 @@
 Round 0 gives initial positions; each debate round fans the seats out with `Send` (a round costs its
 slowest agent), each agent seeing only the previous round's positions, so a prompt's size does not
 grow with the round number. Convergence is scored after every debate round; the table stops at the
-threshold or after `max_rounds`, then the synthesis and each agent's memory notes are written
-concurrently.
+threshold or after `max_rounds` (or after a unanimous round 0, with `unanimous_confidence`), then the
+synthesis and each agent's memory notes are written concurrently.
+
+After every round the boundary (`steer`, `nodes.steer`) takes in what the person who asked sent (every
+later turn and the synthesis see it), waits for them when the run was started with `await: "after_round"`
+or a pause was asked, and goes to the synthesis on `end` or when the budget holds no more rounds.
 
     from graphs.roundtable import graph, RoundTableContext
     result = await graph.ainvoke({"question": "...", "agents": [...]}, context=RoundTableContext())
@@ -13,14 +17,19 @@ concurrently.
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any
+
+from typing_extensions import TypedDict  # as `nodes.steer.SteerState`, which the state extends
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from graphs.roundtable.steps import (
+    MemoryNotes,
     RoundTableContext,
+    StatedPosition,
+    SynthesisDraft,
     agent_turn,
     context_of,
     devils_advocate_turn,
@@ -28,15 +37,19 @@ from graphs.roundtable.steps import (
     seat_agents,
     synthesize,
 )
+from graphs.roundtable import prompts
+from llm.budget import CallEstimate
 from llm.failures import MODEL_RETRY
+from llm.tokens import approx_text_tokens
 from nodes.convergence import measure_convergence
 from nodes.events import emit
 from nodes.fan_out import FanOut
+from nodes.steer import SteerState, boundary
 from nodes.text import newest_within
 
 __all__ = [
     "RoundTableContext", "RoundTableState", "build_round_table_graph", "estimate_minimum_tokens", "format_history",
-    "graph",
+    "graph", "minimum_calls",
 ]
 
 
@@ -60,10 +73,13 @@ class RoundTableOutput(TypedDict, total=False):
     rounds: list[dict[str, Any]]
     transcript: list[dict[str, Any]]
     memories: list[dict[str, Any]]
+    human: list[dict[str, Any]]  # the person's messages, each with the `round` that first saw it
+    stopped_by: str  # why the table went to its synthesis early: unanimous, user, budget
+    consumed: list[str]  # the ids of the inputs its boundaries took in
     first_vote: dict[str, Any]  # with the context's `answer_rule`: the initial positions' majority
 
 
-class RoundTableState(RoundTableInput, RoundTableOutput, total=False):
+class RoundTableState(RoundTableInput, RoundTableOutput, SteerState, total=False):
     """Everything the nodes share while the table sits."""
 
     seats: list[dict[str, Any]]
@@ -109,6 +125,7 @@ def turn_tasks(state: RoundTableState) -> list[dict[str, Any]]:
             "topic": state.get("topic"),
             "history": state.get("history"),
             "previous": previous,
+            "human": state.get("human") or [],
         }
         for seat in state["seats"]
     ]
@@ -118,10 +135,56 @@ dispatch_turns = TURNS.dispatch(turn_tasks, name="dispatch_turns",
                                 doc="Send every seat its turn, with the previous round's positions.")
 
 
+def another_round(state: RoundTableState, ctx: RoundTableContext) -> bool:
+    """Whether the table debates another round: not converged, under `max_rounds`."""
+    return not state.get("converged") and state["round"] < ctx.max_rounds
+
+
+def final_reserve(state: RoundTableState, ctx: RoundTableContext) -> list[CallEstimate]:
+    """The synthesis's and each seat's memory call, estimated (each reads about the whole table's positions)."""
+    seats = state.get("seats") or []
+    positions = len(seats) * (ctx.position_chars // 4 + 40)
+    synthesis = approx_text_tokens(prompts.SYNTHESIS_SYSTEM + prompts.SYNTHESIS_PROMPT) + 2 * positions
+    memory = approx_text_tokens(prompts.MEMORY_SYSTEM + prompts.MEMORY_PROMPT) + positions // 2 + 200
+    return [ctx.factory.estimate(ctx.synthesis_model or ctx.model, synthesis, None, SynthesisDraft),
+            *(ctx.factory.estimate(seat.get("model") or ctx.model, memory, None, MemoryNotes) for seat in seats)]
+
+
+def minimum_calls(inputs: RoundTableInput, ctx: RoundTableContext) -> list[CallEstimate]:
+    """The calls of the smallest debate, estimated as the budget check of each call makes it: round 0 (each
+    seat's answer and the reading of its stance) and the synthesis with every seat's memory notes. A budget below
+    them is refused before the question is asked."""
+    agents = inputs.get("agents") or []
+    seats = [a for a in agents if not a.get("isDevilsAdvocate")][: ctx.max_seats]
+    seats += [next((a for a in agents if a.get("isDevilsAdvocate")), {})]
+    shared = sum(approx_text_tokens(inputs.get(key) or "") for key in ("question", "topic", "history"))
+    calls = []
+    for seat in seats:
+        own = approx_text_tokens(seat.get("persona") or "") + sum(
+            approx_text_tokens(m) for m in (seat.get("memories") or [])[-ctx.memories_per_agent:])
+        passages = min(sum(approx_text_tokens(d.get("text") or "") for d in seat.get("documents") or []),
+                       ctx.passages_per_agent * 150)
+        prompt = approx_text_tokens(prompts.AGENT_SYSTEM + prompts.QUESTION_BLOCK + prompts.INITIAL_INSTRUCTIONS)
+        calls.append(ctx.factory.estimate(seat.get("model") or ctx.model, prompt + own + passages + shared,
+                                          ctx.max_tokens))
+        answer = approx_text_tokens(prompts.POSITION_SYSTEM + prompts.POSITION_PROMPT) + ctx.max_tokens + shared
+        calls.append(ctx.factory.estimate(seat.get("model") or ctx.model, answer, None, StatedPosition))
+    return calls + final_reserve({"seats": [{"model": seat.get("model")} for seat in seats]}, ctx)
+
+
+# The boundary after each round (`nodes.steer`): a person's messages, waits, `end` and the budget.
+steer = boundary(
+    at="after_round", context=RoundTableContext, position=lambda state: state["round"], more=another_round,
+    round=lambda state: state["round"] + 1, reserve=final_reserve,
+    doc="Take in what the person sent after a round; wait for them if asked; stop for `end` or the budget.",
+)
+
+
 def after_round(state: RoundTableState, runtime: Runtime) -> list[Send | str] | str:
-    """Debate another round, or finish: synthesis and memory notes side by side."""
+    """Debate another round, or finish (converged, the last round, or stopped at the boundary): synthesis and
+    memory notes side by side."""
     ctx = context_of(runtime)
-    if not state.get("converged") and state["round"] < ctx.max_rounds:
+    if not state.get("stopped_by") and another_round(state, ctx):
         return "open_round"
     memory_turns = MEMORIES.send(
         {"agent": seat, "question": state["question"], "transcript": state["transcript"]} for seat in state["seats"]
@@ -195,6 +258,7 @@ def build_round_table_graph() -> StateGraph:
     builder.add_node("agent_turn", agent_turn, retry_policy=MODEL_RETRY)
     builder.add_node("devils_advocate_turn", devils_advocate_turn, retry_policy=MODEL_RETRY)
     builder.add_node("measure_convergence", measure_convergence)
+    builder.add_node("steer", steer)
     builder.add_node("synthesize", synthesize, retry_policy=MODEL_RETRY)
     builder.add_node("form_memories", form_memories, retry_policy=MODEL_RETRY)
 
@@ -203,7 +267,8 @@ def build_round_table_graph() -> StateGraph:
     builder.add_conditional_edges("open_round", dispatch_turns, ["agent_turn", "devils_advocate_turn"])
     builder.add_edge("agent_turn", "measure_convergence")
     builder.add_edge("devils_advocate_turn", "measure_convergence")
-    builder.add_conditional_edges("measure_convergence", after_round, ["open_round", "synthesize", "form_memories"])
+    builder.add_edge("measure_convergence", "steer")
+    builder.add_conditional_edges("steer", after_round, ["open_round", "synthesize", "form_memories"])
     builder.add_edge("synthesize", END)
     builder.add_edge("form_memories", END)
     return builder

@@ -31,6 +31,13 @@ HISTORY_BLOCK = """
 Earlier in this conversation (the table's previous exchanges):
 {history}"""
 
+# Added to every turn's prompt (and the synthesizer's) once the person who asked has sent messages (`nodes.steer`).
+GUIDANCE_BLOCK = """
+
+The person who asked the question added, during the debate:
+{guidance}
+Take what they said into account."""
+
 INITIAL_INSTRUCTIONS = """
 
 This is round 0: give your initial position on the question."""

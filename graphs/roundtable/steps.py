@@ -26,6 +26,7 @@ from nodes.convergence import positions_of, strongest_consensus
 from nodes.events import emit
 from nodes.retrieval import retrieve
 from nodes.speak import Turn, speak
+from nodes.steer import guidance_lines
 from nodes.structured import ask_structured
 from nodes.synthesize import synthesize as synthesize_node
 from nodes.text import clip, first_sentence
@@ -49,6 +50,9 @@ class RoundTableContext(RunContext):
     position_chars: int = 700
     synthesis_model: str | None = None
     devils_advocate_model: str | None = None
+    # Skip the debate rounds when every regular agent takes the same stance in round 0 with at least this
+    # confidence (`stopped_by: "unanimous"`); None: never. Round-table runs set it from PARLEY_TABLE_EARLY_STOP.
+    unanimous_confidence: float | None = None
     # How the agents' answers are read (`nodes.answers.parse_rule`), when they are checkable: the synthesis then
     # records the majority of the initial positions (round 0, the devil's advocate aside) as `first_vote`.
     answer_rule: str | None = None
@@ -116,6 +120,7 @@ class TurnInput(TypedDict):
     topic: str | None
     history: str | None
     previous: list[dict[str, Any]]
+    human: list[dict[str, Any]]  # what the person who asked sent so far (`nodes.steer`)
 
 
 class MemoryInput(TypedDict):
@@ -235,6 +240,8 @@ def _turn_messages(state: TurnInput, ctx: RoundTableContext) -> list[BaseMessage
         human += prompts.DEBATE_INSTRUCTIONS.format(
             previous_round=round_number - 1, positions=positions, round=round_number
         )
+    if state.get("human"):
+        human += prompts.GUIDANCE_BLOCK.format(guidance=guidance_lines(state["human"]))
     return [SystemMessage(_system_prompt(agent, ctx)), HumanMessage(human)]
 
 
@@ -375,6 +382,8 @@ def synthesis_prompt(state: dict[str, Any], ctx: RoundTableContext) -> list[Base
         positions=format_positions(last, chars=ctx.position_chars),
         attacks="\n".join(f"- round {i}: {a[: ctx.position_chars]}" for i, a in enumerate(attacks)) or "(nothing)",
     )
+    if state.get("human"):
+        prompt += prompts.GUIDANCE_BLOCK.format(guidance=guidance_lines(state["human"]))
     return [SystemMessage(prompts.SYNTHESIS_SYSTEM), HumanMessage(prompt)]
 
 

@@ -12,3 +12,9 @@ to the question, which was:
 {question}"""
 
 OTHER_ANSWER = "--- Agent {number} ---\n{answer}"
+
+# Added to the question once the person who asked has sent messages during the debate (`nodes.steer`).
+GUIDANCE = """{question}
+
+The person who asked added, during the debate:
+{guidance}"""

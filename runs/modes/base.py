@@ -52,13 +52,15 @@ class Outcome:
     """How a run ended: its status, closing events, the result stored on the run, or its error.
 
     `error` is `{"message", "status", "code"?, ...}`: the HTTP layer answers a client waiting for the run
-    with that status and body.
+    with that status and body. `stopped_by` says why a completed run went to its synthesis early (stored on the
+    run record as `stoppedBy`).
     """
 
     status: str
     events: list[Emit] = field(default_factory=list)
     result: Any = None
     error: dict[str, Any] | None = None
+    stopped_by: str | None = None  # why a completed run went to its synthesis early (`nodes.steer`)
 
 
 class RunFailure(RuntimeError):
@@ -100,12 +102,19 @@ class ModeRun(ABC):
     # Seconds between the batches in which its events are stored (at once for a record change, or when LangGraph
     # waits to save a step): how late a listener on another worker sees them.
     store_every: ClassVar[float] = 0.25
+    # Whether a person may steer its runs (`POST /v1/runs/{id}/input`): its graph has boundaries (`nodes.steer`).
+    steerable: ClassVar[bool] = True
 
     def __init__(self, record: dict[str, Any], services: Services) -> None:
         self.record = record
         self.run_id: str = record["_id"]
         self.input: dict[str, Any] = record["input"]
         self.services = services
+
+    @classmethod
+    def steers(cls, record: dict[str, Any]) -> bool:
+        """Whether this run takes inputs from a person (the mode's `steerable`, unless one run's graph differs)."""
+        return cls.steerable
 
     async def settle(self, ledger: UsageLedger) -> int | None:
         """Bill the run for what `ledger` recorded: its usage rows, and what was reserved for it settled to what it

@@ -5,6 +5,13 @@ each message are written once, as the run's `init` and `message` events, each se
 (`Emit.durable`: a client that sees one can read it back, `store.debates.get_debate`); the opponent, the
 messages, the synthesis and both verdicts go into the record with its end. The stored events are the duel's
 only durability: it saves no LangGraph checkpoints, and a resumed duel goes on from its last stored turn.
+
+A person's messages (`POST /v1/runs/{id}/input`, taken in at the boundary after each turn, `nodes.steer`) are
+`human` events, durable as `message` is, and messages of the debate with `role: "human"`, `senderType: "user"`,
+among the turns. A duel that waits for a person is not checkpointed either: every change its boundary makes is
+one of its stored events (`human`, `resumed`, `stopping`), so the worker that receives the answer rebuilds the duel
+from them, as after a crash (`restart`), and goes on from the boundary where it waited. Checkpointing every duel
+(any of them may be paused) would add writes to every turn of the mode that runs most, for what its events hold.
 """
 
 from __future__ import annotations
@@ -16,11 +23,12 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
 
-from graphs.duel import DuelContext
+from graphs.duel import DuelContext, transcript
 from graphs.duel import graph as duel_graph
 from graphs.duel.steps import TurnInterrupted
 from llm.failures import failure_message
 from llm.usage import UsageLedger
+from nodes.steer import HUMAN_ID
 from nodes.tools import TOOL_EVENTS
 from runs.modes.base import Emit, ModeRun, Outcome, RunFailure, with_checkpointer
 from store import debates as store
@@ -35,6 +43,40 @@ def describe_failure(exc: BaseException) -> str:
     return "Debate generation failed: " + failure_message(
         cause, model="the model failed ({detail})", unreadable="the model's answer could not be used",
         other="an internal error")
+
+
+# The events that say where a duel had got to: its turns and what its boundaries did (`restart`).
+RECORDED = ("message", "human", "resumed", "stopping", "waiting")
+
+
+def human_event(part: dict[str, Any]) -> dict[str, Any]:
+    """A person's message (`nodes.steer.human_turn`) as the duel's `human` event: the debate's message (`role:
+    "human"`) and where it stood (`position`: the turns said before it; `round`: the round that first saw it)."""
+    return {"role": "human", "senderType": "user", "name": part["speaker"]["name"], "content": part["content"],
+            "timestamp": part["timestamp"], "id": part["id"], "round": part["round"], "position": part["position"]}
+
+
+def steered(rows: list[dict]) -> dict[str, Any]:
+    """The duel graph's state from its stored events (`message`, `human`, `resumed`, `stopping`): its turns, the
+    person's messages, the inputs its boundaries took in, the last boundary passed after a wait, and why it
+    stopped early."""
+    state: dict[str, Any] = {"messages": [], "human": [], "consumed": []}
+    for row in rows:
+        data = row["data"]
+        if row["event"] == "message":
+            state["messages"].append(data)
+        elif row["event"] == "human":
+            state["human"].append({"id": data["id"], "speaker": {"id": HUMAN_ID, "name": data["name"]},
+                                   "content": data["content"], "round": data.get("round"),
+                                   "position": data["position"], "timestamp": data["timestamp"]})
+            state["consumed"].append(data["id"])
+        elif row["event"] in ("resumed", "stopping"):
+            state["consumed"] += [i for i in data.get("inputs") or () if i not in state["consumed"]]
+            if row["event"] == "resumed":
+                state["passed"] = data["position"]
+            else:
+                state["stopped_by"] = data["by"]
+    return state
 
 
 class DuelRun(ModeRun):
@@ -59,10 +101,12 @@ class DuelRun(ModeRun):
         return DuelContext(models=self.services.factory, ledger=ledger, tools=self.tool_access())
 
     def graph_input(self) -> dict[str, Any]:
-        return dict(self.input)
+        return {key: value for key, value in self.input.items() if key != "steer"}  # the engine reads `steer`
 
     def translate(self, mode: str, part: Any) -> Iterable[Emit]:
         kind = part.get("event")
+        if kind == "chunk" and part["speaker"]["id"] == HUMAN_ID:
+            return  # a person's message goes out whole, as `human` (the seed's chunks are the debaters')
         if kind == "chunk":
             yield Emit("chunk", {"role": part["speaker"]["id"], "content": part["content"]})  # the seed's chunk
         elif kind in TOOL_EVENTS:  # a side's call of a tool it was granted, and its result
@@ -83,32 +127,44 @@ class DuelRun(ModeRun):
                        durable=True)
         elif kind == "synthesizing":
             yield Emit("synthesizing", {})
+        elif kind == "human":
+            said = human_event(part)
+            self.messages.append(store.human_message(said))
+            yield Emit("human", said, durable=True)
+        elif kind in ("resumed", "stopping"):
+            yield Emit(kind, {key: value for key, value in part.items() if key != "event"})
 
     async def restart(self, rows: list[dict]) -> tuple[dict[str, Any], set[int]] | None:
-        """Go on from the last turn whose `message` event was stored (a turn under way is asked again); start
-        over when not even the opponent's `init` was."""
+        """Go on from the boundary after the last turn whose `message` event was stored (a turn under way is
+        asked again), with what the boundaries had taken in (their `human`, `resumed` and `stopping` events);
+        start over when not even the opponent's `init` was."""
         opening = next((row for row in rows if row["event"] == "init"), None)
         if opening is None:
             return None
-        told = [row for row in rows if row["event"] == "message"]
+        told = [row for row in rows if row["event"] in RECORDED]
         self.opponent, self.messages = store.progress(rows)
         last = told[-1]["seq"] if told else opening["seq"]
-        graph_input = {**self.graph_input(), "opponent_profile": self.opponent, "messages": list(self.messages)}
+        graph_input = {**self.graph_input(), "opponent_profile": self.opponent, **steered(told)}
         return graph_input, {row["seq"] for row in rows if row["seq"] <= last}
 
     async def completed(self, state: dict[str, Any], ledger: UsageLedger) -> Outcome:
-        synthesis, messages = state.get("synthesis"), list(state.get("messages") or [])
+        synthesis = state.get("synthesis")
         if synthesis is None:
             raise RuntimeError("the duel graph ended without a synthesis")
+        turns = list(state.get("messages") or [])
+        messages = transcript(turns, state.get("human"))
         verdicts = sorted(state.get("verdicts") or [], key=lambda verdict: verdict["order"] != "as_debated")
+        stopped_by = state.get("stopped_by")
+        early = {"stoppedBy": stopped_by} if stopped_by else {}
         await self.settle(ledger)
-        done = {"id": self.run_id, "topic": self.input["topic"], "messages": messages, "synthesis": synthesis}
+        done = {"id": self.run_id, "topic": self.input["topic"], "messages": messages, "synthesis": synthesis, **early}
         return Outcome("completed", [
             Emit("synthesis", synthesis, partial(store.complete_debate, self.services.db, debate_id=self.run_id,
                                                  opponent_profile=state.get("opponent_profile") or self.opponent,
-                                                 synthesis=synthesis, verdicts=verdicts, messages=messages)),
+                                                 synthesis=synthesis, verdicts=verdicts, messages=messages,
+                                                 stopped_by=stopped_by)),
             Emit("done", done),
-        ], result={"winner": synthesis.get("winner"), "messages": len(messages)})
+        ], result={"winner": synthesis.get("winner"), "messages": len(turns), **early}, stopped_by=stopped_by)
 
     async def failed(self, exc: BaseException, ledger: UsageLedger) -> Outcome:
         error = exc.error if isinstance(exc, RunFailure) else {"message": describe_failure(exc), "status": 500}

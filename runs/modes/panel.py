@@ -113,6 +113,7 @@ class PanelRun(ModeRun):
     kind = "panel"
     checkpointed = False  # about a second long: after a crash it starts over rather than save every step
     store_every = 1.0  # its events serve listeners elsewhere (the route follows it from memory): one batch a second
+    steerable = False  # one question, answered in about a second: no boundary to take a person's input at
 
     def __init__(self, record: dict[str, Any], services: Any) -> None:
         super().__init__(record, services)

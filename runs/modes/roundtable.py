@@ -2,8 +2,9 @@
 
 Before the run (`services.roundtable`): the table is seated, a minimum debate reserved from the workspace's
 token allowance, and the question stored as the conversation's next exchange. The run's events are the graph's own
-(`round_start`, `chunk`, `message`, `convergence`, `synthesis`) and a last `done` with the response body
-(or `error`). At the end the transcript, the rounds and each agent's new memories are stored and the
+(`round_start`, `chunk`, `message`, `convergence`, `synthesis`; `human`, `resumed`, `stopping` from its boundary,
+`nodes.steer`) and a last `done` with the response body (or `error`). A person's messages are stored in the
+transcript as `user` messages of the exchange (`metadata.inputId` tells them from the question). At the end the transcript, the rounds and each agent's new memories are stored and the
 tokens billed. An `Idempotency-Key` names the run it started, so a retry follows that run (from any worker)
 or gets its result, and never starts a second debate.
 """
@@ -22,6 +23,7 @@ from graphs.roundtable import graph as roundtable_graph
 from llm.failures import failure_message
 from llm.usage import UsageLedger
 from nodes.speak import is_chunk
+from nodes.steer import HUMAN_ID
 from nodes.tools import TOOL_EVENTS
 from runs.modes.base import Emit, ModeRun, Outcome, RunFailure, with_checkpointer
 from store import agents as agent_store
@@ -49,12 +51,27 @@ def render_synthesis(synthesis: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def transcript_messages(exchange: int, transcript: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The agents' turns as conversation messages, chronological as the seed lists them: a round's turns in
-    the order they finished."""
-    ordered = sorted(transcript, key=lambda m: (m["roundNumber"], m.get("createdAt", "")))
+def human_event(message: dict[str, Any]) -> dict[str, Any]:
+    """A person's message (`nodes.steer.human_turn`) as the table's `human` event: it is first seen in
+    `roundNumber`."""
+    return {"id": message["id"], "senderType": "user", "name": message["speaker"]["name"],
+            "content": message["content"], "roundNumber": message["round"],
+            "createdAt": message.get("at") or datetime.fromtimestamp(message["timestamp"] / 1000, UTC).isoformat()}
+
+
+def transcript_messages(exchange: int, transcript: list[dict[str, Any]],
+                        human: list[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+    """The agents' turns (and a person's messages, `human` events) as conversation messages, chronological as
+    the seed lists them: a round's turns in the order they finished, a person's message before the round that
+    first saw it."""
+    said = [{**m, "senderType": "user"} for m in human] + list(transcript)
+    ordered = sorted(said, key=lambda m: (m["roundNumber"], m.get("createdAt", "")))
     return [
         {
+            "exchange": exchange, "senderType": "user", "content": m["content"],
+            "createdAt": datetime.fromisoformat(m["createdAt"].replace("Z", "+00:00")),
+            "metadata": {"roundNumber": m["roundNumber"], "inputId": m["id"], "user": m["name"]},
+        } if m.get("senderType") == "user" else {
             "exchange": exchange,
             "senderType": "devils-advocate" if m["isDevilsAdvocate"] else "agent",
             "agentId": m["agentId"], "agentName": m["agentName"], "agentRole": m["agentRole"],
@@ -94,25 +111,34 @@ class RoundtableRun(ModeRun):
         super().__init__(record, services)
         self.conversation = self.input["conversation"]
         self.transcript: list[dict[str, Any]] = []  # turns finished so far (what a cancelled run keeps)
+        self.human: list[dict[str, Any]] = []  # a person's messages so far, as `human` events
 
     def graph(self, checkpointer: BaseCheckpointSaver) -> Pregel:
         return with_checkpointer(roundtable_graph, checkpointer)
 
     def context(self, ledger: UsageLedger) -> RoundTableContext:
         return RoundTableContext(models=self.services.factory, ledger=ledger,
+                                 unanimous_confidence=self.input.get("earlyStop"),
                                  tools=self.tool_access(conversation_id=self.conversation["_id"]))
 
     def graph_input(self) -> dict[str, Any]:
         return dict(self.input["graph"])
 
     def translate(self, mode: str, part: Any) -> Iterable[Emit]:
-        data = seed_chunk(part) if _spoken(part) else {k: v for k, v in part.items() if k != "event"}
+        if is_chunk(part) and part["speaker"]["id"] == HUMAN_ID:
+            return  # a person's message goes out whole, as `human`
+        if part.get("event") == "human":
+            data = human_event(part)
+            self.human.append(data)
+        else:
+            data = seed_chunk(part) if _spoken(part) else {k: v for k, v in part.items() if k != "event"}
         if part.get("event") == "message":
             self.transcript.append(data)
         yield Emit(part["event"], data)
 
     async def resumed(self, state: dict[str, Any]) -> None:
         self.transcript = list(state.get("transcript") or [])
+        self.human = [human_event(m) for m in state.get("human") or []]
 
     async def _bill(self, ledger: UsageLedger) -> int | None:
         """Count the run's tokens on the conversation and bill it (`settle`); return the allowance left."""
@@ -127,9 +153,11 @@ class RoundtableRun(ModeRun):
     async def completed(self, state: dict[str, Any], ledger: UsageLedger) -> Outcome:
         db, exchange = self.services.db, self.input["exchange"]
         synthesis, total_rounds = state["synthesis"], state["total_rounds"]
-        messages = transcript_messages(exchange, state.get("transcript") or [])
+        early = {"stoppedBy": state["stopped_by"]} if state.get("stopped_by") else {}
+        messages = transcript_messages(exchange, state.get("transcript") or [],
+                                       [human_event(m) for m in state.get("human") or []])
         messages.append({"exchange": exchange, "senderType": "synthesizer", "content": render_synthesis(synthesis),
-                         "metadata": {**synthesis, "totalRounds": total_rounds}})
+                         "metadata": {**synthesis, "totalRounds": total_rounds, **early}})
         if await conv_store.add_messages(db, conversation=self.conversation, messages=messages):
             await conv_store.add_rounds(db, conversation_id=self.conversation["_id"], exchange=exchange,
                                         rounds=sorted(state.get("rounds") or [], key=lambda r: r["roundNumber"]))
@@ -138,11 +166,11 @@ class RoundtableRun(ModeRun):
                                        notes=new_notes(self.input["graph"]["agents"], state.get("memories") or []))
         remaining = await self._bill(ledger)
         result = {"synthesis": synthesis, "totalRounds": total_rounds,
-                  "tokenUsage": {"totalTokensUsed": ledger.total_tokens, "remainingBalance": remaining}}
+                  "tokenUsage": {"totalTokensUsed": ledger.total_tokens, "remainingBalance": remaining}, **early}
         if self.input.get("idempotency"):
             await conv_store.complete_idempotency_key(db, **self.input["idempotency"], result=result)
         return Outcome("completed", [Emit("done", {"conversationId": self.conversation["_id"], **result})],
-                       result=result)
+                       result=result, stopped_by=state.get("stopped_by"))
 
     async def failed(self, exc: BaseException, ledger: UsageLedger) -> Outcome:
         remaining = await self._bill(ledger)
@@ -158,7 +186,7 @@ class RoundtableRun(ModeRun):
 
     async def cancelled(self, ledger: UsageLedger) -> Outcome:
         """Keep the turns finished before the cancel in the conversation, and bill them."""
-        messages = transcript_messages(self.input["exchange"], self.transcript)
+        messages = transcript_messages(self.input["exchange"], self.transcript, self.human)
         if messages:
             await conv_store.add_messages(self.services.db, conversation=self.conversation, messages=messages)
         await self._bill(ledger)

@@ -1,7 +1,9 @@
 """Designer workflow runs: a compiled workflow's node events, and its `workflow_runs` record.
 
 The workflow run id is the run id. Events: `run_start`, then the workflow's own (`node_start`, `chunk`,
-`progress`, `node_end`) and a last `done {runId, state, usage}` (or `error {runId, error, node, code}`).
+`progress`, `node_end`; an `await` node's `progress` of kind `human`, `resumed`, `stopping`, and `waiting` while the
+run waits there for a person) and a last `done {runId, state, usage, stoppedBy?}` (or `error {runId, error, node,
+code}`). A person steers only a workflow with an `await` node (`nodes.steer`); its state keys stay out of `state`.
 At the end the run is billed (`ModeRun.settle`): its usage rows recorded, its tokens taken from the workspace
 allowance.
 """
@@ -18,6 +20,7 @@ from langgraph.pregel import Pregel
 from designer import WorkflowContext, compile_workflow, validate_workflow
 from designer.modes import NodeInputError, tag_event, workflow_event
 from designer.run import run_error
+from designer.spec import STEER_KEYS
 from designer.templates import MissingValue, TemplateError
 from designer.usage import run_usage
 from llm.usage import UsageLedger
@@ -44,6 +47,12 @@ class WorkflowRun(ModeRun):
     def __init__(self, record: dict[str, Any], services: Any) -> None:
         super().__init__(record, services)
         self.spec = validate_workflow(self.input["workflow"])
+
+    @classmethod
+    def steers(cls, record: dict[str, Any]) -> bool:
+        """Only a workflow with an `await` node takes a person's input (it has nowhere else to take it in)."""
+        return any(isinstance(node, dict) and node.get("type") == "await"
+                   for node in record["input"]["workflow"].get("nodes") or ())
 
     def graph(self, checkpointer: BaseCheckpointSaver) -> Pregel:
         return compile_workflow(self.spec, checkpointer=checkpointer)
@@ -78,11 +87,13 @@ class WorkflowRun(ModeRun):
         return run_usage(ledger)
 
     async def completed(self, state: dict[str, Any], ledger: UsageLedger) -> Outcome:
-        final = jsonable(state)
+        kept = STEER_KEYS if self.spec.steerable else ()  # the await nodes' own keys
+        final = jsonable({key: value for key, value in state.items() if key not in kept})
+        early = {"stoppedBy": state["stopped_by"]} if self.spec.steerable and state.get("stopped_by") else {}
         usage = await self._settle(ledger)
         await store.finish_run(self.services.db, run_id=self.run_id, status="completed", output=final, usage=usage)
-        return Outcome("completed", [Emit("done", {"runId": self.run_id, "state": final, "usage": usage})],
-                       result={"output": final})
+        return Outcome("completed", [Emit("done", {"runId": self.run_id, "state": final, "usage": usage, **early})],
+                       result={"output": final, **early}, stopped_by=early.get("stoppedBy"))
 
     async def failed(self, exc: BaseException, ledger: UsageLedger) -> Outcome:
         error = run_error(exc)

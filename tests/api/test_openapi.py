@@ -28,7 +28,9 @@ SEMANTIC_REFUSALS = {
     "POST /v1/routers": ["400"],
     "PATCH /v1/routers/{router_id}": ["400"],
     "POST /v1/chat/completions": ["400", "402", "502"],
-    "POST /api/debate": ["413"],
+    # A budget below what one round and the verdict reserve (docs/steering.md): the minimum depends on the request.
+    "POST /api/debate": ["413", "402"],
+    "POST /v1/conversations/{conversation_id}/message": ["402"],
     # A cursor is valid only if an earlier page gave it.
     "GET /api/debates": ["400"],
     "GET /v1/runs": ["400"],

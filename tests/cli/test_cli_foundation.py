@@ -42,6 +42,18 @@ def test_workspace_credit_and_allowance(parley_env, sync_db):
     assert "3.500000" in shown.output and "5000" in shown.output
 
 
+def test_workspace_default_budget(parley_env, sync_db):
+    result = runner.invoke(app, ["workspaces", "budget", "acme", "--max-cost", "0.5", "--max-seconds", "120"])
+    assert result.exit_code == 0 and "$0.5, 120 s" in result.output, result.output
+    assert sync_db.workspaces.find_one({"_id": "acme"})["budget"] == {"maxCost": 0.5, "maxSeconds": 120.0}
+    assert "$0.5, 120 s" in runner.invoke(app, ["workspaces", "show", "acme"], terminal_width=200).output
+    bad = runner.invoke(app, ["workspaces", "budget", "acme", "--max-tokens", "0"])
+    assert bad.exit_code == 2 and "maxTokens: must be a positive number" in bad.output
+    assert runner.invoke(app, ["workspaces", "budget", "acme"]).exit_code == 2  # neither limits nor --clear
+    assert runner.invoke(app, ["workspaces", "budget", "acme", "--clear"]).exit_code == 0
+    assert sync_db.workspaces.find_one({"_id": "acme"})["budget"] is None
+
+
 def test_model_chat_streams_through_the_model_layer(parley_env, llm):
     llm.script(model="gpt-5-mini", reply="Bonjour tout le monde.")
     result = runner.invoke(app, ["model", "chat", "Say hello in French", "--model", "openai:gpt-5-mini"])

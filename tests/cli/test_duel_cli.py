@@ -29,3 +29,26 @@ def test_debate_reports_a_model_failure_clearly(parley_env, llm):
     result = CliRunner().invoke(app, ["debate", "Should remote work be the default?", "--rounds", "1"])
     assert result.exit_code == 1
     assert "the model call failed" in result.output
+
+
+def test_debate_with_steer_asks_after_every_turn_and_takes_a_message_then_the_end(parley_env, llm):
+    script_duel(llm)
+    # After turn 1: a message; after turn 2: go on; after turn 3: the verdict at once.
+    result = CliRunner().invoke(app, ["debate", "Should remote work be the default?", "--name", "Ada",
+                                      "--rounds", "3", "--steer"], input="Think of the juniors.\n\n/end\n")
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert out.count("Your turn") == 3 and "Ada (you): Think of the juniors." in out
+    assert out.index("Ada (you): Think of the juniors.") < out.index("Judging")
+    assert "Stopped early (user): you ended it" in out and "Synthesis" in out
+    turns = [r for r in llm.requests if r.get("stream") and "Round " in r["messages"][-1]["content"]]
+    assert len(turns) == 3 and "Think of the juniors." not in turns[0]["messages"][-1]["content"]
+    assert all("Think of the juniors." in t["messages"][-1]["content"] for t in turns[1:])
+
+
+def test_debate_with_a_budget_stops_at_it_or_refuses_one_too_small(parley_env, llm):
+    script_duel(llm)
+    result = CliRunner().invoke(app, ["debate", "Remote work?", "--max-tokens", "10"])
+    assert result.exit_code == 2 and "budget is too small" in result.output
+    result = CliRunner().invoke(app, ["debate", "Remote work?", "--max-cost", "-1"])
+    assert result.exit_code == 2 and "maxCost" in result.output

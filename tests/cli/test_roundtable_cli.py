@@ -220,3 +220,29 @@ def test_the_command_leaves_runs_other_workers_left_to_the_servers(parley_env, l
     left = sync_db.runs.find_one({"_id": "debate_stale"})
     assert left["worker"] == "gone:1" and left["claims"] == 1
     assert sync_db.runs.count_documents({"kind": "roundtable", "status": "completed"}) == 1
+
+
+def test_roundtable_with_steer_asks_after_every_round(parley_env, llm, sync_db):
+    for name, stance in (("Claire", "for"), ("Marc", "against")):
+        assert parley("agents", "add", name, "--role", "Finance", "--workspace", "acme").exit_code == 0
+        llm.script(match=f"Record {name}'s stance", json={"stance": stance, "confidence": 0.9, "keyPoint": "Mine."})
+    # After round 0: a message; after round 1: the synthesis at once.
+    result = CliRunner().invoke(app, ["roundtable", "Open in Lyon?", "--workspace", "acme", "--steer"],
+                                input="The lease offer expires in May.\n/end\n")
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert out.count("Your turn") == 2 and "after round 0" in out and "after round 1" in out
+    assert "local (you): The lease offer expires in May." in out
+    assert "Stopped early (user): you ended it" in out and "Recommended action" in out
+    assert "Round 2" not in out
+    round_one = [r for r in llm.requests if r.get("stream") and "This is debate round 1." in r["messages"][-1]["content"]]
+    assert round_one and all("The lease offer expires in May." in r["messages"][-1]["content"] for r in round_one)
+    stored = [m for m in sync_db.conversation_messages.find({"senderType": "user"})]
+    assert [m["content"] for m in stored] == ["Open in Lyon?", "The lease offer expires in May."]
+
+
+def test_roundtable_with_a_budget_too_small_is_refused_before_any_call(parley_env, llm, sync_db):
+    assert parley("agents", "add", "Claire", "--workspace", "acme").exit_code == 0
+    result = parley("roundtable", "Open in Lyon?", "--workspace", "acme", "--max-tokens", "20")
+    assert result.exit_code == 1 and "budget is too small" in result.output.replace("\n", " ")
+    assert not llm.requests

@@ -14,10 +14,11 @@ INPUTS = {"topic": "Should remote work be the default?", "user_profile": {"name"
 def test_the_builder_returns_an_uncompiled_graph_and_the_module_a_compiled_one():
     builder = build_duel_graph()
     assert isinstance(builder, StateGraph)
-    assert {"select_opponent", "user_turn", "opponent_turn", "announce_synthesis", "judge", "synthesize"} <= set(
-        builder.nodes)
+    assert {"select_opponent", "user_turn", "opponent_turn", "steer", "announce_synthesis", "judge",
+            "synthesize"} <= set(builder.nodes)
     assert graph.name == "duel"
-    assert set(graph.get_output_jsonschema()["properties"]) == {"opponent_profile", "messages", "synthesis", "verdicts"}
+    assert set(graph.get_output_jsonschema()["properties"]) == {"opponent_profile", "messages", "synthesis", "verdicts",
+                                                               "human", "stopped_by", "consumed"}
 
 
 async def test_runs_with_no_context_on_the_deployment_default(parley_env, llm):

@@ -23,17 +23,6 @@ from tests.support.workers import Worker, apply_retracts, follow, round_of, wait
 PANEL = ["openai:gpt-5", "anthropic:claude-sonnet-4-5", "google:gemini-2.5-pro"]
 
 
-@pytest.fixture
-def workers(parley_env, tmp_path):
-    """Two workers on the test's database and scripted model server; the first one takes the requests."""
-    pair = [Worker(tmp_path), Worker(tmp_path)]
-    try:
-        yield [worker.wait_ready() for worker in pair]
-    finally:
-        for worker in pair:
-            worker.stop()
-
-
 def auth(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 

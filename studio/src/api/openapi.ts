@@ -670,6 +670,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/runs/{run_id}/input": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Steer a running debate: add a message, pause, continue, guide or end it
+         * @description Store the input (before answering 202), then deliver it to the run on whichever worker executes it; a waiting
+         *     run that `continue`, `guide` or `end` lets go on resumes at once. The answer has the input's `id` and the run.
+         */
+        post: operations["send_input_v1_runs__run_id__input_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/me": {
         parameters: {
             query?: never;
@@ -855,6 +876,60 @@ export interface components {
             config?: components["schemas"]["ArbitrateConfig"];
             inputs: components["schemas"]["ArbitrateInputs"];
         };
+        /** AwaitConfig */
+        AwaitConfig: {
+            /**
+             * Wait
+             * @description `always`: the run waits here for a person every time it passes (status `waiting`, until `continue`, `guide` or `end`); `on_request`: only after a `pause` was sent. Either way the messages sent since the last await node are taken in here.
+             * @default always
+             * @enum {string}
+             */
+            wait: "always" | "on_request";
+            /**
+             * On End
+             * @description Where the run goes when the person sends `end`, or when its budget holds no more steps: a node id (a summary, say), or `__end__` to finish (the default).
+             * @default null
+             */
+            on_end: string | null;
+        };
+        /**
+         * AwaitNode
+         * @description A boundary where a person steers the run (`POST /v1/runs/{id}/input`, docs/steering.md): it takes in the
+         *     messages they sent (written to `output_key`, a list of texts, when given), waits for them when told to, and
+         *     goes to `on_end` on `end` or when the run's budget holds no more steps (`nodes.steer`). No model is called.
+         */
+        AwaitNode: {
+            /**
+             * Id
+             * @description A node id.
+             */
+            id: string;
+            /**
+             * Description
+             * @description What the node is for.
+             * @default null
+             */
+            description: string | null;
+            /**
+             * Output Key
+             * @description The declared state key the node writes.
+             * @default null
+             */
+            output_key: string | null;
+            /**
+             * Retries
+             * @description Extra attempts after a transient model failure.
+             * @default 0
+             */
+            retries: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "await";
+            config?: components["schemas"]["AwaitConfig"];
+            inputs?: components["schemas"]["NoInputs"];
+        };
         /**
          * Case
          * @description One branch of a condition node: taken when the node's key passes `op` against `value`.
@@ -963,6 +1038,13 @@ export interface components {
              * @description Debate this request (true) or not (false), whatever the router says
              */
             debate?: boolean | null;
+            /**
+             * Parley Budget
+             * @description What the request may spend, `{maxTokens?, maxCost?, maxSeconds?}` (the OpenAI SDK's `extra_body`): refused with 402 `budget_too_small` below what its calls reserve, and every model call is checked against it (docs/steering.md). The workspace's default budget applies when absent.
+             */
+            parley_budget?: {
+                [key: string]: unknown;
+            } | null;
             /**
              * Panel
              * @description Return every panelist's answer, labelled, without arbitration.
@@ -1094,6 +1176,24 @@ export interface components {
          */
         DebateBody: {
             /**
+             * Maxtokens
+             * @description Budget: tokens the run may use.
+             * @default null
+             */
+            maxTokens: number | null;
+            /**
+             * Maxcost
+             * @description Budget: USD the run may cost.
+             * @default null
+             */
+            maxCost: number | null;
+            /**
+             * Maxseconds
+             * @description Budget: seconds the run may take, time waiting for a person not counted.
+             * @default null
+             */
+            maxSeconds: number | null;
+            /**
              * Topic
              * @description The question to debate; not blank.
              */
@@ -1106,6 +1206,12 @@ export interface components {
              * @default null
              */
             rounds: number | null;
+            /**
+             * Await
+             * @description Wait for you after every turn (status `waiting`) until `POST /v1/runs/{id}/input` says `continue`, `guide` or `end` (docs/steering.md).
+             * @default null
+             */
+            await: "after_turn" | null;
         } & {
             [key: string]: unknown;
         };
@@ -1451,6 +1557,21 @@ export interface components {
          */
         InlineRunRequest: {
             /**
+             * Maxtokens
+             * @description Budget: tokens the run may use.
+             */
+            maxTokens?: number | null;
+            /**
+             * Maxcost
+             * @description Budget: USD the run may cost.
+             */
+            maxCost?: number | null;
+            /**
+             * Maxseconds
+             * @description Budget: seconds the run may take, time waiting for a person not counted.
+             */
+            maxSeconds?: number | null;
+            /**
              * Input
              * @description Values of declared state keys; omitted: the sampleInput.
              */
@@ -1670,10 +1791,33 @@ export interface components {
              */
             scopes: string[];
         };
-        /** MessageCreate */
-        MessageCreate: {
+        /**
+         * MessageBody
+         * @description The question, and how the debate may be steered (docs/steering.md).
+         */
+        MessageBody: {
+            /**
+             * Maxtokens
+             * @description Budget: tokens the run may use.
+             */
+            maxTokens?: number | null;
+            /**
+             * Maxcost
+             * @description Budget: USD the run may cost.
+             */
+            maxCost?: number | null;
+            /**
+             * Maxseconds
+             * @description Budget: seconds the run may take, time waiting for a person not counted.
+             */
+            maxSeconds?: number | null;
             /** Content */
             content: string;
+            /**
+             * Await
+             * @description Wait for you after every round (status `waiting`) until `POST /v1/runs/{id}/input` says `continue`, `guide` or `end`; the JSON answer is `202` with the run as soon as it waits.
+             */
+            await?: "after_round" | null;
         };
         /**
          * Model
@@ -2132,10 +2276,41 @@ export interface components {
             answerRule?: string | null;
         };
         /**
+         * RunInput
+         * @description What a person sends a running run: a message (`content`), an action, or `guide` with its message.
+         */
+        RunInput: {
+            /**
+             * Content
+             * @description A message every agent sees from the next turn on (and stored in the transcript as the user's); with `guide`, the guidance.
+             */
+            content?: string | null;
+            /**
+             * Action
+             * @description `pause`: wait at the next boundary; `continue`: go on from a wait; `guide`: the message, then continue; `end`: go straight to the synthesis or verdict of what was said.
+             */
+            action?: ("continue" | "guide" | "end" | "pause") | null;
+        };
+        /**
          * RunRequest
-         * @description Input for a run of a stored workflow.
+         * @description Input for a run of a stored workflow, and its budget (docs/steering.md).
          */
         RunRequest: {
+            /**
+             * Maxtokens
+             * @description Budget: tokens the run may use.
+             */
+            maxTokens?: number | null;
+            /**
+             * Maxcost
+             * @description Budget: USD the run may cost.
+             */
+            maxCost?: number | null;
+            /**
+             * Maxseconds
+             * @description Budget: seconds the run may take, time waiting for a person not counted.
+             */
+            maxSeconds?: number | null;
             /**
              * Input
              * @description Values of declared state keys; omitted: the sampleInput.
@@ -2234,6 +2409,26 @@ export interface components {
              * @default null
              */
             details: components["schemas"]["ValidationIssue"][] | null;
+            /**
+             * Field
+             * @description The budget field at fault (`invalid_budget`).
+             * @default null
+             */
+            field: string | null;
+            /**
+             * Minimum
+             * @description The least budget one round and the verdict need (`budget_too_small`): `maxTokens`, `maxCost` or `maxSeconds`.
+             * @default null
+             */
+            minimum: {
+                [key: string]: number;
+            } | null;
+            /**
+             * Short
+             * @description The budget fields below that minimum (`budget_too_small`).
+             * @default null
+             */
+            short: string[] | null;
         };
         /** SelectOpponentConfig */
         SelectOpponentConfig: {
@@ -2703,7 +2898,7 @@ export interface components {
                 [key: string]: components["schemas"]["StateKey"];
             };
             /** Nodes */
-            nodes: (components["schemas"]["LlmNode"] | components["schemas"]["TransformNode"] | components["schemas"]["ConditionNode"] | components["schemas"]["DebateNode"] | components["schemas"]["PanelNode"] | components["schemas"]["DuelNode"] | components["schemas"]["RoundtableNode"] | components["schemas"]["SelectOpponentNode"] | components["schemas"]["SynthesizeNode"] | components["schemas"]["ScoreConvergenceNode"] | components["schemas"]["FanOutNode"] | components["schemas"]["ArbitrateNode"] | components["schemas"]["JudgeNode"] | components["schemas"]["VoteNode"])[];
+            nodes: (components["schemas"]["LlmNode"] | components["schemas"]["TransformNode"] | components["schemas"]["ConditionNode"] | components["schemas"]["DebateNode"] | components["schemas"]["PanelNode"] | components["schemas"]["DuelNode"] | components["schemas"]["RoundtableNode"] | components["schemas"]["SelectOpponentNode"] | components["schemas"]["SynthesizeNode"] | components["schemas"]["ScoreConvergenceNode"] | components["schemas"]["FanOutNode"] | components["schemas"]["ArbitrateNode"] | components["schemas"]["JudgeNode"] | components["schemas"]["VoteNode"] | components["schemas"]["AwaitNode"])[];
             /** Edges */
             edges?: components["schemas"]["Edge"][];
             /**
@@ -2850,6 +3045,15 @@ export interface operations {
             };
             /** @description No key, an unknown key, or one without the `debate` scope. */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SeedError"];
+                };
+            };
+            /** @description The budget (or the workspace's default) is too small for one round and the verdict (`budget_too_small`, with `minimum`). */
+            402: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5342,7 +5546,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": components["schemas"]["MessageCreate"];
+                "application/json": components["schemas"]["MessageBody"];
             };
         };
         responses: {
@@ -5358,7 +5562,14 @@ export interface operations {
                     "text/event-stream": Record<string, never>;
                 };
             };
-            /** @description The request is invalid; the message names the field at fault. A body that is not JSON (`invalid_json`), nests deeper than 64 levels (`too_deep`), or holds what MongoDB cannot store: a NUL character in a key, a lone UTF-16 surrogate, an integer beyond 64 bits (`unstorable_value`). */
+            /** @description The debate waits for you (`await`, or a pause): the body is its run; steer it with `POST /v1/runs/{id}/input`. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description A field is invalid; the message names it (a budget's `maxSeconds` below the minimum too). A body that is not JSON (`invalid_json`), nests deeper than 64 levels (`too_deep`), or holds what MongoDB cannot store: a NUL character in a key, a lone UTF-16 surrogate, an integer beyond 64 bits (`unstorable_value`). */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5369,6 +5580,15 @@ export interface operations {
             };
             /** @description No API key, or an unknown one. */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The budget (or the workspace's default) is too small for round 0 and the synthesis (`budget_too_small`, with `minimum`). */
+            402: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5682,6 +5902,24 @@ export interface operations {
                     };
                 };
             };
+            /** @description The run waits for a person at an `await` node: the run (`/v1/runs`), to steer with `POST /v1/runs/{id}/input`. */
+            202: {
+                headers: {
+                    /** @description The run's id: `GET /v1/runs/{run_id}` reads it. */
+                    "X-Run-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description A budget field is invalid (the message names it), or `maxSeconds` is below the minimum (`budget_too_small`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
             /** @description No API key, or an unknown one. */
             401: {
                 headers: {
@@ -5780,6 +6018,15 @@ export interface operations {
                 };
                 content: {
                     "text/event-stream": Record<string, never>;
+                };
+            };
+            /** @description A budget field is invalid (the message names it), or `maxSeconds` is below the minimum (`budget_too_small`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
                 };
             };
             /** @description No API key, or an unknown one. */
@@ -6149,6 +6396,24 @@ export interface operations {
                     };
                 };
             };
+            /** @description The run waits for a person at an `await` node: the run (`/v1/runs`), to steer with `POST /v1/runs/{id}/input`. */
+            202: {
+                headers: {
+                    /** @description The run's id: `GET /v1/runs/{run_id}` reads it. */
+                    "X-Run-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description A budget field is invalid (the message names it), or `maxSeconds` is below the minimum (`budget_too_small`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
             /** @description No API key, or an unknown one. */
             401: {
                 headers: {
@@ -6260,6 +6525,15 @@ export interface operations {
                     "text/event-stream": Record<string, never>;
                 };
             };
+            /** @description A budget field is invalid (the message names it), or `maxSeconds` is below the minimum (`budget_too_small`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
             /** @description No API key, or an unknown one. */
             401: {
                 headers: {
@@ -6342,7 +6616,7 @@ export interface operations {
                 /** @description Only runs of this kind. */
                 kind?: ("duel" | "panel" | "roundtable" | "workflow") | null;
                 /** @description Only runs in this status. */
-                status?: ("queued" | "running" | "completed" | "failed" | "cancelled") | null;
+                status?: ("queued" | "running" | "waiting" | "completed" | "failed" | "cancelled") | null;
                 /** @description Runs per page. */
                 limit?: number;
                 /** @description `nextCursor` of the previous page. */
@@ -6573,6 +6847,95 @@ export interface operations {
             };
             /** @description The run has already ended (or had finished and was being stored); `run` is its record. */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The database is unreachable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+        };
+    };
+    send_input_v1_runs__run_id__input_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RunInput"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                };
+            };
+            /** @description Neither content nor action, an action that takes no content, or a blank message. A body that is not JSON (`invalid_json`), nests deeper than 64 levels (`too_deep`), or holds what MongoDB cannot store: a NUL character in a key, a lone UTF-16 surrogate, an integer beyond 64 bits (`unstorable_value`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description No API key, or an unknown one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The key is read-only, lacks the kind's scope, or is neither the run's owner's nor an admin key (`not_run_owner`). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description No run with this id in the workspace, or one the key may not see (another user's duel or chat run, or a kind outside its scopes). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The run has ended (`run_finished`), takes no input (`run_not_steerable`: a chat completion, a workflow without an `await` node), or already waits and was asked to pause (`run_waiting`). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The request body is larger than the server's limit (`PARLEY_MAX_BODY_BYTES`, 4 MB by default). */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -1,10 +1,12 @@
-/** A duel as the viewer shows it, built from its events (`init start chunk tool_call tool_result message synthesizing
- * synthesis done`). */
+/**
+ * A duel as the viewer shows it, built from its events (`init start chunk tool_call tool_result message synthesizing
+ * synthesis done`), and how it is steered (`human waiting resumed stopping`, docs/steering.md).
+ */
 import type { StreamEvent } from "../api/sse";
 import { storedToolCalls, withToolEvent, type ToolCall } from "./tools";
 import { retracted, updateLast, withoutPieces, type Piece } from "./useStream";
 
-export type Side = "user" | "opponent";
+export type Side = "user" | "opponent" | "human";
 
 export interface Profile {
   name: string;
@@ -34,7 +36,7 @@ export interface DuelTurn {
   toolCalls: ToolCall[]; // the tools the side called during the turn
 }
 
-export type DuelStatus = "connecting" | "debating" | "judging" | "done" | "failed" | "cancelled";
+export type DuelStatus = "connecting" | "debating" | "waiting" | "judging" | "done" | "failed" | "cancelled";
 
 export interface DuelView {
   id: string | null;
@@ -45,6 +47,10 @@ export interface DuelView {
   status: DuelStatus;
   synthesis: DuelSynthesis | null;
   error: string | null;
+  /** Why it went to its verdict early (`stopping`, `done.stoppedBy`): user, budget. */
+  stoppedBy: string | null;
+  /** The turns said before the boundary it waits at, while it waits for the person. */
+  waitingAfter: number | null;
 }
 
 export const emptyDuel = (): DuelView => ({
@@ -56,6 +62,8 @@ export const emptyDuel = (): DuelView => ({
   status: "connecting",
   synthesis: null,
   error: null,
+  stoppedBy: null,
+  waitingAfter: null,
 });
 
 export function turnText(turn: DuelTurn): string {
@@ -107,12 +115,24 @@ export function duelReducer(view: DuelView, { event, data, id }: StreamEvent): D
           toolCalls }],
       };
     }
+    case "human":
+      return {
+        ...view,
+        turns: [...view.turns, { role: "human", name: data.name, startSeq: id, pieces: [], content: data.content,
+          toolCalls: [] }],
+      };
+    case "waiting":
+      return { ...view, status: "waiting", waitingAfter: data.position ?? null };
+    case "resumed":
+      return { ...view, status: view.status === "waiting" ? "debating" : view.status, waitingAfter: null };
+    case "stopping":
+      return { ...view, stoppedBy: data.by ?? view.stoppedBy };
     case "synthesizing":
-      return { ...view, status: "judging" };
+      return { ...view, status: "judging", waitingAfter: null };
     case "synthesis":
       return { ...view, synthesis: data };
     case "done":
-      return { ...view, status: "done", synthesis: data.synthesis ?? view.synthesis };
+      return { ...view, status: "done", synthesis: data.synthesis ?? view.synthesis, stoppedBy: data.stoppedBy ?? view.stoppedBy };
     case "error":
       return { ...view, status: "failed", error: data.message ?? data.error ?? "The debate failed" };
     case "cancelled":

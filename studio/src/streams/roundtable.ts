@@ -1,7 +1,8 @@
 /**
  * A round-table exchange (one question put to the table) as the viewer shows it: built live from the
- * message stream's events (`round_start chunk tool_call tool_result message convergence synthesis done`), or from a stored
- * conversation (`GET /v1/conversations/{id}`). Both give the same shape, so one view draws either.
+ * message stream's events (`round_start chunk tool_call tool_result message convergence synthesis done`, and the
+ * steering ones, `human waiting resumed stopping`: docs/steering.md), or from a stored conversation
+ * (`GET /v1/conversations/{id}`). Both give the same shape, so one view draws either.
  */
 import type { StreamEvent } from "../api/sse";
 import { storedToolCalls, withToolEvent, type ToolCall } from "./tools";
@@ -50,14 +51,26 @@ export interface RtSynthesis {
   biasNotes?: string | string[];
 }
 
+/** A message the person who asked sent during the debate: every turn of `roundNumber` and after sees it. */
+export interface Guidance {
+  name: string;
+  content: string;
+  roundNumber: number;
+}
+
 export interface Exchange {
   question: string;
   rounds: RtRound[];
   convergence: RtPoint[];
   threshold: number;
   synthesis: RtSynthesis | null;
-  status: "running" | "done" | "failed";
+  status: "running" | "waiting" | "done" | "failed";
   error: string | null;
+  guidance: Guidance[];
+  /** Why it went to its synthesis early: unanimous, user, budget. */
+  stoppedBy: string | null;
+  /** The round after which it waits for the person, while it waits. */
+  waitingAfter: number | null;
 }
 
 export const emptyExchange = (question = ""): Exchange => ({
@@ -68,6 +81,9 @@ export const emptyExchange = (question = ""): Exchange => ({
   synthesis: null,
   status: "running",
   error: null,
+  guidance: [],
+  stoppedBy: null,
+  waitingAfter: null,
 });
 
 export function turnText(turn: RtTurn): string {
@@ -140,10 +156,18 @@ export function exchangeReducer(view: Exchange, { event, data, id }: StreamEvent
         convergence: [...view.convergence.filter((p) => p.roundNumber !== data.roundNumber),
           { roundNumber: data.roundNumber, score: data.score }],
       };
+    case "human":
+      return { ...view, guidance: [...view.guidance, { name: data.name, content: data.content, roundNumber: data.roundNumber }] };
+    case "waiting":
+      return { ...view, status: "waiting", waitingAfter: data.position ?? null };
+    case "resumed":
+      return { ...view, status: view.status === "waiting" ? "running" : view.status, waitingAfter: null };
+    case "stopping":
+      return { ...view, stoppedBy: data.by ?? view.stoppedBy };
     case "synthesis":
       return { ...view, synthesis: data.synthesis ?? view.synthesis };
     case "done":
-      return { ...view, status: "done", synthesis: data.synthesis ?? view.synthesis };
+      return { ...view, status: "done", synthesis: data.synthesis ?? view.synthesis, stoppedBy: data.stoppedBy ?? view.stoppedBy };
     case "error":
     case "cancelled":
       return { ...view, status: "failed", error: data.error ?? data.message ?? "The debate failed" };
@@ -195,6 +219,12 @@ export interface Conversation {
 export function exchangesOf(conversation: Conversation): Exchange[] {
   const exchanges: Exchange[] = [];
   for (const m of conversation.messages) {
+    if (m.senderType === "user" && m.metadata?.inputId) {  // the person's message during the debate
+      exchanges[exchanges.length - 1]?.guidance.push({
+        name: String(m.metadata.user ?? "you"), content: m.content, roundNumber: Number(m.metadata.roundNumber ?? 0),
+      });
+      continue;
+    }
     if (m.senderType === "user") {
       exchanges.push({ ...emptyExchange(m.content), status: "failed", error: "This question has no synthesis." });
       continue;
@@ -203,6 +233,7 @@ export function exchangesOf(conversation: Conversation): Exchange[] {
     if (!current) continue;
     if (m.senderType === "synthesizer") {
       current.synthesis = (m.metadata ?? {}) as RtSynthesis;
+      current.stoppedBy = typeof m.metadata?.stoppedBy === "string" ? m.metadata.stoppedBy : null;
       current.status = "done";
       current.error = null;
       continue;

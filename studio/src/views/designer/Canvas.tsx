@@ -67,6 +67,8 @@ function summary(node: WfNode): string {
       return `judges ${inputs.messages ?? "{messages}"}`;
     case "vote":
       return `majority of ${inputs.answers ?? "?"}`;
+    case "await":
+      return `${config.wait === "on_request" ? "waits when paused" : "waits for you"}${config.on_end ? `; end → ${config.on_end}` : ""}`;
     default:
       return "";
   }

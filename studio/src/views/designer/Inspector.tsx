@@ -142,6 +142,10 @@ const FIELDS: Record<string, FieldSpec[]> = {
     { path: ["config", "rule"], label: "Answer rule", kind: "text", help: "number, choice, exact or regex:<pattern>." },
     { path: ["inputs", "rule"], label: "Rule from state", kind: "text", help: "A placeholder for the rule's name, e.g. {rule}." },
   ],
+  await: [
+    { path: ["config", "wait"], label: "Wait", kind: "select", options: ["always", "on_request"], help: "always: the run waits here for a person every time; on_request: only after a pause." },
+    { path: ["config", "on_end"], label: "On end", kind: "text", help: "The node the run goes to when the person ends it or its budget runs out; it finishes when empty." },
+  ],
 };
 
 function Field({ spec, id, value, onChange }: { spec: FieldSpec; id: string; value: Json; onChange: (v: Json) => void }) {

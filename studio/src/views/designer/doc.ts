@@ -10,7 +10,7 @@ export const END = "__end__";
 export const NODE_TYPES = [
   "llm", "transform", "condition",
   "debate", "panel", "duel", "roundtable",
-  "select_opponent", "synthesize", "score_convergence", "fan_out", "arbitrate", "judge", "vote",
+  "select_opponent", "synthesize", "score_convergence", "fan_out", "arbitrate", "judge", "vote", "await",
 ] as const;
 export const STATE_TYPES = ["string", "number", "integer", "boolean", "object", "array", "any"] as const;
 export const OPS = ["eq", "ne", "gt", "gte", "lt", "lte", "in", "not_in", "contains", "not_contains", "matches", "truthy", "falsy"] as const;

@@ -4,6 +4,7 @@ import { Link, useParams } from "react-router";
 
 import { describeError, type Api } from "../../api/client";
 import { TERMINAL_EVENTS } from "../../api/sse";
+import { budgetBody, SteerPanel, type SteerState } from "../../components/SteerPanel";
 import { ErrorNote, splitList } from "../../components/ui";
 import { useSession } from "../../session/session";
 import { duelReducer, emptyDuel, type DuelView } from "../../streams/duel";
@@ -18,9 +19,19 @@ interface DuelForm {
   traits: string;
   interests: string;
   rounds: number;
+  budget: string;
+  wait: boolean;
 }
 
-const BLANK: DuelForm = { topic: "", name: "", bio: "", traits: "", interests: "", rounds: 3 };
+const BLANK: DuelForm = { topic: "", name: "", bio: "", traits: "", interests: "", rounds: 3, budget: "", wait: false };
+
+/** Where the viewer's run stands for steering: from its events, and the pause or end just asked for. */
+function steerState(view: DuelView, asked: string | null): SteerState {
+  if (["judging", "done", "failed", "cancelled"].includes(view.status)) return "ended";
+  if (view.status === "waiting") return "waiting";
+  if (asked === "end") return "ending";
+  return asked === "pause" ? "pausing" : "running";
+}
 
 interface StoredDebate {
   id: string;
@@ -56,9 +67,17 @@ export function DuelPage() {
   const verdicts = useVerdicts(api, view);
   const [problem, setProblem] = useState<string | null>(null);
 
+  const [asked, setAsked] = useState<string | null>(null);
+  useEffect(() => {
+    if (view.status === "waiting" || view.status === "judging") setAsked(null);  // the pause (or end) took effect
+  }, [view.status]);
+
   function field<K extends keyof DuelForm>(name: K) {
     return (e: React.ChangeEvent<HTMLInputElement | HTMLTextAreaElement>) =>
-      setForm((f) => ({ ...f, [name]: name === "rounds" ? Number(e.target.value) : e.target.value }));
+      setForm((f) => ({
+        ...f,
+        [name]: name === "rounds" ? Number(e.target.value) : name === "wait" ? (e.target as HTMLInputElement).checked : e.target.value,
+      }));
   }
 
   function submit(event: React.FormEvent) {
@@ -71,7 +90,12 @@ export function DuelPage() {
       setProblem("Rounds must be a whole number from 1 to 10.");
       return;
     }
+    if (form.budget.trim() && !budgetBody(form.budget).maxCost) {
+      setProblem("The budget must be a positive amount of USD, or empty.");
+      return;
+    }
     setProblem(null);
+    setAsked(null);
     reset();
     setRounds(form.rounds);
     setDebateId(null);
@@ -82,7 +106,14 @@ export function DuelPage() {
       softMemory: { traits: splitList(form.traits), interests: splitList(form.interests) },
     };
     void stream.start(key, {
-      start: { url: "/api/debate", method: "POST", body: { topic: form.topic.trim(), rounds: form.rounds, userProfile } },
+      start: {
+        url: "/api/debate",
+        method: "POST",
+        body: {
+          topic: form.topic.trim(), rounds: form.rounds, userProfile,
+          ...budgetBody(form.budget), ...(form.wait ? { await: "after_turn" } : {}),
+        },
+      },
       // A dropped connection resumes on the debate's event log, after the last event shown.
       resume: () => (id ? { url: `/api/debate/${encodeURIComponent(id)}/events` } : null),
       terminal: TERMINAL_EVENTS,
@@ -124,6 +155,14 @@ export function DuelPage() {
         <p id="duel-list-help" className="hint">Traits and interests: separate them with commas.</p>
         <label htmlFor="duel-rounds">Rounds</label>
         <input id="duel-rounds" type="number" min={1} max={10} value={form.rounds} onChange={field("rounds")} />
+        <label htmlFor="duel-budget">Budget (USD)</label>
+        <input id="duel-budget" inputMode="decimal" value={form.budget} onChange={field("budget")} aria-describedby="duel-budget-help" />
+        <span />
+        <p id="duel-budget-help" className="hint">Optional: before a turn would pass it, the duel goes to its verdict.</p>
+        <span />
+        <label className="check">
+          <input type="checkbox" checked={form.wait} onChange={field("wait")} /> Wait for me after every turn
+        </label>
         <span />
         <div className="actions">
           <button type="submit" disabled={!canStart}>
@@ -147,6 +186,9 @@ export function DuelPage() {
         <p className="muted">
           Debate <Link to={`/duel/${encodeURIComponent(debateId)}`}>{debateId}</Link>
         </p>
+      )}
+      {stream.running && (
+        <SteerPanel runId={debateId} state={steerState(view, asked)} step="turn" scope="debate" onSent={setAsked} />
       )}
       {(stream.running || view.turns.length > 0 || view.status !== "connecting") && (
         <DuelViewer view={view} rounds={rounds} verdicts={verdicts} />
@@ -188,6 +230,7 @@ export function DuelRecordPage() {
       </p>
       <h1>Duel {id}</h1>
       <ErrorNote error={error ?? stream.error} />
+      {record && stream.running && <SteerPanel runId={id} state={steerState(view, null)} step="turn" scope="debate" />}
       {record && <DuelViewer view={view} rounds={record.rounds} verdicts={verdicts} />}
     </div>
   );

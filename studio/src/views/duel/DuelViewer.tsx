@@ -1,6 +1,7 @@
 /** The duel as it happens: both personas, the turns streaming in, round progress, then the verdict. */
 import { memo } from "react";
 
+import { stoppedText } from "../../components/SteerPanel";
 import { ToolCalls } from "../../components/ToolCalls";
 import { Badge, BulletList, StatusLine } from "../../components/ui";
 import { turnText, type DuelTurn, type DuelView, type Profile } from "../../streams/duel";
@@ -15,11 +16,16 @@ export interface Verdict {
 }
 
 export function DuelViewer({ view, rounds, verdicts }: { view: DuelView; rounds: number | null; verdicts: Verdict[] | null }) {
-  const started = view.turns.length;
+  const debaters = view.turns.filter((t) => t.role !== "human");
+  const started = debaters.length;
   const round = Math.max(1, Math.ceil(started / 2));
-  const speaking = view.turns.find((t) => t.content === null);
+  const speaking = debaters.find((t) => t.content === null);
   const total = rounds ? rounds * 2 : null;
-  const finished = view.turns.filter((t) => t.content !== null).length;
+  const finished = debaters.filter((t) => t.content !== null).length;
+  const early = stoppedText(view.stoppedBy);
+  // Each debater's turn with its round; the person's messages stand between them.
+  let said = 0;
+  const numbered = view.turns.map((turn) => ({ turn, round: turn.role === "human" ? null : Math.floor(said++ / 2) + 1 }));
 
   let status: string;
   switch (view.status) {
@@ -31,11 +37,14 @@ export function DuelViewer({ view, rounds, verdicts }: { view: DuelView; rounds:
         ? `Round ${round}${rounds ? ` of ${rounds}` : ""}: ${speaking.name} is speaking`
         : `Round ${round}${rounds ? ` of ${rounds}` : ""}`;
       break;
+    case "waiting":
+      status = `Waiting for you after turn ${view.waitingAfter ?? finished}.`;
+      break;
     case "judging":
-      status = "The debate is over; the judges are deliberating…";
+      status = `The debate is over; the judges are deliberating…${early ? ` ${early}` : ""}`;
       break;
     case "done":
-      status = `Finished after ${Math.ceil(started / 2)} round${started > 2 ? "s" : ""}.`;
+      status = `Finished after ${Math.ceil(started / 2)} round${started > 2 ? "s" : ""}.${early ? ` ${early}` : ""}`;
       break;
     case "cancelled":
       status = "Cancelled.";
@@ -62,8 +71,8 @@ export function DuelViewer({ view, rounds, verdicts }: { view: DuelView; rounds:
         <PersonaCard side="opponent" profile={view.opponentProfile} />
       </div>
       <ol className="turns" aria-label="Transcript">
-        {view.turns.map((turn, i) => (
-          <TurnItem key={i} turn={turn} round={Math.floor(i / 2) + 1} />
+        {numbered.map(({ turn, round }, i) => (
+          <TurnItem key={i} turn={turn} round={round} />
         ))}
       </ol>
       {view.error && view.status === "failed" && (
@@ -95,12 +104,13 @@ function PersonaCard({ side, profile }: { side: "user" | "opponent"; profile: Pr
 }
 
 // Memoised: while one turn streams, the finished ones are not rendered again.
-const TurnItem = memo(function TurnItem({ turn, round }: { turn: DuelTurn; round: number }) {
+const TurnItem = memo(function TurnItem({ turn, round }: { turn: DuelTurn; round: number | null }) {
   const streaming = turn.content === null;
   return (
     <li className={`turn turn-${turn.role}`} data-role={turn.role} aria-busy={streaming}>
       <p className="turn-head">
-        <strong>{turn.name}</strong> <span className="muted">round {round}</span>
+        <strong>{turn.name}</strong>{" "}
+        {round === null ? <Badge tone="neutral">you, to the debaters</Badge> : <span className="muted">round {round}</span>}
         {streaming && <Badge tone="live">speaking</Badge>}
       </p>
       <ToolCalls calls={turn.toolCalls} />

@@ -3,12 +3,21 @@ import { useCallback, useEffect, useState } from "react";
 import { Link, useParams } from "react-router";
 
 import { TERMINAL_EVENTS } from "../../api/sse";
+import { budgetBody, SteerPanel, type SteerState } from "../../components/SteerPanel";
 import { ErrorNote } from "../../components/ui";
 import { useSession } from "../../session/session";
-import { emptyExchange, exchangeReducer, exchangesOf, type Conversation } from "../../streams/roundtable";
+import { emptyExchange, exchangeReducer, exchangesOf, type Conversation, type Exchange } from "../../streams/roundtable";
 import { useFollow } from "../../streams/useFollow";
 import { useStreamReducer } from "../../streams/useStream";
 import { ExchangeView } from "./ExchangeView";
+
+/** Where the live exchange stands for steering: from its events, and the pause or end just asked for. */
+function steerState(exchange: Exchange, asked: string | null): SteerState {
+  if (exchange.status === "done" || exchange.status === "failed" || exchange.synthesis) return "ended";
+  if (exchange.status === "waiting") return "waiting";
+  if (asked === "end") return "ending";
+  return asked === "pause" ? "pausing" : "running";
+}
 
 export default function ConversationPage() {
   const { id = "" } = useParams();
@@ -19,6 +28,13 @@ export default function ConversationPage() {
   const [asked, setAsked] = useState<string | null>(null);
   const [live, push, reset] = useStreamReducer(exchangeReducer, emptyExchange);
   const stream = useFollow();
+  const [budget, setBudget] = useState("");
+  const [wait, setWait] = useState(false);
+  const [runId, setRunId] = useState<string | null>(null);
+  const [steered, setSteered] = useState<string | null>(null);
+  useEffect(() => {
+    if (live.status === "waiting" || live.synthesis) setSteered(null);  // the pause (or end) took effect
+  }, [live.status, live.synthesis]);
 
   const load = useCallback(async (): Promise<Conversation | null> => {
     try {
@@ -44,14 +60,18 @@ export default function ConversationPage() {
     reset(emptyExchange(content));
     setAsked(content);
     setQuestion("");
+    setRunId(null);
+    setSteered(null);
     let finished = false;
     let runId: string | null = null;
+    const body = { content, ...budgetBody(budget), ...(wait ? { await: "after_round" } : {}) };
     await stream.start(key, {
-      start: { url: `/v1/conversations/${encodeURIComponent(id)}/message?stream=true`, method: "POST", body: { content } },
+      start: { url: `/v1/conversations/${encodeURIComponent(id)}/message?stream=true`, method: "POST", body },
       // A dropped connection resumes on the run's event log, after the last event shown.
       resume: () => (runId ? { url: `/v1/runs/${encodeURIComponent(runId)}/events` } : null),
       onOpen(response) {
         runId = runId ?? response.headers.get("X-Run-Id");
+        setRunId(runId);
       },
       terminal: TERMINAL_EVENTS,
       onEvent(event) {
@@ -78,11 +98,21 @@ export default function ConversationPage() {
         <ExchangeView key={i} exchange={exchange} index={i} />
       ))}
       {asked !== null && <ExchangeView exchange={live} index={exchanges.length} live />}
+      {stream.running && (
+        <SteerPanel runId={runId} state={steerState(live, steered)} step="round" scope="conversations" onSent={setSteered} />
+      )}
       <ErrorNote error={stream.error} />
       {conversation && (
         <form className="card" onSubmit={ask} aria-label="Ask the table">
           <label htmlFor="follow-up">{exchanges.length ? "Follow-up question" : "Question for the table"}</label>
           <textarea id="follow-up" rows={3} value={question} onChange={(e) => setQuestion(e.target.value)} />
+          <label htmlFor="ask-budget">Budget (USD)</label>
+          <input id="ask-budget" inputMode="decimal" value={budget} onChange={(e) => setBudget(e.target.value)}
+                 aria-describedby="ask-budget-help" />
+          <p id="ask-budget-help" className="hint">Optional: before a round would pass it, the table goes to its synthesis.</p>
+          <label className="check">
+            <input type="checkbox" checked={wait} onChange={(e) => setWait(e.target.checked)} /> Wait for me after every round
+          </label>
           <div className="actions">
             <button type="submit" disabled={stream.running || !question.trim() || !writes("conversations")}>
               {stream.running ? "The table is debating…" : "Ask the table"}

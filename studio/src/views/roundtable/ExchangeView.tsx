@@ -2,8 +2,9 @@
 import { memo } from "react";
 
 import { Badge, BulletList, StatusLine } from "../../components/ui";
+import { stoppedText } from "../../components/SteerPanel";
 import { ToolCalls } from "../../components/ToolCalls";
-import { turnText, type Exchange, type RtRound, type RtSynthesis, type RtTurn } from "../../streams/roundtable";
+import { turnText, type Exchange, type Guidance, type RtRound, type RtSynthesis, type RtTurn } from "../../streams/roundtable";
 import { ConvergenceChart } from "./ConvergenceChart";
 
 const STANCE_TONES: Record<string, string> = { for: "good", against: "bad", conditional: "warn" };
@@ -126,9 +127,28 @@ export function SynthesisCard({ synthesis }: { synthesis: RtSynthesis }) {
   );
 }
 
+/** What the person who asked said during the debate, where the table first heard it. */
+function GuidanceNotes({ guidance }: { guidance: Guidance[] }) {
+  if (guidance.length === 0) return null;
+  return (
+    <ul className="rt-guidance" aria-label="Your messages to the table">
+      {guidance.map((g, i) => (
+        <li key={i} className="turn turn-human">
+          <p className="turn-head">
+            <strong>{g.name}</strong> <Badge tone="neutral">you, to the table</Badge>
+          </p>
+          <p className="turn-text">{g.content}</p>
+        </li>
+      ))}
+    </ul>
+  );
+}
+
 function statusOf(exchange: Exchange): string {
-  if (exchange.status === "done") return `Done after ${exchange.convergence.length} debate round(s).`;
+  const early = stoppedText(exchange.stoppedBy);
+  if (exchange.status === "done") return `Done after ${exchange.convergence.length} debate round(s).${early ? ` ${early}` : ""}`;
   if (exchange.status === "failed") return exchange.error ?? "Failed.";
+  if (exchange.status === "waiting") return `Waiting for you after round ${exchange.waitingAfter ?? 0}.`;
   const last = exchange.rounds[exchange.rounds.length - 1];
   if (!last) return "Seating the table…";
   if (exchange.synthesis) return "Writing the synthesis…";
@@ -144,8 +164,13 @@ export function ExchangeView({ exchange, index, live = false }: { exchange: Exch
       {live && <StatusLine>{statusOf(exchange)}</StatusLine>}
       {!live && exchange.status === "failed" && <p className="muted">{exchange.error}</p>}
       {exchange.rounds.map((round) => (
-        <RoundSection key={round.roundNumber} round={round} />
+        <div key={round.roundNumber}>
+          <GuidanceNotes guidance={exchange.guidance.filter((g) => g.roundNumber === round.roundNumber)} />
+          <RoundSection round={round} />
+        </div>
       ))}
+      <GuidanceNotes guidance={exchange.guidance.filter((g) => !exchange.rounds.some((r) => r.roundNumber === g.roundNumber))} />
+      {!live && exchange.stoppedBy && <p className="muted">{stoppedText(exchange.stoppedBy)}</p>}
       <h4>Convergence</h4>
       <ConvergenceChart points={exchange.convergence} threshold={exchange.threshold} />
       {exchange.synthesis && <SynthesisCard synthesis={exchange.synthesis} />}
