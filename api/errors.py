@@ -105,6 +105,7 @@ SERVICE_STATUSES: dict[type[service_errors.ServiceError], int] = {
     service_errors.Unprocessable: 422,
     service_errors.RateLimited: 429,
     service_errors.CannotStart: 500,
+    service_errors.BadGateway: 502,
 }
 
 

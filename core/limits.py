@@ -66,6 +66,17 @@ MAX_TABLE_SEATS = 5
 MAX_TABLE_ROUNDS = 3
 # Extra attempts of one designer workflow node after a transient model failure.
 MAX_NODE_RETRIES = 5
+
+# Tools an agent calls during its turn (`nodes/tools.py`): calls one turn may make (the model's answer after the
+# last is asked without tools), seconds one call may take (connecting to its MCP server included), characters of a
+# result the model reads back (the rest is cut, and the result says so).
+MAX_TOOL_CALLS_PER_TURN = 4
+TOOL_CALL_TIMEOUT_SECONDS = 20.0
+MAX_TOOL_RESULT_CHARS = 4000
+# MCP servers a workspace registers (`/v1/tools`), the tools one server allows, the tools one subject is granted.
+MAX_TOOL_SERVERS = 20
+MAX_SERVER_TOOLS = 64
+MAX_GRANTED_TOOLS = 16
 # Parallel branches of one designer `fan_out` node: as many as an arbitrator can tell apart (Answer A … G).
 MAX_FAN_OUT_BRANCHES = MAX_PANEL_SIZE
 # Steering a running debate (`POST /v1/runs/{id}/input`): a message's characters; the smallest `maxSeconds` a

@@ -88,7 +88,21 @@ class Settings(BaseSettings):
         3600.0, ge=0, description="Seconds a duel's stream token (`?token=` of its events URL) keeps working after "
         "the duel ended; it works throughout the duel itself.")
 
-    @field_validator("parley_debate_models", "parley_trusted_proxies", mode="before")
+    parley_tool_urls: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="URL prefixes (comma list, e.g. `https://tools.example.com/mcp,http://127.0.0.1:9000/`) that a "
+        "workspace admin may register as MCP servers for agents' tools (`/v1/tools`); a server's URL must start "
+        "with one of them. Empty (the default) allows no URL server: Parley calls no host that its operator did "
+        "not name.")
+    parley_tool_commands: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Commands (comma list of executables, e.g. `npx,uvx,/opt/tools/weather-mcp`) that a workspace "
+        "admin may register as stdio MCP servers; each runs as a child of Parley with a clean environment (no "
+        "Parley setting or secret, only PATH, HOME and the like, plus the env the admin registered). Empty (the "
+        "default) allows none.")
+
+    @field_validator("parley_debate_models", "parley_trusted_proxies", "parley_tool_urls", "parley_tool_commands",
+                     mode="before")
     @classmethod
     def _split_comma_list(cls, value: object) -> object:
         if isinstance(value, str):

@@ -19,4 +19,6 @@ class WorkflowContext(RunContext):
     """
 
     workspace_agents: list[dict[str, Any]] | None = None
+    # The tools each streamed `llm` node (by id) was granted (`workflow:<id>:<node>` grants of a stored workflow).
+    node_tools: dict[str, list[str]] | None = None
 

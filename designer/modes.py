@@ -22,6 +22,7 @@ from designer.templates import render
 from nodes.context import RunContext
 from nodes.events import event_writer, relay
 from nodes.speak import is_chunk
+from nodes.tools import TOOL_EVENTS
 
 DEFAULT_USER_PROFILE = {"name": "Advocate"}
 # A nested mode shares the workflow's models, ledger and budget; not its steering: a person steers a workflow at
@@ -47,10 +48,15 @@ def tag_event(node_id: str, event: Any) -> dict[str, Any]:
 
 def workflow_event(event: Any) -> Any:
     """A workflow's own custom stream event as its stream shows it: a `chunk` in the one shape
-    (`nodes.speak`) spoken by a workflow node becomes `{"event": "chunk", "node": id, "content": ...}`;
+    (`nodes.speak`) spoken by a workflow node becomes `{"event": "chunk", "node": id, "content": ...}`, and its
+    `tool_call` and `tool_result` (`nodes.tools`) name the node the same way;
     any other event (a nested mode graph's, already tagged by `tag_event`) stays as it is."""
     if is_chunk(event) and "node" not in event:
         return {"event": "chunk", "node": event["speaker"]["id"], "content": event["content"]}
+    if isinstance(event, Mapping) and event.get("event") in TOOL_EVENTS and "speaker" in event:
+        # A node's call of a tool it was granted, and its result: `{"event", "node", "index", "id", "name", ...}`.
+        return {"event": event["event"], "node": event["speaker"]["id"],
+                **{k: v for k, v in event.items() if k not in ("event", "speaker", "round")}}
     return event
 
 

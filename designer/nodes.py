@@ -51,6 +51,7 @@ def llm_node(node: LlmNode, defaults: Mapping[str, Any]) -> NodeFn:
             prompt=prompt, speaker={"id": node.id, "name": node.id}, writes=node.output_key,
             model=config.model, temperature=config.temperature, max_tokens=config.max_tokens, label=node.id,
             resend=True,  # a retried node (its `retries`) streams its answer again, as it always has
+            context=WorkflowContext, grants=lambda state, ctx: (ctx.node_tools or {}).get(node.id),
         )
     output_model = model_from_schema(config.output_schema, node.id)
 

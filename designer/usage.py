@@ -21,6 +21,7 @@ def usage_summary(records: list[UsageRecord]) -> dict[str, Any]:
         "totalTokens": ledger.total_tokens,
         "costUsd": round(ledger.total_cost, 8),
         "calls": len(ledger.records),
+        **({"toolCalls": ledger.tool_calls} if ledger.tool_calls else {}),
         "models": models,
     }
 

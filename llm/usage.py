@@ -27,6 +27,7 @@ class UsageRecord:
     label: str | None = None
     estimated: bool = False
     node: str | None = None  # the workflow node that made the call, when a designer workflow did
+    tool_calls: int = 0  # the tool calls the model's answer made
 
     @property
     def total_tokens(self) -> int:
@@ -67,6 +68,14 @@ class UsageLedger:
     @property
     def total_cost(self) -> float:
         return sum(r.cost for r in self.records)
+
+    @property
+    def tool_calls(self) -> int:
+        """The tool calls the recorded answers made (run by Parley for a debater, or returned to the caller)."""
+        return sum(r.tool_calls for r in self.records)
+
+    def tool_calls_of(self, model: str) -> int:
+        return sum(r.tool_calls for r in self.records if r.model == model)
 
     def by_model(self) -> dict[str, dict[str, float]]:
         """Sum tokens and cost per model id."""
@@ -147,7 +156,7 @@ class CallRecorder(AsyncCallbackHandler):
 
     async def on_llm_end(self, response: LLMResult, *, run_id: Any = None, **kwargs: Any) -> None:
         ended = time.perf_counter()
-        input_tokens = output_tokens = 0
+        input_tokens = output_tokens = made = 0
         answer = []
         for generations in response.generations:
             for generation in generations:
@@ -157,6 +166,7 @@ class CallRecorder(AsyncCallbackHandler):
                     input_tokens += i
                     output_tokens += o
                     calls = getattr(generation.message, "tool_calls", None) or []
+                    made += len(calls) + len(getattr(generation.message, "invalid_tool_calls", None) or [])
                     answer.extend(json.dumps(call.get("args", {})) for call in calls)
         if not (input_tokens or output_tokens) and response.llm_output:
             token_usage = response.llm_output.get("token_usage") or {}
@@ -175,6 +185,7 @@ class CallRecorder(AsyncCallbackHandler):
             priced=self.price.known,
             label=self.label,
             estimated=estimated,
+            tool_calls=made,
         )
         if self.ledger is not None:
             self.ledger.add(record)

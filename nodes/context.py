@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from langchain_core.runnables import Runnable
 from pydantic import BaseModel
@@ -20,6 +20,9 @@ from llm.formats import AnswerFormat
 from llm.tools import ToolSet
 from llm.usage import UsageLedger
 from nodes.inbox import Steering
+
+if TYPE_CHECKING:
+    from nodes.tools import ToolAccess
 
 SchemaT = TypeVar("SchemaT", bound=BaseModel)
 
@@ -41,18 +44,20 @@ class RunContext:
     budget: Budget | None = None
     # What a person sent the run, and where it waits for them (`nodes.steer`); None: nobody steers it.
     steering: Steering | None = None
+    # Where the speakers' granted tools come from (set by the run's mode); None: no speaker has tools.
+    tools: ToolAccess | None = None
 
     @classmethod
     def of(cls, runtime: Any) -> Self:
         """This run's context as `cls`: the caller's own; a plain RunContext widened (keeping its models,
-        model, ledger, budget and steering, with this mode's default knobs); or fresh defaults when the caller
-        passed none."""
+        model, ledger, budget, steering and tools, with this mode's default knobs); or fresh defaults when the
+        caller passed none."""
         ctx = getattr(runtime, "context", None)
         if isinstance(ctx, cls):
             return ctx
         if isinstance(ctx, RunContext):
             return cls(models=ctx.models, model=ctx.model, ledger=ctx.ledger, budget=ctx.budget,
-                       steering=ctx.steering)
+                       steering=ctx.steering, tools=ctx.tools)
         return cls()
 
     @property

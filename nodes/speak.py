@@ -15,6 +15,12 @@ streams them):
     {"event": "tool_call", "speaker": {...}, "round": None, "index": 0, "id": "call_…" | None,
      "name": "get_weather" | None, "arguments": "{\"city\": "}
 
+A speaker granted tools that Parley runs (`speak(..., grants=...)`, `nodes.tools`) calls them within its turn: the
+model answers with calls, Parley runs them (at most `MAX_TOOL_CALLS_PER_TURN`, each bounded in time, a failure
+being a result the model reads), the model reads the results and goes on; each call is one whole `tool_call` event
+and each result a `tool_result` event (`nodes.tools.tool_result_event`), and the turn keeps both
+(`Turn.tool_runs`).
+
 `say` streams one answer of a chat model and returns the `Turn`; `speak` builds the LangGraph node that
 reads its prompt, speaker and knobs from the state and the run's context, says the turn, and writes it
 back. Neither knows of any mode, of HTTP or of the database.
@@ -23,11 +29,12 @@ back. Neither knows of any mode, of HTTP or of the database.
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from langchain_core.messages import AIMessage, BaseMessage, BaseMessageChunk, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, BaseMessageChunk, HumanMessage, ToolMessage
 from langchain_core.runnables import Runnable
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
@@ -37,6 +44,7 @@ from nodes.context import RunContext
 from nodes.capability import mark
 from nodes.events import event_writer
 from nodes.text import LengthGate, is_cjk
+from nodes.tools import ToolRun, Toolbox, tool_result_event
 
 C = TypeVar("C", bound=RunContext)
 
@@ -111,6 +119,8 @@ class Turn:
     label: str | None = None  # the usage ledger's label of the call
     # OpenAI's shape, in the order the model made them: {id, type: "function", function: {name, arguments}}
     tool_calls: tuple[dict[str, Any], ...] = ()
+    # The calls Parley ran for the speaker during the turn (a `Toolbox`'s), with their results, in order.
+    tool_runs: tuple[ToolRun, ...] = ()
 
 
 def send_turn(turn: Turn) -> None:
@@ -128,8 +138,8 @@ def send_turn(turn: Turn) -> None:
 class _ToolCalls:
     """The tool calls of one streamed answer, put together from their pieces, each piece sent as it comes."""
 
-    def __init__(self, send: Callable[[dict[str, Any]], None], speaker: Speaker, round: int | None) -> None:
-        self.send, self.speaker, self.round = send, speaker, round
+    def __init__(self, send: Callable[[dict[str, Any]], None] | None, speaker: Speaker, round: int | None) -> None:
+        self.send, self.speaker, self.round = send or (lambda event: None), speaker, round
         self.calls: dict[int, dict[str, str]] = {}
 
     def feed(self, piece: Mapping[str, Any]) -> None:
@@ -170,16 +180,17 @@ class _Verbatim:
 
 
 async def _stream(chat: Runnable, messages: Sequence[BaseMessage], gate: Any, send: Callable[[str], None],
-                  calls: _ToolCalls) -> None:
+                  calls: _ToolCalls, *, lead: str = "") -> None:
     """Stream one model answer through `gate`, sending what it releases and each piece of its tool calls; stop
-    reading once the gate is full."""
+    reading once the gate is full. `lead` goes before the answer's first text, if it has any."""
     truncated = False
     stream = chat.astream(list(messages))
     try:
         async for chunk in stream:
             text = chunk_text(chunk)
             if text:
-                send(gate.feed(text))
+                send(gate.feed(lead + text))
+                lead = ""
             for piece in getattr(chunk, "tool_call_chunks", None) or ():
                 calls.feed(piece)
             if chunk.response_metadata.get("finish_reason") == "length":
@@ -203,9 +214,17 @@ async def say(
     model: str | None = None,
     label: str | None = None,
     hold: bool = False,
+    toolbox: Toolbox | None = None,
+    spent: Runnable | None = None,
 ) -> Turn:
     """Stream `chat`'s answer to `messages` as `speaker`'s turn, each piece a `chunk` event (and each piece of a
     tool call, when `chat` was offered tools, a `tool_call` event); return the turn.
+
+    With a `toolbox` (whose tools `chat` was offered) Parley runs the calls itself: each call is sent whole as a
+    `tool_call` event and run (`Toolbox.run`), its `tool_result` sent, and the model answers again with the
+    results, in the same turn (its text goes on where it stopped). Once the turn's calls are spent the model is
+    asked through `spent` (the same model, its tools offered with `tool_choice` "none"), and what it says then ends
+    the turn.
 
     With a `length` rule the turn lands within its bounds (see `LengthRule`); without one it is the
     model's answer exactly as streamed (callers strip it if they wish). With `hold` nothing is sent: the
@@ -230,9 +249,13 @@ async def say(
         if text:
             out(chunk_event(speaker, text, round=round))
 
-    calls = _ToolCalls(out, speaker, round)
+    calls = _ToolCalls(None if toolbox else out, speaker, round)
+    runs: list[ToolRun] = []
     try:
         await _stream(chat, messages, gate, send, calls)
+        if toolbox:
+            calls = await _use_tools(chat, spent or chat, [*messages], gate, send, out, calls, toolbox, runs,
+                                     speaker=speaker, round=round)
         if length and length.more and len(gate.emitted) < length.min_chars and not calls.calls:
             said = gate.emitted
             more = [*messages, AIMessage(said), HumanMessage(length.more(said))]
@@ -244,7 +267,54 @@ async def say(
             raise TurnInterrupted(f"{speaker['name']}'s turn failed after it began streaming: {exc}") from exc
         raise
     return Turn(speaker=speaker, text=gate.emitted, round=round, model=model, label=label,
-                tool_calls=calls.openai())
+                tool_calls=() if toolbox else calls.openai(), tool_runs=tuple(runs))
+
+
+def _asked(said: str, made: Sequence[dict[str, Any]]) -> AIMessage:
+    """The model's answer that made `made` (OpenAI's shape), as the message the model reads back."""
+    valid, invalid = [], []
+    for call in made:
+        function = call["function"]
+        try:
+            args = json.loads(function["arguments"] or "{}")
+        except ValueError:
+            args = None
+        if isinstance(args, dict):
+            valid.append({"type": "tool_call", "id": call["id"], "name": function["name"], "args": args})
+        else:
+            invalid.append({"type": "invalid_tool_call", "id": call["id"], "name": function["name"],
+                            "args": function["arguments"], "error": "not a JSON object"})
+    return AIMessage(content=said, tool_calls=valid, invalid_tool_calls=invalid)
+
+
+async def _use_tools(chat: Runnable, spent: Runnable, history: list[BaseMessage], gate: Any,
+                     send: Callable[[str], None], out: Callable[[dict[str, Any]], None], calls: _ToolCalls,
+                     toolbox: Toolbox, runs: list[ToolRun], *, speaker: Speaker, round: int | None) -> _ToolCalls:
+    """The turn's tool loop (see `say`): run the calls the model made, give it the results, let it go on; until it
+    answers without a call, or has been asked with its calls spent. Returns the last answer's calls."""
+    start = 0  # where the text of the answer that made the calls began
+    while calls.calls:
+        made = calls.openai()
+        history.append(_asked(gate.emitted[start:], made))
+        for call in made:
+            index = len(runs)
+            function = call["function"]
+            out(tool_call_event(speaker, index, function["arguments"], call_id=call["id"], name=function["name"],
+                                round=round))
+            run = await toolbox.run(call) if index < toolbox.max_calls else toolbox.refused(call)
+            runs.append(run)
+            out(tool_result_event(speaker, index, run, round=round))
+            history.append(ToolMessage(content=run.result, tool_call_id=call["id"], status="error" if run.is_error
+                                       else "success"))
+        final = len(runs) >= toolbox.max_calls
+        said = gate.emitted
+        start = len(said)
+        calls = _ToolCalls(None, speaker, round)
+        lead = " " if said and not is_cjk(said) and not said[-1].isspace() else ""
+        await _stream(spent if final else chat, history, gate, send, calls, lead=lead)
+        if final:
+            return _ToolCalls(None, speaker, round)  # calls made with none left are not run
+    return calls
 
 
 # --- the node -------------------------------------------------------------------------------
@@ -270,6 +340,7 @@ def speak(
     max_tokens: Knob = None,
     label: Knob = None,
     tools: Knob = None,
+    grants: Knob = None,
     length: LengthRule | Callable[[Any, C], LengthRule | None] | None = None,
     round: Knob = None,
     prepare: Callable[[Any, C], Mapping[str, Any]] | None = None,
@@ -291,6 +362,9 @@ def speak(
         model, temperature, max_tokens, label: the chat model's (`RunContext.chat`).
         tools: a `ToolSet` the speaker may call: the pieces of its calls go out as `tool_call` events and the
             calls reach `writes` in `Turn.tool_calls`.
+        grants: the tools (grants, `nodes.tools`) the speaker may call and Parley runs during the turn, found
+            through the run's `ToolAccess` (`RunContext.tools`); the calls and their results reach `writes` in
+            `Turn.tool_runs`. Without a `ToolAccess`, or with no grant it can offer, the turn has no tools.
         length: the turn's `LengthRule` (None: the answer as the model gives it).
         round: the round the turn belongs to, for its chunks.
         prepare: run first; what it returns joins the state the other knobs and `writes` read (a running
@@ -306,10 +380,15 @@ def speak(
             state = {**state, **prepare(state, ctx)}
         who = _value(speaker, state, ctx)
         chosen, tag = _value(model, state, ctx), _value(label, state, ctx)
-        chat = ctx.chat(chosen, temperature=_value(temperature, state, ctx),
-                        max_tokens=_value(max_tokens, state, ctx), label=tag, tools=_value(tools, state, ctx))
+        granted = _value(grants, state, ctx)
+        box = await ctx.tools.toolbox(granted, agent_id=who["id"]) if granted and ctx.tools else None
+        knobs = dict(temperature=_value(temperature, state, ctx), max_tokens=_value(max_tokens, state, ctx),
+                     label=tag)
+        chat = ctx.chat(chosen, **knobs, tools=box.toolset() if box else _value(tools, state, ctx))
+        spent = ctx.chat(chosen, **knobs, tools=box.toolset(final=True)) if box else None
         turn = await say(chat, prompt(state, ctx), speaker=who, round=_value(round, state, ctx),
-                         length=_value(length, state, ctx), resend=resend, model=chosen, label=tag)
+                         length=_value(length, state, ctx), resend=resend, model=chosen, label=tag,
+                         toolbox=box or None, spent=spent)
         if isinstance(writes, str):
             return {writes: turn.text}
         update = writes(turn, state, ctx)

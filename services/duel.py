@@ -32,10 +32,12 @@ from llm.failures import ModelError
 from runs import Caller, RunEngine
 from runs.modes.duel import CANCELLED
 from services import access, steering
+from services import tools as tool_service
 from services.access import Principal
 from services.backend import Backend
 from services.errors import CannotStart, InvalidRequest, NotFound, RunFailed
 from services.steering import BudgetFields, RunWaiting, SteerOptions
+from services.tools import DUEL_SIDES, duel_subject
 from store import debates as store
 
 log = logging.getLogger("parley.duel")
@@ -181,9 +183,13 @@ async def start_duel(engine: RunEngine, caller: Caller, request: DebateRequest) 
             engine.db, debate_id=new_debate_id(), user=caller.user, workspace=caller.workspace, topic=request.topic,
             user_profile=request.user_profile, rounds=rounds, model=model, stream_token=secrets.token_urlsafe(18),
         )
+        granted = await tool_service.grants_of(engine.db, workspace=caller.workspace,
+                                               subjects=[duel_subject(side) for side in DUEL_SIDES])
+        tools = {side: granted[duel_subject(side)] for side in DUEL_SIDES if duel_subject(side) in granted}
         steer = SteerOptions(request.steer.await_at, limits).dump()
+        extra = {**({"steer": steer} if steer else {}), **({"tools": tools} if tools else {})}
         await engine.submit("duel", caller=caller, run_id=debate["_id"], title=request.topic,
-                            ref={"debateId": debate["_id"]}, input={**inputs, **({"steer": steer} if steer else {})})
+                            ref={"debateId": debate["_id"]}, input={**inputs, **extra})
     except ModelError as exc:
         log.error("could not start a debate: no usable model: %s", exc)
         raise CannotStart(START_FAILED) from exc

@@ -71,6 +71,12 @@ class RateLimited(ServiceError):
         self.retry_after = retry_after
 
 
+class BadGateway(ServiceError):
+    """A server Parley had to reach for the request (an MCP server of tools) could not be reached or failed."""
+
+    code = "bad_gateway"
+
+
 class CannotStart(ServiceError):
     """The run cannot be set up: no agents to seat, no usable model, an allowance short of a minimum round table
     (the round-table seed answers these 500), the database refused it."""

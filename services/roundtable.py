@@ -25,8 +25,10 @@ from services.access import Principal
 from services.backend import Backend
 from services.errors import CannotStart, Conflict, NotFound, RunFailed, ServiceError
 from services.steering import RunWaiting, SteerOptions
+from services.tools import agent_subject
 from store import agents as agent_store
 from store import conversations as conv_store
+from store import tools as tool_store
 
 MESSAGE_RATE = "30/minute"
 STALE_KEY_AGE = timedelta(hours=1)  # a key whose run never started this long after it was claimed is freed
@@ -45,7 +47,7 @@ class Asked:
 
 async def seated_agents(db: AsyncDatabase, *, workspace: str, ctx: RoundTableContext | None = None) -> list[dict]:
     """The workspace's table in the round-table graph's input shape: the first regular agents by creation
-    order plus the devil's advocate (created on first use), each with its memories and documents.
+    order plus the devil's advocate (created on first use), each with its memories, documents and granted tools.
 
     Raises:
         CannotStart: the workspace has no regular agent (the seed's 500).
@@ -60,6 +62,7 @@ async def seated_agents(db: AsyncDatabase, *, workspace: str, ctx: RoundTableCon
                                                                     profile=builtin_devils_advocate())
     seated = regular[: ctx.max_seats] + [advocate]
     documents = await agent_store.list_documents(db, agent_ids=[a["_id"] for a in seated])
+    grants = await tool_store.grants_of(db, workspace=workspace, subjects=[agent_subject(a["_id"]) for a in seated])
     return [
         {
             "id": a["_id"], "name": a["name"], "role": a.get("role", ""), "persona": a.get("persona", ""),
@@ -67,6 +70,7 @@ async def seated_agents(db: AsyncDatabase, *, workspace: str, ctx: RoundTableCon
             "memories": [m["content"] for m in await agent_store.list_memories(
                 db, agent_ids=[a["_id"]], limit=ctx.memories_per_agent)],
             "documents": [{"title": d["title"], "text": d["text"]} for d in documents if d["agentId"] == a["_id"]],
+            "tools": grants.get(agent_subject(a["_id"]), []),
         }
         for a in seated
     ]

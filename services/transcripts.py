@@ -34,6 +34,16 @@ def _bullets(title: str, items: Iterable[Any] | None) -> list[str]:
     return [f"**{title}:**", *(f"- {item}" for item in items), ""] if items else []
 
 
+def _tool_calls(message: dict) -> list[str]:
+    """The tools a turn called (its message's `toolCalls`), one line each: the call, then its result."""
+    lines = []
+    for call in message.get("toolCalls") or []:
+        failed = " (failed)" if call.get("isError") else ""
+        result = " ".join(str(call.get("result") or "").split())
+        lines.append(f"- Called `{call['name']}({call.get('arguments') or ''})`{failed}: {result[:300]}")
+    return [*lines, ""] if lines else []
+
+
 def _duel(record: dict, events: list[Event]) -> list[str]:
     lines: list[str] = []
     turn, names = 0, {}
@@ -48,7 +58,7 @@ def _duel(record: dict, events: list[Event]) -> list[str]:
             turn += 1
             if data["role"] == "user":
                 lines += [f"## Round {(turn + 1) // 2}", ""]
-            lines += [f"**{data['name']}:**", "", _quote(data["content"]), ""]
+            lines += [f"**{data['name']}:**", "", *_tool_calls(data), _quote(data["content"]), ""]
         elif event.event == "synthesis":
             winner = data.get("winner")
             lines += ["## Verdict", "", f"**Winner:** {names[winner]} ({winner})" if winner in names
@@ -72,7 +82,7 @@ def _roundtable(record: dict, events: list[Event]) -> list[str]:
             who = data["agentName"] + (" (devil's advocate)" if data.get("isDevilsAdvocate") else "")
             role = f", {data['agentRole']}" if data.get("agentRole") else ""
             lines += [f"**{who}**{role}: {data['stance']}, confidence {data['confidence']}", "",
-                      _quote(data["content"]), ""]
+                      *_tool_calls(data), _quote(data["content"]), ""]
         elif event.event == "convergence":
             lines += [f"*Convergence {data['score']:.2f} (threshold {data['threshold']}): "
                       f"{'converged' if data['converged'] else 'not converged'}.*", ""]

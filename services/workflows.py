@@ -16,11 +16,13 @@ from llm.budget import Spend
 from runs import Caller, RunEngine
 from runs.modes.workflow import jsonable
 from services import billing, steering
+from services import tools as tool_service
 from services.access import Principal
 from services.backend import Backend
 from services.errors import CannotStart, NotFound, RunFailed, Unprocessable
 from services.roundtable import seated_agents
 from services.steering import RunWaiting, SteerOptions
+from services.tools import workflow_subject
 from store import workflows as store
 
 log = logging.getLogger("parley.workflows")
@@ -131,13 +133,18 @@ async def start_workflow(
     """Store the workflow run as `running` and start it (with the steering options `steer`: its budget); return the
     `workflow_runs` record."""
     run_id = store.new_run_id()
+    node_tools = {}
+    if workflow_id is not None:  # grants are made to a stored workflow's nodes
+        subjects = {workflow_subject(workflow_id, node.id): node.id for node in spec.nodes}
+        granted = await tool_service.grants_of(engine.db, workspace=caller.workspace, subjects=list(subjects))
+        node_tools = {subjects[subject]: tools for subject, tools in granted.items()}
     record = await store.insert_run(engine.db, run_id=run_id, workspace=caller.workspace, user=caller.user,
                                     workflow_id=workflow_id, workflow_name=spec.name, input=initial)
     await engine.submit(
         "workflow", caller=caller, run_id=run_id, title=spec.name,
         ref={"workflowId": workflow_id, "workflowRunId": run_id},
         input={"workflow": spec.dump(), "initial": jsonable(initial), "workflowId": workflow_id,
-               "workspaceAgents": workspace_agents,
+               "workspaceAgents": workspace_agents, **({"nodeTools": node_tools} if node_tools else {}),
                "bill": billing.Bill(usage="workflow", takes_allowance=True).dump(),
                **({"steer": steer.dump()} if steer.dump() else {})},
     )

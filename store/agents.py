@@ -18,6 +18,8 @@ from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
+from store import tools as tool_store
+
 INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
     ("agents", [("workspace", 1), ("order", 1)], {}),
     ("agent_documents", [("agentId", 1), ("createdAt", 1)], {}),
@@ -169,12 +171,13 @@ async def update_agent(db: AsyncDatabase, *, workspace: str, agent_id: str, chan
 
 
 async def delete_agent(db: AsyncDatabase, *, workspace: str, agent_id: str) -> bool:
-    """Delete an agent with its documents and memories; False when it does not exist."""
+    """Delete an agent with its documents, memories and tool grant; False when it does not exist."""
     result = await db.agents.delete_one({"_id": agent_id, "workspace": workspace})
     if result.deleted_count == 0:
         return False
     await db.agent_documents.delete_many({"agentId": agent_id})
     await db.agent_memories.delete_many({"agentId": agent_id})
+    await tool_store.delete_grants(db, workspace=workspace, subject_prefix=f"agent:{agent_id}")
     return True
 
 

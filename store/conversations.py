@@ -194,6 +194,17 @@ async def list_messages(db: AsyncDatabase, *, conversation_id: str) -> list[dict
     return await db.conversation_messages.find({"conversationId": conversation_id}).sort("seq", 1).to_list(None)
 
 
+async def conclusions(db: AsyncDatabase, *, conversation_id: str) -> list[dict]:
+    """The conversation's concluded questions, oldest first: each `{exchange, question}` with its synthesis's fields
+    (a question without a synthesis, failed or still being debated, is left out)."""
+    rows = await db.conversation_messages.find(
+        {"conversationId": conversation_id, "senderType": {"$in": ["user", "synthesizer"]}},
+        {"exchange": 1, "senderType": 1, "content": 1, "metadata": 1}).sort("seq", 1).to_list(None)
+    questions = {r.get("exchange", 0): r["content"] for r in rows if r["senderType"] == "user"}
+    return [{**(r.get("metadata") or {}), "exchange": r.get("exchange", 0),
+             "question": questions.get(r.get("exchange", 0), "")} for r in rows if r["senderType"] == "synthesizer"]
+
+
 async def add_rounds(db: AsyncDatabase, *, conversation_id: str, exchange: int, rounds: list[dict]) -> None:
     now = datetime.now(UTC)
     rows = [

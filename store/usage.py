@@ -30,6 +30,7 @@ async def record_usage(
             "calls": int(sums["calls"]),
             "costUsd": float(sums["cost"]),
             "priced": all(r.priced for r in ledger.records if r.model == model),
+            **({"toolCalls": ledger.tool_calls_of(model)} if ledger.tool_calls_of(model) else {}),
             "createdAt": now,
         }
         for model, sums in ledger.by_model().items()

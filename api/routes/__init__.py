@@ -5,7 +5,7 @@ from collections.abc import Awaitable, Callable
 from fastapi import FastAPI
 
 from api.routes import (agents, chat, conversations, docs, duel, health, me, metrics, models, routers, runs,
-                        studio, workflows)
+                        studio, tools, workflows)
 from services import duel as duel_service
 from services import roundtable
 
@@ -16,6 +16,7 @@ ROUTERS = [
     chat.router,
     models.router,
     routers.router,
+    tools.router,
     agents.router,
     conversations.router,
     workflows.router,

@@ -51,6 +51,8 @@ class DuelInput(TypedDict):
     consumed: NotRequired[list[str]]
     passed: NotRequired[int]
     stopped_by: NotRequired[str]
+    # The tools each side was granted (`nodes.tools`): {"user": [...], "opponent": [...]}.
+    tools: NotRequired[dict]
 
 
 class DuelOutput(TypedDict, total=False):
@@ -71,6 +73,7 @@ class DuelState(SteerState, total=False):
     messages: Annotated[list[dict], operator.add]
     summary: str  # running summary of the turns that left the speakers' recent window
     summarized: int  # how many turns the summary covers
+    tools: dict  # the tools each side was granted
     verdicts: Annotated[list[dict], operator.add]
     synthesis: dict
 

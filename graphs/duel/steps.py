@@ -93,6 +93,7 @@ class TurnInput(TypedDict):
     summary: NotRequired[str]
     summarized: NotRequired[int]
     human: NotRequired[list[dict]]  # what the person who started the debate sent (`nodes.steer`)
+    tools: NotRequired[dict]
 
 
 class SynthesisInput(TypedDict):
@@ -204,6 +205,8 @@ def make_speaker(role: Role):
     def record(turn: Turn, state: TurnInput, ctx: DuelContext) -> dict:
         message = {"role": role, "name": turn.speaker["name"], "content": turn.text,
                    "timestamp": int(time.time() * 1000)}
+        if turn.tool_runs:
+            message["toolCalls"] = [run.dump() for run in turn.tool_runs]
         emit({"event": "message", **message, "round": _round_of(state)})
         return {"messages": [message], "summary": state["summary"], "summarized": state["summarized"]}
 
@@ -220,6 +223,7 @@ def make_speaker(role: Role):
         max_tokens=lambda state, ctx: ctx.turn_tokens(state["topic"]),
         label=role,
         length=_turn_length,
+        grants=lambda state, ctx: (state.get("tools") or {}).get(role),
         writes=record,
     )
 

@@ -173,6 +173,7 @@ async def seat_agents(state: dict[str, Any], runtime: Runtime) -> dict[str, Any]
             "memories": list(agent.get("memories") or [])[-ctx.memories_per_agent :],
             "passages": [{"title": p.title, "text": p.text} for p in passages],
             "seat": index,
+            "tools": list(agent.get("tools") or []),
         })
     return {"seats": seats}
 
@@ -255,7 +256,8 @@ def _turn_model(state: TurnInput, ctx: RoundTableContext) -> str | None:
 
 
 async def _record_turn(turn: Turn, state: TurnInput, ctx: RoundTableContext) -> dict[str, Any]:
-    """Extract the stance the streamed answer took, and record the answer as one transcript message."""
+    """Extract the stance the streamed answer took, and record the answer (with the tools it called) as one
+    transcript message."""
     agent, round_number = state["agent"], state["round"]
     content = turn.text.strip()
     extract = ctx.structured(StatedPosition, turn.model, temperature=0.0, label=turn.label)
@@ -285,9 +287,11 @@ async def _record_turn(turn: Turn, state: TurnInput, ctx: RoundTableContext) -> 
         "isDevilsAdvocate": agent["isDevilsAdvocate"],
         "seat": agent.get("seat", 0),
         "model": ctx.model_id(turn.model),
-        "usage": _usage_of(ctx, turn.label),
+        "usage": {**_usage_of(ctx, turn.label), **({"toolCalls": len(turn.tool_runs)} if turn.tool_runs else {})},
         "createdAt": datetime.now(UTC).isoformat(),
     }
+    if turn.tool_runs:
+        message["toolCalls"] = [run.dump() for run in turn.tool_runs]
     emit({"event": "message", **message})
     return {"transcript": [message]}
 
@@ -304,6 +308,7 @@ _TURN = dict(
     temperature=lambda state, ctx: ctx.temperature,
     max_tokens=lambda state, ctx: ctx.max_tokens,
     label=lambda state, ctx: f"roundtable:{state['round']}:{state['agent']['id']}:{uuid.uuid4().hex[:8]}",
+    grants=lambda state, ctx: state["agent"].get("tools"),
     writes=_record_turn,
     resend=True,
 )

@@ -17,6 +17,7 @@ from core.settings import Settings
 from llm.factory import ModelFactory
 from llm.usage import UsageLedger
 from nodes.context import RunContext
+from runs.tools import WorkspaceTools
 
 
 # Bill a run that ends (its record, what its model calls used): record its usage, settle what was reserved for it;
@@ -119,6 +120,11 @@ class ModeRun(ABC):
         """Bill the run for what `ledger` recorded: its usage rows, and what was reserved for it settled to what it
         used (`Services.settle`); return the token allowance left (None: unlimited, or not charged)."""
         return await self.services.settle(self.services.db, self.record, ledger)
+
+    def tool_access(self, *, conversation_id: str | None = None) -> WorkspaceTools:
+        """The tools the run's speakers were granted in its workspace (`RunContext.tools`)."""
+        return WorkspaceTools(self.services.db, self.services.settings, self.record["workspace"],
+                              conversation_id=conversation_id)
 
     @abstractmethod
     def graph(self, checkpointer: BaseCheckpointSaver | None) -> Pregel:

@@ -29,6 +29,7 @@ from graphs.duel.steps import TurnInterrupted
 from llm.failures import failure_message
 from llm.usage import UsageLedger
 from nodes.steer import HUMAN_ID
+from nodes.tools import TOOL_EVENTS
 from runs.modes.base import Emit, ModeRun, Outcome, RunFailure, with_checkpointer
 from store import debates as store
 
@@ -97,7 +98,7 @@ class DuelRun(ModeRun):
         return with_checkpointer(duel_graph, checkpointer)
 
     def context(self, ledger: UsageLedger) -> DuelContext:
-        return DuelContext(models=self.services.factory, ledger=ledger)
+        return DuelContext(models=self.services.factory, ledger=ledger, tools=self.tool_access())
 
     def graph_input(self) -> dict[str, Any]:
         return {key: value for key, value in self.input.items() if key != "steer"}  # the engine reads `steer`
@@ -108,12 +109,15 @@ class DuelRun(ModeRun):
             return  # a person's message goes out whole, as `human` (the seed's chunks are the debaters')
         if kind == "chunk":
             yield Emit("chunk", {"role": part["speaker"]["id"], "content": part["content"]})  # the seed's chunk
+        elif kind in TOOL_EVENTS:  # a side's call of a tool it was granted, and its result
+            yield Emit(kind, {"role": part["speaker"]["id"],
+                              **{k: v for k, v in part.items() if k not in ("event", "speaker", "round")}})
         elif kind == "start" and self.speaking != part["role"]:
             self.speaking = part["role"]
             yield Emit("start", {"role": part["role"], "name": part["name"]})
         elif kind == "message":
             self.speaking = None
-            message = {key: part[key] for key in ("role", "name", "content", "timestamp")}
+            message = {key: part[key] for key in ("role", "name", "content", "timestamp", "toolCalls") if key in part}
             self.messages.append(message)
             yield Emit("message", message, durable=True)
         elif kind == "opponent":

@@ -124,7 +124,7 @@ class PanelRun(ModeRun):
         return with_checkpointer(panel_graph, checkpointer)
 
     def context(self, ledger: UsageLedger) -> PanelContext:
-        return PanelContext(models=self.services.factory, ledger=ledger)
+        return PanelContext(models=self.services.factory, ledger=ledger, tools=self.tool_access())
 
     def graph_input(self) -> dict[str, Any]:
         return dict(self.input["graph"])

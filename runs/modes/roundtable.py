@@ -24,16 +24,22 @@ from llm.failures import failure_message
 from llm.usage import UsageLedger
 from nodes.speak import is_chunk
 from nodes.steer import HUMAN_ID
+from nodes.tools import TOOL_EVENTS
 from runs.modes.base import Emit, ModeRun, Outcome, RunFailure, with_checkpointer
 from store import agents as agent_store
 from store import conversations as conv_store
 
 
 def seed_chunk(event: dict[str, Any]) -> dict[str, Any]:
-    """A `chunk` of the one shape (`nodes.speak`) as the seed's round-table chunk: the agent, the round, the text."""
+    """A `chunk` of the one shape (`nodes.speak`) as the seed's round-table chunk: the agent, the round, the text;
+    a `tool_call` or `tool_result` (`nodes.tools`) the same way, the agent and round first, then its own fields."""
     speaker = event["speaker"]
     return {"agentId": speaker["id"], "agentName": speaker["name"], "roundNumber": event["round"],
-            "content": event["content"]}
+            **{k: v for k, v in event.items() if k not in ("event", "speaker", "round")}}
+
+
+def _spoken(event: Any) -> bool:
+    return is_chunk(event) or (isinstance(event, dict) and event.get("event") in TOOL_EVENTS and "speaker" in event)
 
 
 def render_synthesis(synthesis: dict[str, Any]) -> str:
@@ -75,6 +81,7 @@ def transcript_messages(exchange: int, transcript: list[dict[str, Any]],
                 "phase": m["phase"], "roundNumber": m["roundNumber"], "isDevilsAdvocate": m["isDevilsAdvocate"],
                 "stance": m["stance"], "confidence": m["confidence"], "keyPoint": m["keyPoint"],
                 "model": m.get("model"), "usage": m.get("usage", {}),
+                **({"toolCalls": m["toolCalls"]} if m.get("toolCalls") else {}),
             },
         }
         for m in ordered
@@ -111,7 +118,8 @@ class RoundtableRun(ModeRun):
 
     def context(self, ledger: UsageLedger) -> RoundTableContext:
         return RoundTableContext(models=self.services.factory, ledger=ledger,
-                                 unanimous_confidence=self.input.get("earlyStop"))
+                                 unanimous_confidence=self.input.get("earlyStop"),
+                                 tools=self.tool_access(conversation_id=self.conversation["_id"]))
 
     def graph_input(self) -> dict[str, Any]:
         return dict(self.input["graph"])
@@ -123,7 +131,7 @@ class RoundtableRun(ModeRun):
             data = human_event(part)
             self.human.append(data)
         else:
-            data = seed_chunk(part) if is_chunk(part) else {k: v for k, v in part.items() if k != "event"}
+            data = seed_chunk(part) if _spoken(part) else {k: v for k, v in part.items() if k != "event"}
         if part.get("event") == "message":
             self.transcript.append(data)
         yield Emit(part["event"], data)

@@ -58,8 +58,9 @@ class WorkflowRun(ModeRun):
         return compile_workflow(self.spec, checkpointer=checkpointer)
 
     def context(self, ledger: UsageLedger) -> WorkflowContext:
-        return WorkflowContext(models=self.services.factory, ledger=ledger,
-                               workspace_agents=self.input.get("workspaceAgents"))
+        return WorkflowContext(models=self.services.factory, ledger=ledger, tools=self.tool_access(),
+                               workspace_agents=self.input.get("workspaceAgents"),
+                               node_tools=self.input.get("nodeTools"))
 
     def graph_input(self) -> dict[str, Any]:
         return dict(self.input["initial"])

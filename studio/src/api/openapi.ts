@@ -194,6 +194,94 @@ export interface paths {
         patch: operations["update_router_v1_routers__router_id__patch"];
         trace?: never;
     };
+    "/v1/tools": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List the workspace's tool servers and Parley's built-in tools */
+        get: operations["list_tools_v1_tools_get"];
+        put?: never;
+        /** Register an MCP server of tools for the workspace's agents */
+        post: operations["register_server_v1_tools_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/tools/grants": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List the tools granted to each subject */
+        get: operations["list_grants_v1_tools_grants_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/tools/grants/{subject}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /** Grant a subject exactly these tools (an empty list: none) */
+        put: operations["set_grant_v1_tools_grants__subject__put"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/tools/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Show a tool server (the names of its secrets, never their values) */
+        get: operations["get_server_v1_tools__name__get"];
+        put?: never;
+        post?: never;
+        /** Remove a tool server, and its tools from every grant */
+        delete: operations["delete_server_v1_tools__name__delete"];
+        options?: never;
+        head?: never;
+        /** Change a tool server; its tools are listed again */
+        patch: operations["update_server_v1_tools__name__patch"];
+        trace?: never;
+    };
+    "/v1/tools/{name}/refresh": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** List a tool server's tools again (new descriptions, schemas) */
+        post: operations["refresh_server_v1_tools__name__refresh_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/agents": {
         parameters: {
             query?: never;
@@ -1453,6 +1541,17 @@ export interface components {
             op: "format";
         };
         /**
+         * GrantSet
+         * @description The tools a subject is granted (replacing what it had; an empty list removes the grant).
+         */
+        GrantSet: {
+            /**
+             * Tools
+             * @description Each `server/tool`, `server/*` (every allowed tool of the server), `parley/search_documents` or `parley/earlier_syntheses` (round-table agents only).
+             */
+            tools: string[];
+        };
+        /**
          * InlineRunRequest
          * @description A workflow given in the request, and its input.
          */
@@ -2405,6 +2504,74 @@ export interface components {
             type: "select_opponent";
             config?: components["schemas"]["SelectOpponentConfig"];
             inputs?: components["schemas"]["SelectOpponentInputs"];
+        };
+        /**
+         * ServerCreate
+         * @description An MCP server to register: a `command` (stdio) or a `url` (streamable HTTP), and the tools agents may call.
+         */
+        ServerCreate: {
+            /**
+             * Name
+             * @description Unique in the workspace; grants name its tools `<name>/<tool>`.
+             */
+            name: string;
+            /**
+             * Command
+             * @description The executable of a stdio server; one of PARLEY_TOOL_COMMANDS.
+             */
+            command?: string | null;
+            /**
+             * Args
+             * @description The command's arguments.
+             */
+            args?: string[];
+            /**
+             * Env
+             * @description Environment variables of the command (secret: stored, never shown; only their names are).
+             */
+            env?: {
+                [key: string]: string;
+            };
+            /**
+             * Url
+             * @description The streamable-HTTP endpoint; under one of PARLEY_TOOL_URLS.
+             */
+            url?: string | null;
+            /**
+             * Headers
+             * @description HTTP headers sent to the URL, e.g. `Authorization` (secret: stored, never shown; only their names are).
+             */
+            headers?: {
+                [key: string]: string;
+            };
+            /**
+             * Allowedtools
+             * @description The tools of the server that agents may be granted; each must be one the server lists.
+             */
+            allowedTools: string[];
+        };
+        /**
+         * ServerUpdate
+         * @description A change to a registered server; fields left out keep their value (`env` and `headers`, when given, replace
+         *     the stored ones whole). The server's tools are listed again.
+         */
+        ServerUpdate: {
+            /** Command */
+            command?: string | null;
+            /** Args */
+            args?: string[] | null;
+            /** Env */
+            env?: {
+                [key: string]: string;
+            } | null;
+            /** Url */
+            url?: string | null;
+            /** Headers */
+            headers?: {
+                [key: string]: string;
+            } | null;
+            /** Allowedtools */
+            allowedTools?: string[] | null;
         };
         /** SoftMemory */
         SoftMemory: {
@@ -3696,6 +3863,578 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["OpenAIError"];
+                };
+            };
+        };
+    };
+    list_tools_v1_tools_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description No API key, or an unknown one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The key lacks the `admin` scope, or is read-only. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The database is unreachable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+        };
+    };
+    register_server_v1_tools_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ServerCreate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description A field is invalid; the deployment does not allow the command or URL (`tool_server_not_allowed`); or an allowed tool is not one the server lists (`unknown_tool`). A body that is not JSON (`invalid_json`), nests deeper than 64 levels (`too_deep`), or holds what MongoDB cannot store: a NUL character in a key, a lone UTF-16 surrogate, an integer beyond 64 bits (`unstorable_value`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description No API key, or an unknown one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The key lacks the `admin` scope, or is read-only. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description A server of this name exists already. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The request body is larger than the server's limit (`PARLEY_MAX_BODY_BYTES`, 4 MB by default). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The server could not be started, reached or listed (`tool_server_unreachable`). */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The database is unreachable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+        };
+    };
+    list_grants_v1_tools_grants_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description No API key, or an unknown one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The key lacks the `admin` scope, or is read-only. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The database is unreachable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+        };
+    };
+    set_grant_v1_tools_grants__subject__put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                subject: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["GrantSet"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description The subject is not one Parley knows (`invalid_subject`), or a tool is not a registered server's allowed tool or a built-in the subject may hold (`unknown_tool`). A body that is not JSON (`invalid_json`), nests deeper than 64 levels (`too_deep`), or holds what MongoDB cannot store: a NUL character in a key, a lone UTF-16 surrogate, an integer beyond 64 bits (`unstorable_value`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description No API key, or an unknown one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The key lacks the `admin` scope, or is read-only. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The subject names nothing in the workspace. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The request body is larger than the server's limit (`PARLEY_MAX_BODY_BYTES`, 4 MB by default). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The database is unreachable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+        };
+    };
+    get_server_v1_tools__name__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description The request is invalid; the message names the field at fault. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description No API key, or an unknown one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The key lacks the `admin` scope, or is read-only. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description Nothing with this id in the caller's workspace. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The database is unreachable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+        };
+    };
+    delete_server_v1_tools__name__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is invalid; the message names the field at fault. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description No API key, or an unknown one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The key lacks the `admin` scope, or is read-only. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description Nothing with this id in the caller's workspace. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The database is unreachable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+        };
+    };
+    update_server_v1_tools__name__patch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ServerUpdate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description A field is invalid; the deployment does not allow the command or URL (`tool_server_not_allowed`); or an allowed tool is not one the server lists (`unknown_tool`). A body that is not JSON (`invalid_json`), nests deeper than 64 levels (`too_deep`), or holds what MongoDB cannot store: a NUL character in a key, a lone UTF-16 surrogate, an integer beyond 64 bits (`unstorable_value`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description No API key, or an unknown one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The key lacks the `admin` scope, or is read-only. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description Nothing with this id in the caller's workspace. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The request body is larger than the server's limit (`PARLEY_MAX_BODY_BYTES`, 4 MB by default). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The server could not be started, reached or listed (`tool_server_unreachable`). */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The database is unreachable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+        };
+    };
+    refresh_server_v1_tools__name__refresh_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description A field is invalid; the deployment does not allow the command or URL (`tool_server_not_allowed`); or an allowed tool is not one the server lists (`unknown_tool`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description No API key, or an unknown one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The key lacks the `admin` scope, or is read-only. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description Nothing with this id in the caller's workspace. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The server could not be started, reached or listed (`tool_server_unreachable`). */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The database is unreachable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
                 };
             };
         };

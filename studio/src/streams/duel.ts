@@ -1,8 +1,9 @@
 /**
- * A duel as the viewer shows it, built from its events (`init start chunk message synthesizing synthesis done`), and
- * how it is steered (`human waiting resumed stopping`, docs/steering.md).
+ * A duel as the viewer shows it, built from its events (`init start chunk tool_call tool_result message synthesizing
+ * synthesis done`), and how it is steered (`human waiting resumed stopping`, docs/steering.md).
  */
 import type { StreamEvent } from "../api/sse";
+import { storedToolCalls, withToolEvent, type ToolCall } from "./tools";
 import { retracted, updateLast, withoutPieces, type Piece } from "./useStream";
 
 export type Side = "user" | "opponent" | "human";
@@ -32,6 +33,7 @@ export interface DuelTurn {
   startSeq: number | null;
   pieces: Piece[];
   content: string | null; // the finished message; null while it streams
+  toolCalls: ToolCall[]; // the tools the side called during the turn
 }
 
 export type DuelStatus = "connecting" | "debating" | "waiting" | "judging" | "done" | "failed" | "cancelled";
@@ -85,7 +87,7 @@ export function duelReducer(view: DuelView, { event, data, id }: StreamEvent): D
       return {
         ...view,
         status: "debating",
-        turns: [...view.turns, { role: data.role, name: data.name, startSeq: id, pieces: [], content: null }],
+        turns: [...view.turns, { role: data.role, name: data.name, startSeq: id, pieces: [], content: null, toolCalls: [] }],
       };
     case "chunk": {
       const turns = updateLast(view.turns, open(data.role), (t) => ({
@@ -94,17 +96,30 @@ export function duelReducer(view: DuelView, { event, data, id }: StreamEvent): D
       }));
       return turns ? { ...view, turns } : view;
     }
+    case "tool_call":
+    case "tool_result": {
+      const turns = updateLast(view.turns, open(data.role), (t) => ({
+        ...t,
+        toolCalls: withToolEvent(t.toolCalls, event, data),
+      }));
+      return turns ? { ...view, turns } : view;
+    }
     case "message": {
-      const turns = updateLast(view.turns, open(data.role), (t) => ({ ...t, name: data.name, content: data.content }));
+      const toolCalls = storedToolCalls(data.toolCalls);
+      const turns = updateLast(view.turns, open(data.role), (t) => ({
+        ...t, name: data.name, content: data.content, toolCalls: toolCalls.length ? toolCalls : t.toolCalls,
+      }));
       return {
         ...view,
-        turns: turns ?? [...view.turns, { role: data.role, name: data.name, startSeq: id, pieces: [], content: data.content }],
+        turns: turns ?? [...view.turns, { role: data.role, name: data.name, startSeq: id, pieces: [], content: data.content,
+          toolCalls }],
       };
     }
     case "human":
       return {
         ...view,
-        turns: [...view.turns, { role: "human", name: data.name, startSeq: id, pieces: [], content: data.content }],
+        turns: [...view.turns, { role: "human", name: data.name, startSeq: id, pieces: [], content: data.content,
+          toolCalls: [] }],
       };
     case "waiting":
       return { ...view, status: "waiting", waitingAfter: data.position ?? null };

@@ -1,10 +1,11 @@
 /**
  * A round-table exchange (one question put to the table) as the viewer shows it: built live from the
- * message stream's events (`round_start chunk message convergence synthesis done`, and the steering ones, `human
- * waiting resumed stopping`: docs/steering.md), or from a stored conversation (`GET /v1/conversations/{id}`). Both give
- * the same shape, so one view draws either.
+ * message stream's events (`round_start chunk tool_call tool_result message convergence synthesis done`, and the
+ * steering ones, `human waiting resumed stopping`: docs/steering.md), or from a stored conversation
+ * (`GET /v1/conversations/{id}`). Both give the same shape, so one view draws either.
  */
 import type { StreamEvent } from "../api/sse";
+import { storedToolCalls, withToolEvent, type ToolCall } from "./tools";
 import { retracted, withoutPieces, type Piece } from "./useStream";
 
 /** Parley's default convergence threshold; a live stream states the one in force. */
@@ -20,6 +21,7 @@ export interface RtTurn {
   stance: string | null;
   confidence: number | null;
   keyPoint: string | null;
+  toolCalls: ToolCall[];
 }
 
 export interface RtRound {
@@ -98,6 +100,7 @@ const blankTurn = (agentId: string, agentName: string, isDevilsAdvocate: boolean
   stance: null,
   confidence: null,
   keyPoint: null,
+  toolCalls: [],
 });
 
 function updateTurn(view: Exchange, roundNumber: number, agentId: string, agentName: string,
@@ -138,6 +141,13 @@ export function exchangeReducer(view: Exchange, { event, data, id }: StreamEvent
         stance: data.stance ?? null,
         confidence: typeof data.confidence === "number" ? data.confidence : null,
         keyPoint: data.keyPoint ?? null,
+        toolCalls: data.toolCalls ? storedToolCalls(data.toolCalls) : t.toolCalls,
+      }));
+    case "tool_call":
+    case "tool_result":
+      return updateTurn(view, data.roundNumber, data.agentId, data.agentName, (t) => ({
+        ...t,
+        toolCalls: withToolEvent(t.toolCalls, event, data),
       }));
     case "convergence":
       return {
@@ -242,6 +252,7 @@ export function exchangesOf(conversation: Conversation): Exchange[] {
       stance: typeof meta.stance === "string" ? meta.stance : null,
       confidence: typeof meta.confidence === "number" ? meta.confidence : null,
       keyPoint: typeof meta.keyPoint === "string" ? meta.keyPoint : null,
+      toolCalls: storedToolCalls(meta.toolCalls),
     });
   }
   for (const d of conversation.debates) {

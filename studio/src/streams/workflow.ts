@@ -1,5 +1,7 @@
-/** A workflow run as the designer's overlay and run log show it (`run_start node_start chunk progress node_end done`). */
+/** A workflow run as the designer's overlay and run log show it (`run_start node_start chunk tool_call tool_result
+ * progress node_end done`). */
 import type { StreamEvent } from "../api/sse";
+import { withToolEvent, type ToolCall } from "./tools";
 import { retracted, withoutPieces, type Piece } from "./useStream";
 
 export type NodeStatus = "running" | "done" | "failed" | "cancelled";
@@ -16,6 +18,7 @@ export interface Step {
   keys: string[];
   output: unknown;
   usage: unknown;
+  toolCalls: ToolCall[];
 }
 
 export interface WorkflowRunView {
@@ -70,11 +73,14 @@ export function workflowReducer(view: WorkflowRunView, { event, data, id }: Stre
         status: "running",
         steps: [...view.steps, {
           node: data.node, type: data.type, attempt: data.attempt ?? 1, startSeq: id, status: "running",
-          pieces: [], progress: [], keys: [], output: undefined, usage: undefined,
+          pieces: [], progress: [], keys: [], output: undefined, usage: undefined, toolCalls: [],
         }],
       };
     case "chunk":
       return updateLatest(view, data.node, (s) => ({ ...s, pieces: [...s.pieces, { seq: id, text: String(data.content ?? "") }] }));
+    case "tool_call":
+    case "tool_result":
+      return updateLatest(view, data.node, (s) => ({ ...s, toolCalls: withToolEvent(s.toolCalls, event, data) }));
     case "progress":
       return updateLatest(view, data.node, (s) => ({ ...s, progress: [...s.progress, { kind: data.kind, data: data.data }] }));
     case "node_end":

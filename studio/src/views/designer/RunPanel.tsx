@@ -1,6 +1,7 @@
 /** Run the workflow: an input form built from its declared state, and the run's log as it happens. */
 import { useEffect, useState } from "react";
 
+import { ToolCalls } from "../../components/ToolCalls";
 import { Badge, StatusLine } from "../../components/ui";
 import { stepText, type WorkflowRunView } from "../../streams/workflow";
 import { stateOf, writtenKeys, type Json, type WfStateKey, type WorkflowDoc } from "./doc";
@@ -153,6 +154,7 @@ export function RunLog({ run }: { run: WorkflowRunView }) {
                 <Badge tone={{ done: "good", failed: "bad", cancelled: "warn", running: "live" }[step.status]}>{step.status}</Badge>
                 {step.keys.length > 0 && <span className="muted"> → {step.keys.join(", ")}</span>}
               </p>
+              <ToolCalls calls={step.toolCalls} />
               {text && step.status === "running" && <p className="node-tokens">{text}</p>}
               {step.output !== undefined && (
                 <details>

@@ -2,6 +2,7 @@
 import { memo } from "react";
 
 import { stoppedText } from "../../components/SteerPanel";
+import { ToolCalls } from "../../components/ToolCalls";
 import { Badge, BulletList, StatusLine } from "../../components/ui";
 import { turnText, type DuelTurn, type DuelView, type Profile } from "../../streams/duel";
 
@@ -112,6 +113,7 @@ const TurnItem = memo(function TurnItem({ turn, round }: { turn: DuelTurn; round
         {round === null ? <Badge tone="neutral">you, to the debaters</Badge> : <span className="muted">round {round}</span>}
         {streaming && <Badge tone="live">speaking</Badge>}
       </p>
+      <ToolCalls calls={turn.toolCalls} />
       <p className="turn-text">{turnText(turn)}</p>
     </li>
   );

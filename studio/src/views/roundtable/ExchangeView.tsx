@@ -3,6 +3,7 @@ import { memo } from "react";
 
 import { Badge, BulletList, StatusLine } from "../../components/ui";
 import { stoppedText } from "../../components/SteerPanel";
+import { ToolCalls } from "../../components/ToolCalls";
 import { turnText, type Exchange, type Guidance, type RtRound, type RtSynthesis, type RtTurn } from "../../streams/roundtable";
 import { ConvergenceChart } from "./ConvergenceChart";
 
@@ -34,6 +35,7 @@ const TurnCard = memo(function TurnCard({ turn }: { turn: RtTurn }) {
           <strong>Key point:</strong> {turn.keyPoint}
         </p>
       )}
+      <ToolCalls calls={turn.toolCalls} />
       <p className="turn-text">{turnText(turn)}</p>
     </li>
   );

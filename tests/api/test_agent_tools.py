@@ -1,0 +1,355 @@
+"""Tools for Parley's debaters (issue 20): `/v1/tools` (an admin registers MCP servers and grants tools), and a
+round-table agent calling a granted tool during its turn, against a small real MCP server (tests/support/tool_server.py,
+over stdio as Parley starts it, and over streamable HTTP on 127.0.0.1 started by the test), the scripted model server
+emitting the calls."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from api.main import create_app
+from core.settings import Settings, get_settings
+from tests.api.test_roundtable_api import sse_events
+from tests.support.mcp import http_client as mcp_client
+from tests.support.servers import ServerThread
+
+ROOT = Path(__file__).resolve().parents[2]
+TOOL_SERVER = str(ROOT / "tests" / "support" / "tool_server.py")
+# `-I`: the script's folder (tests/support, whose mcp.py is not the SDK) stays off sys.path.
+STDIO = {"name": "weather", "command": sys.executable, "args": ["-I", TOOL_SERVER],
+         "allowedTools": ["get_weather", "add", "fail", "slow", "show_env"]}
+FORECAST = "Forecast for Lyon: sunny, 21 degrees, light wind."
+
+
+def auth(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+@pytest.fixture(scope="module")
+def http_tools() -> Iterator[str]:
+    """The test's MCP server over streamable HTTP on 127.0.0.1: its URL."""
+    proc = subprocess.Popen([sys.executable, "-I", TOOL_SERVER, "--http", "--port", "0"], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("READY "), line
+        yield line.split()[1]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture
+def tool_settings(parley_env, monkeypatch, http_tools) -> Settings:
+    """The deployment allows the test's stdio command and its HTTP server's URL, and carries a secret of its own."""
+    monkeypatch.setenv("PARLEY_TOOL_COMMANDS", sys.executable)
+    monkeypatch.setenv("PARLEY_TOOL_URLS", http_tools.rsplit("/", 1)[0] + "/")
+    monkeypatch.setenv("PARLEY_SECRET_FOR_TEST", "do-not-leak")
+    get_settings.cache_clear()
+    return get_settings()
+
+
+@pytest.fixture
+def server(tool_settings) -> Iterator[ServerThread]:
+    with ServerThread(create_app(tool_settings)) as running:
+        yield running
+
+
+@pytest.fixture
+def client(server):
+    import httpx
+
+    with httpx.Client(base_url=server.url, timeout=60) as http:
+        yield http
+
+
+@pytest.fixture
+def admin(make_key):
+    return make_key(["admin"])
+
+
+def add_agent(client, key, name, role="Finance") -> dict:
+    resp = client.post("/v1/agents", json={"name": name, "role": role, "persona": f"{name} persona"}, headers=auth(key))
+    assert resp.status_code == 201, resp.text
+    return resp.json()["agent"]
+
+
+def register(client, key, body=STDIO):
+    return client.post("/v1/tools", json=body, headers=auth(key))
+
+
+# --- the admin API ---------------------------------------------------------------------------
+
+
+def test_an_admin_registers_a_stdio_server_whose_secrets_are_never_shown(client, admin, make_key):
+    resp = register(client, admin, {**STDIO, "env": {"WEATHER_TOKEN": "s3cret"}})
+    assert resp.status_code == 201, resp.text
+    server = resp.json()["server"]
+    assert server["name"] == "weather" and server["transport"] == "stdio" and server["envNames"] == ["WEATHER_TOKEN"]
+    assert [t["name"] for t in server["tools"]] == ["get_weather", "add", "fail", "slow", "show_env"]
+    weather = server["tools"][0]
+    assert weather["description"] == "Today's forecast for a city."
+    assert weather["parameters"]["required"] == ["city"]
+    listed = client.get("/v1/tools", headers=auth(admin)).json()
+    assert [s["name"] for s in listed["servers"]] == ["weather"]
+    assert {b["grant"] for b in listed["builtins"]} == {"parley/search_documents", "parley/earlier_syntheses"}
+    for body in (listed, client.get("/v1/tools/weather", headers=auth(admin)).json()):
+        assert "s3cret" not in json.dumps(body)
+
+    assert register(client, admin).json()["code"] == "tool_server_exists"
+    conversations = make_key(["conversations"])
+    assert client.get("/v1/tools", headers=auth(conversations)).status_code == 403
+    assert register(client, conversations).status_code == 403
+    other = make_key(["admin"], workspace="ws2")
+    assert client.get("/v1/tools/weather", headers=auth(other)).status_code == 404
+
+
+def test_registration_refuses_what_the_deployment_does_not_allow(client, admin, http_tools):
+    cases = [
+        ({**STDIO, "command": "/bin/sh", "args": ["-c", "id"]}, 400, "tool_server_not_allowed"),
+        ({"name": "far", "url": "https://tools.example.com/mcp", "allowedTools": ["x"]}, 400, "tool_server_not_allowed"),
+        ({"name": "far", "url": http_tools.replace("127.0.0.1", "user:pw@127.0.0.1"), "allowedTools": ["add"]}, 400,
+         "tool_server_not_allowed"),
+        ({**STDIO, "allowedTools": ["get_weather", "launch_missiles"]}, 400, "unknown_tool"),
+        ({**STDIO, "url": http_tools}, 400, None),
+        ({**STDIO, "name": "parley"}, 400, "invalid_request"),
+        ({**STDIO, "name": "Bad Name"}, 400, None),
+        ({**STDIO, "env": {"LD_PRELOAD": "/tmp/x.so"}}, 400, None),
+        ({**STDIO, "env": {"PYTHONPATH": "/tmp"}}, 400, None),
+    ]
+    for body, status, code in cases:
+        resp = register(client, admin, body)
+        assert resp.status_code == status, (body, resp.text)
+        if code:
+            assert resp.json()["code"] == code, resp.text
+    assert client.get("/v1/tools", headers=auth(admin)).json()["servers"] == []
+
+
+def test_a_url_server_is_listed_and_changed(client, admin, http_tools):
+    resp = register(client, admin, {"name": "calc", "url": http_tools, "headers": {"Authorization": "Bearer k"},
+                                    "allowedTools": ["add"]})
+    assert resp.status_code == 201, resp.text
+    server = resp.json()["server"]
+    assert server["transport"] == "http" and server["headerNames"] == ["Authorization"] and "Bearer k" not in resp.text
+    assert [t["name"] for t in server["tools"]] == ["add"]
+    changed = client.patch("/v1/tools/calc", json={"allowedTools": ["add", "get_weather"]}, headers=auth(admin))
+    assert changed.status_code == 200, changed.text
+    assert [t["name"] for t in changed.json()["server"]["tools"]] == ["get_weather", "add"]  # as the server lists them
+    assert changed.json()["server"]["headerNames"] == ["Authorization"]  # kept: not sent again
+    assert client.post("/v1/tools/calc/refresh", headers=auth(admin)).status_code == 200
+    assert client.patch("/v1/tools/nope", json={"allowedTools": ["add"]}, headers=auth(admin)).status_code == 404
+
+
+def test_an_unreachable_server_is_a_502(client, admin, http_tools):
+    resp = register(client, admin, {"name": "dead", "url": http_tools + "/nowhere", "allowedTools": ["add"]})
+    assert resp.status_code == 502 and resp.json()["code"] == "tool_server_unreachable", resp.text
+
+
+def test_grants_name_registered_tools_and_known_subjects(client, admin):
+    assert register(client, admin).status_code == 201
+    claire = add_agent(client, admin, "Claire")
+
+    def grant(subject, tools):
+        return client.put(f"/v1/tools/grants/{subject}", json={"tools": tools}, headers=auth(admin))
+
+    ok = grant(f"agent:{claire['id']}", ["weather/get_weather", "parley/search_documents", "weather/get_weather"])
+    assert ok.status_code == 200, ok.text
+    assert ok.json()["grant"]["tools"] == ["weather/get_weather", "parley/search_documents"]
+    assert grant("duel:opponent", ["weather/*"]).status_code == 200
+    refused = [
+        (f"agent:{claire['id']}", ["weather/secret_tool"], 400, "unknown_tool"),
+        (f"agent:{claire['id']}", ["elsewhere/get_weather"], 400, "unknown_tool"),
+        ("duel:opponent", ["parley/search_documents"], 400, "unknown_tool"),
+        ("duel:referee", ["weather/add"], 400, "invalid_subject"),
+        ("agent:agt_nobody", ["weather/add"], 404, "subject_not_found"),
+    ]
+    for subject, tools, status, code in refused:
+        resp = grant(subject, tools)
+        assert (resp.status_code, resp.json()["code"]) == (status, code), resp.text
+    grants = client.get("/v1/tools/grants", headers=auth(admin)).json()["grants"]
+    assert {g["subject"]: g["tools"] for g in grants} == {
+        f"agent:{claire['id']}": ["weather/get_weather", "parley/search_documents"], "duel:opponent": ["weather/*"]}
+
+    assert client.delete("/v1/tools/weather", headers=auth(admin)).status_code == 204
+    grants = client.get("/v1/tools/grants", headers=auth(admin)).json()["grants"]
+    assert {g["subject"]: g["tools"] for g in grants} == {
+        f"agent:{claire['id']}": ["parley/search_documents"], "duel:opponent": []}
+    assert client.delete(f"/v1/agents/{claire['id']}", headers=auth(admin)).status_code == 204
+    assert [g["subject"] for g in client.get("/v1/tools/grants", headers=auth(admin)).json()["grants"]] == [
+        "duel:opponent"]
+    assert grant("duel:opponent", []).json()["grant"]["tools"] == []
+    assert client.get("/v1/tools/grants", headers=auth(admin)).json()["grants"] == []
+
+
+# --- a round-table agent calls its tool --------------------------------------------------------
+
+
+def test_a_round_table_agent_calls_a_granted_tool_during_its_turn(client, server, admin, llm):
+    assert register(client, admin).status_code == 201
+    claire, marc = add_agent(client, admin, "Claire"), add_agent(client, admin, "Marc", "Sales")
+    resp = client.put(f"/v1/tools/grants/agent:{claire['id']}", json={"tools": ["weather/get_weather"]},
+                      headers=auth(admin))
+    assert resp.status_code == 200, resp.text
+    # Only Claire is offered tools: her first answer calls one; with its result she answers.
+    llm.script(with_tools=True, match=FORECAST, reply="The forecast says sunny in Lyon, so open the office now.")
+    llm.script(with_tools=True, tool_calls=[{"name": "get_weather", "arguments": {"city": "Lyon"}, "id": "call_w1"}],
+               times=1)
+    conversation = client.post("/v1/conversations", json={"title": "Open in Lyon?"}, headers=auth(admin)).json()
+    conversation_id = conversation["conversation"]["id"]
+    with client.stream("POST", f"/v1/conversations/{conversation_id}/message", json={"content": "Open in Lyon?"},
+                       headers={**auth(admin), "Accept": "text/event-stream"}) as resp:
+        assert resp.status_code == 200
+        run_id = resp.headers["x-run-id"]
+        events = sse_events(resp.read().decode())
+    names = [name for _, name, _ in events]
+    assert names[-1] == "done", names
+    call = next(data for _, name, data in events if name == "tool_call")
+    result = next(data for _, name, data in events if name == "tool_result")
+    assert call == {"agentId": claire["id"], "agentName": "Claire", "roundNumber": 0, "index": 0, "id": "call_w1",
+                    "name": "get_weather", "arguments": json.dumps({"city": "Lyon"})}
+    assert result == {"agentId": claire["id"], "agentName": "Claire", "roundNumber": 0, "index": 0, "id": "call_w1",
+                      "name": "get_weather", "content": FORECAST, "isError": False}
+    claire_at = next(i for i, (_, n, d) in enumerate(events) if n == "message" and d["agentId"] == claire["id"])
+    assert names.index("tool_call") < names.index("tool_result") < claire_at
+    claire_message = events[claire_at][2]
+    assert claire_message["content"] == "The forecast says sunny in Lyon, so open the office now."
+
+    # The result reached the model's next request, as a tool message answering the call.
+    followed = [r for r in llm.requests if any(m.get("role") == "tool" for m in r["messages"])]
+    assert len(followed) == 1
+    tool_message = next(m for m in followed[0]["messages"] if m["role"] == "tool")
+    assert (tool_message["content"], tool_message["tool_call_id"]) == (FORECAST, "call_w1")
+    asked = next(m for m in followed[0]["messages"] if m.get("tool_calls"))
+    assert asked["tool_calls"][0]["function"]["name"] == "get_weather"
+    assert [t["function"]["name"] for t in followed[0]["tools"]] == ["get_weather"]
+    assert not any("tools" in r for r in llm.requests if marc["name"] in json.dumps(r["messages"][:1]))
+
+    # The stored transcript keeps both, and the message's usage counts the call.
+    detail = client.get(f"/v1/conversations/{conversation_id}", headers=auth(admin)).json()["conversation"]
+    stored = next(m for m in detail["messages"] if m.get("agentId") == claire["id"])
+    assert stored["metadata"]["toolCalls"] == [{"id": "call_w1", "name": "get_weather",
+                                                "arguments": json.dumps({"city": "Lyon"}), "result": FORECAST,
+                                                "isError": False}]
+    assert stored["metadata"]["usage"]["toolCalls"] == 1
+    assert all("toolCalls" not in (m.get("metadata") or {}) for m in detail["messages"]
+               if m.get("agentId") == marc["id"])
+
+    # The run's Markdown transcript (MCP resource parley://runs/{id}) names the call under Claire's turn.
+    async def transcript() -> str:
+        async with mcp_client(server.url, admin) as mcp:
+            return (await mcp.read_resource(f"parley://runs/{run_id}")).contents[0].text
+
+    text = asyncio.run(transcript())
+    assert f'- Called `get_weather({json.dumps({"city": "Lyon"})})`: {FORECAST}' in text
+
+
+def test_a_failing_tool_is_a_result_the_agent_reads_and_the_run_goes_on(client, admin, llm):
+    assert register(client, admin).status_code == 201
+    claire = add_agent(client, admin, "Claire")
+    client.put(f"/v1/tools/grants/agent:{claire['id']}", json={"tools": ["weather/*"]}, headers=auth(admin))
+    llm.script(with_tools=True, tool_calls=[
+        {"name": "fail", "arguments": {"reason": "no data"}, "id": "call_f"},
+        {"name": "nonexistent", "arguments": {}, "id": "call_n"},
+        {"name": "show_env", "arguments": {"name": "PARLEY_SECRET_FOR_TEST"}, "id": "call_e"},
+        {"name": "add", "arguments": {"a": 1, "b": 2}, "id": "call_a"},
+        {"name": "add", "arguments": {"a": 2, "b": 2}, "id": "call_over"},
+    ], times=1)
+    conversation_id = client.post("/v1/conversations", json={"title": "T"}, headers=auth(admin)).json()[
+        "conversation"]["id"]
+    resp = client.post(f"/v1/conversations/{conversation_id}/message", json={"content": "Go?"}, headers=auth(admin))
+    assert resp.status_code == 200, resp.text
+    detail = client.get(f"/v1/conversations/{conversation_id}", headers=auth(admin)).json()["conversation"]
+    calls = next(m for m in detail["messages"] if m.get("agentId") == claire["id"])["metadata"]["toolCalls"]
+    by_id = {c["id"]: c for c in calls}
+    assert by_id["call_f"]["isError"] and "no data" in by_id["call_f"]["result"]
+    assert by_id["call_n"]["isError"] and "no tool named 'nonexistent'" in by_id["call_n"]["result"]
+    # A stdio server starts with a clean environment: none of Parley's variables.
+    assert by_id["call_e"]["result"] == "(unset)" and not by_id["call_e"]["isError"]
+    assert by_id["call_a"]["result"] == "3"
+    # Past the turn's limit (4 calls) a call is answered without running, and the model is asked without tools.
+    assert by_id["call_over"]["isError"] and "at most 4" in by_id["call_over"]["result"]
+    last = [r for r in llm.requests if r.get("tool_choice") == "none"]
+    assert len(last) == 1 and sum(m["role"] == "tool" for m in last[0]["messages"]) == 5
+
+
+# --- a duel's side calls its tool ---------------------------------------------------------------
+
+
+def test_a_duel_side_granted_a_tool_calls_it_and_the_record_keeps_it(client, admin, make_key, llm, sync_db):
+    from tests.support.duel import OPPONENT_REPLY, script_duel
+    from tests.support.sse import parse_sse
+
+    assert register(client, admin).status_code == 201
+    assert client.put("/v1/tools/grants/duel:opponent", json={"tools": ["weather/get_weather"]},
+                      headers=auth(admin)).status_code == 200
+    llm.script(with_tools=True, tool_calls=[{"name": "get_weather", "arguments": {"city": "Oslo"}, "id": "call_o"}],
+               times=1)
+    script_duel(llm)
+    resp = client.post("/api/debate", json={"topic": "Should remote work be the default?", "rounds": 1,
+                                            "userProfile": {"name": "Ada"}}, headers=auth(make_key(["debate"])))
+    assert resp.status_code == 200, resp.text
+    events = parse_sse(resp.text)
+    kinds = [e.event for e in events if e.event != "chunk"]
+    assert kinds == ["init", "start", "message", "start", "tool_call", "tool_result", "message", "synthesizing",
+                     "synthesis", "done"]
+    call, result = (next(e.json() for e in events if e.event == kind) for kind in ("tool_call", "tool_result"))
+    assert call == {"role": "opponent", "index": 0, "id": "call_o", "name": "get_weather",
+                    "arguments": json.dumps({"city": "Oslo"})}
+    assert result["content"] == "Forecast for Oslo: sunny, 21 degrees, light wind." and result["role"] == "opponent"
+    messages = [e.json() for e in events if e.event == "message"]
+    assert "toolCalls" not in messages[0] and messages[1]["content"] == OPPONENT_REPLY
+    assert messages[1]["toolCalls"][0]["result"] == result["content"]
+    record = sync_db.debates.find_one({"_id": events[0].json()["id"]})
+    assert record["messages"][1]["toolCalls"] == messages[1]["toolCalls"]
+    # The user's side was granted nothing: its turns were offered no tools.
+    assert all("tools" not in r for r in llm.requests if "You are Ada," in json.dumps(r["messages"]))
+
+
+# --- a workflow's llm node calls its tool -------------------------------------------------------
+
+
+WORKFLOW = {"version": 1, "name": "Forecast brief",
+            "state": {"city": {"type": "string", "required": True}, "brief": {"type": "string"},
+                      "shape": {"type": "object"}},
+            "nodes": [{"id": "brief", "type": "llm", "inputs": {"prompt": "Write a brief on the weather in {city}."},
+                       "output_key": "brief"},
+                      {"id": "shape", "type": "llm", "config": {"output_schema": {
+                          "type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}},
+                       "inputs": {"prompt": "Is this fine? {brief}"}, "output_key": "shape"}],
+            "edges": [{"from": "brief", "to": "shape"}], "entry": "brief", "finish": ["shape"]}
+
+
+def test_a_stored_workflows_llm_node_calls_the_tool_granted_to_it(client, admin, llm):
+    assert register(client, admin).status_code == 201
+    created = client.post("/v1/workflows", json=WORKFLOW, headers=auth(admin))
+    assert created.status_code == 201, created.text
+    workflow_id = created.json()["id"]
+
+    def grant(node):
+        return client.put(f"/v1/tools/grants/workflow:{workflow_id}:{node}", json={"tools": ["weather/get_weather"]},
+                          headers=auth(admin))
+
+    assert grant("brief").status_code == 200
+    refused = grant("shape")  # a structured node does not stream, and calls no tool
+    assert (refused.status_code, refused.json()["code"]) == (400, "invalid_subject")
+    assert grant("nowhere").status_code == 404
+    llm.script(with_tools=True, match="Forecast for Bergen", reply="Bergen will be sunny.")
+    llm.script(with_tools=True, tool_calls=[{"name": "get_weather", "arguments": {"city": "Bergen"}}], times=1)
+    with client.stream("POST", f"/v1/workflows/{workflow_id}/runs/stream", json={"input": {"city": "Bergen"}},
+                       headers=auth(admin)) as resp:
+        assert resp.status_code == 200, resp.read()
+        events = sse_events(resp.read().decode())
+    by_name = {name: data for _, name, data in events}
+    assert by_name["tool_call"]["node"] == "brief" and by_name["tool_call"]["name"] == "get_weather"
+    assert by_name["tool_result"]["content"] == "Forecast for Bergen: sunny, 21 degrees, light wind."
+    assert by_name["done"]["state"]["brief"] == "Bergen will be sunny."
+    usage = by_name["done"]["usage"]  # the call counted in the run's usage, and in its node's
+    assert usage["toolCalls"] == 1 and usage["nodes"]["brief"]["toolCalls"] == 1 and "toolCalls" not in usage[
+        "nodes"]["shape"]
