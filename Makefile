@@ -46,6 +46,13 @@ $(VENV)/.dev: pyproject.toml $(VENV)/.embedded
 	@$(BIN)/pip install --quiet -e '.[embedded,dev]'
 	@touch $@ $(VENV)/.run
 
+# Node tools the suite drives (the MCP Inspector's CLI), installed from tests/support/node's lock file (npm registry).
+# Defined before `test`: make expands a rule's prerequisites when it reads the rule.
+NODE_TOOLS := tests/support/node/node_modules/.installed
+$(NODE_TOOLS): tests/support/node/package-lock.json
+	cd tests/support/node && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
 run: $(VENV)/.run
 	$(BIN)/parley serve
 
@@ -68,12 +75,6 @@ chromium:
 	fi; \
 	[ -x "$(CHROMIUM)" ] || echo "WARNING: The Studio's browser tests need Chromium at $(CHROMIUM). Install it with" \
 		"\`apt-get install -y chromium\` (Debian/Ubuntu), or set PARLEY_CHROMIUM to a Chromium binary." >&2
-
-# Node tools the suite drives (the MCP Inspector's CLI), installed from tests/support/node's lock file (npm registry).
-NODE_TOOLS := tests/support/node/node_modules/.installed
-$(NODE_TOOLS): tests/support/node/package-lock.json
-	cd tests/support/node && npm ci --no-audit --no-fund --loglevel=error
-	@touch $@
 
 # Re-record the model-layer cassettes from the real embedded model.
 cassettes: $(VENV)/.dev

@@ -93,3 +93,14 @@ def test_a_chromium_named_by_parley_chromium_is_never_installed(machine, tmp_pat
     missing = tmp_path / "elsewhere" / "chrome"
     done, calls, _ = machine(uid=0, parley_chromium=str(missing))
     assert calls == [] and done.stderr.strip() == "WARNING: " + MISSING_CHROMIUM.format(path=missing)
+
+
+def test_make_test_installs_every_tool_the_suite_drives():
+    """A dry run of `make test` on a clone without the Node tools plans their install (npm ci) before pytest."""
+    done = subprocess.run([MAKE, "--no-print-directory", "-n", "-W", "tests/support/node/package-lock.json", "test"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    npm = next(i for i, line in enumerate(lines) if "tests/support/node && npm ci" in line)
+    pytest_line = next(i for i, line in enumerate(lines) if "-m pytest" in line)
+    assert npm < pytest_line
