@@ -214,6 +214,7 @@ async def say(
     model: str | None = None,
     label: str | None = None,
     hold: bool = False,
+    quiet: bool = False,
     toolbox: Toolbox | None = None,
     spent: Runnable | None = None,
 ) -> Turn:
@@ -228,7 +229,8 @@ async def say(
 
     With a `length` rule the turn lands within its bounds (see `LengthRule`); without one it is the
     model's answer exactly as streamed (callers strip it if they wish). With `hold` nothing is sent: the
-    caller sends the turn once it has checked it (`send_turn`).
+    caller sends the turn once it has checked it (`send_turn`). With `quiet` the text is not sent, only the tool
+    calls and results are (a panelist's answer reaches the client only through its arbitrator).
 
     Raises:
         TurnInterrupted: the stream failed after some of the turn was sent (unless `resend`: then the
@@ -246,7 +248,7 @@ async def say(
             write(event)
 
     def send(text: str) -> None:
-        if text:
+        if text and not quiet:
             out(chunk_event(speaker, text, round=round))
 
     calls = _ToolCalls(None if toolbox else out, speaker, round)

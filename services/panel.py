@@ -35,9 +35,11 @@ from llm.tokens import approx_text_tokens, approx_tokens
 from llm.tools import ToolSet, check_tool_messages
 from runs import Caller
 from services import billing, steering
+from services import tools as tool_service
 from services.backend import Backend
 from services.errors import InvalidRequest, RunFailed, invalid_field
 from services.routers import RULE_HELP, SELF_MOA_PREFIX, RuleName, load_router, rule_error, self_moa_router
+from services.tools import router_subject
 
 log = logging.getLogger("parley.panel")
 
@@ -246,6 +248,7 @@ class Plan:
     arbitrator_prompt: str | None = None
     rule: str = DEFAULT_RULE
     answer_rule: str | None = None
+    panelist_tools: list[str] = field(default_factory=list)  # grants of a stored router's panelists (`router:<id>`)
 
     @property
     def calls(self) -> int:
@@ -286,6 +289,10 @@ async def plan_request(backend: Backend, body: ChatCompletionRequest, *, workspa
     tools, answer_format = body.toolset, body.answer_format
     if reason := unanswerable(plan.mode, tools and tools.dump(), answer_format and answer_format.dump()):
         raise InvalidRequest(reason, code="unsupported_in_panel_mode")
+    if plan.mode != "single" and not router.get("preset"):  # only a stored router holds a grant
+        subject = router_subject(router["id"])
+        plan.panelist_tools = (await tool_service.grants_of(backend.db, workspace=workspace, subjects=[subject])).get(
+            subject, [])
     return plan
 
 
@@ -415,6 +422,7 @@ def graph_input(plan: Plan, messages: list[dict[str, Any]], *, temperature: floa
         allow_same_family=plan.allow_same_family, system_prompt=plan.system_prompt,
         arbitrator_prompt=plan.arbitrator_prompt, temperature=temperature, max_tokens=max_tokens,
         rule=plan.rule, answer_rule=plan.answer_rule, seed=seed, tools=tools, answer_format=answer_format,
+        panelist_tools=plan.panelist_tools,
     ))
 
 

@@ -43,6 +43,10 @@ LINES: dict[str, dict[str, Line]] = {
     "panel": {
         "panelists": lambda e: "panel: " + ", ".join(e["models"]),
         "panelist": _panelist,
+        # A panelist's own calls (its router's tools); the answer's tool calls are its content, not steps.
+        "tool_call": lambda e: f"panelist {e['speaker']['name']} calls {e['name']}" if e.get("speaker") else None,
+        "tool_result": lambda e: "panelist {} got {}'s {}".format(
+            e["speaker"]["name"], e["name"], "error" if e.get("isError") else "result") if e.get("speaker") else None,
         "answering": lambda e: f"{e['role']} {e['model']} is answering",
         "fallback": lambda e: f"{e['role']} {e['model']} failed: {e['error']} ({e['detail']}); trying the next one",
         "decision": lambda e: "rule {}: {}".format(

@@ -11,7 +11,8 @@ A grant gives a subject tools, each `server/tool`, `server/*` (every allowed too
 
 - `agent:<agentId>`: a round-table agent (the built-ins are for agents only);
 - `duel:user`, `duel:opponent`: the duel's two debaters;
-- `workflow:<workflowId>:<nodeId>`: one streamed `llm` node (no `output_schema`) of a stored workflow.
+- `workflow:<workflowId>:<nodeId>`: one streamed `llm` node (no `output_schema`) of a stored workflow;
+- `router:<routerId>`: every panelist of a stored router (chat completions with `model: "router/<routerId>"`).
 """
 
 from __future__ import annotations
@@ -35,13 +36,15 @@ from llm import mcp
 from nodes.tools import BUILTIN_SERVER, BUILTINS, earlier_syntheses, search_documents
 from services.errors import BadGateway, Conflict, InvalidRequest, NotFound
 from store import agents as agent_store
+from store import routers as router_store
 from store import tools as tool_store
 from store import workflows as workflow_store
 
 SERVER_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,31}$"
 RESERVED_NAMES = (BUILTIN_SERVER, "grants")
 DUEL_SIDES = ("user", "opponent")
-SUBJECT_HELP = "`agent:<agentId>`, `duel:user`, `duel:opponent` or `workflow:<workflowId>:<nodeId>`"
+SUBJECT_HELP = ("`agent:<agentId>`, `duel:user`, `duel:opponent`, `workflow:<workflowId>:<nodeId>` or "
+                "`router:<routerId>`")
 
 ToolName = Annotated[str, Field(min_length=1, max_length=MAX_TOOL_NAME_CHARS, pattern=r"^[A-Za-z0-9_.-]+$")]
 Secret = Annotated[str, Field(max_length=4096)]
@@ -60,6 +63,11 @@ def duel_subject(side: str) -> str:
 def workflow_subject(workflow_id: str, node_id: str) -> str:
     """The grant subject of one node of a stored workflow."""
     return f"workflow:{workflow_id}:{node_id}"
+
+
+def router_subject(router_id: str) -> str:
+    """The grant subject of a stored router's panelists."""
+    return f"router:{router_id}"
 
 
 class _ServerFields(BaseModel):
@@ -266,11 +274,12 @@ async def delete_server(db: AsyncDatabase, *, workspace: str, name: str) -> None
 # --- grants ---------------------------------------------------------------------------------
 
 
-_SUBJECT = re.compile(r"^(agent):([^:]{1,200})$|^(duel):(user|opponent)$|^(workflow):([^:]{1,200}):([^:]{1,200})$")
+_SUBJECT = re.compile(r"^(agent):([^:]{1,200})$|^(duel):(user|opponent)$|^(workflow):([^:]{1,200}):([^:]{1,200})$"
+                      r"|^(router):([^:]{1,200})$")
 
 
 async def _check_subject(db: AsyncDatabase, workspace: str, subject: str) -> str:
-    """The kind of `subject` (`agent`, `duel`, `workflow`) once it names something of the workspace.
+    """The kind of `subject` (`agent`, `duel`, `workflow`, `router`) once it names something of the workspace.
 
     Raises:
         InvalidRequest: not a subject (`invalid_subject`). NotFound: it names nothing (`subject_not_found`).
@@ -290,6 +299,8 @@ async def _check_subject(db: AsyncDatabase, workspace: str, subject: str) -> str
         if node is not None and (node.get("type") != "llm" or (node.get("config") or {}).get("output_schema")):
             raise InvalidRequest(f"subject: node {parts[1]!r} is not a streamed `llm` node (one without "
                                  "`output_schema`), the only kind that calls tools", code="invalid_subject")
+    elif kind == "router":  # a stored router: the preset has no record to hold a grant
+        found = await router_store.get_router(db, workspace=workspace, router_id=parts[0]) is not None
     if not found:
         raise NotFound(f"subject: {subject} names nothing in this workspace", code="subject_not_found")
     return kind

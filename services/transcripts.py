@@ -98,7 +98,7 @@ def _panel(record: dict, events: list[Event]) -> list[str]:
         if event.event == "panelist":
             if data["success"]:
                 lines += [f"### {data['model']} ({data['latencyMs']} ms, {data['tokens']} tokens)", "",
-                          _quote(data.get("answer") or ""), ""]
+                          *_tool_calls(data), _quote(data.get("answer") or ""), ""]
             else:
                 lines += [f"### {data['model']}: failed ({data['error']})", ""]
         elif event.event == "panelists":

@@ -9,6 +9,8 @@ from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
+from store import tools as tool_store
+
 
 def _public(doc: dict[str, Any] | None) -> dict[str, Any] | None:
     if doc is None:
@@ -52,5 +54,9 @@ async def update_router(
 
 
 async def delete_router(db: AsyncDatabase, *, workspace: str, router_id: str) -> bool:
+    """Delete a router with its panelists' tool grant (a router created again under its id starts with none)."""
     result = await db.routers.delete_one({"workspace": workspace, "id": router_id})
-    return result.deleted_count == 1
+    if result.deleted_count == 0:
+        return False
+    await tool_store.delete_grants(db, workspace=workspace, subject_prefix=f"router:{router_id}")
+    return True

@@ -96,7 +96,7 @@ def stream_response(engine: RunEngine, record: dict, headers: dict[str, str]) ->
         async for batch in engine.follow(run_id):
             for event in batch:
                 data = event.data
-                if event.event in ("chunk", "tool_call"):
+                if event.event == "chunk" or (event.event == "tool_call" and "speaker" not in data):
                     delta = {"content": data["content"]} if event.event == "chunk" else tool_call_delta(data)
                     if not started:
                         delta, started = {"role": "assistant", "content": None, **delta}, True

@@ -91,6 +91,9 @@ class PanelInput(TypedDict, total=False):
     tools: dict[str, Any] | None
     # OpenAI's `response_format`: the JSON the arbitrator's or the single model's answer must be (not a raw panel's).
     response_format: dict[str, Any] | None
+    # The tools (grants, `nodes.tools`) every panelist may call while it answers, run by Parley through the run's
+    # `ToolAccess` (a stored router's `router:<id>` grant); none when empty.
+    panelist_tools: list[str]
 
 
 class PanelOutput(TypedDict, total=False):
@@ -155,7 +158,7 @@ def panelist_tasks(state: PanelState) -> list[PanelistTask]:
         PanelistTask(
             index=i, model=seat["model"], label=seat["label"], messages=messages,
             system_prompt=system_prompt, temperature=seat["temperature"],
-            max_tokens=state.get("max_tokens"), sent_ms=sent,
+            max_tokens=state.get("max_tokens"), sent_ms=sent, grants=list(state.get("panelist_tools") or []),
         )
         for i, seat in enumerate(state["chosen"])
     ]
@@ -237,11 +240,12 @@ def panel_input(
     seed: int | None = None,
     tools: ToolSet | None = None,
     answer_format: AnswerFormat | None = None,
+    panelist_tools: list[str] | None = None,
 ) -> PanelInput:
     """The panel graph's input for `messages` (what the chat completions route, `parley ask` and the designer run
     `graph` on); the answers needed to go on are the panel's default, never more than its seats. `rule`,
     `answer_rule` and `seed` say how a debate decides (`graphs.panel.rules`); `tools` and `answer_format` are what
-    the answer may call and the JSON it must be (see `PanelInput`).
+    the answer may call and the JSON it must be, `panelist_tools` the grants the panelists may call (see `PanelInput`).
 
     Raises:
         ValueError: a raw panel asked for what it cannot answer (`unanswerable`).
@@ -266,6 +270,7 @@ def panel_input(
         "seed": seed,
         "tools": dumped[0],
         "response_format": dumped[1],
+        "panelist_tools": list(panelist_tools or []),
     }
 
 

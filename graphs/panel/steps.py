@@ -46,12 +46,13 @@ from nodes.arbitrate import (  # noqa: F401 (re-exported: the panel's callers an
 from nodes.context import RunContext
 from nodes.events import emit, event_writer
 from nodes.fan_out import FanOut
-from nodes.speak import chunk_event
+from nodes.speak import chunk_event, say
 
 # The raw panel's wire format (seed contract): each answer under its model's name, separated by rules.
 PANEL_BLOCK = "**{model}**\n\n{answer}"
 PANEL_SEPARATOR = "\n\n---\n\n"
 PANEL_SPEAKER = {"id": "panel", "name": "panel"}  # who "speaks" the assembled raw panel's blocks
+PANELIST_PREFIX = "panelist:"  # a panelist's speaker id: the prefix and its index
 
 # Resampled seats: a model's samples spread around the caller's temperature (this one when the caller
 # set none) in steps of this size, so a model asked twice answers twice, not once in duplicate.
@@ -289,6 +290,7 @@ class PanelistTask(TypedDict):
     temperature: NotRequired[float | None]
     max_tokens: NotRequired[int | None]
     sent_ms: float  # when the fan-out happened, so latency includes retries
+    grants: NotRequired[list[str]]  # the tools it may call while it answers (`PanelInput.panelist_tools`)
 
 
 def public_panelist(result: dict[str, Any], *, proposal: bool = False) -> dict[str, Any]:
@@ -297,13 +299,28 @@ def public_panelist(result: dict[str, Any], *, proposal: bool = False) -> dict[s
     The label is the model id, with " #2", " #3" on a model's resamples, so every seat stays distinct. With
     `proposal` (a debate offered tools, whose answer may be a tool call rather than text) an answer is added as
     `proposal`: what the panelist proposed.
+
+    A panelist that called tools (its router's grant) lists them in `toolCalls`, each `{id, name, arguments, result,
+    isError}` as a debater's message does.
     """
     out = {key: result[key] for key in ("model", "tokens", "cost", "latencyMs", "success")}
     if not result["success"]:
         out["error"] = result["error"]
     elif proposal:
         out["proposal"] = result["answer"]
+    if result.get("toolCalls"):
+        out["toolCalls"] = result["toolCalls"]
     return out
+
+
+def panelist_speaker(task: PanelistTask) -> dict[str, str]:
+    """Who a panelist is in the events of the tools it calls: `panelist:<index>`, named by its seat's label."""
+    return {"id": f"{PANELIST_PREFIX}{task['index']}", "name": task.get("label") or task["model"]}
+
+
+def is_panelist(speaker: Any) -> bool:
+    """Whether `speaker` (an event's) is a panelist rather than the one who answers."""
+    return isinstance(speaker, dict) and str(speaker.get("id", "")).startswith(PANELIST_PREFIX)
 
 
 def panelist_prompt(state: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
@@ -321,25 +338,37 @@ def panelist_prompt(state: dict[str, Any]) -> tuple[list[dict[str, Any]], str | 
 async def panelist(task: PanelistTask, runtime: Runtime[PanelContext]) -> dict[str, Any]:
     """Ask one panelist and record its answer, tokens, cost and latency.
 
+    A panelist granted tools (`grants`, its router's) answers through the speak node's tool loop (`say`): it may call
+    them while it answers, each call and result sent as a `tool_call` / `tool_result` event of its own speaker, its
+    text kept for the decision rather than streamed; its tokens are those of every call it made.
+
     Failures propagate, so the node's retry policy can act; the graph's error handler for this node
     (`panelist_failed`) then records the failure instead of letting it sink the parallel step.
     """
     ctx = panel_context(runtime)
     model = task["model"]
     label = task.get("label") or model
-    chat = ctx.chat(
-        model,
-        temperature=task.get("temperature"),
-        max_tokens=task.get("max_tokens"),
-        timeout=ctx.panelist_timeout,
-        label=f"panelist:{label}",
-    )
+    knobs: dict[str, Any] = {"temperature": task.get("temperature"), "max_tokens": task.get("max_tokens"),
+                             "timeout": ctx.panelist_timeout, "label": f"panelist:{label}"}
+    box = await ctx.tools.toolbox(task["grants"]) if task.get("grants") and ctx.tools else None
     prompt = await off_loop(len(task["messages"]), _PANEL_PROMPTS.prompt, task["messages"], task.get("system_prompt"))
-    reply = await chat.ainvoke(prompt)
-    answer = content_text(reply.content).strip()
+    tool_calls: list[dict[str, Any]] = []
+    if box is None:
+        reply = await ctx.chat(model, **knobs).ainvoke(prompt)
+        answer = content_text(reply.content).strip()
+        input_tokens, output_tokens = usage_from_message(reply)
+    else:  # the speak node's tool loop, its text kept for the arbitrator, its calls and results sent as events
+        first = len(ctx.ledger.records)
+        turn = await say(ctx.chat(model, **knobs, tools=box.toolset()), prompt,
+                         speaker=panelist_speaker(task), quiet=True, resend=True,
+                         model=model, label=knobs["label"], toolbox=box,
+                         spent=ctx.chat(model, **knobs, tools=box.toolset(final=True)))
+        answer = turn.text.strip()
+        calls = [r for r in ctx.ledger.records[first:] if r.label == knobs["label"]]
+        input_tokens, output_tokens = sum(r.input_tokens for r in calls), sum(r.output_tokens for r in calls)
+        tool_calls = [run.dump() for run in turn.tool_runs]
     if not answer:
         raise EmptyAnswerError(f"{label} answered with no text")
-    input_tokens, output_tokens = usage_from_message(reply)
     result = {
         "index": task["index"],
         "model": label,
@@ -349,6 +378,7 @@ async def panelist(task: PanelistTask, runtime: Runtime[PanelContext]) -> dict[s
         "tokens": input_tokens + output_tokens,
         "cost": ctx.factory.price(model).cost(input_tokens, output_tokens),
         "latencyMs": round(monotonic_ms() - task["sent_ms"]),
+        **({"toolCalls": tool_calls} if tool_calls else {}),
     }
     emit({"event": "panelist", "index": task["index"], **public_panelist(result), "answer": answer})
     return {"panelist_results": [result]}

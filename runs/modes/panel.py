@@ -2,7 +2,8 @@
 
 The run's events are the graph's own (`panelists`, `panelist` with each answer, `answering`, `fallback`,
 `chunk`, `tool_call` with each piece of a tool call the answer makes; a debate's `decision`, with `review` and
-`verdict` under the `rank` and `best-of-n` rules) and a last `done` carrying the whole `chat.completion` body,
+`verdict` under the `rank` and `best-of-n` rules; `tool_call` and `tool_result` with a `speaker` for each tool a
+panelist calls while it answers) and a last `done` carrying the whole `chat.completion` body,
 `_meta` included (or `error`).
 The credit reserved before the run (its `bill`, `services.billing`) is settled to the actual cost whatever way
 it ends, and one usage row is written per model.
@@ -25,6 +26,7 @@ from graphs.panel.steps import (
     PanelError,
     TooFewFamiliesError,
     TooFewPanelistsError,
+    is_panelist,
 )
 from llm.usage import UsageLedger
 from runs.modes.base import Emit, ModeRun, Outcome, RunFailure, with_checkpointer
@@ -131,7 +133,9 @@ class PanelRun(ModeRun):
 
     def translate(self, mode: str, part: Any) -> Iterable[Emit]:
         kind = part.get("event")
-        if kind == "chunk":
+        if kind in ("tool_call", "tool_result") and is_panelist(part.get("speaker")):
+            yield Emit(kind, {k: v for k, v in part.items() if k != "event"})  # a step, not the answer
+        elif kind == "chunk":
             self.answering = True
             yield Emit("chunk", {"content": part["content"]})
         elif kind == "tool_call":

@@ -353,3 +353,96 @@ def test_a_stored_workflows_llm_node_calls_the_tool_granted_to_it(client, admin,
     usage = by_name["done"]["usage"]  # the call counted in the run's usage, and in its node's
     assert usage["toolCalls"] == 1 and usage["nodes"]["brief"]["toolCalls"] == 1 and "toolCalls" not in usage[
         "nodes"]["shape"]
+
+
+# --- a router's panelists call their tools --------------------------------------------------------
+
+
+PANEL = ["openai:gpt-5", "anthropic:claude-sonnet-4-5", "google:gemini-2.5-pro"]
+OSLO = "Forecast for Oslo: sunny, 21 degrees, light wind."
+
+
+def test_a_routers_panelists_call_the_tools_granted_to_it(client, server, admin, make_key, llm, sync_db):
+    import openai
+
+    sync_db.workspaces.insert_one({"_id": "ws1", "creditUsd": 10.0})
+    assert register(client, admin).status_code == 201
+    router = {"id": "forecasters", "models": PANEL, "debate": True, "arbitrator": "meta:llama-4-maverick"}
+    assert client.post("/v1/routers", json=router, headers=auth(admin)).status_code == 201
+
+    def grant(subject):
+        return client.put(f"/v1/tools/grants/{subject}", json={"tools": ["weather/get_weather"]}, headers=auth(admin))
+
+    assert grant("router:nowhere").status_code == 404
+    assert grant("router:debate").status_code == 404  # the preset is no stored router: nothing holds its grant
+    assert grant("router:forecasters").status_code == 200
+
+    def script() -> None:  # gpt-5 calls the tool once, then answers with its result; the others answer at once
+        llm.reset()
+        llm.script(model="gpt-5", with_tools=True, match=OSLO, reply="Sunny in Oslo: cycle.")
+        llm.script(model="gpt-5", with_tools=True, times=1,
+                   tool_calls=[{"name": "get_weather", "arguments": {"city": "Oslo"}, "id": "call_p1"}])
+        llm.script(model="claude-sonnet-4-5", reply="Take a rain jacket anyway.")
+        llm.script(model="gemini-2.5-pro", reply="It depends on the weather.")
+        llm.script(model="llama-4-maverick", reply="Cycle: the forecast is sunny.")
+
+    question = [{"role": "user", "content": "Should I cycle to work in Oslo today?"}]
+    called = {"id": "call_p1", "name": "get_weather", "arguments": json.dumps({"city": "Oslo"}), "result": OSLO,
+              "isError": False}
+    script()
+    chat_key = make_key(["chat"])
+    with openai.OpenAI(base_url=server.url + "/v1", api_key=chat_key, max_retries=0, timeout=60) as sdk:
+        answer = sdk.chat.completions.create(model="router/forecasters", messages=question)
+    assert answer.choices[0].message.content == "Cycle: the forecast is sunny."
+    assert answer.choices[0].finish_reason == "stop" and not answer.choices[0].message.tool_calls
+    panelists = answer.model_extra["_meta"]["debate"]["panelists"]
+    assert panelists[0]["model"] == "openai:gpt-5" and panelists[0]["toolCalls"] == [called]
+    assert all("toolCalls" not in p for p in panelists[1:])
+    # The result reached gpt-5's next call as a tool message; every panelist was offered the tool, the arbitrator
+    # none; gpt-5's tokens count both of its calls.
+    followed = [r for r in llm.requests if any(m.get("role") == "tool" for m in r["messages"])]
+    assert len(followed) == 1 and followed[0]["model"] == "gpt-5"
+    assert next(m for m in followed[0]["messages"] if m["role"] == "tool")["content"] == OSLO
+    assert [t["function"]["name"] for t in followed[0]["tools"]] == ["get_weather"]
+    offered = {r["model"]: [t["function"]["name"] for t in r.get("tools") or []] for r in llm.requests}
+    assert offered == {"gpt-5": ["get_weather"], "claude-sonnet-4-5": ["get_weather"],
+                       "gemini-2.5-pro": ["get_weather"], "llama-4-maverick": []}
+    assert panelists[0]["tokens"] > panelists[1]["tokens"]
+    # The arbitrator read the answer gpt-5 gave with the forecast.
+    assert any("Sunny in Oslo: cycle." in json.dumps(r["messages"]) for r in llm.requests
+               if r["model"] == "llama-4-maverick")
+
+    # Streamed: the calls are progress lines, never the answer's tool calls; the run's events and its transcript
+    # keep them under the panelist.
+    script()
+    with client.stream("POST", "/v1/chat/completions", headers=auth(chat_key),
+                       json={"model": "router/forecasters", "messages": question, "stream": True}) as resp:
+        assert resp.status_code == 200
+        run_id = resp.headers["x-run-id"]
+        body = resp.read().decode()
+    comments = [line[2:] for line in body.splitlines() if line.startswith(": ")]
+    assert "panelist openai:gpt-5 calls get_weather" in comments
+    assert "panelist openai:gpt-5 got get_weather's result" in comments
+    deltas = [json.loads(line[6:])["choices"][0]["delta"] for line in body.splitlines()
+              if line.startswith("data: {")]
+    assert "".join(d.get("content") or "" for d in deltas) == "Cycle: the forecast is sunny."
+    assert not any(d.get("tool_calls") for d in deltas)
+    replay = client.get(f"/v1/runs/{run_id}/events", headers=auth(chat_key))
+    assert replay.status_code == 200, replay.text
+    stored = {name: data for _, name, data in sse_events(replay.text) if name in ("tool_call", "tool_result")}
+    gpt5 = {"id": "panelist:0", "name": "openai:gpt-5"}
+    assert stored["tool_call"] == {"speaker": gpt5, "round": None, "index": 0, "id": "call_p1", "name": "get_weather",
+                                   "arguments": json.dumps({"city": "Oslo"})}
+    assert stored["tool_result"] == {"speaker": gpt5, "round": None, "index": 0, "id": "call_p1",
+                                     "name": "get_weather", "content": OSLO, "isError": False}
+
+    async def transcript() -> str:
+        async with mcp_client(server.url, chat_key) as mcp:
+            return (await mcp.read_resource(f"parley://runs/{run_id}")).contents[0].text
+
+    assert f'- Called `get_weather({json.dumps({"city": "Oslo"})})`: {OSLO}' in asyncio.run(transcript())
+
+    # A deleted router takes its grant with it: one created again under its id starts with none.
+    assert client.delete("/v1/routers/forecasters", headers=auth(admin)).status_code == 200
+    grants = client.get("/v1/tools/grants", headers=auth(admin)).json()["grants"]
+    assert all(g["subject"] != "router:forecasters" for g in grants)

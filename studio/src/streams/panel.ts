@@ -1,5 +1,6 @@
 /** A panel run as the side-by-side view shows it, from the run engine's panel events. */
 import type { StreamEvent } from "../api/sse";
+import { storedToolCalls, withToolEvent, type ToolCall as ToolRun } from "./tools";
 import { retracted, withoutPieces, type Piece } from "./useStream";
 
 export interface Seat {
@@ -12,6 +13,7 @@ export interface Seat {
   latencyMs: number | null;
   error: string | null;
   detail: string | null;
+  tools: ToolRun[]; // the tools it called while it answered (its router's grant)
 }
 
 export interface Fallback {
@@ -140,7 +142,14 @@ const seat = (index: number, model: string): Seat => ({
   latencyMs: null,
   error: null,
   detail: null,
+  tools: [],
 });
+
+/** The seat whose tool call or result `data` is (`speaker.id` "panelist:<seat>"), or -1: the answer's own call. */
+function panelistOf(data: Record<string, any>): number {
+  const id = String(data.speaker?.id ?? "");
+  return id.startsWith("panelist:") ? Number(id.slice("panelist:".length)) : -1;
+}
 
 export function answerText(view: PanelView): string {
   return view.answer ?? view.pieces.map((p) => p.text).join("");
@@ -163,8 +172,27 @@ export function panelReducer(view: PanelView, { event, data, id }: StreamEvent):
         latencyMs: data.latencyMs ?? null,
         error: data.error ?? null,
         detail: data.detail ?? null,
+        tools: data.toolCalls ? storedToolCalls(data.toolCalls) : seats[data.index].tools,
       };
       return { ...view, seats };
+    }
+    case "tool_result":
+    case "tool_call": {
+      const at = panelistOf(data);
+      if (at < 0 && event === "tool_result") return view;
+      if (at >= 0) {
+        const seats = view.seats.slice();
+        while (seats.length <= at) seats.push(seat(seats.length, String(data.speaker?.name ?? "")));
+        seats[at] = { ...seats[at], tools: withToolEvent(seats[at].tools, event, data) };
+        return { ...view, seats };
+      }
+      // The answer's call: its first piece names it; the others carry more of its JSON arguments.
+      const calls = view.calls.slice();
+      const index = calls.findIndex((c) => c.index === data.index);
+      const piece = String(data.arguments ?? "");
+      if (index < 0) calls.push({ index: data.index, id: data.id ?? "", name: data.name ?? "", arguments: piece });
+      else calls[index] = { ...calls[index], arguments: calls[index].arguments + piece };
+      return { ...view, status: "answering", calls };
     }
     case "answering":
       return { ...view, status: "answering", answering: { role: data.role, model: data.model } };
@@ -179,15 +207,6 @@ export function panelReducer(view: PanelView, { event, data, id }: StreamEvent):
     case "chunk":
       return { ...view, status: view.status === "panel" || view.status === "deciding" ? "answering" : view.status,
                pieces: [...view.pieces, { seq: id, text: String(data.content ?? "") }] };
-    case "tool_call": {
-      // The first piece of a call names it; the others carry more of its JSON arguments.
-      const calls = view.calls.slice();
-      const at = calls.findIndex((c) => c.index === data.index);
-      const piece = String(data.arguments ?? "");
-      if (at < 0) calls.push({ index: data.index, id: data.id ?? "", name: data.name ?? "", arguments: piece });
-      else calls[at] = { ...calls[at], arguments: calls[at].arguments + piece };
-      return { ...view, status: "answering", calls };
-    }
     case "done": {
       const completion: Completion | null = data.completion ?? null;
       const toolCalls = completion?.choices?.[0]?.message?.tool_calls;

@@ -1,4 +1,5 @@
 /** A panel run side by side: each panelist's answer as it arrives, the arbitrator's answer streaming, `_meta`. */
+import { ToolCalls as ToolRuns } from "../../components/ToolCalls";
 import { Badge, formatCost, formatMs, StatusLine } from "../../components/ui";
 import { answerText, type PanelView, type Call, type Seat } from "../../streams/panel";
 import { DecisionCard } from "./DecisionCard";
@@ -81,6 +82,7 @@ function SeatColumn({ seat }: { seat: Seat }) {
         <dt>Latency</dt>
         <dd>{formatMs(seat.latencyMs)}</dd>
       </dl>
+      <ToolRuns calls={seat.tools} />
       {seat.status === "failed" ? (
         <p className="error">
           {seat.error ?? "No answer"}
