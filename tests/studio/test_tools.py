@@ -89,6 +89,8 @@ def test_a_panelist_shows_the_tools_it_called_live_and_replayed(studio, llm, syn
 
     check()
     expect(page.get_by_role("list", name="Tool calls")).to_have_count(1)  # the panelist's; the answer made none
+    seat(page, "openai:gpt-5").locator(".tool-call summary").click()
+    studio.shot("panel-panelist-tools", full_page=True)
     page.get_by_role("link", name="History").click()
     page.get_by_label("Kind").select_option("panel")
     page.get_by_role("link", name=question).click()
