@@ -4,6 +4,7 @@ scrubbed failures, and long conversations converted off the event loop."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -112,6 +113,8 @@ class BoundedChatOpenAI(ChatOpenAI):
             return result
         except TimeoutError as exc:
             raise self._timed_out(exc, bound.expired(), None) from exc
+        except json.JSONDecodeError as exc:  # the SDK's, reading a body that broke off (or was never JSON)
+            raise IncompleteAnswerError(self._model_id, body=exc) from exc
         except Exception as exc:
             scrub_failure(exc, self._secrets())
             raise

@@ -68,11 +68,15 @@ class ModelIdleError(ModelCallError, TimeoutError):
 
 
 class IncompleteAnswerError(ModelCallError):
-    """A stream ended without a finish_reason: the endpoint stopped mid-answer. Worth another attempt."""
+    """A stream ended without a finish_reason, or an answer asked for whole came in a body that is not complete
+    JSON: the endpoint stopped mid-answer. Worth another attempt."""
 
-    def __init__(self, model: str, chunks: int) -> None:
-        super().__init__(f"{model}'s stream ended after {chunks} chunk(s) without a finish_reason or [DONE]: "
-                         "the answer is incomplete")
+    def __init__(self, model: str, chunks: int | None = None, *, body: ValueError | None = None) -> None:
+        if body is not None:
+            super().__init__(f"{model}'s answer was not a complete JSON body ({body}): the answer is incomplete")
+        else:
+            super().__init__(f"{model}'s stream ended after {chunks} chunk(s) without a finish_reason or [DONE]: "
+                             "the answer is incomplete")
 
 
 def register_secret(value: str | None) -> None:

@@ -85,7 +85,9 @@ class Rule:
     without a ``finish_reason`` or ``[DONE]``, and closes the connection. ``endless``
     never finishes, sending every ``token_delay`` (0.05 s unless set): ``"empty"``
     empty deltas, ``"drip"`` a word at a time, ``"comments"`` SSE comments only; a
-    request that is not streamed gets a 200 whose JSON body never completes.
+    request that is not streamed gets a 200 whose JSON body never completes. A request
+    that is not streamed gets the first half of its JSON body with ``drop_after`` (then
+    the connection breaks) or ``end_after`` (then the body ends cleanly).
     """
 
     model: str | None = None
@@ -498,6 +500,21 @@ class _EventStream:
         await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False})
 
 
+class _CutBody:
+    """A 200 JSON body of which only the first half comes: then the connection breaks (`drop`), or the body ends."""
+
+    def __init__(self, body: bytes, *, drop: bool):
+        self.body, self.drop = body, drop
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        headers = [(b"content-type", b"application/json")]
+        if not self.drop:
+            headers += [(b"content-length", str(len(self.body) // 2).encode()), (b"connection", b"close")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": self.body[:len(self.body) // 2], "more_body": self.drop})
+        # Dropped: returning with the body unfinished makes uvicorn close the socket, like a crashed upstream.
+
+
 class _EndlessStream:
     """A 200 that never finishes, sending something every `pace` seconds until the server stops: empty
     deltas, a word at a time, or SSE comments when streamed; whitespace inside a JSON body when not."""
@@ -620,11 +637,14 @@ async def chat_completions(request: Request) -> Any:
         message["tool_calls"] = [{"id": answer.call_id(i, cid), "type": "function",
                                   "function": {"name": call.name, "arguments": "".join(call.chunks)}}
                                  for i, call in enumerate(answer.calls)]
-    return JSONResponse({
+    completion = {
         "id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
         "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": answer.finish}],
         "usage": _usage(body, answer),
-    })
+    }
+    if rule is not None and (rule.drop_after is not None or rule.end_after is not None):
+        return _CutBody(json.dumps(completion).encode(), drop=rule.drop_after is not None)
+    return JSONResponse(completion)
 
 
 async def list_models(request: Request) -> JSONResponse:

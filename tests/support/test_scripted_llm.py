@@ -283,6 +283,20 @@ def test_end_after_ends_the_body_cleanly_without_finish_reason_or_done(llm):
     assert all(c["finish_reason"] is None for c in chunks)
 
 
+def test_a_request_not_streamed_gets_half_a_body_dropped_or_ended(llm):
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    llm.script(reply="one two three four five", drop_after=2, times=1)
+    with pytest.raises(httpx.RemoteProtocolError):
+        httpx.post(llm.base_url + "/chat/completions", json=body, timeout=10)
+    llm.script(reply="one two three four five", end_after=2, times=1)
+    resp = httpx.post(llm.base_url + "/chat/completions", json=body, timeout=10)
+    assert resp.status_code == 200 and resp.headers["connection"] == "close"
+    assert resp.text.startswith('{"id": "chatcmpl-')
+    with pytest.raises(json.JSONDecodeError):
+        resp.json()
+    assert httpx.post(llm.base_url + "/chat/completions", json=body, timeout=10).json()["object"] == "chat.completion"
+
+
 @pytest.mark.parametrize("endless, stream, piece", [
     ("empty", True, 'data: {'), ("drip", True, '"content": "drip "'), ("comments", True, ": keep-alive"),
     ("empty", False, " "),
