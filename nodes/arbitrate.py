@@ -234,7 +234,8 @@ async def stream_first_answer(
     transient one before any token was sent, after which the same candidate is asked once more (`MODEL_RETRY`).
 
     Tokens go out as `chunk` events, each candidate speaking as itself (`nodes.speak.say`), and the pieces of
-    its tool calls as `tool_call` events when it is offered `tools`; `{"event": "answering"}` announces each
+    its tool calls as `tool_call` events when it is offered `tools` (an answer no one reads as it is written, see
+    `RunContext.streamed`, is asked for whole and sent as one chunk); `{"event": "answering"}` announces each
     candidate and `{"event": "fallback"}` each failure (with `partial: true` when some of its tokens already
     went out, which a streaming caller cannot take back). With an `answer_format` the answer is held until it
     is known to be that JSON (or to call tools), after one repair at most (`conform`), then sent whole.
@@ -255,7 +256,8 @@ async def stream_first_answer(
             try:
                 chat = ctx.chat(model, temperature=temperature, max_tokens=max_tokens, timeout=timeout,
                                 label=f"{role}:{model}", tools=tools, answer_format=answer_format)
-                turn = await say(chat, messages, speaker={"id": model, "name": model}, hold=answer_format is not None)
+                turn = await say(chat, messages, speaker={"id": model, "name": model}, hold=answer_format is not None,
+                                 whole=not ctx.streamed and tools is None)
                 if not turn.text.strip() and not turn.tool_calls:
                     raise EmptyAnswerError(f"{model} answered with no text")
                 if answer_format is not None:

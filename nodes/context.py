@@ -46,18 +46,22 @@ class RunContext:
     steering: Steering | None = None
     # Where the speakers' granted tools come from (set by the run's mode); None: no speaker has tools.
     tools: ToolAccess | None = None
+    # Whether someone reads the run's answers as they are written. False (a client waiting for the whole answer):
+    # an answer that no rule holds to a length or offers tools is asked for in one piece rather than streamed,
+    # which costs a fraction of the CPU (see `nodes.speak.say`'s `whole`).
+    streamed: bool = True
 
     @classmethod
     def of(cls, runtime: Any) -> Self:
         """This run's context as `cls`: the caller's own; a plain RunContext widened (keeping its models,
-        model, ledger, budget, steering and tools, with this mode's default knobs); or fresh defaults when the
+        model, ledger, budget, steering, tools and whether it is streamed, with this mode's default knobs); or fresh defaults when the
         caller passed none."""
         ctx = getattr(runtime, "context", None)
         if isinstance(ctx, cls):
             return ctx
         if isinstance(ctx, RunContext):
             return cls(models=ctx.models, model=ctx.model, ledger=ctx.ledger, budget=ctx.budget,
-                       steering=ctx.steering, tools=ctx.tools)
+                       steering=ctx.steering, tools=ctx.tools, streamed=ctx.streamed)
         return cls()
 
     @property

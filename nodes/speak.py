@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -180,9 +180,18 @@ class _Verbatim:
 
 
 async def _stream(chat: Runnable, messages: Sequence[BaseMessage], gate: Any, send: Callable[[str], None],
-                  calls: _ToolCalls, *, lead: str = "") -> None:
+                  calls: _ToolCalls, *, lead: str = "", whole: bool = False) -> None:
     """Stream one model answer through `gate`, sending what it releases and each piece of its tool calls; stop
-    reading once the gate is full. `lead` goes before the answer's first text, if it has any."""
+    reading once the gate is full. `lead` goes before the answer's first text, if it has any. With `whole` the
+    answer is asked for in one piece and goes through the gate as one."""
+    if whole:
+        answer = await chat.ainvoke(list(messages))
+        if text := chunk_text(answer):
+            send(gate.feed(lead + text))
+        for piece in _call_pieces(answer):
+            calls.feed(piece)
+        send(gate.finish(truncated=gate.full or answer.response_metadata.get("finish_reason") == "length"))
+        return
     truncated = False
     stream = chat.astream(list(messages))
     try:
@@ -203,6 +212,15 @@ async def _stream(chat: Runnable, messages: Sequence[BaseMessage], gate: Any, se
     send(gate.finish(truncated=truncated))
 
 
+def _call_pieces(answer: BaseMessage) -> Iterator[dict[str, Any]]:
+    """The tool calls of an answer asked for in one piece, each as the one piece of a streamed call."""
+    for index, call in enumerate(getattr(answer, "tool_calls", None) or ()):
+        yield {"index": index, "id": call.get("id"), "name": call["name"], "args": json.dumps(call["args"])}
+    made = len(getattr(answer, "tool_calls", None) or ())
+    for index, call in enumerate(getattr(answer, "invalid_tool_calls", None) or (), start=made):
+        yield {"index": index, "id": call.get("id"), "name": call.get("name") or "", "args": call.get("args") or ""}
+
+
 async def say(
     chat: Runnable,
     messages: Sequence[BaseMessage],
@@ -217,6 +235,7 @@ async def say(
     quiet: bool = False,
     toolbox: Toolbox | None = None,
     spent: Runnable | None = None,
+    whole: bool = False,
 ) -> Turn:
     """Stream `chat`'s answer to `messages` as `speaker`'s turn, each piece a `chunk` event (and each piece of a
     tool call, when `chat` was offered tools, a `tool_call` event); return the turn.
@@ -230,7 +249,9 @@ async def say(
     With a `length` rule the turn lands within its bounds (see `LengthRule`); without one it is the
     model's answer exactly as streamed (callers strip it if they wish). With `hold` nothing is sent: the
     caller sends the turn once it has checked it (`send_turn`). With `quiet` the text is not sent, only the tool
-    calls and results are (a panelist's answer reaches the client only through its arbitrator).
+    calls and results are (a panelist's answer reaches the client only through its arbitrator). With `whole`
+    the model is asked for its answer in one piece, sent as one `chunk` (for a client that waits for the whole
+    answer: a streamed answer costs several times the CPU of one asked whole, in the SDK and per chunk).
 
     Raises:
         TurnInterrupted: the stream failed after some of the turn was sent (unless `resend`: then the
@@ -254,7 +275,7 @@ async def say(
     calls = _ToolCalls(None if toolbox else out, speaker, round)
     runs: list[ToolRun] = []
     try:
-        await _stream(chat, messages, gate, send, calls)
+        await _stream(chat, messages, gate, send, calls, whole=whole)
         if toolbox:
             calls = await _use_tools(chat, spent or chat, [*messages], gate, send, out, calls, toolbox, runs,
                                      speaker=speaker, round=round)

@@ -106,10 +106,24 @@ def test_a_duel_against_a_stream_of_comments_says_so_after_the_request_timeout(p
 
 def test_a_chat_stream_cut_off_without_finish_reason_is_a_failure_not_half_an_answer(api, llm, sync_db):
     llm.script(model="gpt-4o-mini", reply="Half of an answer that goes on", end_after=1)
-    resp = chat(api)
-    assert resp.status_code == 502, resp.text  # it used to be a 200 answering "Half "
-    assert "without a finish_reason or [DONE]" in resp.json()["error"]["message"]
+    resp = api.post("/v1/chat/completions", json={"model": MODEL, "messages": QUESTION, "stream": True})
+    data = [line.removeprefix("data: ") for line in resp.text.splitlines() if line.startswith("data: ")]
+    error = json.loads(data[-1])["error"]  # it used to be a 200 answering "Half "
+    assert error["code"] == "answer_interrupted" and "without a finish_reason or [DONE]" in error["message"]
     assert only_run(sync_db, "panel")["status"] == "failed"
+
+
+def test_a_chat_answer_whose_json_body_breaks_off_is_a_failure_asked_once_more(api, llm, sync_db):
+    # Not streamed, the answer is asked for whole: its body ends (or the connection breaks) halfway.
+    llm.script(model="gpt-4o-mini", reply="Half of an answer that goes on", end_after=1)
+    resp = chat(api)
+    assert resp.status_code == 502, resp.text
+    error = resp.json()["error"]
+    assert error["code"] == "all_models_failed" and "server" in error["message"]
+    assert "was not a complete JSON body" in error["message"]
+    assert only_run(sync_db, "panel")["status"] == "failed"
+    assert len([r for r in llm.requests if r["model"] == "gpt-4o-mini"]) == 2  # a cut-off answer is worth a retry
+    assert not any(r.get("stream") for r in llm.requests)
 
 
 def test_a_duel_turn_cut_off_mid_answer_fails_the_duel(api, llm, sync_db):

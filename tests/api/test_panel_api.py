@@ -89,6 +89,7 @@ def test_debate_preset_answers_with_the_arbitrator(client, llm, sync_db):
     prompt = json.dumps(arbitration["messages"])
     assert "Answer A" in prompt and "Answer C" in prompt and "Pick two." in prompt
     assert not any(name in prompt for name in ("gpt-5", "claude-sonnet", "gemini"))
+    assert not arbitration.get("stream")  # no one reads it as it is written: asked for whole
     rows = list(sync_db.usage.find({"requestId": resp.id}))
     assert {r["model"] for r in rows} == set(PANEL) | {ARBITRATOR}
     assert all(r["mode"] == "debate" and r["workspace"] == "ws1" and r["user"] == "alice" for r in rows)
@@ -101,6 +102,7 @@ def test_debate_streams_arbitrator_tokens_as_chunks(client, llm):
     chunks = list(stream)
     assert all(c.object == "chat.completion.chunk" and c.model == ARBITRATOR for c in chunks)
     assert len(chunks) > 3  # token by token, not one blob
+    assert next(r for r in llm.requests if r["model"] == "claude-opus-4-5")["stream"] is True
     text = "".join(c.choices[0].delta.content or "" for c in chunks)
     assert text == "Consistency, availability, partition tolerance: pick two."
     assert chunks[0].choices[0].delta.role == "assistant"

@@ -223,6 +223,38 @@ async def test_a_held_turn_sends_nothing_until_it_is_sent_whole(llm, context):
         "city": "Lyon"}
 
 
+async def test_a_turn_asked_whole_is_one_request_and_one_chunk_with_its_calls(llm, context):
+    llm.script(reply="Trams, then bikes.", tool_calls=[{"name": "get_weather", "arguments": {"city": "Lyon"}}])
+
+    async def whole(state: dict, runtime: Any) -> dict:
+        turn = await say(context.chat(tools=ToolSet.from_request([WEATHER])), ask(state, context), speaker=ADA,
+                         whole=True)
+        return {"answer": turn.text, "said": [json.dumps(call) for call in turn.tool_calls]}
+
+    events, state = await run(whole, context)
+    assert llm.requests[-1].get("stream") is not True  # asked once, not streamed
+    assert [e["event"] for e in events] == ["chunk", "tool_call"]
+    assert events[0]["content"] == state["answer"] == "Trams, then bikes."
+    assert json.loads(events[1]["arguments"]) == {"city": "Lyon"} and events[1]["name"] == "get_weather"
+    [call] = [json.loads(c) for c in state["said"]]
+    assert call["function"]["name"] == "get_weather" and json.loads(call["function"]["arguments"]) == {"city": "Lyon"}
+    [record] = context.ledger.records
+    assert record.output_tokens > 0 and not record.estimated and record.tool_calls == 1
+
+
+async def test_a_turn_asked_whole_keeps_its_length_rule(llm, context):
+    llm.script(match="Speak on: trams", reply=LONG)
+
+    async def whole(state: dict, runtime: Any) -> dict:
+        turn = await say(context.chat(), ask(state, context), speaker=ADA, length=LengthRule(60, 130), whole=True)
+        return {"answer": turn.text}
+
+    events, state = await run(whole, context)
+    text = state["answer"]
+    assert 60 <= len(text) <= 130 and text.endswith(".") and LONG.startswith(text)
+    assert "".join(e["content"] for e in events) == text and len(llm.requests) == 1
+
+
 def test_chunk_event_is_the_one_shape():
     event = chunk_event({"id": "user", "name": "Ada", "extra": 1}, "Hi", round=3)
     assert event == {"event": "chunk", "speaker": {"id": "user", "name": "Ada"}, "round": 3, "content": "Hi"}
