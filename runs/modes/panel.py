@@ -114,7 +114,7 @@ class PanelRun(ModeRun):
 
     kind = "panel"
     checkpointed = False  # about a second long: after a crash it starts over rather than save every step
-    store_every = 1.0  # its events serve listeners elsewhere (the route follows it from memory): one batch a second
+    store_every = 2.0  # its events serve listeners elsewhere (the route follows it from memory): a batch every 2 s
     steerable = False  # one question, answered in about a second: no boundary to take a person's input at
 
     def __init__(self, record: dict[str, Any], services: Any) -> None:
@@ -126,7 +126,8 @@ class PanelRun(ModeRun):
         return with_checkpointer(panel_graph, checkpointer)
 
     def context(self, ledger: UsageLedger) -> PanelContext:
-        return PanelContext(models=self.services.factory, ledger=ledger, tools=self.tool_access())
+        return PanelContext(models=self.services.factory, ledger=ledger, tools=self.tool_access(),
+                            streamed=bool(self.input.get("streamed")))
 
     def graph_input(self) -> dict[str, Any]:
         return dict(self.input["graph"])
