@@ -57,11 +57,13 @@ class BoundedChatOpenAI(ChatOpenAI):
     finish_reason when streamed, and with any upstream text in its failure capped and redacted.
 
     Every model call of every mode goes through one of these (`ModelFactory._build`), so these guarantees
-    hold everywhere. The gap allowed between streamed chunks is langchain-openai's `stream_chunk_timeout`,
-    set from the per-read timeout; keep-alive comments do not reset it.
+    hold everywhere. A streamed call also fails once `chunk_gap` seconds pass without a chunk (keep-alive comments
+    do not count): one timer per chunk bounds both, where langchain-openai's `stream_chunk_timeout` (turned off by
+    `ModelFactory`) would wrap each chunk's wait in a task of its own.
     """
 
     call_deadline: float = Field(300.0, gt=0, exclude=True)
+    chunk_gap: float | None = Field(None, gt=0, exclude=True)
     parley_model_id: str = Field("", exclude=True)
     # The provider's quirks (`llm.providers.Provider`): `null_assistant_content` False sends an assistant message that
     # calls tools with empty text rather than `content: null`; `repeats_tool_call_names` True keeps a streamed call's
@@ -76,17 +78,19 @@ class BoundedChatOpenAI(ChatOpenAI):
         source = super()._astream(messages, stop, run_manager, **kwargs)
         if self.repeats_tool_call_names:
             source = _named_once(source)
+        loop, gap = asyncio.get_running_loop(), self.chunk_gap
         chunks, finished = 0, False
         try:
             while True:
-                bound = asyncio.timeout_at(deadline)
+                limit = deadline if gap is None else min(deadline, loop.time() + gap)
+                bound = asyncio.timeout_at(limit)
                 try:
                     async with bound:
                         chunk = await anext(source)
                 except StopAsyncIteration:
                     break
                 except TimeoutError as exc:
-                    raise self._timed_out(exc, bound.expired(), chunks) from exc
+                    raise self._timed_out(exc, bound.expired() and limit == deadline, chunks) from exc
                 chunks += 1
                 finished = finished or bool((chunk.generation_info or {}).get("finish_reason"))
                 yield chunk
@@ -171,9 +175,9 @@ class BoundedChatOpenAI(ChatOpenAI):
     def _timed_out(self, exc: TimeoutError, deadline_passed: bool, chunks: int | None) -> Exception:
         if deadline_passed:
             return ModelDeadlineError(self._model_id, self.call_deadline)
-        # langchain-openai's StreamChunkTimeoutError: no chunk within stream_chunk_timeout.
-        return ModelIdleError(self._model_id, getattr(exc, "timeout_s", None) or self.stream_chunk_timeout or 0,
-                              getattr(exc, "chunks_received", chunks))
+        # No chunk within `chunk_gap` (or, were it on, langchain-openai's StreamChunkTimeoutError).
+        return ModelIdleError(self._model_id, self.chunk_gap or getattr(exc, "timeout_s", None)
+                              or self.stream_chunk_timeout or 0, getattr(exc, "chunks_received", chunks))
 
     def _secrets(self) -> tuple[str, ...]:
         key = self.openai_api_key

@@ -267,6 +267,7 @@ class ModelFactory:
             "api_key": resolved.api_key,
             "timeout": read_timeout,
             "call_deadline": self.settings.parley_model_call_deadline,
+            "chunk_gap": read_timeout,  # the longest wait for a streamed chunk (BoundedChatOpenAI's own timer)
             "parley_model_id": resolved.model_id,
             "max_retries": 0,  # retries are node policies (RetryPolicy), never hidden in the client
             "stream_usage": quirks.stream_usage,
@@ -274,9 +275,9 @@ class ModelFactory:
             "repeats_tool_call_names": quirks.repeats_tool_call_names,
         }
         if HAS_CHUNK_TIMEOUT:
-            # langchain-openai's own limit on the gap between streamed chunks (120 s unless told) follows the
-            # setting; older releases have none (and would send an unknown field on to the endpoint).
-            kwargs["stream_chunk_timeout"] = read_timeout
+            # langchain-openai's own limit on the gap between streamed chunks (120 s unless told) is off: `chunk_gap`
+            # bounds it; older releases have no such field (and would send an unknown one on to the endpoint).
+            kwargs["stream_chunk_timeout"] = None
         if resolved.base_url:
             kwargs["base_url"] = resolved.base_url
         if temperature is not None:

@@ -129,6 +129,9 @@ class StopGuard(AsyncCallbackHandler):
     """
 
     raise_error = True  # LangChain re-raises what this handler raises, so the model call does not start
+    # Awaited in place: otherwise langchain-core wraps every event it gets (each streamed token, each node's start and
+    # end) in a task of its own.
+    run_inline = True
 
     def __init__(self, engine: RunEngine, run_id: str) -> None:
         self.engine, self.run_id = engine, run_id
