@@ -28,6 +28,7 @@ back. Neither knows of any mode, of HTTP or of the database.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
@@ -179,6 +180,10 @@ class _Verbatim:
         return ""
 
 
+# The longest a streamed answer holds the event loop while it takes chunks that were already read (seconds).
+FAIR_SHARE = 0.005
+
+
 async def _stream(chat: Runnable, messages: Sequence[BaseMessage], gate: Any, send: Callable[[str], None],
                   calls: _ToolCalls, *, lead: str = "", whole: bool = False) -> None:
     """Stream one model answer through `gate`, sending what it releases and each piece of its tool calls; stop
@@ -193,6 +198,8 @@ async def _stream(chat: Runnable, messages: Sequence[BaseMessage], gate: Any, se
         send(gate.finish(truncated=gate.full or answer.response_metadata.get("finish_reason") == "length"))
         return
     truncated = False
+    loop = asyncio.get_running_loop()
+    yield_at = loop.time() + FAIR_SHARE
     stream = chat.astream(list(messages))
     try:
         async for chunk in stream:
@@ -207,6 +214,11 @@ async def _stream(chat: Runnable, messages: Sequence[BaseMessage], gate: Any, se
             if gate.full:
                 truncated = True
                 break
+            # Chunks already read from the socket are taken one after another without a pause: on a busy worker, let
+            # the other runs' streams have the loop at least every `FAIR_SHARE` seconds.
+            if loop.time() >= yield_at:
+                await asyncio.sleep(0)
+                yield_at = loop.time() + FAIR_SHARE
     finally:
         await stream.aclose()
     send(gate.finish(truncated=truncated))

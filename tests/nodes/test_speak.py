@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any, TypedDict
 
 import pytest
-from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.messages import AIMessageChunk, HumanMessage, SystemMessage
 from langgraph.graph import END, START, StateGraph
 
 from core.settings import Settings
 from nodes.context import RunContext
 from llm.factory import ModelFactory
 from llm.tools import ToolSet
+import nodes.speak as speak_module
+from nodes.events import EVENT_SINK
 from nodes.speak import (
     CHUNK_KEYS,
     TOOL_CALL_KEYS,
@@ -253,6 +256,37 @@ async def test_a_turn_asked_whole_keeps_its_length_rule(llm, context):
     text = state["answer"]
     assert 60 <= len(text) <= 130 and text.endswith(".") and LONG.startswith(text)
     assert "".join(e["content"] for e in events) == text and len(llm.requests) == 1
+
+
+class _Buffered:
+    """A chat model whose chunks were all read already: its stream never waits."""
+
+    async def astream(self, messages: list) -> Any:
+        for i in range(50):
+            yield AIMessageChunk(content=f"w{i} ")
+
+
+@pytest.mark.parametrize("share, interleaved", [(0.0, True), (60.0, False)])
+async def test_chunks_already_read_give_the_loop_up_every_fair_share(monkeypatch, share, interleaved):
+    monkeypatch.setattr(speak_module, "FAIR_SHARE", share)
+    ticks, seen = [0], []
+
+    async def tick() -> None:  # another run's work, waiting for the loop
+        while True:
+            ticks[0] += 1
+            await asyncio.sleep(0)
+
+    sink = EVENT_SINK.set(lambda event: seen.append(ticks[0]))
+    ticker = asyncio.create_task(tick())
+    try:
+        await asyncio.sleep(0)
+        turn = await say(_Buffered(), [], speaker=ADA)
+    finally:
+        ticker.cancel()
+        EVENT_SINK.reset(sink)
+    assert turn.text == "".join(f"w{i} " for i in range(50)) and len(seen) == 50
+    # Given up after each chunk (a share of 0), the other task runs between any two; within its share, never.
+    assert (len(set(seen)) == 50) is interleaved and (len(set(seen)) == 1) is not interleaved
 
 
 def test_chunk_event_is_the_one_shape():
