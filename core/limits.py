@@ -25,6 +25,9 @@ OFF_LOOP_BYTES = 64 * 1024
 # Conversations from this many messages up are turned into LangChain messages, counted and made into each model
 # request on a worker thread: that is Python work per message (5-20 µs a step), long enough to hold the loop.
 OFF_LOOP_MESSAGES = 128
+# The longest a streamed answer holds the event loop while it takes chunks that were read already (seconds): past it,
+# the other runs' streams have the loop (`nodes.speak`).
+STREAM_FAIR_SHARE = 0.005
 # Messages in one chat completion (OpenAI sets none; 60,000 one-word messages froze the server) and characters of
 # all their text together.
 MAX_CHAT_MESSAGES = 2048

@@ -40,6 +40,7 @@ from langchain_core.runnables import Runnable
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
+from core.limits import STREAM_FAIR_SHARE
 from llm.tools import new_call_id, tool_call
 from nodes.context import RunContext
 from nodes.capability import mark
@@ -180,10 +181,6 @@ class _Verbatim:
         return ""
 
 
-# The longest a streamed answer holds the event loop while it takes chunks that were already read (seconds).
-FAIR_SHARE = 0.005
-
-
 async def _stream(chat: Runnable, messages: Sequence[BaseMessage], gate: Any, send: Callable[[str], None],
                   calls: _ToolCalls, *, lead: str = "", whole: bool = False) -> None:
     """Stream one model answer through `gate`, sending what it releases and each piece of its tool calls; stop
@@ -199,7 +196,7 @@ async def _stream(chat: Runnable, messages: Sequence[BaseMessage], gate: Any, se
         return
     truncated = False
     loop = asyncio.get_running_loop()
-    yield_at = loop.time() + FAIR_SHARE
+    yield_at = loop.time() + STREAM_FAIR_SHARE
     stream = chat.astream(list(messages))
     try:
         async for chunk in stream:
@@ -215,10 +212,10 @@ async def _stream(chat: Runnable, messages: Sequence[BaseMessage], gate: Any, se
                 truncated = True
                 break
             # Chunks already read from the socket are taken one after another without a pause: on a busy worker, let
-            # the other runs' streams have the loop at least every `FAIR_SHARE` seconds.
+            # the other runs' streams have the loop at least every `STREAM_FAIR_SHARE` seconds.
             if loop.time() >= yield_at:
                 await asyncio.sleep(0)
-                yield_at = loop.time() + FAIR_SHARE
+                yield_at = loop.time() + STREAM_FAIR_SHARE
     finally:
         await stream.aclose()
     send(gate.finish(truncated=truncated))

@@ -268,7 +268,7 @@ class _Buffered:
 
 @pytest.mark.parametrize("share, interleaved", [(0.0, True), (60.0, False)])
 async def test_chunks_already_read_give_the_loop_up_every_fair_share(monkeypatch, share, interleaved):
-    monkeypatch.setattr(speak_module, "FAIR_SHARE", share)
+    monkeypatch.setattr(speak_module, "STREAM_FAIR_SHARE", share)
     ticks, seen = [0], []
 
     async def tick() -> None:  # another run's work, waiting for the loop
