@@ -153,8 +153,11 @@ class Meter:
     def __init__(self, url: str, parley_pid: int, db_pid: int | None) -> None:
         self.url, self.parley_pid, self.db_pid = url, parley_pid, db_pid
 
+    def _parley_cpu(self) -> float:  # its worker processes' too, when it runs several
+        return total_cpu_seconds(descendants(self.parley_pid) - (descendants(self.db_pid) if self.db_pid else set()))
+
     def _read(self) -> tuple[float, float, DbCounts, float]:
-        return (cpu_seconds(self.parley_pid), cpu_seconds(self.db_pid) if self.db_pid else 0.0,
+        return (self._parley_cpu(), cpu_seconds(self.db_pid) if self.db_pid else 0.0,
                 scrape_db(self.url), time.perf_counter())
 
     def start(self) -> None:
@@ -164,7 +167,7 @@ class Meter:
         # /metrics is read before the CPU, so this scrape's cost is left out; the one in `start()` is counted
         # in Parley's CPU (about a millisecond, spread over the runs measured).
         db = scrape_db(self.url)
-        cpu, now = cpu_seconds(self.parley_pid), time.perf_counter()
+        cpu, now = self._parley_cpu(), time.perf_counter()
         db_cpu = cpu_seconds(self.db_pid) if self.db_pid else 0.0
         parley0, db0, counts0, t0 = self._start
         return Costs(cpu - parley0, db_cpu - db0, db - counts0, now - t0)

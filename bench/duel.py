@@ -4,11 +4,11 @@ Parley and the scripted model server run as separate processes, so Parley's own 
 read from /proc without the model's. Prints:
   (a) wall time of one debate ÷ the model time on its critical path (and ÷ the sum of all calls);
   (b) Parley CPU milliseconds per chunk streamed from the model to the SSE client;
-  (c) N concurrent debates on one worker: all complete? p50/p99/max gap between chunks of a turn;
+  (c) N concurrent debates on one worker (or `--workers W`): all complete? p50/p99/max gap between chunks of a turn;
 and with (a) and (c), per debate: Parley's and the embedded database's CPU and the database operations and
 bytes by collection and command (from Parley's /metrics, see bench/costs.py).
 
-    .venv/bin/python bench/duel.py [--latency 0.05] [--token-delay 0.005] [--concurrent 100]
+    .venv/bin/python bench/duel.py [--latency 0.05] [--token-delay 0.005] [--concurrent 100] [--workers 1]
 
 MONGODB_URI picks the database (else an embedded one is started); BENCH_PARLEY_PYTHON_ARGS adds
 interpreter options to the Parley process, e.g. "-m cProfile -o parley.prof" to profile it.
@@ -33,7 +33,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.costs import Meter, cpu_seconds, make_keys, percentile, start_process  # noqa: E402
+from bench.costs import Meter, cpu_seconds, descendants, make_keys, percentile, start_process, total_cpu_seconds  # noqa: E402,E501
 from core.embedded import database_server, free_port  # noqa: E402
 from tests.support.sse import SseParser  # noqa: E402
 
@@ -165,11 +165,19 @@ async def measure(args: argparse.Namespace, home: Path, uri: str, started: list[
     port = free_port()
     parley_env = {**env, "OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "x", "OPENAI_MODEL": "openai:gpt-4o-mini",
                   "MONGODB_URI": uri, "MONGODB_DB": db_name, "PARLEY_HOME": str(home)}
+    if args.workers > 1:  # /metrics answers for every worker (core/metrics.py), so the database counts are all of them
+        metrics_dir = home / "metrics"
+        metrics_dir.mkdir()
+        parley_env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
     parley, _ = start_process(
         [sys.executable, *os.environ.get("BENCH_PARLEY_PYTHON_ARGS", "").split(), "-m", "uvicorn",
          "api.main:create_app", "--factory", "--host", "127.0.0.1",
-         "--port", str(port), "--log-level", "warning"], parley_env, None)
+         "--port", str(port), "--log-level", "warning", *(["--workers", str(args.workers)] if args.workers > 1 else [])],
+        parley_env, None)
     started.append(parley)
+
+    def parley_cpu() -> float:  # the worker processes' too, with --workers
+        return total_cpu_seconds(descendants(parley.pid))
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=300) as probe:
         for _ in range(200):
             try:
@@ -202,9 +210,9 @@ async def measure(args: argparse.Namespace, home: Path, uri: str, started: list[
 
         async def batch_cpu(turn: str) -> tuple[float, int]:
             script(base_url, turn)
-            cpu0 = cpu_seconds(parley.pid)
+            cpu0 = parley_cpu()
             batch = await asyncio.gather(*[one_debate(client, keys.pop(), args.rounds) for _ in range(10)])
-            return cpu_seconds(parley.pid) - cpu0, sum(r["chunks"] for r in batch)
+            return parley_cpu() - cpu0, sum(r["chunks"] for r in batch)
 
         cpu_few, chunks_few = await batch_cpu(TURN)
         cpu_many, chunks_many = await batch_cpu(MANY_CHUNKS)
@@ -217,19 +225,20 @@ async def measure(args: argparse.Namespace, home: Path, uri: str, started: list[
 
         if not args.concurrent:
             return
-        cpu0, llm_cpu0, own_cpu0 = cpu_seconds(parley.pid), cpu_seconds(llm.pid), time.process_time()
+        cpu0, llm_cpu0, own_cpu0 = parley_cpu(), cpu_seconds(llm.pid), time.process_time()
         meter.start()
         t0 = time.perf_counter()
         many = await asyncio.gather(*[one_debate(client, keys.pop(), args.rounds)
                                       for _ in range(args.concurrent)], return_exceptions=True)
         elapsed = time.perf_counter() - t0
         many_costs = meter.stop()
-        cpu = cpu_seconds(parley.pid) - cpu0
+        cpu = parley_cpu() - cpu0
         llm_cpu, own_cpu = cpu_seconds(llm.pid) - llm_cpu0, time.process_time() - own_cpu0
         ok = [r for r in many if isinstance(r, dict) and r["done"]]
         gaps = [g for r in ok for g in r["gaps"]]
         chunks = sum(r["chunks"] for r in ok)
-        print(f"(c) {args.concurrent} concurrent debates on one worker: {len(ok)}/{args.concurrent} completed in "
+        workers = "one worker" if args.workers == 1 else f"{args.workers} workers"
+        print(f"(c) {args.concurrent} concurrent debates on {workers}: {len(ok)}/{args.concurrent} completed in "
               f"{elapsed:.1f} s (one alone: {wall:.1f} s); {chunks} chunks; gap between chunks of a turn "
               f"p50 {percentile(gaps, 0.5) * 1000:.1f} ms, p99 {percentile(gaps, 0.99) * 1000:.1f} ms, "
               f"max {max(gaps) * 1000:.1f} ms")
@@ -249,6 +258,7 @@ def main() -> None:
     parser.add_argument("--token-delay", type=float, default=0.005, help="seconds between streamed chunks")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--concurrent", type=int, default=100, help="debates at once in (c); 0 skips (c)")
+    parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes of Parley")
     asyncio.run(run(parser.parse_args()))
 
 
