@@ -56,6 +56,11 @@ def total_cpu_seconds(pids: set[int]) -> float:
     return total
 
 
+def tree_cpu_seconds(pid: int, *, without: int | None = None) -> float:
+    """CPU time of `pid` and every process below it (the workers of `uvicorn --workers`), less `without`'s tree."""
+    return total_cpu_seconds(descendants(pid) - (descendants(without) if without else set()))
+
+
 def percentile(values: list[float], q: float) -> float:
     """The `q` quantile (0..1) of `values`, nearest rank; NaN for none."""
     ordered = sorted(values)
@@ -153,12 +158,9 @@ class Meter:
     def __init__(self, url: str, parley_pid: int, db_pid: int | None) -> None:
         self.url, self.parley_pid, self.db_pid = url, parley_pid, db_pid
 
-    def _parley_cpu(self) -> float:  # its worker processes' too, when it runs several
-        return total_cpu_seconds(descendants(self.parley_pid) - (descendants(self.db_pid) if self.db_pid else set()))
-
     def _read(self) -> tuple[float, float, DbCounts, float]:
-        return (self._parley_cpu(), cpu_seconds(self.db_pid) if self.db_pid else 0.0,
-                scrape_db(self.url), time.perf_counter())
+        parley = tree_cpu_seconds(self.parley_pid, without=self.db_pid)  # its workers' too, when it runs several
+        return parley, cpu_seconds(self.db_pid) if self.db_pid else 0.0, scrape_db(self.url), time.perf_counter()
 
     def start(self) -> None:
         self._start = self._read()
@@ -167,7 +169,7 @@ class Meter:
         # /metrics is read before the CPU, so this scrape's cost is left out; the one in `start()` is counted
         # in Parley's CPU (about a millisecond, spread over the runs measured).
         db = scrape_db(self.url)
-        cpu, now = self._parley_cpu(), time.perf_counter()
+        cpu, now = tree_cpu_seconds(self.parley_pid, without=self.db_pid), time.perf_counter()
         db_cpu = cpu_seconds(self.db_pid) if self.db_pid else 0.0
         parley0, db0, counts0, t0 = self._start
         return Costs(cpu - parley0, db_cpu - db0, db - counts0, now - t0)

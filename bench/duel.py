@@ -33,7 +33,14 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.costs import Meter, cpu_seconds, descendants, make_keys, percentile, start_process, total_cpu_seconds  # noqa: E402,E501
+from bench.costs import (  # noqa: E402
+    Meter,
+    cpu_seconds,
+    make_keys,
+    percentile,
+    start_process,
+    tree_cpu_seconds,
+)
 from core.embedded import database_server, free_port  # noqa: E402
 from tests.support.sse import SseParser  # noqa: E402
 
@@ -175,9 +182,6 @@ async def measure(args: argparse.Namespace, home: Path, uri: str, started: list[
          "--port", str(port), "--log-level", "warning", *(["--workers", str(args.workers)] if args.workers > 1 else [])],
         parley_env, None)
     started.append(parley)
-
-    def parley_cpu() -> float:  # the worker processes' too, with --workers
-        return total_cpu_seconds(descendants(parley.pid))
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=300) as probe:
         for _ in range(200):
             try:
@@ -210,9 +214,9 @@ async def measure(args: argparse.Namespace, home: Path, uri: str, started: list[
 
         async def batch_cpu(turn: str) -> tuple[float, int]:
             script(base_url, turn)
-            cpu0 = parley_cpu()
+            cpu0 = tree_cpu_seconds(parley.pid)
             batch = await asyncio.gather(*[one_debate(client, keys.pop(), args.rounds) for _ in range(10)])
-            return parley_cpu() - cpu0, sum(r["chunks"] for r in batch)
+            return tree_cpu_seconds(parley.pid) - cpu0, sum(r["chunks"] for r in batch)
 
         cpu_few, chunks_few = await batch_cpu(TURN)
         cpu_many, chunks_many = await batch_cpu(MANY_CHUNKS)
@@ -225,14 +229,14 @@ async def measure(args: argparse.Namespace, home: Path, uri: str, started: list[
 
         if not args.concurrent:
             return
-        cpu0, llm_cpu0, own_cpu0 = parley_cpu(), cpu_seconds(llm.pid), time.process_time()
+        cpu0, llm_cpu0, own_cpu0 = tree_cpu_seconds(parley.pid), cpu_seconds(llm.pid), time.process_time()
         meter.start()
         t0 = time.perf_counter()
         many = await asyncio.gather(*[one_debate(client, keys.pop(), args.rounds)
                                       for _ in range(args.concurrent)], return_exceptions=True)
         elapsed = time.perf_counter() - t0
         many_costs = meter.stop()
-        cpu = parley_cpu() - cpu0
+        cpu = tree_cpu_seconds(parley.pid) - cpu0
         llm_cpu, own_cpu = cpu_seconds(llm.pid) - llm_cpu0, time.process_time() - own_cpu0
         ok = [r for r in many if isinstance(r, dict) and r["done"]]
         gaps = [g for r in ok for g in r["gaps"]]

@@ -47,14 +47,14 @@ class RunContext:
     # Where the speakers' granted tools come from (set by the run's mode); None: no speaker has tools.
     tools: ToolAccess | None = None
     # Whether someone reads the run's answers as they are written. False (a client waiting for the whole answer):
-    # an answer that no rule holds to a length or offers tools is asked for in one piece rather than streamed,
-    # which costs a fraction of the CPU (see `nodes.speak.say`'s `whole`).
+    # an answer offered no tools is asked for in one piece rather than streamed, which costs a fraction of the CPU
+    # (`nodes.arbitrate.stream_first_answer`, `nodes.speak.say`'s `whole`).
     streamed: bool = True
 
     @classmethod
     def of(cls, runtime: Any) -> Self:
-        """This run's context as `cls`: the caller's own; a plain RunContext widened (keeping its models,
-        model, ledger, budget, steering, tools and whether it is streamed, with this mode's default knobs); or fresh defaults when the
+        """This run's context as `cls`: the caller's own; a plain RunContext widened (keeping its models, model,
+        ledger, budget, steering, tools and `streamed`, with this mode's default knobs); or fresh defaults when the
         caller passed none."""
         ctx = getattr(runtime, "context", None)
         if isinstance(ctx, cls):

@@ -222,12 +222,14 @@ async def _stream(chat: Runnable, messages: Sequence[BaseMessage], gate: Any, se
 
 
 def _call_pieces(answer: BaseMessage) -> Iterator[dict[str, Any]]:
-    """The tool calls of an answer asked for in one piece, each as the one piece of a streamed call."""
-    for index, call in enumerate(getattr(answer, "tool_calls", None) or ()):
-        yield {"index": index, "id": call.get("id"), "name": call["name"], "args": json.dumps(call["args"])}
-    made = len(getattr(answer, "tool_calls", None) or ())
-    for index, call in enumerate(getattr(answer, "invalid_tool_calls", None) or (), start=made):
-        yield {"index": index, "id": call.get("id"), "name": call.get("name") or "", "args": call.get("args") or ""}
+    """The tool calls of an answer asked for in one piece (those whose arguments parsed, then the others), each as
+    the one piece of a streamed call."""
+    valid = getattr(answer, "tool_calls", None) or []
+    invalid = getattr(answer, "invalid_tool_calls", None) or []
+    for index, call in enumerate([*valid, *invalid]):
+        args = call.get("args")
+        yield {"index": index, "id": call.get("id"), "name": call.get("name") or "",
+               "args": args if isinstance(args, str) else json.dumps(args) if args is not None else ""}
 
 
 async def say(
