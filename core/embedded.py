@@ -41,6 +41,14 @@ RESTART_MAX_WAIT = 30.0
 RESTART_STABLE_AFTER = 60.0
 RESTART_READY_TIMEOUT = 60.0
 
+# How every client reaches the embedded database. Without retryable writes: secantusd-py keeps the reply of each
+# retryable write for 30 minutes (up to 10,000) and walks, past that cap sorts, all it keeps on every write, so
+# a write cost ten times more (5 ms, not 0.5) once ten thousand had been made in half an hour: a few busy minutes.
+# A retry only ever helps a write whose reply a network blip or a primary's step-down lost; on a loopback
+# connection to one node, a write in flight when the server dies fails as a database error instead
+# (docs/operations.md), and one sent while it restarts waits for it as before (server selection).
+EMBEDDED_DB_OPTIONS = "retryWrites=false"
+
 
 class EmbeddedServerError(RuntimeError):
     """An embedded server could not start; the message says what failed and where its log is."""
@@ -333,7 +341,7 @@ def database_server(home: Path, port: int = 0) -> ManagedProcess:
     storage = home / "db"
     storage.mkdir(parents=True, exist_ok=True)
     command = [binary, "--host", "127.0.0.1", "--port", str(port), "--storage-path", str(storage), "--sync-on-commit"]
-    uri = f"mongodb://127.0.0.1:{port}/"
+    uri = f"mongodb://127.0.0.1:{port}/?{EMBEDDED_DB_OPTIONS}"
     return ManagedProcess("embedded database", command, home / "logs" / "database.log", _mongo_ok(uri), url=uri)
 
 

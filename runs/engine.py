@@ -35,6 +35,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackHandler
@@ -308,22 +309,37 @@ class EventWriter:
 # --- leases ---------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Holding:
+    """A run this worker executes, as the lease thread sees it: its execution's task, and when the lease that
+    execution began with (its start, take-over or wake) ends."""
+
+    task: asyncio.Task
+    lease_until: datetime | None
+
+
 class LeaseKeeper:
     """Renew the leases of the runs a worker executes, from a thread of its own, so that a busy (or blocked)
     event loop never lets them expire while the worker lives.
 
-    Every `heartbeat` seconds, while the worker executes runs, one `update` and one `find` on a synchronous
-    client of its own (`store.runs.renew_leases`): which of them it still holds, which someone asked to
-    cancel, and how many inputs each was sent. The thread reads the runs through `held` (a snapshot the engine takes under its lock) and touches
-    nothing else of the engine: each answer is handed to the event loop (`loop.call_soon_threadsafe`), to
-    `renewed(sent, held)` or, when the database failed, `failed(exc, ok_at)` (`ok_at`: the monotonic time of
-    the last renewal that succeeded). Its client gives up on a dead database within `min(3, lease / 2)`
-    seconds (server selection, connection) and on a reply after a lease, so `stop` never waits long.
+    Every `heartbeat` seconds, while the worker executes runs, one `find` on a synchronous client of its own
+    (`store.runs.renew_leases`): which of them it still holds, which someone asked to cancel, and how many inputs
+    each was sent; and, before it, one `update` extending the leases that end within `RENEWED_WITHIN` heartbeats
+    (a run of a second or two, most panel requests, is never renewed: the lease it started with outlives it). The
+    thread reads the runs through `held` (a snapshot the engine takes under its lock) and touches nothing else of
+    the engine: each answer is handed to the event loop (`loop.call_soon_threadsafe`), to `renewed(sent, held)`
+    or, when the database failed, `failed(exc, ok_at)` (`ok_at`: the monotonic time of the last renewal that
+    succeeded). Its client gives up on a dead database within `min(3, lease / 2)` seconds (server selection,
+    connection) and on a reply after a lease, so `stop` never waits long.
     """
 
+    # A lease is extended once no more than this many heartbeats of it are left: with the defaults (a 5 s lease, a
+    # 1 s heartbeat) every other heartbeat, never with less than 2 s of it to go.
+    RENEWED_WITHIN = 3
+
     def __init__(self, uri: str, db_name: str, *, worker: str, lease: float, heartbeat: float,
-                 held: Callable[[], dict[str, asyncio.Task]],
-                 renewed: Callable[[dict[str, asyncio.Task], dict[str, store.Held]], None],
+                 held: Callable[[], dict[str, Holding]],
+                 renewed: Callable[[dict[str, Holding], dict[str, store.Held]], None],
                  failed: Callable[[PyMongoError, float], None]) -> None:
         self.uri, self.db_name, self.worker, self.lease, self.heartbeat = uri, db_name, worker, lease, heartbeat
         self.held, self.renewed, self.failed = held, renewed, failed
@@ -352,15 +368,21 @@ class LeaseKeeper:
             connectTimeoutMS=timeout_ms, socketTimeoutMS=int(self.lease * 1000), appname="parley-leases")
         db = client[self.db_name]
         ok_at = time.monotonic()
+        extended: dict[asyncio.Task, datetime] = {}  # an execution's task → when the lease this thread last set ends
         try:
             while not self._stopping.is_set():
                 started = time.monotonic()
                 sent = self.held()
+                extended = {h.task: extended[h.task] for h in sent.values() if h.task in extended}
                 if not sent:
                     ok_at = started  # nothing to hold: nothing can be lost
                 else:
+                    at = store.now()  # the leases the update sets end a little later than at + lease
+                    soon = at + timedelta(seconds=self.RENEWED_WITHIN * self.heartbeat)
+                    due = [run_id for run_id, h in sent.items()
+                           if (until := extended.get(h.task, h.lease_until)) is None or until <= soon]
                     try:
-                        held = store.renew_leases(db, run_ids=list(sent), worker=self.worker,
+                        held = store.renew_leases(db, run_ids=list(sent), extend=due, worker=self.worker,
                                                   lease_seconds=self.lease)
                     except PyMongoError as exc:
                         self._hand(self.failed, exc, ok_at)
@@ -368,6 +390,7 @@ class LeaseKeeper:
                         log.exception("run engine: a lease renewal failed")
                     else:
                         ok_at = started
+                        extended.update((sent[run_id].task, at + timedelta(seconds=self.lease)) for run_id in due)
                         self._hand(self.renewed, sent, held)
                 self._stopping.wait(max(0.0, started + self.heartbeat - time.monotonic()))
         finally:
@@ -418,6 +441,7 @@ class RunEngine:
         self.lease, self.heartbeat = settings.parley_run_lease, settings.parley_run_heartbeat
         self.poll = settings.parley_run_poll
         self._tasks: dict[str, asyncio.Task] = {}  # changed on the loop under `_tasks_lock`, read by the keeper
+        self._leases: dict[str, datetime | None] = {}  # run id → when its execution's first lease ends (same lock)
         self._tasks_lock = threading.Lock()
         self._live: dict[str, LiveRun] = {}
         self._ended: dict[str, dict] = {}  # run id → its finished record, for `ENDED_KEPT` seconds
@@ -485,6 +509,7 @@ class RunEngine:
         task = asyncio.create_task(self._execute(record), name=f"run {run_id}")
         with self._tasks_lock:
             self._tasks[run_id] = task
+            self._leases[run_id] = record.get("leaseUntil")
 
         def forget(_: asyncio.Task) -> None:
             if live is not None and self._live.get(run_id) is live:  # a task cancelled before it started
@@ -493,6 +518,7 @@ class RunEngine:
             with self._tasks_lock:
                 if self._tasks.get(run_id) is task:
                     del self._tasks[run_id]
+                    self._leases.pop(run_id, None)
             self._stopping.pop(run_id, None)
             self._closing.discard(run_id)
 
@@ -876,18 +902,18 @@ class RunEngine:
 
     # --- tending ------------------------------------------------------------------------------
 
-    def _held(self) -> dict[str, asyncio.Task]:
-        """The runs this worker executes, each with its task (called from the lease thread)."""
+    def _held(self) -> dict[str, Holding]:
+        """The runs this worker executes, each with its task and its lease's end (called from the lease thread)."""
         with self._tasks_lock:
-            return dict(self._tasks)
+            return {run_id: Holding(task, self._leases.get(run_id)) for run_id, task in self._tasks.items()}
 
-    def _renewed(self, sent: dict[str, asyncio.Task], held: dict[str, store.Held]) -> None:
+    def _renewed(self, sent: dict[str, Holding], held: dict[str, store.Held]) -> None:
         """A lease renewal's answer (on the loop): stop the runs of `sent` this worker no longer holds (another
         took them over), and those someone cancelled (again, while they still execute: a cancellation lost in
         the graph); fetch the inputs sent on other workers to the runs it executes. A run whose task changed
         since (it ended, and was claimed here again) is left alone."""
-        for run_id, task in sent.items():
-            if self._tasks.get(run_id) is not task:
+        for run_id, holding in sent.items():
+            if self._tasks.get(run_id) is not holding.task:
                 continue
             if run_id not in held:
                 self._stop(run_id, "lost")

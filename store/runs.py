@@ -148,15 +148,20 @@ class Held(NamedTuple):
     inputs: int
 
 
-def renew_leases(db: Database, *, run_ids: list[str], worker: str, lease_seconds: float) -> dict[str, Held]:
-    """Extend `worker`'s leases on `run_ids`: a synchronous call, for the lease thread's own client. Return the
-    runs it still holds (a run it lost, or that has ended, is left out), each with whether someone asked to
-    cancel it and how many inputs it was sent: one update and one read whatever the number of runs."""
+def renew_leases(db: Database, *, run_ids: list[str], worker: str, lease_seconds: float,
+                 extend: list[str] | None = None) -> dict[str, Held]:
+    """Extend `worker`'s leases on `extend` (by default all of `run_ids`): a synchronous call, for the lease thread's
+    own client. Return the runs of `run_ids` it still holds (a run it lost, or that has ended, is left out), each
+    with whether someone asked to cancel it and how many inputs it was sent: one update (none when nothing is to
+    be extended) and one read whatever the number of runs."""
     if not run_ids:
         return {}
-    at = now()
+    extend = run_ids if extend is None else extend
     query = {"_id": {"$in": run_ids}, "worker": worker, "status": {"$in": list(ACTIVE)}}
-    db.runs.update_many(query, {"$set": {"leaseUntil": at + timedelta(seconds=lease_seconds), "heartbeatAt": at}})
+    if extend:
+        at = now()
+        db.runs.update_many({**query, "_id": {"$in": extend}},
+                            {"$set": {"leaseUntil": at + timedelta(seconds=lease_seconds), "heartbeatAt": at}})
     rows = db.runs.find(query, {"_id": 1, "cancelRequested": 1, "inputs": 1})
     return {row["_id"]: Held(bool(row.get("cancelRequested")), int(row.get("inputs") or 0)) for row in rows}
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from pymongo import MongoClient, monitoring
 
 from core.embedded import ManagedProcess, free_port
 from tests.cli.test_serve import _alive
@@ -102,3 +103,31 @@ def test_a_child_ends_when_its_parent_is_killed(tmp_path, how):
         proc.kill()
         proc.wait()
     eventually(lambda: not _alive(child), "the child ended with its parent", timeout=15)
+
+
+def test_writes_to_the_embedded_database_are_not_sent_as_retryable(mongo_uri):
+    # secantusd-py walks every retryable write it remembers (up to 10,000, for 30 minutes) on each new one: sent as
+    # retryable, writes cost ten times more after a few busy minutes (core.embedded.EMBEDDED_DB_OPTIONS).
+    class Writes(monitoring.CommandListener):
+        def __init__(self) -> None:
+            self.sent: list[dict] = []
+
+        def started(self, event: monitoring.CommandStartedEvent) -> None:
+            if event.command_name in ("insert", "update"):
+                self.sent.append(dict(event.command))
+
+        def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+            pass
+
+        def failed(self, event: monitoring.CommandFailedEvent) -> None:
+            pass
+
+    writes = Writes()
+    client = MongoClient(mongo_uri, event_listeners=[writes])
+    try:
+        client.embedded_check.things.insert_one({"n": 1})
+        client.embedded_check.things.update_one({"n": 1}, {"$inc": {"n": 1}})
+    finally:
+        client.drop_database("embedded_check")
+        client.close()
+    assert [command.get("txnNumber") for command in writes.sent] == [None, None], writes.sent

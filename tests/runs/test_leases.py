@@ -22,7 +22,7 @@ from api.main import create_app
 from core.settings import Settings
 from llm.factory import ModelFactory
 from runs.checkpoints import mongodb_saver
-from runs.engine import EventWriter
+from runs.engine import EventWriter, Holding, LeaseKeeper
 from services.engine import RunEngine
 from store import runs as run_store
 from tests.support.duel import script_duel
@@ -168,6 +168,41 @@ async def test_a_claim_takes_a_run_only_from_a_holder_that_is_gone_and_only_once
     everything = ["gone", "renewed", "short", "released"]
     assert (await run_store.next_expiring(db, exclude=everything))["_id"] == "mine"
     assert await run_store.next_expiring(db, exclude=[*everything, "mine"]) is None
+
+
+async def test_the_lease_thread_extends_only_the_leases_that_end_soon_and_reads_every_run(parley_env, db):
+    lease, heartbeat = 10.0, 0.05
+    at = run_store.now()
+    for run_id in ("young", "old", "cancelled"):
+        await run_store.create_run(db, run_id=run_id, kind="duel", workspace="ws1", user="u", title="t", input={},
+                                   ref=None, worker="w0", lease_seconds=lease)
+    young, cancelled = await db.runs.find_one({"_id": "young"}), await db.runs.find_one({"_id": "cancelled"})
+    # "old" began with a lease that ends within three heartbeats; "cancelled" is as young as "young".
+    await db.runs.update_one({"_id": "old"}, {"$set": {"leaseUntil": at + timedelta(seconds=0.1)}})
+    await db.runs.update_one({"_id": "cancelled"}, {"$set": {"cancelRequested": True}})
+    loop = asyncio.get_running_loop()
+    tasks = {run_id: loop.create_future() for run_id in ("young", "old", "cancelled")}
+    holdings = {"young": Holding(tasks["young"], young["leaseUntil"]),
+                "old": Holding(tasks["old"], at + timedelta(seconds=0.1)),
+                "cancelled": Holding(tasks["cancelled"], cancelled["leaseUntil"])}
+    answers: list[dict] = []
+    keeper = LeaseKeeper(parley_env.mongodb_uri, parley_env.mongodb_db, worker="w0", lease=lease, heartbeat=heartbeat,
+                         held=lambda: holdings, renewed=lambda _sent, held: answers.append(held),
+                         failed=lambda exc, _ok_at: answers.append({"failed": exc}))
+    keeper.start()
+    try:
+        while len(answers) < 5:  # five heartbeats
+            await asyncio.sleep(heartbeat)
+    finally:
+        await asyncio.to_thread(keeper.stop)
+    assert all(set(held) == {"young", "old", "cancelled"} for held in answers), answers
+    assert all(held["cancelled"].cancel and not held["young"].cancel for held in answers), answers
+    rows = {row["_id"]: row async for row in db.runs.find({})}
+    assert rows["young"]["leaseUntil"] == young["leaseUntil"] and rows["young"]["heartbeatAt"] == young["heartbeatAt"]
+    assert rows["cancelled"]["leaseUntil"] == cancelled["leaseUntil"]
+    # Extended once, at the first heartbeat, to a whole lease: not again while most of it is left.
+    assert rows["old"]["leaseUntil"] > at + timedelta(seconds=lease - 1), rows["old"]
+    assert rows["old"]["heartbeatAt"] < at + timedelta(seconds=1), rows["old"]
 
 
 async def test_waiting_for_a_run_that_ends_here_reads_nothing_of_it(parley_env, make_key, llm, sync_db, monkeypatch):
