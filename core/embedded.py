@@ -41,13 +41,16 @@ RESTART_MAX_WAIT = 30.0
 RESTART_STABLE_AFTER = 60.0
 RESTART_READY_TIMEOUT = 60.0
 
-# How every client reaches the embedded database. Without retryable writes: secantusd-py keeps the reply of each
-# retryable write for 30 minutes (up to 10,000) and walks, past that cap sorts, all it keeps on every write, so
-# a write cost ten times more (5 ms, not 0.5) once ten thousand had been made in half an hour: a few busy minutes.
-# A retry only ever helps a write whose reply a network blip or a primary's step-down lost; on a loopback
-# connection to one node, a write in flight when the server dies fails as a database error instead
-# (docs/operations.md), and one sent while it restarts waits for it as before (server selection).
-EMBEDDED_DB_OPTIONS = "retryWrites=false"
+# How every client reaches the embedded database, two of secantusd-py's costs avoided:
+# - no retryable writes: it keeps the reply of each retryable write for 30 minutes (up to 10,000) and walks, past
+#   the cap sorts, all it keeps on every write, so a write cost ten times more (5 ms, not 0.5) once ten thousand
+#   had been made in half an hour: a few busy minutes. A retry only ever helps a write whose reply a network blip
+#   or a primary's step-down lost; on a loopback connection to one node, a write in flight when the server dies
+#   fails as a database error instead (docs/operations.md), and one sent while it restarts waits for it as before;
+# - monitoring by polling: each client's monitor asks every 10 s, where a streamed `hello` has the server wake
+#   four times a second for each client (Parley's, the lease thread's, the checkpointer's, the rate limiter's)
+#   while nothing happens. A failed command still has the client look again at once.
+EMBEDDED_DB_OPTIONS = "retryWrites=false&serverMonitoringMode=poll"
 
 
 class EmbeddedServerError(RuntimeError):
