@@ -8,7 +8,12 @@ its events, usage rows and, with `--checkpoints`, its checkpoint document, as
 PARLEY_RUN_KEEP_CHECKPOINTS=true leaves it). It prints the database process's CPU and the wall time per
 command. Multiply by the counts per run of bench/dbcalls.py for the cost of each write and poll of a run.
 
+With `--after-writes N`, each command again after N more writes (one small update each), sent first as Parley's
+clients send them (not retryable: `core.embedded.EMBEDDED_DB_OPTIONS`) and then as retryable writes, pymongo's
+default, which the server remembers for 30 minutes: what a busy half hour costs each command either way.
+
 Run from the repository root:  .venv/bin/python bench/dbops.py [--reps 100] [--stored 10000] [--checkpoints]
+                               [--after-writes 12000]
 """
 
 from __future__ import annotations
@@ -137,6 +142,8 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=100)
     parser.add_argument("--stored", type=int, default=10_000, help="finished runs stored for the second round")
     parser.add_argument("--checkpoints", action="store_true", help="the stored runs keep 3 checkpoints each")
+    parser.add_argument("--after-writes", type=int, default=0,
+                        help="then each command after this many more writes, not retryable and retryable")
     args = parser.parse_args()
 
     from core.embedded import database_server
@@ -160,9 +167,25 @@ def main() -> None:
             cpu2, wall2 = stored[name]
             print(f"{name:<46} {cpu:16.2f} {wall:8.2f} {cpu2:18.2f} {wall2:8.2f}"
                   f"{'   <- grows' if cpu2 > 2 * cpu + 0.5 else ''}")
+        if args.after_writes:
+            after_writes(server.url, pid, args.reps, args.after_writes, stored)
     finally:
         client.close()
         server.stop()
+
+
+def after_writes(url: str, pid: int, reps: int, writes: int, before: dict[str, tuple[float, float]]) -> None:
+    """Each command after `writes` more writes: as Parley's clients send them, then as retryable writes."""
+    columns = {}
+    for label, options in (("parley", {}), ("retryable", {"retryWrites": True})):
+        with MongoClient(url, tz_aware=True, **options) as client:
+            for _ in range(writes):
+                client.bench.filler.update_one({"_id": 0}, {"$inc": {"n": 1}}, upsert=True)
+            columns[label] = measure(client.bench, pid, reps, (2 + len(columns)) * reps)
+    print(f"\nafter {writes} more writes, db CPU ms per command (stored: as above)")
+    print(f"{'command':<46} {'stored':>8} {'as Parley':>10} {'retryable':>10}")
+    for name, (cpu, _) in before.items():
+        print(f"{name:<46} {cpu:8.2f} {columns['parley'][name][0]:10.2f} {columns['retryable'][name][0]:10.2f}")
 
 
 if __name__ == "__main__":
