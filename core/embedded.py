@@ -41,8 +41,15 @@ RESTART_MAX_WAIT = 30.0
 RESTART_STABLE_AFTER = 60.0
 RESTART_READY_TIMEOUT = 60.0
 
+# How the embedded database runs: `--sync-on-commit`, since a write it acknowledged must survive its being killed;
+# `--standalone`, a single server rather than a one-node replica set, which keeps no oplog: as a replica set it
+# copied every write into its oplog (the whole document, for an update too), a third of a write's CPU, for change
+# streams and transactions that Parley does not use on it (its followers poll, see runs/engine.py).
+EMBEDDED_DB_FLAGS = ("--sync-on-commit", "--standalone")
+
 # How every client reaches the embedded database, two of secantusd-py's costs avoided:
-# - no retryable writes: it keeps the reply of each retryable write for 30 minutes (up to 10,000) and walks, past
+# - no retryable writes (which a standalone server does not take either, so this only matters should it run as a
+#   replica set again): it keeps the reply of each retryable write for 30 minutes (up to 10,000) and walks, past
 #   the cap sorts, all it keeps on every write, so a write cost ten times more (5 ms, not 0.5) once ten thousand
 #   had been made in half an hour: a few busy minutes. A retry only ever helps a write whose reply a network blip
 #   or a primary's step-down lost; on a loopback connection to one node, a write in flight when the server dies
@@ -343,7 +350,7 @@ def database_server(home: Path, port: int = 0) -> ManagedProcess:
     port = port or free_port()
     storage = home / "db"
     storage.mkdir(parents=True, exist_ok=True)
-    command = [binary, "--host", "127.0.0.1", "--port", str(port), "--storage-path", str(storage), "--sync-on-commit"]
+    command = [binary, "--host", "127.0.0.1", "--port", str(port), "--storage-path", str(storage), *EMBEDDED_DB_FLAGS]
     uri = f"mongodb://127.0.0.1:{port}/?{EMBEDDED_DB_OPTIONS}"
     return ManagedProcess("embedded database", command, home / "logs" / "database.log", _mongo_ok(uri), url=uri)
 

@@ -105,9 +105,10 @@ def test_a_child_ends_when_its_parent_is_killed(tmp_path, how):
     eventually(lambda: not _alive(child), "the child ended with its parent", timeout=15)
 
 
-def test_writes_to_the_embedded_database_are_not_sent_as_retryable(mongo_uri):
+def test_writes_to_the_embedded_database_are_not_retryable_and_keep_no_oplog(mongo_uri):
     # secantusd-py walks every retryable write it remembers (up to 10,000, for 30 minutes) on each new one: sent as
-    # retryable, writes cost ten times more after a few busy minutes (core.embedded.EMBEDDED_DB_OPTIONS).
+    # retryable, writes cost ten times more after a few busy minutes; as a replica set it also copies every write
+    # into its oplog, a third of the write's cost (core.embedded.EMBEDDED_DB_FLAGS, EMBEDDED_DB_OPTIONS).
     class Writes(monitoring.CommandListener):
         def __init__(self) -> None:
             self.sent: list[dict] = []
@@ -125,9 +126,14 @@ def test_writes_to_the_embedded_database_are_not_sent_as_retryable(mongo_uri):
     writes = Writes()
     client = MongoClient(mongo_uri, event_listeners=[writes])
     try:
+        oplog_before = client.local.oplog.rs.count_documents({})
         client.embedded_check.things.insert_one({"n": 1})
         client.embedded_check.things.update_one({"n": 1}, {"$inc": {"n": 1}})
+        oplog_after = client.local.oplog.rs.count_documents({})
+        hello = client.admin.command("hello")
     finally:
         client.drop_database("embedded_check")
         client.close()
     assert [command.get("txnNumber") for command in writes.sent] == [None, None], writes.sent
+    assert "setName" not in hello, hello  # a standalone server, not a one-node replica set
+    assert oplog_after == oplog_before, (oplog_before, oplog_after)
