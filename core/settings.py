@@ -61,10 +61,12 @@ class Settings(BaseSettings):
         "resumes the run from its last checkpoint.")
     parley_run_heartbeat: float = Field(
         1.0, gt=0, description="Seconds between a worker's lease renewals (from a thread of its own), which also "
-        "pick up the cancels asked on other workers; the longest a follower's poll backs off to.")
+        "pick up the cancels asked on other workers; the longest a follower's poll backs off to, and how often a "
+        "follower woken by a change stream reads anyway.")
     parley_run_poll: float = Field(
         0.25, gt=0, description="Seconds between a follower's looks at the database for new events of a run "
-        "another worker executes, doubling (up to the heartbeat) while none comes.")
+        "another worker executes, doubling (up to the heartbeat) while none comes; on a database with change streams (a "
+        "replica set) followers are woken instead.")
     parley_run_deadline: float = Field(
         1800.0, gt=0, description="Seconds a run may take in all, from its creation (less the time it waited for a "
         "person): past it the run is stopped and stored `failed` with the code `run_deadline` (its usage billed and "

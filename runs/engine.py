@@ -18,9 +18,10 @@ What a worker asks of the database on its own, whatever its runs do: every heart
 one `update` and one `find` on `runs` (`store.runs.renew_leases`: the leases it holds, and the cancels asked
 of them); nothing while it holds none. For take-overs (`RunEngine._take_over`) one indexed `find` of the
 first lease to end among runs other workers hold, again when that lease would end (at most a lease later),
-and a claim only when a holder is gone. A follower of a run executing elsewhere polls its events every
-`PARLEY_RUN_POLL` seconds, doubling up to the heartbeat while none comes. (Change streams, which the embedded
-database and replica sets support, could wake followers instead; they are not used yet.)
+and a claim only when a holder is gone. A follower of a run executing elsewhere reads its events when a
+change stream says a page of them was stored (`runs.wakeups.PageWatch`: one stream per worker, open while it has
+such followers), and every heartbeat besides; where the database has no change streams (a standalone server, such
+as the embedded database), it polls every `PARLEY_RUN_POLL` seconds, doubling up to the heartbeat while none comes.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from nodes.inbox import RELEASES, Steering
 from runs.checkpoints import EventBarrier, namespaces, saved_graphs, survives
 from runs.events import RETRACT, TERMINAL, Event, Signal, listener_view, storage_failure
 from runs.modes.base import Emit, ModeRun, Outcome, RunFailure, Services, Settle
+from runs.wakeups import PageWatch
 from store import inputs as input_store
 from store import runs as store
 from store.monitor import LISTENER
@@ -454,6 +456,7 @@ class RunEngine:
         self._waking: set[asyncio.Task] = set()  # wakes asked for by executions as they parked
         self._keeper: LeaseKeeper | None = None
         self._taker: asyncio.Task | None = None
+        self.watch = PageWatch(db)  # wakes followers of runs executing elsewhere, where the database can
 
     # --- life cycle ---------------------------------------------------------------------------
 
@@ -482,6 +485,7 @@ class RunEngine:
             self._stop(run_id, "shutdown")
         if self._tasks:
             await asyncio.wait(list(self._tasks.values()), timeout=grace)
+        await self.watch.close()
 
     # --- starting runs ------------------------------------------------------------------------
 
@@ -991,43 +995,52 @@ class RunEngine:
             yield [storage_failure()]
 
     async def _follow(self, run_id: str, *, after: int) -> AsyncIterator[list[Event]]:
-        delay = self.poll
-        while True:
-            live = self._live.get(run_id)
-            if live is not None and not live.ended and after + 1 >= live.first_seq:
-                async for batch in live.follow(after):
-                    after = batch[-1].seq
-                    yield batch
-                    if batch[-1].terminal:
+        async with contextlib.AsyncExitStack() as stack:
+            wake: asyncio.Event | None = None  # set when a page of the run's events is stored (`PageWatch`)
+            delay = self.poll
+            while True:
+                live = self._live.get(run_id)
+                if live is not None and not live.ended and after + 1 >= live.first_seq:
+                    async for batch in live.follow(after):
+                        after = batch[-1].seq
+                        yield batch
+                        if batch[-1].terminal:
+                            return
+                    if live.storage_failed:
+                        yield [storage_failure()]
                         return
-                if live.storage_failed:
-                    yield [storage_failure()]
+                    continue  # the execution here stopped without an end (handed over): read on from the database
+                if wake is None:  # the change stream, if the database has one, is open before the first read
+                    wake = await stack.enter_async_context(self.watch.subscription(run_id))
+                wake.clear()  # a page stored from here on sets it again
+                rows = await store.events_after(self.db, run_id=run_id, after=after)
+                if rows:
+                    delay = self.poll
+                    end = next((i + 1 for i, row in enumerate(rows)
+                                if row["event"] in TERMINAL and not row.get("void")), len(rows))
+                    shown = listener_view(rows[:end], after=after)
+                    if shown and shown[-1].terminal:
+                        await self._until_recorded(run_id)
+                        yield shown
+                        return
+                    after = rows[end - 1]["seq"]
+                    if shown:
+                        yield shown
+                    continue
+                ended = run_id in self._ended
+                if not ended:
+                    status = await store.run_status(self.db, run_id=run_id)
+                    if status is None:
+                        return
+                    ended = status in store.FINISHED
+                if ended and not await store.events_after(self.db, run_id=run_id, after=after):
                     return
-                continue  # the execution here stopped without an end (handed over): read on from the database
-            rows = await store.events_after(self.db, run_id=run_id, after=after)
-            if rows:
-                delay = self.poll
-                end = next((i + 1 for i, row in enumerate(rows) if row["event"] in TERMINAL and not row.get("void")),
-                           len(rows))
-                shown = listener_view(rows[:end], after=after)
-                if shown and shown[-1].terminal:
-                    await self._until_recorded(run_id)
-                    yield shown
-                    return
-                after = rows[end - 1]["seq"]
-                if shown:
-                    yield shown
-                continue
-            ended = run_id in self._ended
-            if not ended:
-                status = await store.run_status(self.db, run_id=run_id)
-                if status is None:
-                    return
-                ended = status in store.FINISHED
-            if ended and not await store.events_after(self.db, run_id=run_id, after=after):
-                return
-            await asyncio.sleep(delay)
-            delay = min(2 * delay, max(self.poll, self.heartbeat))
+                if self.watch.live:  # woken when a page comes; read anyway every heartbeat
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(wake.wait(), max(self.poll, self.heartbeat))
+                    continue
+                await asyncio.sleep(delay)
+                delay = min(2 * delay, max(self.poll, self.heartbeat))
 
     async def _until_recorded(self, run_id: str, timeout: float = 10.0) -> None:
         """Wait for the run's record to say it ended (stored just after its last event); nothing is read when it

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pymongo import ASCENDING, DESCENDING
+from pymongo.asynchronous.change_stream import AsyncChangeStream
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.database import Database
 from pymongo.errors import BulkWriteError, DuplicateKeyError
@@ -391,6 +392,32 @@ async def events_after(db: AsyncDatabase, *, run_id: str, after: int, limit: int
         if len(rows) >= limit:
             break
     return rows
+
+
+class PageStream:
+    """The runs whose events are stored from the moment `watch_pages` opened it on: a run id per page, in order."""
+
+    def __init__(self, stream: AsyncChangeStream) -> None:
+        self._stream = stream
+
+    def __aiter__(self) -> PageStream:
+        return self
+
+    async def __anext__(self) -> str:
+        return (await self._stream.next())["fullDocument"]["runId"]
+
+    async def aclose(self) -> None:
+        await self._stream.close()
+
+
+async def watch_pages(db: AsyncDatabase) -> PageStream:
+    """A change stream of the pages of events inserted from now on (a replica set's).
+
+    Raises:
+        OperationFailure: the server has no change streams (code 40573: a standalone server).
+    """
+    return PageStream(await db.run_events.watch([{"$match": {"operationType": "insert"}},
+                                                 {"$project": {"fullDocument.runId": 1}}]))
 
 
 async def all_events(db: AsyncDatabase, *, run_id: str) -> list[dict]:
