@@ -1,7 +1,8 @@
 """Workspaces: a USD credit balance (panel debates) and a token allowance (round tables).
 
 Every change is one atomic conditional update, so concurrent requests can never take a balance
-below zero. Concurrent reservations and refunds of one workspace go to the database together (`store.group`):
+below zero. Concurrent reads go to the database together, and so do concurrent reservations and refunds of one
+workspace (`store.group`):
 one update takes the sum of every reservation that came meanwhile when the balance covers it (else each is tried
 in turn, as if alone), one update gives back every refund.
 """
@@ -20,9 +21,16 @@ from store.group import Group
 
 async def get_workspace(db: AsyncDatabase, workspace: str) -> dict:
     """Return the workspace record (an empty one when it was never credited)."""
-    return await db.workspaces.find_one({"_id": workspace}) or {
-        "_id": workspace, "creditUsd": 0.0, "allowanceTokens": None,
-    }
+    return await _reads(db, workspace) or {"_id": workspace, "creditUsd": 0.0, "allowanceTokens": None}
+
+
+async def _read_together(db: AsyncDatabase, workspaces: list[str]) -> list[dict | None]:
+    found = {row["_id"]: row async for row in db.workspaces.find({"_id": {"$in": list(dict.fromkeys(workspaces))}})}
+    return [dict(found[w]) if w in found else None for w in workspaces]
+
+
+# The workspaces concurrent requests read (a default budget, a balance) are read in one command (`store.group`).
+_reads: Group[str, dict | None] = Group("read workspaces", send=_read_together)
 
 
 async def add_credit(db: AsyncDatabase, workspace: str, usd: float) -> float:

@@ -1,5 +1,5 @@
 """What concurrent requests ask of the database goes together (`store.group`): one command a round for the key
-lookups, the new run records, a workspace's reservations and refunds and the billing rows, each caller answered
+lookups, the workspace reads, the new run records, a workspace's reservations and refunds and the billing rows, each caller answered
 as if it had asked alone."""
 
 from __future__ import annotations
@@ -51,6 +51,21 @@ async def test_keys_asked_for_together_are_looked_up_in_one_find(counted):
                                  keys.find_key(db, plaintext=made[0][1]), keys.find_key(db, plaintext="pk_nope"))
     assert [f["user"] if f else None for f in found] == ["u0", "u1", "u2", "u0", None]
     assert commands.sent.count(("find", "api_keys")) == 1
+
+
+async def test_workspaces_read_together_are_read_in_one_find_and_each_sees_writes_before_it(counted):
+    db, commands = counted
+    await workspaces.add_credit(db, "a", 1.0)
+    await workspaces.add_credit(db, "b", 2.0)
+    commands.sent.clear()
+    read = await asyncio.gather(*(workspaces.get_workspace(db, w) for w in ("a", "b", "a", "never")))
+    assert [w["creditUsd"] for w in read] == [1.0, 2.0, 1.0, 0.0]
+    assert read[3] == {"_id": "never", "creditUsd": 0.0, "allowanceTokens": None}
+    assert commands.sent.count(("find", "workspaces")) == 1
+    read[0]["creditUsd"] = 99.0  # each caller gets a record of its own
+    assert read[2]["creditUsd"] == 1.0
+    await workspaces.add_credit(db, "a", 1.0)
+    assert (await workspaces.get_workspace(db, "a"))["creditUsd"] == 2.0
 
 
 async def test_a_revoked_key_is_refused_on_its_next_request(db):
