@@ -52,6 +52,12 @@ async def engine(settings: Settings, worker: str) -> AsyncIterator[RunEngine]:
         await client.close()
 
 
+async def run_elsewhere(db, run_id: str = "run_elsewhere") -> None:
+    """Store a run that another worker ("elsewhere") executes, under a lease that outlasts the test."""
+    await run_store.create_run(db, run_id=run_id, kind="duel", workspace="ws1", user="u", title="t", input={},
+                               ref=None, worker="elsewhere", lease_seconds=60)
+
+
 def runs_commands() -> dict[str, float]:
     """Commands on `runs` counted so far (`store.monitor`), by command."""
     return {command: REGISTRY.get_sample_value("parley_db_operations_total",
@@ -244,8 +250,7 @@ async def test_a_follower_of_a_run_elsewhere_backs_off_while_nothing_comes(parle
 
     monkeypatch.setattr(run_store, "events_after", counted)
     async with engine(settings, "follower") as runs:
-        await run_store.create_run(runs.db, run_id="run_elsewhere", kind="duel", workspace="ws1", user="u",
-                                   title="t", input={}, ref=None, worker="elsewhere", lease_seconds=60)
+        await run_elsewhere(runs.db)
         got: list = []
 
         async def listen() -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from core.embedded import database_server
 from store import runs as run_store
-from tests.runs.test_leases import engine
+from tests.runs.test_leases import engine, run_elsewhere
 
 # Far longer than the test waits: a follower that only polled would not see the event in time.
 SLOW_POLL = 30.0
@@ -48,8 +48,7 @@ async def test_a_follower_elsewhere_is_woken_by_the_change_stream(parley_env, re
     monkeypatch.setattr(run_store, "events_after", counted)
     monkeypatch.setattr(run_store, "run_status", looked)
     async with engine(settings, "follower") as runs:
-        await run_store.create_run(runs.db, run_id="run_elsewhere", kind="duel", workspace="ws1", user="u",
-                                   title="t", input={}, ref=None, worker="elsewhere", lease_seconds=60)
+        await run_elsewhere(runs.db)
         got: list = []
 
         async def listen() -> None:
