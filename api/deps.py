@@ -9,14 +9,14 @@ from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from pymongo.asynchronous.database import AsyncDatabase
 
-from api.errors import ApiError
-from core.settings import Settings
-from llm.factory import ModelFactory
-from runs import RunEngine
-from services import access
-from services.access import Principal
-from services.errors import Forbidden
-from services.backend import Backend
+from parley.api.errors import ApiError
+from parley.core.settings import Settings
+from parley.llm.factory import ModelFactory
+from parley.runs import RunEngine
+from parley.services import access
+from parley.services.access import Principal
+from parley.services.errors import Forbidden
+from parley.services.backend import Backend
 
 
 # Coroutines, all of them: FastAPI runs a plain `def` dependency on a worker thread, a thread hop per request.

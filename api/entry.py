@@ -17,8 +17,8 @@ from typing import Any
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.errors import UNPROCESSABLE_PREFIXES, ApiError, error_body
-from core.limits import (
+from parley.api.errors import UNPROCESSABLE_PREFIXES, ApiError, error_body
+from parley.core.limits import (
     MAX_JSON_DEPTH,
     OFF_LOOP_BYTES,
     ROUTE_BODY_BYTES,

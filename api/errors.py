@@ -21,8 +21,8 @@ from fastapi.responses import JSONResponse
 from pymongo.errors import ConnectionFailure
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from services import errors as service_errors
-from services.errors import describe_validation, validation_code
+from parley.services import errors as service_errors
+from parley.services.errors import describe_validation, validation_code
 
 log = logging.getLogger("parley.api")
 

@@ -10,21 +10,21 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
-import store
-from api.entry import EntryGuard
-from api.errors import install_error_handlers
-from api.mcp_server import PATH as MCP_PATH
-from api.mcp_server import McpEndpoint
-from api.openapi import install_openapi
-from api.ratelimit import RateLimiter
-from api.routes import ROUTERS, STARTUP_HOOKS
-from api.sse import KEEPALIVE_SECONDS
-from core.embedded import EmbeddedServices
-from core.settings import Settings, get_settings
-from llm.factory import ModelFactory
-from runs.checkpoints import expire_after, mongodb_saver
-from services.backend import Backend
-from services.engine import RunEngine
+from parley import store
+from parley.api.entry import EntryGuard
+from parley.api.errors import install_error_handlers
+from parley.api.mcp_server import PATH as MCP_PATH
+from parley.api.mcp_server import McpEndpoint
+from parley.api.openapi import install_openapi
+from parley.api.ratelimit import RateLimiter
+from parley.api.routes import ROUTERS, STARTUP_HOOKS
+from parley.api.sse import KEEPALIVE_SECONDS
+from parley.core.embedded import EmbeddedServices
+from parley.core.settings import Settings, get_settings
+from parley.llm.factory import ModelFactory
+from parley.runs.checkpoints import expire_after, mongodb_saver
+from parley.services.backend import Backend
+from parley.services.engine import RunEngine
 
 log = logging.getLogger("parley.api")
 

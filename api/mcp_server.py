@@ -47,16 +47,16 @@ from mcp.types import Tool as ToolDefinition
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
-from api.deps import presented_key
-from api.entry import replaying
-from api.errors import ApiError, error_response, failure_error
-from api.mcp_tools import TOOLS, Call, Tool
-from services import access
-from services import runs as run_service
-from services.access import Principal
-from services.errors import NotFound
-from services.transcripts import run_transcript
-from store import agents as agent_store
+from parley.api.deps import presented_key
+from parley.api.entry import replaying
+from parley.api.errors import ApiError, error_response, failure_error
+from parley.api.mcp_tools import TOOLS, Call, Tool
+from parley.services import access
+from parley.services import runs as run_service
+from parley.services.access import Principal
+from parley.services.errors import NotFound
+from parley.services.transcripts import run_transcript
+from parley.store import agents as agent_store
 
 log = logging.getLogger("parley.mcp")
 

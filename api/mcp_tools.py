@@ -16,24 +16,24 @@ from typing import Any, Literal, TypeVar
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from core.limits import DEFAULT_DUEL_ROUNDS, MAX_CHAT_MESSAGES
-from designer import example_files
-from runs.modes.roundtable import render_synthesis
-from services import access
-from services import duel as duel_service
-from services import panel as panel_service
-from services import roundtable as table_service
-from services import runs as run_service
-from services import workflows as workflow_service
-from services.access import Principal
-from services.backend import Backend
-from services.duel import DebateBody
-from services.errors import InvalidRequest, describe_validation
-from services.panel import ChatCompletionRequest, ChatMessage
-from services.progress import progress_line
-from services.routers import ANSWER_RULE_HELP, RULE_HELP, RuleName
-from services.runs import Kind, Status
-from store.conversations import MAX_TITLE_CHARS, MessageCreate
+from parley.core.limits import DEFAULT_DUEL_ROUNDS, MAX_CHAT_MESSAGES
+from parley.designer import example_files
+from parley.runs.modes.roundtable import render_synthesis
+from parley.services import access
+from parley.services import duel as duel_service
+from parley.services import panel as panel_service
+from parley.services import roundtable as table_service
+from parley.services import runs as run_service
+from parley.services import workflows as workflow_service
+from parley.services.access import Principal
+from parley.services.backend import Backend
+from parley.services.duel import DebateBody
+from parley.services.errors import InvalidRequest, describe_validation
+from parley.services.panel import ChatCompletionRequest, ChatMessage
+from parley.services.progress import progress_line
+from parley.services.routers import ANSWER_RULE_HELP, RULE_HELP, RuleName
+from parley.services.runs import Kind, Status
+from parley.store.conversations import MAX_TITLE_CHARS, MessageCreate
 
 T = TypeVar("T")
 

@@ -17,8 +17,8 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, ConfigDict, Field
 
-from api.errors import OPENAI_STYLE_PREFIXES, SEED_STYLE_PREFIXES, UNPROCESSABLE_PREFIXES
-from designer import workflow_json_schema
+from parley.api.errors import OPENAI_STYLE_PREFIXES, SEED_STYLE_PREFIXES, UNPROCESSABLE_PREFIXES
+from parley.designer import workflow_json_schema
 
 REF = "#/components/schemas/{model}"
 # Wrapped in allOf: pydantic resolves a bare `$ref` beside a description against its own definitions.

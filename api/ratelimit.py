@@ -15,8 +15,8 @@ from limits import parse
 from limits.storage import MongoDBStorage
 from limits.strategies import MovingWindowRateLimiter
 
-from core.metrics import record_rate_limited
-from store.monitor import LISTENER
+from parley.core.metrics import record_rate_limited
+from parley.store.monitor import LISTENER
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
-from core.limits import INT64_MAX, INT64_MIN, MAX_EVENT_ID_DIGITS
-from core.metrics import sse_listener
-from runs.events import Event
+from parley.core.limits import INT64_MAX, INT64_MIN, MAX_EVENT_ID_DIGITS
+from parley.core.metrics import sse_listener
+from parley.runs.events import Event
 
 KEEPALIVE_SECONDS = 15
 SSE_HEADERS = {"Cache-Control": "no-cache", "Connection": "keep-alive", "X-Accel-Buffering": "no"}

@@ -26,9 +26,9 @@ QUESTION = "Explain the CAP theorem in two sentences."
 
 
 async def measure(base_url: str, calls: int) -> None:
-    from core.settings import Settings
-    from llm.factory import ModelFactory
-    from llm.usage import UsageLedger
+    from parley.core.settings import Settings
+    from parley.llm.factory import ModelFactory
+    from parley.llm.usage import UsageLedger
 
     factory = ModelFactory(Settings(_env_file=None, openai_base_url=base_url, openai_api_key="sk-bench"))
     raw = openai.AsyncOpenAI(base_url=base_url, api_key="sk-bench", max_retries=0)

@@ -31,8 +31,8 @@ sys.path.insert(0, str(ROOT))
 from bench.costs import start_process  # noqa: E402
 from bench.duel import JUDGEMENT, OPPONENT, TURN  # noqa: E402
 from bench.roundtable import QUESTION, ROLES, TITLE  # noqa: E402
-from core.embedded import database_server, free_port  # noqa: E402
-from store.keys import create_key  # noqa: E402
+from parley.core.embedded import database_server, free_port  # noqa: E402
+from parley.store.keys import create_key  # noqa: E402
 
 # The duel's opponent, turns (their prompts say "Round N of M") and judges; the round table's first agent always
 # against, so it never converges early; everything else gets the scripted server's schema-valid defaults.
@@ -56,7 +56,7 @@ class Parley:
         env.update(PYTHONPATH=str(checkout), OPENAI_BASE_URL=model_url, OPENAI_API_KEY="x",
                    OPENAI_MODEL="openai:gpt-4o-mini", MONGODB_URI=uri, MONGODB_DB=self.db_name,
                    PARLEY_HOME=str(home / self.db_name))
-        command = [sys.executable, "-m", "uvicorn", "api.main:create_app", "--factory", "--host", "127.0.0.1",
+        command = [sys.executable, "-m", "uvicorn", "parley.api.main:create_app", "--factory", "--host", "127.0.0.1",
                    "--port", str(port), "--log-level", "warning"]
         self.proc, _ = start_process(command, env, None, cwd=checkout)
         self.url = f"http://127.0.0.1:{port}"

@@ -71,9 +71,9 @@ async def make_keys(uri: str, db_name: str, count: int, *, scopes: list[str], wo
                     credit: float = 0.0, user: str = "bench{i}") -> list[str]:
     """Indexes, `credit` USD for `workspace` (none when 0) and `count` keys with `scopes`, one user each
     (`user` formatted with the key's index); the keys' plaintexts."""
-    import store
-    from store.keys import create_key
-    from store.workspaces import add_credit
+    from parley import store
+    from parley.store.keys import create_key
+    from parley.store.workspaces import add_credit
 
     client, db = store.connect(uri, db_name)
     try:
@@ -197,7 +197,7 @@ def start_parley(env: dict[str, str], port: int) -> subprocess.Popen:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MONGODB_", "PARLEY_"))}
     proc, _ = start_process(
         [sys.executable, *os.environ.get("BENCH_PARLEY_PYTHON_ARGS", "").split(), "-m", "uvicorn",
-         "api.main:create_app", "--factory", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
+         "parley.api.main:create_app", "--factory", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
         {**base, "PYTHONPATH": str(ROOT), **env}, None)
     for _ in range(600):
         if proc.poll() is not None:
@@ -232,7 +232,7 @@ class Serve:
     the database's. `env` gives PARLEY_*, OPENAI_* (MONGODB_URI stays unset: the embedded database)."""
 
     def __init__(self, home: Path, env: dict[str, str], workers: int = 1, port: int = 0) -> None:
-        from core.embedded import free_port
+        from parley.core.embedded import free_port
 
         self.home, self.workers, self.port = home, workers, port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -248,7 +248,7 @@ class Serve:
         self.home.mkdir(parents=True, exist_ok=True)
         with self.log.open("w") as log:  # its own session, so that stop() can end the whole group if it must
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "cli.main", "serve", "--port", str(self.port), "--workers", str(self.workers)],
+                [sys.executable, "-m", "parley.cli.main", "serve", "--port", str(self.port), "--workers", str(self.workers)],
                 cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout
         while True:

@@ -71,7 +71,7 @@ class CallerTally(monitoring.CommandListener):
         self.received: dict[tuple[str, str, str], int] = defaultdict(int)
 
     def started(self, event: monitoring.CommandStartedEvent) -> None:
-        from store.monitor import _labels
+        from parley.store.monitor import _labels
 
         collection, command = _labels(event.command_name, event.command)
         self.pending[(event.connection_id, event.request_id)] = (
@@ -133,14 +133,14 @@ def main() -> None:
     tally = CallerTally()
     monitoring.register(tally)  # every client built from now on, Parley's included
 
-    from api.main import create_app
+    from parley.api.main import create_app
     from bench.costs import cpu_seconds
     from bench.duel import TURN, one_debate, script
     from bench.panel import ARBITRATOR, PANEL, panel_request, provision
-    from core.embedded import database_server
-    from core.settings import Settings
-    from store import connect
-    from store.keys import create_key
+    from parley.core.embedded import database_server
+    from parley.core.settings import Settings
+    from parley.store import connect
+    from parley.store.keys import create_key
     from tests.support.scripted_llm import spawn
     from tests.support.servers import ServerThread, run_sync
 
@@ -154,7 +154,7 @@ def main() -> None:
         settings = settings.model_copy(update={"parley_run_durability": args.durability})
     if args.poll:
         settings = settings.model_copy(update={"parley_run_poll": args.poll})
-    from runs.modes import MODES
+    from parley.runs.modes import MODES
 
     if args.write_after:
         for mode in MODES.values():

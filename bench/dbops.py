@@ -39,7 +39,7 @@ WRITE = b"x" * 1500  # a task's writes: ~1.7 KB per put_writes
 
 
 def indexes(db) -> None:
-    import store
+    from parley import store
 
     for collection, keys, options in store.INDEXES:
         db[collection].create_index(keys, **options)
@@ -146,7 +146,7 @@ def main() -> None:
                         help="then each command after this many more writes, not retryable and retryable")
     args = parser.parse_args()
 
-    from core.embedded import database_server
+    from parley.core.embedded import database_server
 
     home = Path(tempfile.mkdtemp(prefix="parley-bench-"))
     server = database_server(home / "db").start(timeout=90)

@@ -41,7 +41,7 @@ from bench.costs import (  # noqa: E402
     start_process,
     tree_cpu_seconds,
 )
-from core.embedded import database_server, free_port  # noqa: E402
+from parley.core.embedded import database_server, free_port  # noqa: E402
 from tests.support.sse import SseParser  # noqa: E402
 
 # Three sentences, 147 characters: inside the 100–200 bounds, so every turn is kept whole (the text past
@@ -178,7 +178,7 @@ async def measure(args: argparse.Namespace, home: Path, uri: str, started: list[
         parley_env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
     parley, _ = start_process(
         [sys.executable, *os.environ.get("BENCH_PARLEY_PYTHON_ARGS", "").split(), "-m", "uvicorn",
-         "api.main:create_app", "--factory", "--host", "127.0.0.1",
+         "parley.api.main:create_app", "--factory", "--host", "127.0.0.1",
          "--port", str(port), "--log-level", "warning", *(["--workers", str(args.workers)] if args.workers > 1 else [])],
         parley_env, None)
     started.append(parley)

@@ -19,9 +19,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import httpx  # noqa: E402
 from langchain_core.messages import HumanMessage  # noqa: E402
 
-from core.embedded import model_server  # noqa: E402
-from core.settings import Settings  # noqa: E402
-from llm.factory import ModelFactory  # noqa: E402
+from parley.core.embedded import model_server  # noqa: E402
+from parley.core.settings import Settings  # noqa: E402
+from parley.llm.factory import ModelFactory  # noqa: E402
 
 PROMPT = "Explain in a few sentences why the sky is blue."
 

@@ -59,8 +59,8 @@ async def raw_floor(raw: openai.AsyncOpenAI) -> float:
 
 
 async def bench_in_process(factory, base_url: str, runs: int) -> dict[str, tuple[list[float], list[float]]]:
-    from graphs.panel import PanelContext, graph
-    from nodes.context import RunContext
+    from parley.graphs.panel import PanelContext, graph
+    from parley.nodes.context import RunContext
 
     async def panel_graph() -> None:
         await graph.ainvoke({"messages": [{"role": "user", "content": QUESTION}], "models": PANEL,
@@ -207,7 +207,7 @@ async def request_costs(url: str, key: str, meter, *, in_a_row: int, burst: int,
 def start_parley_for(db_url: str, base_url: str, home: Path, db_name: str = "bench"):
     """Parley as its own process on the bench's database and scripted model; (process, url)."""
     from bench.costs import start_parley
-    from core.embedded import free_port
+    from parley.core.embedded import free_port
 
     port = free_port()
     env = {"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "sk-bench", "MONGODB_URI": db_url, "MONGODB_DB": db_name,
@@ -235,10 +235,10 @@ def main() -> None:
                         help="time the event loop during the costs with a trivial GET every 20 ms (it costs CPU)")
     args = parser.parse_args()
 
-    from api.main import create_app
-    from core.embedded import database_server
-    from core.settings import Settings
-    from llm.factory import ModelFactory
+    from parley.api.main import create_app
+    from parley.core.embedded import database_server
+    from parley.core.settings import Settings
+    from parley.llm.factory import ModelFactory
     from tests.support.servers import ServerThread, run_sync
 
     scripted, base_url = spawn(latency=args.latency)

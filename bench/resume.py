@@ -28,10 +28,10 @@ from pymongo import AsyncMongoClient, MongoClient
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import store  # noqa: E402
-from core.embedded import database_server  # noqa: E402
-from store.keys import create_key  # noqa: E402
-from store.runs import page_events  # noqa: E402
+from parley import store  # noqa: E402
+from parley.core.embedded import database_server  # noqa: E402
+from parley.store.keys import create_key  # noqa: E402
+from parley.store.runs import page_events  # noqa: E402
 from tests.support.duel import USER_REPLY, script_duel  # noqa: E402
 from tests.support.scripted_llm import ScriptedLLM  # noqa: E402
 from tests.support.workers import Worker, follow  # noqa: E402

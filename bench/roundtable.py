@@ -74,7 +74,7 @@ async def sdk_floor(base_url: str) -> float:
 
 async def graph_run(factory, rounds: int, model: str | None = None):
     """One debate through the graph; return its wall time, result and context (with the run's ledger)."""
-    from graphs.roundtable import RoundTableContext, graph
+    from parley.graphs.roundtable import RoundTableContext, graph
 
     ctx = RoundTableContext(models=factory, model=model, max_rounds=rounds, convergence_threshold=1.01)
     started = time.perf_counter()
@@ -93,8 +93,8 @@ def report(name: str, walls: list[float], floors: list[float]) -> None:
 
 
 async def bench_graph(base_url: str, latency: float, runs: int) -> None:
-    from core.settings import Settings
-    from llm.factory import ModelFactory
+    from parley.core.settings import Settings
+    from parley.llm.factory import ModelFactory
 
     factory = ModelFactory(Settings(openai_base_url=base_url, openai_api_key="sk-bench",
                                     openai_model="openai:scripted"))
@@ -123,11 +123,11 @@ async def bench_graph(base_url: str, latency: float, runs: int) -> None:
 
 def bench_http(base_url: str, runs: int) -> None:
     """The same debate through Parley: embedded database, real HTTP, the transcript stored and billed."""
-    import store
-    from api.main import create_app
-    from store.keys import create_key
-    from core.embedded import database_server
-    from core.settings import Settings
+    from parley import store
+    from parley.api.main import create_app
+    from parley.store.keys import create_key
+    from parley.core.embedded import database_server
+    from parley.core.settings import Settings
     from tests.support.servers import ServerThread, run_sync
 
     home = Path(tempfile.mkdtemp(prefix="parley-bench-"))

@@ -39,7 +39,7 @@ def main() -> None:
     parser.add_argument("--burst", type=int, default=20)
     args = parser.parse_args()
 
-    from core.embedded import database_server
+    from parley.core.embedded import database_server
     from tests.support.scripted_llm import spawn
     from tests.support.servers import run_sync
 

@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.costs import make_keys, percentile, start_process  # noqa: E402
 from bench.duel import MANY_CHUNKS, script  # noqa: E402
-from core.embedded import database_server, free_port  # noqa: E402
+from parley.core.embedded import database_server, free_port  # noqa: E402
 
 CHROMIUM = os.environ.get("PARLEY_CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -112,7 +112,7 @@ def measure(args: argparse.Namespace, home: Path, uri: str, started: list[subpro
     port = free_port()
     parley_env = {**env, "OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "x", "OPENAI_MODEL": "openai:gpt-4o-mini",
                   "MONGODB_URI": uri, "MONGODB_DB": db_name, "PARLEY_HOME": str(home)}
-    parley, _ = start_process([sys.executable, "-m", "uvicorn", "api.main:create_app", "--factory", "--host",
+    parley, _ = start_process([sys.executable, "-m", "uvicorn", "parley.api.main:create_app", "--factory", "--host",
                                "127.0.0.1", "--port", str(port), "--log-level", "warning"], parley_env, None)
     started.append(parley)
     url = f"http://127.0.0.1:{port}"

@@ -14,14 +14,14 @@ from pydantic import ValidationError
 from rich.markup import escape
 from rich.table import Table
 
-from cli.common import console, fail, with_db
-from core.settings import get_settings
-from llm.factory import ModelFactory
-from llm.failures import ModelError
-from llm.providers import split_model_id
-from services.errors import describe_validation
-from store import agents as store
-from store.agents import AgentCreate, AgentUpdate, DocumentCreate, DocumentRefused
+from parley.cli.common import console, fail, with_db
+from parley.core.settings import get_settings
+from parley.llm.factory import ModelFactory
+from parley.llm.failures import ModelError
+from parley.llm.providers import split_model_id
+from parley.services.errors import describe_validation
+from parley.store import agents as store
+from parley.store.agents import AgentCreate, AgentUpdate, DocumentCreate, DocumentRefused
 
 app = typer.Typer(help="Round-table agents of a workspace: list, add, edit, documents, memories.",
                   no_args_is_help=True)

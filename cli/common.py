@@ -12,10 +12,10 @@ import typer
 from pymongo.asynchronous.database import AsyncDatabase
 from rich.console import Console
 
-import store
-from core.embedded import EmbeddedServerError, database_server, model_server, running_database
-from core.settings import get_settings
-from llm.factory import ModelFactory
+from parley import store
+from parley.core.embedded import EmbeddedServerError, database_server, model_server, running_database
+from parley.core.settings import get_settings
+from parley.llm.factory import ModelFactory
 
 T = TypeVar("T")
 

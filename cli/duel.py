@@ -14,7 +14,7 @@ from langgraph.types import Command
 from rich.markup import escape
 from rich.table import Table
 
-from cli.common import (
+from parley.cli.common import (
     MAX_COST,
     MAX_SECONDS,
     MAX_TOKENS,
@@ -25,14 +25,14 @@ from cli.common import (
     model_factory,
     show_stopped,
 )
-from core.limits import DEFAULT_DUEL_ROUNDS, MAX_DUEL_ROUNDS, MIN_DUEL_ROUNDS
-from core.settings import get_settings
-from graphs.duel import DuelContext, build_duel_graph, graph, minimum_calls
-from llm.budget import Budget, BudgetLimits, InvalidBudget
-from llm.failures import ModelError, failure_message
-from nodes.inbox import Steering
-from services import steering
-from services.errors import ServiceError
+from parley.core.limits import DEFAULT_DUEL_ROUNDS, MAX_DUEL_ROUNDS, MIN_DUEL_ROUNDS
+from parley.core.settings import get_settings
+from parley.graphs.duel import DuelContext, build_duel_graph, graph, minimum_calls
+from parley.llm.budget import Budget, BudgetLimits, InvalidBudget
+from parley.llm.failures import ModelError, failure_message
+from parley.nodes.inbox import Steering
+from parley.services import steering
+from parley.services.errors import ServiceError
 
 COLOURS = {"user": "bold cyan", "opponent": "bold magenta"}
 

@@ -15,17 +15,17 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from cli.common import console, fail, model_factory
-from core.limits import MAX_PANEL_SIZE, MAX_TABLE_SEATS, MIN_PANEL_SIZE
-from core.settings import get_settings
-from evals.judge import JUDGE_JSON, JUDGE_MD, judge_pairs, load_pairs
-from evals.methods import METHODS, PANEL_METHODS, WORKFLOW_PREFIX, MethodOptions, workflow_spec
-from evals.report import EMBEDDED_MODEL_NOTE, PLOT_FILE, RESULTS_JSON, RESULTS_MD, write_reports
-from evals.runner import MATCHED_METHODS, EvalAborted, Observer, RunSettings, RunSettingsMismatch, run_eval
-from graphs.panel.rules import MIN_RANK_ANSWERS
-from evals.tasks import TaskError, load_task
-from llm.factory import ModelFactory
-from llm.failures import ModelError
+from parley.cli.common import console, fail, model_factory
+from parley.core.limits import MAX_PANEL_SIZE, MAX_TABLE_SEATS, MIN_PANEL_SIZE
+from parley.core.settings import get_settings
+from parley.evals.judge import JUDGE_JSON, JUDGE_MD, judge_pairs, load_pairs
+from parley.evals.methods import METHODS, PANEL_METHODS, WORKFLOW_PREFIX, MethodOptions, workflow_spec
+from parley.evals.report import EMBEDDED_MODEL_NOTE, PLOT_FILE, RESULTS_JSON, RESULTS_MD, write_reports
+from parley.evals.runner import MATCHED_METHODS, EvalAborted, Observer, RunSettings, RunSettingsMismatch, run_eval
+from parley.graphs.panel.rules import MIN_RANK_ANSWERS
+from parley.evals.tasks import TaskError, load_task
+from parley.llm.factory import ModelFactory
+from parley.llm.failures import ModelError
 
 app = typer.Typer(help="Measure whether debate beats simpler methods on your model, at equal compute.",
                   no_args_is_help=True)

@@ -16,14 +16,14 @@ from openai import OpenAIError
 from rich.markup import escape
 from rich.table import Table
 
-from cli import agents as agents_cli
-from cli import duel as duel_cli
-from cli import eval as eval_cli
-from cli import mcp as mcp_cli
-from cli import panel as panel_cli
-from cli import roundtable as roundtable_cli
-from cli import workflow as workflow_cli
-from cli.common import (
+from parley.cli import agents as agents_cli
+from parley.cli import duel as duel_cli
+from parley.cli import eval as eval_cli
+from parley.cli import mcp as mcp_cli
+from parley.cli import panel as panel_cli
+from parley.cli import roundtable as roundtable_cli
+from parley.cli import workflow as workflow_cli
+from parley.cli.common import (
     MAX_COST,
     MAX_SECONDS,
     MAX_TOKENS,
@@ -34,14 +34,14 @@ from cli.common import (
     model_factory,
     with_db,
 )
-from core.embedded import EmbeddedServerError, EmbeddedServices, die_with, model_server
-from core.settings import get_settings
-from llm.budget import BudgetLimits, InvalidBudget
-from llm.factory import ModelFactory
-from llm.failures import ModelError, failure_message
-from llm.usage import UsageLedger
-from store import keys as key_store
-from store import workspaces as ws_store
+from parley.core.embedded import EmbeddedServerError, EmbeddedServices, die_with, model_server
+from parley.core.settings import get_settings
+from parley.llm.budget import BudgetLimits, InvalidBudget
+from parley.llm.factory import ModelFactory
+from parley.llm.failures import ModelError, failure_message
+from parley.llm.usage import UsageLedger
+from parley.store import keys as key_store
+from parley.store import workspaces as ws_store
 
 app = typer.Typer(help="Parley: multi-agent LLM debates.", no_args_is_help=True, add_completion=False)
 model_app = typer.Typer(help="The model layer and the embedded model.", no_args_is_help=True)
@@ -72,7 +72,7 @@ def _first_local_key(services: EmbeddedServices) -> str | None:
         )
         return plaintext
 
-    import store
+    from parley import store
 
     async def run() -> str | None:
         client, db = store.connect(services.database.url, get_settings().mongodb_db)
@@ -99,7 +99,7 @@ def serve(
         services = EmbeddedServices.start(settings, report=lambda msg: console.print(f"[cyan]•[/] {msg}"))
     except EmbeddedServerError as exc:
         raise fail(str(exc)) from exc
-    from api.main import UVICORN_OPTIONS, create_app
+    from parley.api.main import UVICORN_OPTIONS, create_app
 
     metrics_dir = None  # one made here for the workers' metrics, removed at the end
     try:
@@ -133,7 +133,7 @@ def serve(
             metrics_dir = tempfile.mkdtemp(prefix="parley-metrics-")
             os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
         os.environ[SERVE_PID] = str(os.getpid())
-        uvicorn.run("cli.main:worker_app", factory=True, host=host, port=port, workers=workers, log_level="info",
+        uvicorn.run("parley.cli.main:worker_app", factory=True, host=host, port=port, workers=workers, log_level="info",
                     **UVICORN_OPTIONS)
     finally:
         services.stop()
@@ -153,7 +153,7 @@ def worker_app():
     set_death_signal = die_with(int(os.environ[SERVE_PID]))
     if set_death_signal is not None:
         set_death_signal()
-    from api.main import create_app
+    from parley.api.main import create_app
 
     return create_app()
 

@@ -33,7 +33,7 @@ from mcp.types import (
     ReadResourceResult,
 )
 
-from cli.common import fail
+from parley.cli.common import fail
 
 log = logging.getLogger("parley.mcp")
 

@@ -8,15 +8,15 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from cli.common import console, fail, model_factory, with_db
-from core.limits import MAX_PANEL_SIZE, MIN_PANEL_SIZE
-from core.settings import Settings, get_settings
-from graphs.panel import PanelContext, PanelError, graph
-from llm.failures import ModelError
-from services.errors import NotFound, ServiceError
-from services.panel import graph_input, plan_for_router
-from graphs.panel.rules import RULES
-from services.routers import PRESET_ID, SELF_MOA_PREFIX, load_router, preset_router, self_moa_router
+from parley.cli.common import console, fail, model_factory, with_db
+from parley.core.limits import MAX_PANEL_SIZE, MIN_PANEL_SIZE
+from parley.core.settings import Settings, get_settings
+from parley.graphs.panel import PanelContext, PanelError, graph
+from parley.llm.failures import ModelError
+from parley.services.errors import NotFound, ServiceError
+from parley.services.panel import graph_input, plan_for_router
+from parley.graphs.panel.rules import RULES
+from parley.services.routers import PRESET_ID, SELF_MOA_PREFIX, load_router, preset_router, self_moa_router
 
 
 def _load_router(router_id: str, workspace: str, settings: Settings) -> dict[str, Any]:

@@ -18,8 +18,8 @@ from rich.console import Console, Group
 from rich.markup import escape
 from rich.table import Table
 
-import store
-from cli.common import (
+from parley import store
+from parley.cli.common import (
     MAX_COST,
     MAX_SECONDS,
     MAX_TOKENS,
@@ -31,20 +31,20 @@ from cli.common import (
     fail,
     model_factory,
 )
-from core.settings import get_settings
-from llm.factory import ModelFactory
-from nodes.text import clip
-from runs.checkpoints import expire_after, mongodb_saver
-from services import roundtable as service
-from services.access import Principal
-from services.backend import Backend
-from services.engine import RunEngine
-from services.errors import ServiceError, describe_validation
-from services.roundtable import NO_AGENTS
-from services.steering import SteerOptions, parse_options
-from store import agents as agent_store
-from store import conversations as conv_store
-from store.conversations import MAX_TITLE_CHARS, ConversationCreate, MessageCreate
+from parley.core.settings import get_settings
+from parley.llm.factory import ModelFactory
+from parley.nodes.text import clip
+from parley.runs.checkpoints import expire_after, mongodb_saver
+from parley.services import roundtable as service
+from parley.services.access import Principal
+from parley.services.backend import Backend
+from parley.services.engine import RunEngine
+from parley.services.errors import ServiceError, describe_validation
+from parley.services.roundtable import NO_AGENTS
+from parley.services.steering import SteerOptions, parse_options
+from parley.store import agents as agent_store
+from parley.store import conversations as conv_store
+from parley.store.conversations import MAX_TITLE_CHARS, ConversationCreate, MessageCreate
 
 WireEvent = tuple[str, dict[str, Any]]
 

@@ -10,9 +10,9 @@ from typing import Any
 import typer
 from rich.markup import escape
 
-from cli.common import console, err_console, fail, model_factory
-from core.settings import get_settings
-from designer import (
+from parley.cli.common import console, err_console, fail, model_factory
+from parley.core.settings import get_settings
+from parley.designer import (
     WorkflowContext,
     WorkflowError,
     WorkflowInputError,

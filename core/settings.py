@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from core.limits import MAX_BODY_BYTES
+from parley.core.limits import MAX_BODY_BYTES
 
 EMBEDDED_MODEL_ID = "local:smollm2"
 HOSTED_DEFAULT_MODEL = "gpt-4o-mini"

@@ -1,20 +1,20 @@
 """The agent designer: JSON workflows that compose Parley's nodes and modes into LangGraph graphs.
 
-    from designer import compile_workflow, load_example
+    from parley.designer import compile_workflow, load_example
     graph = compile_workflow(load_example("debate-summary"))
 """
 
-from designer.compile import build_workflow, compile_workflow
-from designer.context import WorkflowContext
-from designer.run import (
+from parley.designer.compile import build_workflow, compile_workflow
+from parley.designer.context import WorkflowContext
+from parley.designer.run import (
     WorkflowInputError,
     WorkflowRunError,
     parse_assignments,
     prepare_input,
     stream_workflow,
 )
-from designer.spec import SPEC_VERSION, WorkflowSpec, example_files, load_example, workflow_json_schema
-from designer.validate import Issue, WorkflowError, validate_workflow
+from parley.designer.spec import SPEC_VERSION, WorkflowSpec, example_files, load_example, workflow_json_schema
+from parley.designer.validate import Issue, WorkflowError, validate_workflow
 
 __all__ = [
     "SPEC_VERSION",

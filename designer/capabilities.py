@@ -23,12 +23,12 @@ from typing import Annotated, Any, TypedDict
 from langchain_core.messages import BaseMessage, SystemMessage
 from langgraph.graph import END, START, StateGraph
 
-from core.limits import DUEL_CONCLUSION_MAX_CHARS
-from designer.context import WorkflowContext
-from designer.modes import DEFAULT_USER_PROFILE, NodeInputError, run_nested, tag_event, user_profile_input
-from designer.nodes import NodeFn, prompt_of
-from designer.schemas import model_from_schema
-from designer.spec import (
+from parley.core.limits import DUEL_CONCLUSION_MAX_CHARS
+from parley.designer.context import WorkflowContext
+from parley.designer.modes import DEFAULT_USER_PROFILE, NodeInputError, run_nested, tag_event, user_profile_input
+from parley.designer.nodes import NodeFn, prompt_of
+from parley.designer.schemas import model_from_schema
+from parley.designer.spec import (
     ArbitrateNode,
     AwaitNode,
     FanOutNode,
@@ -38,21 +38,22 @@ from designer.spec import (
     SynthesizeNode,
     VoteNode,
 )
-from designer.templates import render
-from graphs.duel import prompts as duel_prompts
-from graphs.duel.personas import fallback_opponent
-from llm.failures import MODEL_RETRY, classify_failure, describe_failure, is_model_failure
-from nodes.answers import majority_answer, parse_rule
-from nodes.arbitrate import arbitrate, content_text
-from nodes.convergence import score_convergence
-from nodes.events import EVENT_SINK, event_writer, relay
-from nodes.fan_out import FanOut
-from nodes.judge import JUDGE_RETRY, agreed_winner, judge, judge_both_orders, verdicts_by_order
-from nodes.prompts import multiagent_debate as debate_prompts
-from nodes.revise import revision_messages
-from nodes.select_opponent import select_opponent
-from nodes.steer import boundary
-from nodes.synthesize import synthesize
+from parley.designer.templates import render
+from parley.graphs.duel import prompts as duel_prompts
+from parley.graphs.duel.personas import fallback_opponent
+from parley.llm.failures import MODEL_RETRY, classify_failure, describe_failure, is_model_failure
+from parley.nodes.answers import AnswerRule, Ballot, parse_rule
+from parley.nodes.arbitrate import arbitrate, content_text
+from parley.nodes.convergence import score_convergence
+from parley.nodes.events import EVENT_SINK, event_writer, relay
+from parley.nodes.fan_out import FanOut
+from parley.nodes.judge import JUDGE_RETRY, agreed_winner, judge, judge_both_orders, verdicts_by_order
+from parley.nodes.prompts import multiagent_debate as debate_prompts
+from parley.nodes.revise import revision_messages
+from parley.nodes.select_opponent import select_opponent
+from parley.nodes.steer import boundary
+from parley.nodes.synthesize import synthesize
+from parley.nodes.vote import vote
 
 
 @contextmanager
@@ -330,23 +331,29 @@ def judge_node(node: JudgeNode, defaults: Mapping[str, Any]) -> NodeFn:
 
 
 def vote_node(node: VoteNode, defaults: Mapping[str, Any]) -> NodeFn:
-    """Build the node for a `vote` spec: the majority of the rendered answers under an answer rule."""
+    """Build the node for a `vote` spec: the majority of the rendered answers under an answer rule (`nodes.vote`)."""
 
-    async def vote(state: dict[str, Any], runtime: Any) -> dict[str, Any]:
-        """Read every answer by the rule, take the majority, and write the first answer read as the winner."""
-        answers = answer_list(render(node.inputs.answers, state, defaults, raw=True), "answers")
+    def rule(state: dict[str, Any]) -> AnswerRule:
         name = render(node.inputs.rule, state, defaults) if node.inputs.rule else node.config.rule
         try:
-            rule = parse_rule(name)
+            return parse_rule(name)
         except ValueError as exc:
             raise NodeInputError(f"inputs.rule: {exc}") from None
-        ballot = majority_answer([a["content"] for a in answers], rule)
-        event_writer()({"event": "progress", "node": node.id, "kind": "vote",
-                        "data": {"rule": rule.name, "answer": ballot.vote.answer, "count": ballot.vote.count,
-                                 "tied": ballot.vote.tied, "votes": ballot.votes}})
-        return {node.output_key: ballot.text}
 
-    return vote
+    def report(ballot: Ballot, reading: AnswerRule) -> None:
+        event_writer()({"event": "progress", "node": node.id, "kind": "vote",
+                        "data": {"rule": reading.name, "answer": ballot.vote.answer, "count": ballot.vote.count,
+                                 "tied": ballot.vote.tied, "votes": ballot.votes}})
+
+    count = vote(rule=rule, output_key=node.output_key, on_ballot=report,
+                 answers=lambda state: [a["content"] for a in answer_list(
+                     render(node.inputs.answers, state, defaults, raw=True), "answers")])
+
+    async def vote_here(state: dict[str, Any], runtime: Any) -> dict[str, Any]:
+        """Read every answer by the rule, take the majority, and write the first answer read as the winner."""
+        return await count(state)
+
+    return vote_here
 
 
 # --- await ----------------------------------------------------------------------------------

@@ -15,16 +15,16 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import RetryPolicy
 
-from designer import capabilities, modes
-from designer.context import WorkflowContext
-from designer.nodes import NodeFn, condition_node, condition_router, edge_router, llm_node, transform_node
-from designer.routing import node_routes
-from designer.spec import ConditionNode, WorkflowSpec
-from designer.usage import usage_summary
-from designer.validate import validate_workflow
-from nodes.events import event_writer
-from nodes.steer import SteerState
-from llm.failures import is_transient
+from parley.designer import capabilities, modes
+from parley.designer.context import WorkflowContext
+from parley.designer.nodes import NodeFn, condition_node, condition_router, edge_router, llm_node, transform_node
+from parley.designer.routing import node_routes
+from parley.designer.spec import ConditionNode, WorkflowSpec
+from parley.designer.usage import usage_summary
+from parley.designer.validate import validate_workflow
+from parley.nodes.events import event_writer
+from parley.nodes.steer import SteerState
+from parley.llm.failures import is_transient
 
 FACTORIES = {
     "llm": llm_node,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from nodes.context import RunContext
+from parley.nodes.context import RunContext
 
 
 @dataclass(kw_only=True)

@@ -14,15 +14,15 @@ from typing import Any
 
 from langgraph.graph.state import CompiledStateGraph
 
-from core.limits import MAX_DUEL_ROUNDS, MIN_DUEL_ROUNDS
-from designer.context import WorkflowContext
-from designer.nodes import NodeFn
-from designer.spec import DebateNode, DuelNode, PanelNode, RoundtableNode
-from designer.templates import render
-from nodes.context import RunContext
-from nodes.events import event_writer, relay
-from nodes.speak import is_chunk
-from nodes.tools import TOOL_EVENTS
+from parley.core.limits import MAX_DUEL_ROUNDS, MIN_DUEL_ROUNDS
+from parley.designer.context import WorkflowContext
+from parley.designer.nodes import NodeFn
+from parley.designer.spec import DebateNode, DuelNode, PanelNode, RoundtableNode
+from parley.designer.templates import render
+from parley.nodes.context import RunContext
+from parley.nodes.events import event_writer, relay
+from parley.nodes.speak import is_chunk
+from parley.nodes.tools import TOOL_EVENTS
 
 DEFAULT_USER_PROFILE = {"name": "Advocate"}
 # A nested mode shares the workflow's models, ledger and budget; not its steering: a person steers a workflow at
@@ -99,7 +99,7 @@ def debate_node(node: DebateNode | PanelNode, defaults: Mapping[str, Any]) -> No
 
     async def ask_panel(state: dict[str, Any], runtime: Any) -> dict[str, Any]:
         """Put the rendered input to a panel of distinct-family models and write its answer."""
-        from graphs.panel import PanelContext, graph, question_input
+        from parley.graphs.panel import PanelContext, graph, question_input
 
         config, ctx = node.config, WorkflowContext.of(runtime)
         try:
@@ -146,7 +146,7 @@ def duel_node(node: DuelNode, defaults: Mapping[str, Any]) -> NodeFn:
     """Build the node for a `duel` spec."""
     async def stage_duel(state: dict[str, Any], runtime: Any) -> dict[str, Any]:
         """Stage a duel on the rendered topic; write its transcript, verdict and the winner's argument."""
-        from graphs.duel import DuelContext, graph
+        from parley.graphs.duel import DuelContext, graph
 
         profile = user_profile_input(node.config.user_profile, node.inputs.user_profile, state, defaults)
         payload: dict[str, Any] = {"topic": render(node.inputs.topic, state, defaults), "user_profile": profile}
@@ -190,7 +190,7 @@ def roundtable_node(node: RoundtableNode, defaults: Mapping[str, Any]) -> NodeFn
     """Build the node for a `roundtable` spec."""
     async def hold_round_table(state: dict[str, Any], runtime: Any) -> dict[str, Any]:
         """Put the rendered question to a round table and write its synthesis and transcript."""
-        from graphs.roundtable import RoundTableContext, graph
+        from parley.graphs.roundtable import RoundTableContext, graph
 
         ctx = WorkflowContext.of(runtime)
         payload = {

@@ -15,12 +15,12 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from designer.context import WorkflowContext
-from designer.routing import Routing, evaluate, read
-from designer.schemas import model_from_schema
-from designer.spec import ConditionNode, LlmNode, TransformNode
-from designer.templates import lookup, render, to_text
-from nodes.speak import speak
+from parley.designer.context import WorkflowContext
+from parley.designer.routing import Routing, evaluate, read
+from parley.designer.schemas import model_from_schema
+from parley.designer.spec import ConditionNode, LlmNode, TransformNode
+from parley.designer.templates import lookup, render, to_text
+from parley.nodes.speak import speak
 
 NodeFn = Callable[[dict[str, Any], Any], Awaitable[dict[str, Any]]]
 

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from designer.spec import END, AwaitNode, ConditionNode, Predicate, WorkflowSpec
-from designer.templates import MissingValue, lookup
+from parley.designer.spec import END, AwaitNode, ConditionNode, Predicate, WorkflowSpec
+from parley.designer.templates import MissingValue, lookup
 
 
 # The state key an `await` node writes when the run is ended early (`nodes.steer.SteerState.stopped_by`).

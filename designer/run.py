@@ -14,13 +14,13 @@ from typing import Any
 from langgraph.errors import GraphRecursionError
 from langgraph.graph.state import CompiledStateGraph
 
-from designer.compile import compile_workflow
-from designer.context import WorkflowContext
-from designer.modes import workflow_event
-from designer.spec import WorkflowSpec
-from designer.usage import run_usage
-from designer.validate import Issue, suggest, type_matches
-from llm.failures import failure_message
+from parley.designer.compile import compile_workflow
+from parley.designer.context import WorkflowContext
+from parley.designer.modes import workflow_event
+from parley.designer.spec import WorkflowSpec
+from parley.designer.usage import run_usage
+from parley.designer.validate import Issue, suggest, type_matches
+from parley.llm.failures import failure_message
 
 
 class WorkflowInputError(ValueError):

@@ -14,7 +14,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from core.limits import (
+from parley.core.limits import (
     DEFAULT_PANEL_SIZE,
     DUEL_CONCLUSION_MAX_CHARS,
     MAX_FAN_OUT_BRANCHES,
@@ -636,7 +636,7 @@ def workflow_json_schema() -> dict[str, Any]:
 
 def example_files() -> dict[str, Path]:
     """The bundled example workflows, by name (file name without `.json`)."""
-    folder = resources.files("designer") / "examples"
+    folder = resources.files("parley.designer") / "examples"
     return {Path(p.name).stem: Path(str(p)) for p in sorted(folder.iterdir(), key=lambda p: p.name)
             if p.name.endswith(".json")}
 

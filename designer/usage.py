@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from llm.usage import UsageLedger, UsageRecord
+from parley.llm.usage import UsageLedger, UsageRecord
 
 
 def usage_summary(records: list[UsageRecord]) -> dict[str, Any]:

@@ -15,9 +15,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from designer.routing import check_operand, node_routes
-from designer.schemas import SchemaError, model_from_schema
-from designer.spec import (
+from parley.designer.routing import check_operand, node_routes
+from parley.designer.schemas import SchemaError, model_from_schema
+from parley.designer.spec import (
     END,
     NODE_TYPES,
     SPEC_VERSION,
@@ -36,9 +36,9 @@ from designer.spec import (
     VoteNode,
     WorkflowSpec,
 )
-from designer.templates import Placeholder, TemplateError, check_path, parse_template, template_keys
-from graphs.panel.rules import RuleError, check_rule
-from nodes.answers import parse_rule
+from parley.designer.templates import Placeholder, TemplateError, check_path, parse_template, template_keys
+from parley.graphs.panel.rules import RuleError, check_rule
+from parley.nodes.answers import parse_rule
 
 # The placeholders a fan_out's `config.revise_prompt` takes (Python format fields, filled per branch).
 REVISE_FIELDS = ("answers", "question")

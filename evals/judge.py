@@ -19,12 +19,12 @@ from typing import Annotated, Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 
-from evals.runner import ItemStore, prepare_folder, run_jobs
-from evals.scoring import bootstrap_interval, mean
-from evals.tasks import TaskError, jsonl_records
-from graphs.duel import JUDGE_RETRY, DuelContext, judge_both_orders, judge_debate
-from llm.factory import ModelFactory
-from nodes.judge import agreed_winner
+from parley.evals.runner import ItemStore, prepare_folder, run_jobs
+from parley.evals.scoring import bootstrap_interval, mean
+from parley.evals.tasks import TaskError, jsonl_records
+from parley.graphs.duel import JUDGE_RETRY, DuelContext, judge_both_orders, judge_debate
+from parley.llm.factory import ModelFactory
+from parley.nodes.judge import agreed_winner
 
 __all__ = ["JudgePair", "judge_pairs", "load_pairs", "summarise_judgements"]
 

@@ -35,19 +35,19 @@ from pathlib import Path
 
 from langchain_core.messages import HumanMessage
 
-from designer import WorkflowContext, compile_workflow, prepare_input, validate_workflow
-from designer.spec import WorkflowSpec
-from evals import prompts
-from nodes.answers import AnswerRule, majority_answer
-from graphs.multiagent_debate import MultiAgentDebateContext
-from graphs.multiagent_debate import graph as debate_graph
-from graphs.panel import PanelContext
-from graphs.panel import graph as panel_graph
-from graphs.panel.rules import chosen_text
-from graphs.roundtable import RoundTableContext
-from graphs.roundtable import graph as roundtable_graph
-from nodes.context import RunContext
-from nodes.arbitrate import content_text
+from parley.designer import WorkflowContext, compile_workflow, prepare_input, validate_workflow
+from parley.designer.spec import WorkflowSpec
+from parley.evals import prompts
+from parley.nodes.answers import AnswerRule, majority_answer
+from parley.graphs.multiagent_debate import MultiAgentDebateContext
+from parley.graphs.multiagent_debate import graph as debate_graph
+from parley.graphs.panel import PanelContext
+from parley.graphs.panel import graph as panel_graph
+from parley.graphs.panel.rules import chosen_text
+from parley.graphs.roundtable import RoundTableContext
+from parley.graphs.roundtable import graph as roundtable_graph
+from parley.nodes.context import RunContext
+from parley.nodes.arbitrate import content_text
 
 __all__ = ["METHODS", "PANEL_METHODS", "WORKFLOW_PREFIX", "Attempt", "MethodOptions", "describe", "method_of",
            "workflow_spec"]

@@ -8,9 +8,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from evals.methods import describe
-from evals.runner import RunSettings
-from evals.scoring import bootstrap_interval, mean
+from parley.evals.methods import describe
+from parley.evals.runner import RunSettings
+from parley.evals.scoring import bootstrap_interval, mean
 
 __all__ = ["EMBEDDED_MODEL_NOTE", "summarise", "write_plot", "write_reports"]
 

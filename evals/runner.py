@@ -20,14 +20,14 @@ from typing import Any
 
 import openai
 
-from core.limits import MAX_PANEL_SIZE, MIN_PANEL_SIZE
-from evals.methods import MethodOptions, method_of
-from evals.scoring import matched_samples, mean
-from evals.tasks import Item, Task
-from graphs.panel.steps import PanelError
-from llm.factory import ModelFactory
-from llm.failures import ModelError, describe_failure
-from nodes.context import RunContext
+from parley.core.limits import MAX_PANEL_SIZE, MIN_PANEL_SIZE
+from parley.evals.methods import MethodOptions, method_of
+from parley.evals.scoring import matched_samples, mean
+from parley.evals.tasks import Item, Task
+from parley.graphs.panel.steps import PanelError
+from parley.llm.factory import ModelFactory
+from parley.llm.failures import ModelError, describe_failure
+from parley.nodes.context import RunContext
 
 __all__ = ["EvalAborted", "ItemStore", "RunSettings", "RunSettingsMismatch", "run_eval"]
 

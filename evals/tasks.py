@@ -15,8 +15,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from evals import prompts
-from nodes.answers import AnswerRule, canonical_number, parse_rule
+from parley.evals import prompts
+from parley.nodes.answers import AnswerRule, canonical_number, parse_rule
 
 __all__ = ["Item", "Task", "TaskError", "arithmetic_items", "load_task", "select_gsm8k_subset"]
 
@@ -82,7 +82,7 @@ def select_gsm8k_subset(lines: list[str], *, size: int = GSM8K_SUBSET_SIZE,
 
 
 def gsm8k_items() -> list[Item]:
-    text = resources.files("evals").joinpath("data", GSM8K_FILE).read_text(encoding="utf-8")
+    text = resources.files("parley.evals").joinpath("data", GSM8K_FILE).read_text(encoding="utf-8")
     return [Item(r["id"], r["question"], r["answer"]) for r in map(json.loads, text.splitlines()) if r]
 
 

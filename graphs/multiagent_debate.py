@@ -17,7 +17,7 @@ arbitrator) on `end` or a budget that holds no more rounds; with no steering and
 With an `answer_rule` in the context (a checkable answer: `nodes.answers`), the majority of the first answers is
 recorded as `first_vote` the moment round 0 closes: the vote the debate rounds must beat, at no extra cost.
 
-    from graphs.multiagent_debate import MultiAgentDebateContext, graph
+    from parley.graphs.multiagent_debate import MultiAgentDebateContext, graph
     out = await graph.ainvoke({"question": "What is 3+4*5?"}, context=MultiAgentDebateContext(agents=3, rounds=2))
     out["final_answers"]
 """
@@ -35,14 +35,14 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 from typing_extensions import TypedDict  # as `nodes.steer.SteerState`, which the state extends
 
-from llm.failures import MODEL_RETRY
-from nodes.answers import parse_rule, vote_record
-from nodes.arbitrate import arbitrate, content_text
-from nodes.context import RunContext
-from nodes.fan_out import FanOut
-from nodes.prompts import multiagent_debate as prompts
-from nodes.revise import revision_messages as peer_revision
-from nodes.steer import SteerState, boundary, guidance_lines
+from parley.llm.failures import MODEL_RETRY
+from parley.nodes.answers import parse_rule, vote_record
+from parley.nodes.arbitrate import arbitrate, content_text
+from parley.nodes.context import RunContext
+from parley.nodes.fan_out import FanOut
+from parley.nodes.prompts import multiagent_debate as prompts
+from parley.nodes.revise import revision_messages as peer_revision
+from parley.nodes.steer import SteerState, boundary, guidance_lines
 
 __all__ = ["MultiAgentDebateContext", "build_multiagent_debate_graph", "graph"]
 

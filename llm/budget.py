@@ -27,9 +27,9 @@ from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.messages import BaseMessage
 from pydantic import BaseModel
 
-from llm.prices import Price
-from llm.tokens import approx_tokens
-from llm.usage import UsageLedger
+from parley.llm.prices import Price
+from parley.llm.tokens import approx_tokens
+from parley.llm.usage import UsageLedger
 
 # Output tokens reserved for a call that sets no cap of its own and answers no bounded schema.
 UNCAPPED_OUTPUT_TOKENS = 512

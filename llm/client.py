@@ -16,8 +16,8 @@ from langchain_core.outputs import ChatGenerationChunk
 from langchain_openai import ChatOpenAI
 from pydantic import Field
 
-from core.limits import OFF_LOOP_MESSAGES
-from llm.failures import IncompleteAnswerError, ModelDeadlineError, ModelIdleError, scrub_failure
+from parley.core.limits import OFF_LOOP_MESSAGES
+from parley.llm.failures import IncompleteAnswerError, ModelDeadlineError, ModelIdleError, scrub_failure
 
 ResultT = TypeVar("ResultT")
 

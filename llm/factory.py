@@ -24,17 +24,17 @@ from langchain_core.runnables.config import ensure_config, merge_configs
 from openai import DefaultAsyncHttpxClient
 from pydantic import BaseModel
 
-from core import metrics
-from core.settings import Settings, get_settings
-from llm.budget import Budget, BudgetGuard, CallEstimate, estimate_call
-from llm.client import HAS_CHUNK_TIMEOUT, BoundedChatOpenAI
-from llm.failures import ModelError, register_secret
-from llm.formats import AnswerFormat, cap_strings, schema_note
-from llm.prices import BUILTIN_PRICES, Price, lookup_price
-from llm.providers import BUILTIN_PROVIDERS, DEFAULT_PROVIDER, Provider, split_model_id
-from llm.tokens import answer_reserve, context_guard, prompt_limit
-from llm.tools import ToolSet
-from llm.usage import CallRecorder, UsageLedger
+from parley.core import metrics
+from parley.core.settings import Settings, get_settings
+from parley.llm.budget import Budget, BudgetGuard, CallEstimate, estimate_call
+from parley.llm.client import HAS_CHUNK_TIMEOUT, BoundedChatOpenAI
+from parley.llm.failures import ModelError, register_secret
+from parley.llm.formats import AnswerFormat, cap_strings, schema_note
+from parley.llm.prices import BUILTIN_PRICES, Price, lookup_price
+from parley.llm.providers import BUILTIN_PROVIDERS, DEFAULT_PROVIDER, Provider, split_model_id
+from parley.llm.tokens import answer_reserve, context_guard, prompt_limit
+from parley.llm.tools import ToolSet
+from parley.llm.usage import CallRecorder, UsageLedger
 
 SchemaT = TypeVar("SchemaT", bound=BaseModel)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from llm.providers import split_model_id
+from parley.llm.providers import split_model_id
 
 # Words that name a size, tier or release channel of a model rather than its lineage.
 _VARIANT_WORDS = {

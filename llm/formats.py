@@ -18,7 +18,7 @@ from jsonschema import Draft202012Validator, SchemaError
 from jsonschema.exceptions import relevance
 from jsonschema.validators import validator_for
 
-from core.limits import MAX_TOOL_NAME_CHARS
+from parley.core.limits import MAX_TOOL_NAME_CHARS
 
 # Validation errors an answer's problem names (the first ones, by relevance): enough to repair it, short to read.
 MAX_PROBLEMS = 3

@@ -22,12 +22,18 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-import anyio
-import httpx2
-from mcp import Client, StdioServerParameters
-from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+from typing import TYPE_CHECKING
 
-from core.settings import Settings
+import anyio
+
+from parley.core.settings import Settings
+
+if TYPE_CHECKING:
+    import httpx2
+    from mcp import Client
+
+# The MCP SDK (and the HTTP server libraries it brings) is imported by the functions that connect, not here: a
+# graph whose speakers may call tools imports this module, and must not pay for the SDK until a tool is called.
 
 TRANSPORTS = ("stdio", "http")
 
@@ -119,6 +125,9 @@ def _under(url: str, prefix: str) -> bool:
 
 
 def _transport(server: Server, http: httpx2.AsyncClient | None) -> Any:
+    from mcp import StdioServerParameters
+    from mcp.client.streamable_http import streamable_http_client
+
     if server.transport == "stdio":
         command = shutil.which(server.command or "") or server.command or ""
         return StdioServerParameters(command=command, args=list(server.args), env=dict(server.env))
@@ -130,6 +139,9 @@ async def _session(server: Server, settings: Settings, work: Any, timeout: float
     why = refusal(server, settings)
     if why is not None:
         raise ServerUnreachable(f"The tool's server is not allowed: {why}")
+    from mcp import Client
+    from mcp.client.streamable_http import create_mcp_http_client
+
     try:
         with anyio.fail_after(timeout):
             async with AsyncExitStack() as stack:

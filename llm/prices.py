@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from llm.providers import split_model_id
+from parley.llm.providers import split_model_id
 
 # USD per one million (input, output) tokens, keyed by model name without provider.
 BUILTIN_PRICES: dict[str, tuple[float, float]] = {

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from core.limits import MAX_TOOL_NAME_CHARS, MAX_TOOLS
-from llm.formats import NAME, check_schema
+from parley.core.limits import MAX_TOOL_NAME_CHARS, MAX_TOOLS
+from parley.llm.formats import NAME, check_schema
 
 CHOICES = ("auto", "none", "required")
 

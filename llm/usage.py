@@ -11,9 +11,9 @@ from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
 
-from core import metrics
-from llm.prices import Price
-from llm.tokens import approx_tokens
+from parley.core import metrics
+from parley.llm.prices import Price
+from parley.llm.tokens import approx_tokens
 
 @dataclass
 class UsageRecord:

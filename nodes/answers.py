@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
-from nodes.prompts import answers as prompts
+from parley.nodes.prompts import answers as prompts
 
 __all__ = ["AnswerRule", "Ballot", "Vote", "majority_answer", "majority_vote", "parse_rule", "vote_record"]
 

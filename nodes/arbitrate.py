@@ -24,18 +24,18 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.runnables import Runnable
 from langgraph.runtime import Runtime
 
-from core.limits import MAX_PANEL_SIZE
-from llm.failures import MODEL_RETRY, classify_failure, describe_failure, is_transient
-from llm.formats import AnswerFormat
-from llm.providers import split_model_id
-from llm.tokens import approx_text_tokens, approx_tokens, clip_text
-from llm.tools import ToolSet
-from nodes.anonymise import Anonymiser
-from nodes.capability import mark
-from nodes.context import RunContext
-from nodes.events import event_writer
-from nodes.prompts import arbitrate as prompts
-from nodes.speak import Turn, TurnInterrupted, say, send_turn
+from parley.core.limits import MAX_PANEL_SIZE
+from parley.llm.failures import MODEL_RETRY, classify_failure, describe_failure, is_transient
+from parley.llm.formats import AnswerFormat
+from parley.llm.providers import split_model_id
+from parley.llm.tokens import approx_text_tokens, approx_tokens, clip_text
+from parley.llm.tools import ToolSet
+from parley.nodes.anonymise import Anonymiser
+from parley.nodes.capability import mark
+from parley.nodes.context import RunContext
+from parley.nodes.events import event_writer
+from parley.nodes.prompts import arbitrate as prompts
+from parley.nodes.speak import Turn, TurnInterrupted, say, send_turn
 
 ANSWER_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[:MAX_PANEL_SIZE]  # one per answer, up to the largest panel
 

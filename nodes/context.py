@@ -14,15 +14,15 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 from langchain_core.runnables import Runnable
 from pydantic import BaseModel
 
-from llm.budget import Budget
-from llm.factory import ModelFactory
-from llm.formats import AnswerFormat
-from llm.tools import ToolSet
-from llm.usage import UsageLedger
-from nodes.inbox import Steering
+from parley.llm.budget import Budget
+from parley.llm.factory import ModelFactory
+from parley.llm.formats import AnswerFormat
+from parley.llm.tools import ToolSet
+from parley.llm.usage import UsageLedger
+from parley.nodes.inbox import Steering
 
 if TYPE_CHECKING:
-    from nodes.tools import ToolAccess
+    from parley.nodes.tools import ToolAccess
 
 SchemaT = TypeVar("SchemaT", bound=BaseModel)
 

@@ -18,8 +18,8 @@ from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 
-from nodes.capability import mark
-from nodes.events import emit
+from parley.nodes.capability import mark
+from parley.nodes.events import emit
 
 Stance = Literal["for", "against", "conditional", "neutral"]
 STANCES: tuple[str, ...] = ("for", "against", "conditional", "neutral")

@@ -23,7 +23,7 @@ from typing import Any
 from langgraph.errors import NodeError
 from langgraph.types import Command, RetryPolicy, Send
 
-from nodes.capability import mark
+from parley.nodes.capability import mark
 
 Task = Mapping[str, Any]
 

@@ -26,17 +26,17 @@ from langgraph.types import Send
 from pydantic import BaseModel, Field, create_model
 from typing_extensions import TypedDict  # pydantic's schemas need these before Python 3.12
 
-from llm.failures import classify_failure, describe_failure
-from nodes.anonymise import Anonymiser
-from nodes.arbitrate import ANSWER_LETTERS, arbitration_messages
-from nodes.bounds import AtMost, Clipped
-from nodes.capability import mark
-from nodes.context import RunContext
-from nodes.events import emit
-from nodes.fan_out import FanOut
-from nodes.prompts import decide as decide_prompts
-from nodes.structured import ask_structured, node_attempt, structured_retry
-from nodes.text import clip, topic_language
+from parley.llm.failures import classify_failure, describe_failure
+from parley.nodes.anonymise import Anonymiser
+from parley.nodes.arbitrate import ANSWER_LETTERS, arbitration_messages
+from parley.nodes.bounds import AtMost, Clipped
+from parley.nodes.capability import mark
+from parley.nodes.context import RunContext
+from parley.nodes.events import emit
+from parley.nodes.fan_out import FanOut
+from parley.nodes.prompts import decide as decide_prompts
+from parley.nodes.structured import ask_structured, node_attempt, structured_retry
+from parley.nodes.text import clip, topic_language
 
 log = logging.getLogger("parley.judge")
 

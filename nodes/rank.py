@@ -2,8 +2,8 @@
 all (the panel's `rank` rule).
 
     REVIEWS = FanOut(node="review", results_key="reviews", tolerate=is_model_failure, failure=review_failure)
-    builder.add_node("review", review(context=PanelContext), **REVIEWS.node_options(then="count_ranks",
-                                                                                    retry=REVIEW_RETRY))
+    builder.add_node("review", rank(context=PanelContext), **REVIEWS.node_options(then="count_ranks",
+                                                                                  retry=REVIEW_RETRY))
     orders = review_orders(len(answers), seed)           # who reads what, in which order
     scores = borda([r["ranking"] for r in reviews], len(answers))
 
@@ -27,16 +27,16 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, create_model, field_validator
 from typing_extensions import TypedDict  # pydantic's schemas need these before Python 3.12
 
-from llm.failures import classify_failure, describe_failure
-from nodes.anonymise import Anonymiser
-from nodes.arbitrate import ANSWER_LETTERS, arbitration_messages
-from nodes.bounds import Clipped
-from nodes.context import RunContext
-from nodes.events import emit
-from nodes.prompts import decide as prompts
-from nodes.structured import ask_structured, node_attempt, structured_retry
+from parley.llm.failures import classify_failure, describe_failure
+from parley.nodes.anonymise import Anonymiser
+from parley.nodes.arbitrate import ANSWER_LETTERS, arbitration_messages
+from parley.nodes.bounds import Clipped
+from parley.nodes.context import RunContext
+from parley.nodes.events import emit
+from parley.nodes.prompts import decide as prompts
+from parley.nodes.structured import ask_structured, node_attempt, structured_retry
 
-__all__ = ["REVIEW_ATTEMPTS", "REVIEW_RETRY", "ReviewTask", "borda", "ranking_schema", "review", "review_failure",
+__all__ = ["REVIEW_ATTEMPTS", "REVIEW_RETRY", "ReviewTask", "borda", "rank", "ranking_schema", "review_failure",
            "review_orders"]
 
 log = logging.getLogger("parley.rank")
@@ -99,7 +99,7 @@ class ReviewTask(TypedDict):
     order: list[int]  # the positions it reads, in its order (`review_orders`)
 
 
-def review(
+def rank(
     *,
     context: type[RunContext] = RunContext,
     temperature: float | None = REVIEW_TEMPERATURE,

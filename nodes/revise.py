@@ -12,9 +12,9 @@ from collections.abc import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
-from llm.tokens import approx_text_tokens, clip_text
-from nodes.arbitrate import MIN_ANSWER_TOKENS
-from nodes.prompts import multiagent_debate as prompts
+from parley.llm.tokens import approx_text_tokens, clip_text
+from parley.nodes.arbitrate import MIN_ANSWER_TOKENS
+from parley.nodes.prompts import multiagent_debate as prompts
 
 
 def revision_messages(

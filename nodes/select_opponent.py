@@ -20,12 +20,12 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 from typing_extensions import TypedDict  # pydantic's schemas need these before Python 3.12
 
-from nodes.bounds import AtMost, Clipped
-from nodes.capability import mark
-from nodes.context import RunContext
-from nodes.events import emit
-from nodes.structured import ask_structured, is_unusable
-from nodes.text import clip, topic_language
+from parley.nodes.bounds import AtMost, Clipped
+from parley.nodes.capability import mark
+from parley.nodes.context import RunContext
+from parley.nodes.events import emit
+from parley.nodes.structured import ask_structured, is_unusable
+from parley.nodes.text import clip, topic_language
 
 log = logging.getLogger("parley.duel")
 

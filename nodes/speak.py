@@ -40,13 +40,13 @@ from langchain_core.runnables import Runnable
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from core.limits import STREAM_FAIR_SHARE
-from llm.tools import new_call_id, tool_call
-from nodes.context import RunContext
-from nodes.capability import mark
-from nodes.events import event_writer
-from nodes.text import LengthGate, is_cjk
-from nodes.tools import ToolRun, Toolbox, tool_result_event
+from parley.core.limits import STREAM_FAIR_SHARE
+from parley.llm.tools import new_call_id, tool_call
+from parley.nodes.context import RunContext
+from parley.nodes.capability import mark
+from parley.nodes.events import event_writer
+from parley.nodes.text import LengthGate, is_cjk
+from parley.nodes.tools import ToolRun, Toolbox, tool_result_event
 
 C = TypeVar("C", bound=RunContext)
 

@@ -35,12 +35,12 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 from typing_extensions import TypedDict
 
-from llm.budget import CallEstimate, Spend
-from nodes.capability import mark
-from nodes.context import RunContext
-from nodes.events import event_writer
-from nodes.inbox import RELEASES
-from nodes.speak import Speaker, chunk_event
+from parley.llm.budget import CallEstimate, Spend
+from parley.nodes.capability import mark
+from parley.nodes.context import RunContext
+from parley.nodes.events import event_writer
+from parley.nodes.inbox import RELEASES
+from parley.nodes.speak import Speaker, chunk_event
 
 C = TypeVar("C", bound=RunContext)
 

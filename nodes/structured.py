@@ -16,8 +16,8 @@ from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable
 from langgraph.types import RetryPolicy
 
-from llm.budget import BudgetExceeded
-from llm.failures import MODEL_RETRY, UNREADABLE_ANSWER, is_model_failure, is_transient
+from parley.llm.budget import BudgetExceeded
+from parley.llm.failures import MODEL_RETRY, UNREADABLE_ANSWER, is_model_failure, is_transient
 
 T = TypeVar("T")
 

@@ -21,9 +21,9 @@ from langchain_core.messages import BaseMessage
 from langgraph.runtime import Runtime
 from pydantic import BaseModel
 
-from nodes.capability import mark
-from nodes.context import RunContext
-from nodes.structured import ask_structured, is_unreadable, node_attempt
+from parley.nodes.capability import mark
+from parley.nodes.context import RunContext
+from parley.nodes.structured import ask_structured, is_unreadable, node_attempt
 
 log = logging.getLogger("parley.synthesize")
 

@@ -25,11 +25,11 @@ from typing import Any, Protocol
 
 import anyio
 
-from core.limits import MAX_TOOL_CALLS_PER_TURN, MAX_TOOL_RESULT_CHARS, TOOL_CALL_TIMEOUT_SECONDS
-from llm.mcp import ServerUnreachable, ToolOutput
-from llm.tools import ToolSet
-from nodes.retrieval import retrieve
-from nodes.text import clip
+from parley.core.limits import MAX_TOOL_CALLS_PER_TURN, MAX_TOOL_RESULT_CHARS, TOOL_CALL_TIMEOUT_SECONDS
+from parley.llm.mcp import ServerUnreachable, ToolOutput
+from parley.llm.tools import ToolSet
+from parley.nodes.retrieval import retrieve
+from parley.nodes.text import clip
 
 TOOL_EVENTS = ("tool_call", "tool_result")
 BUILTIN_SERVER = "parley"

@@ -66,9 +66,9 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from pymongo import AsyncMongoClient, MongoClient
 from pymongo.errors import DuplicateKeyError
 
-from nodes.events import Origin
-from runs.events import Signal
-from store.monitor import LISTENER
+from parley.nodes.events import Origin
+from parley.runs.events import Signal
+from parley.store.monitor import LISTENER
 
 NS_SEP = "|"
 COLLECTION = "run_checkpoints"

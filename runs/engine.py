@@ -46,21 +46,21 @@ from pymongo import MongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import ConnectionFailure, PyMongoError
 
-from core.metrics import record_run
-from core.settings import Settings
-from core.telemetry import trace_config
-from llm.budget import Budget, BudgetExceeded, BudgetLimits
-from llm.factory import ModelFactory
-from llm.usage import UsageLedger, UsageRecord
-from nodes.events import EVENT_SINK, Origin, TaskEvent
-from nodes.inbox import RELEASES, Steering
-from runs.checkpoints import EventBarrier, namespaces, saved_graphs, survives
-from runs.events import RETRACT, TERMINAL, Event, Signal, listener_view, storage_failure
-from runs.modes.base import Emit, ModeRun, Outcome, RunFailure, Services, Settle
-from runs.wakeups import PageWatch
-from store import inputs as input_store
-from store import runs as store
-from store.monitor import LISTENER
+from parley.core.metrics import record_run
+from parley.core.settings import Settings
+from parley.core.telemetry import trace_config
+from parley.llm.budget import Budget, BudgetExceeded, BudgetLimits
+from parley.llm.factory import ModelFactory
+from parley.llm.usage import UsageLedger, UsageRecord
+from parley.nodes.events import EVENT_SINK, Origin, TaskEvent
+from parley.nodes.inbox import RELEASES, Steering
+from parley.runs.checkpoints import EventBarrier, namespaces, saved_graphs, survives
+from parley.runs.events import RETRACT, TERMINAL, Event, Signal, listener_view, storage_failure
+from parley.runs.modes.base import Emit, ModeRun, Outcome, RunFailure, Services, Settle
+from parley.runs.wakeups import PageWatch
+from parley.store import inputs as input_store
+from parley.store import runs as store
+from parley.store.monitor import LISTENER
 
 log = logging.getLogger("parley.runs")
 

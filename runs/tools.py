@@ -15,10 +15,10 @@ from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from core.limits import TOOL_CALL_TIMEOUT_SECONDS
-from core.settings import Settings
-from llm import mcp
-from nodes.tools import (
+from parley.core.limits import TOOL_CALL_TIMEOUT_SECONDS
+from parley.core.settings import Settings
+from parley.llm import mcp
+from parley.nodes.tools import (
     BUILTIN_SERVER,
     EARLIER_SYNTHESES,
     SEARCH_DOCUMENTS,
@@ -27,9 +27,9 @@ from nodes.tools import (
     earlier_syntheses,
     search_documents,
 )
-from store import agents as agent_store
-from store import conversations as conv_store
-from store import tools as tool_store
+from parley.store import agents as agent_store
+from parley.store import conversations as conv_store
+from parley.store import tools as tool_store
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import OperationFailure, PyMongoError
 
-from store import runs as store
+from parley.store import runs as store
 
 log = logging.getLogger(__name__)
 

@@ -18,9 +18,9 @@ from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from runs import Caller
-from services.errors import Forbidden
-from store.keys import find_key
+from parley.runs import Caller
+from parley.services.errors import Forbidden
+from parley.store.keys import find_key
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,10 @@ from typing import Protocol
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from core.settings import Settings
-from llm.factory import ModelFactory
-from runs import RunEngine
-from services.errors import RateLimited
+from parley.core.settings import Settings
+from parley.llm.factory import ModelFactory
+from parley.runs import RunEngine
+from parley.services.errors import RateLimited
 
 
 class Decision(Protocol):

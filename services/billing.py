@@ -27,11 +27,11 @@ from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from llm.factory import ModelFactory
-from llm.usage import UsageLedger
-from services.errors import CannotStart, PaymentRequired
-from store import workspaces as ws_store
-from store.usage import record_usage
+from parley.llm.factory import ModelFactory
+from parley.llm.usage import UsageLedger
+from parley.services.errors import CannotStart, PaymentRequired
+from parley.store import workspaces as ws_store
+from parley.store.usage import record_usage
 
 
 @dataclass(frozen=True)

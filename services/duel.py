@@ -18,8 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import PyMongoError
 
-import store as storage
-from core.limits import (
+from parley import store as storage
+from parley.core.limits import (
     DUEL_TOPIC_MAX_CHARS,
     MAX_DUEL_ROUNDS,
     MIN_DUEL_ROUNDS,
@@ -27,18 +27,18 @@ from core.limits import (
     PROFILE_LIST_MAX_ITEMS,
     PROFILE_NAME_MAX_CHARS,
 )
-from graphs.duel import DuelContext, minimum_calls
-from llm.failures import ModelError
-from runs import Caller, RunEngine
-from runs.modes.duel import CANCELLED
-from services import access, steering
-from services import tools as tool_service
-from services.access import Principal
-from services.backend import Backend
-from services.errors import CannotStart, InvalidRequest, NotFound, RunFailed
-from services.steering import BudgetFields, RunWaiting, SteerOptions
-from services.tools import DUEL_SIDES, duel_subject
-from store import debates as store
+from parley.graphs.duel import DuelContext, minimum_calls
+from parley.llm.failures import ModelError
+from parley.runs import Caller, RunEngine
+from parley.runs.modes.duel import CANCELLED
+from parley.services import access, steering
+from parley.services import tools as tool_service
+from parley.services.access import Principal
+from parley.services.backend import Backend
+from parley.services.errors import CannotStart, InvalidRequest, NotFound, RunFailed
+from parley.services.steering import BudgetFields, RunWaiting, SteerOptions
+from parley.services.tools import DUEL_SIDES, duel_subject
+from parley.store import debates as store
 
 log = logging.getLogger("parley.duel")
 

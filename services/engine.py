@@ -7,9 +7,9 @@ from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from runs import engine
-from runs.modes import MODES
-from services import billing
+from parley.runs import engine
+from parley.runs.modes import MODES
+from parley.services import billing
 
 
 class RunEngine(engine.RunEngine):

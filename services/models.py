@@ -16,13 +16,13 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pymongo.asynchronous.database import AsyncDatabase
 
-from core.limits import DEFAULT_PANEL_SIZE, MAX_PANEL_SIZE, MIN_PANEL_SIZE
-from core.settings import Settings
-from llm.families import independent_first, model_family
-from llm.providers import DEFAULT_PROVIDER, split_model_id
-from services.errors import InvalidRequest, NotFound
-from services.panel import plan_for_router
-from services.routers import SELF_MOA_PREFIX, load_router, routers_of, self_moa_router
+from parley.core.limits import DEFAULT_PANEL_SIZE, MAX_PANEL_SIZE, MIN_PANEL_SIZE
+from parley.core.settings import Settings
+from parley.llm.families import independent_first, model_family
+from parley.llm.providers import DEFAULT_PROVIDER, split_model_id
+from parley.services.errors import InvalidRequest, NotFound
+from parley.services.panel import plan_for_router
+from parley.services.routers import SELF_MOA_PREFIX, load_router, routers_of, self_moa_router
 
 ROUTER_PREFIX = "router/"
 OWNER = "parley"  # `owned_by` of the routers: Parley serves them, whoever's models they seat

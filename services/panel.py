@@ -22,24 +22,24 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
-from core.limits import DEFAULT_PANEL_SIZE, MAX_CHAT_MESSAGES, MAX_TOOLS
-from core.settings import Settings
-from graphs.panel import panel_input, unanswerable
-from graphs.panel.rules import DEFAULT_RULE, RuleError, check_rule
-from graphs.panel.steps import TooFewFamiliesError, pick_panelists, to_messages
-from llm.client import off_loop
-from llm.budget import BudgetLimits, CallEstimate
-from llm.factory import ModelFactory
-from llm.formats import NAME, AnswerFormat
-from llm.tokens import approx_text_tokens, approx_tokens
-from llm.tools import ToolSet, check_tool_messages
-from runs import Caller
-from services import billing, steering
-from services import tools as tool_service
-from services.backend import Backend
-from services.errors import InvalidRequest, RunFailed, invalid_field
-from services.routers import RULE_HELP, SELF_MOA_PREFIX, RuleName, load_router, rule_error, self_moa_router
-from services.tools import router_subject
+from parley.core.limits import DEFAULT_PANEL_SIZE, MAX_CHAT_MESSAGES, MAX_TOOLS
+from parley.core.settings import Settings
+from parley.graphs.panel import panel_input, unanswerable
+from parley.graphs.panel.rules import DEFAULT_RULE, RuleError, check_rule
+from parley.graphs.panel.steps import TooFewFamiliesError, pick_panelists, to_messages
+from parley.llm.client import off_loop
+from parley.llm.budget import BudgetLimits, CallEstimate
+from parley.llm.factory import ModelFactory
+from parley.llm.formats import NAME, AnswerFormat
+from parley.llm.tokens import approx_text_tokens, approx_tokens
+from parley.llm.tools import ToolSet, check_tool_messages
+from parley.runs import Caller
+from parley.services import billing, steering
+from parley.services import tools as tool_service
+from parley.services.backend import Backend
+from parley.services.errors import InvalidRequest, RunFailed, invalid_field
+from parley.services.routers import RULE_HELP, SELF_MOA_PREFIX, RuleName, load_router, rule_error, self_moa_router
+from parley.services.tools import router_subject
 
 log = logging.getLogger("parley.panel")
 

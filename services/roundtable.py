@@ -17,18 +17,18 @@ from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from graphs.roundtable import RoundTableContext, estimate_minimum_tokens, format_history, minimum_calls
-from graphs.roundtable.steps import builtin_devils_advocate
-from runs import Caller, Event, RunEngine
-from services import billing, steering
-from services.access import Principal
-from services.backend import Backend
-from services.errors import CannotStart, Conflict, NotFound, RunFailed, ServiceError
-from services.steering import RunWaiting, SteerOptions
-from services.tools import agent_subject
-from store import agents as agent_store
-from store import conversations as conv_store
-from store import tools as tool_store
+from parley.graphs.roundtable import RoundTableContext, estimate_minimum_tokens, format_history, minimum_calls
+from parley.graphs.roundtable.steps import builtin_devils_advocate
+from parley.runs import Caller, Event, RunEngine
+from parley.services import billing, steering
+from parley.services.access import Principal
+from parley.services.backend import Backend
+from parley.services.errors import CannotStart, Conflict, NotFound, RunFailed, ServiceError
+from parley.services.steering import RunWaiting, SteerOptions
+from parley.services.tools import agent_subject
+from parley.store import agents as agent_store
+from parley.store import conversations as conv_store
+from parley.store import tools as tool_store
 
 MESSAGE_RATE = "30/minute"
 STALE_KEY_AGE = timedelta(hours=1)  # a key whose run never started this long after it was claimed is freed

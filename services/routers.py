@@ -17,12 +17,12 @@ from pydantic.alias_generators import to_camel
 from pydantic.json_schema import SkipJsonSchema
 from pymongo.asynchronous.database import AsyncDatabase
 
-from core.limits import DEFAULT_PANEL_SIZE, MAX_PANEL_SIZE, MIN_PANEL_SIZE
-from core.settings import Settings
-from graphs.panel.rules import DEFAULT_RULE, RULES, RuleError, check_rule
-from graphs.panel.steps import TooFewFamiliesError, pick_panelists
-from services.errors import Conflict, InvalidRequest, NotFound
-from store import routers as router_store
+from parley.core.limits import DEFAULT_PANEL_SIZE, MAX_PANEL_SIZE, MIN_PANEL_SIZE
+from parley.core.settings import Settings
+from parley.graphs.panel.rules import DEFAULT_RULE, RULES, RuleError, check_rule
+from parley.graphs.panel.steps import TooFewFamiliesError, pick_panelists
+from parley.services.errors import Conflict, InvalidRequest, NotFound
+from parley.store import routers as router_store
 
 PRESET_ID = "debate"
 SELF_MOA_PREFIX = "self-moa/"

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from runs import RunEngine, RunNotFound
-from services import access
-from services.access import Principal
-from services.errors import Conflict, Forbidden, InvalidRequest, NotFound
-from store import runs as store
+from parley.runs import RunEngine, RunNotFound
+from parley.services import access
+from parley.services.access import Principal
+from parley.services.errors import Conflict, Forbidden, InvalidRequest, NotFound
+from parley.store import runs as store
 
 Kind = Literal["duel", "panel", "roundtable", "workflow"]
 Status = Literal["queued", "running", "waiting", "completed", "failed", "cancelled"]

@@ -16,13 +16,13 @@ from typing import Any
 from pydantic import BaseModel, Field, StrictFloat, StrictInt
 from pymongo.asynchronous.database import AsyncDatabase
 
-from core.limits import MIN_BUDGET_SECONDS, STEER_MESSAGE_MAX_CHARS
-from llm.budget import FIELDS, BudgetLimits, CallEstimate, InvalidBudget, Spend
-from nodes.inbox import ACTIONS
-from runs import RunEngine
-from services.errors import Conflict, InvalidRequest, PaymentRequired, ServiceError
-from store import runs as run_store
-from store import workspaces as ws_store
+from parley.core.limits import MIN_BUDGET_SECONDS, STEER_MESSAGE_MAX_CHARS
+from parley.llm.budget import FIELDS, BudgetLimits, CallEstimate, InvalidBudget, Spend
+from parley.nodes.inbox import ACTIONS
+from parley.runs import RunEngine
+from parley.services.errors import Conflict, InvalidRequest, PaymentRequired, ServiceError
+from parley.store import runs as run_store
+from parley.store import workspaces as ws_store
 
 BUDGET_FIELDS = tuple(FIELDS)  # maxTokens, maxCost, maxSeconds
 

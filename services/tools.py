@@ -24,21 +24,21 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 from pymongo.asynchronous.database import AsyncDatabase
 
-from core.limits import (
+from parley.core.limits import (
     MAX_GRANTED_TOOLS,
     MAX_SERVER_TOOLS,
     MAX_TOOL_NAME_CHARS,
     MAX_TOOL_SERVERS,
     TOOL_CALL_TIMEOUT_SECONDS,
 )
-from core.settings import Settings
-from llm import mcp
-from nodes.tools import BUILTIN_SERVER, BUILTINS, earlier_syntheses, search_documents
-from services.errors import BadGateway, Conflict, InvalidRequest, NotFound
-from store import agents as agent_store
-from store import routers as router_store
-from store import tools as tool_store
-from store import workflows as workflow_store
+from parley.core.settings import Settings
+from parley.llm import mcp
+from parley.nodes.tools import BUILTIN_SERVER, BUILTINS, earlier_syntheses, search_documents
+from parley.services.errors import BadGateway, Conflict, InvalidRequest, NotFound
+from parley.store import agents as agent_store
+from parley.store import routers as router_store
+from parley.store import tools as tool_store
+from parley.store import workflows as workflow_store
 
 SERVER_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,31}$"
 RESERVED_NAMES = (BUILTIN_SERVER, "grants")

@@ -11,12 +11,12 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from runs import Event, RunEngine
-from runs.events import listener_view
-from runs.modes.roundtable import render_synthesis
-from services.access import Principal
-from services.runs import visible_run
-from store import runs as store
+from parley.runs import Event, RunEngine
+from parley.runs.events import listener_view
+from parley.runs.modes.roundtable import render_synthesis
+from parley.services.access import Principal
+from parley.services.runs import visible_run
+from parley.store import runs as store
 
 KIND_NAMES = {"duel": "Duel", "panel": "Panel", "roundtable": "Round table", "workflow": "Workflow"}
 

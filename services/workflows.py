@@ -10,20 +10,20 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from designer import WorkflowError, WorkflowInputError, WorkflowSpec, prepare_input, validate_workflow
-from designer.spec import RoundtableNode
-from llm.budget import Spend
-from runs import Caller, RunEngine
-from runs.modes.workflow import jsonable
-from services import billing, steering
-from services import tools as tool_service
-from services.access import Principal
-from services.backend import Backend
-from services.errors import CannotStart, NotFound, RunFailed, Unprocessable
-from services.roundtable import seated_agents
-from services.steering import RunWaiting, SteerOptions
-from services.tools import workflow_subject
-from store import workflows as store
+from parley.designer import WorkflowError, WorkflowInputError, WorkflowSpec, prepare_input, validate_workflow
+from parley.designer.spec import RoundtableNode
+from parley.llm.budget import Spend
+from parley.runs import Caller, RunEngine
+from parley.runs.modes.workflow import jsonable
+from parley.services import billing, steering
+from parley.services import tools as tool_service
+from parley.services.access import Principal
+from parley.services.backend import Backend
+from parley.services.errors import CannotStart, NotFound, RunFailed, Unprocessable
+from parley.services.roundtable import seated_agents
+from parley.services.steering import RunWaiting, SteerOptions
+from parley.services.tools import workflow_subject
+from parley.store import workflows as store
 
 log = logging.getLogger("parley.workflows")
 

@@ -10,9 +10,9 @@ from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import PyMongoError
 
-from core.limits import refuse_unstorable
-from store import agents, conversations, inputs, runs, tools
-from store.monitor import LISTENER
+from parley.core.limits import refuse_unstorable
+from parley.store import agents, conversations, inputs, runs, tools
+from parley.store.monitor import LISTENER
 
 Database = AsyncDatabase
 

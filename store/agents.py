@@ -18,7 +18,7 @@ from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
-from store import tools as tool_store
+from parley.store import tools as tool_store
 
 INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
     ("agents", [("workspace", 1), ("order", 1)], {}),

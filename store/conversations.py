@@ -15,7 +15,7 @@ from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
-from store.agents import iso, new_id
+from parley.store.agents import iso, new_id
 
 INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
     ("conversations", [("workspace", 1), ("createdAt", -1), ("_id", -1)], {}),

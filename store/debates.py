@@ -13,8 +13,8 @@ from datetime import UTC, datetime
 from pymongo import DESCENDING
 from pymongo.asynchronous.database import AsyncDatabase
 
-from store.cursors import encode_cursor, older_than
-from store.runs import all_events
+from parley.store.cursors import encode_cursor, older_than
+from parley.store.runs import all_events
 
 IN_PROGRESS, COMPLETED, FAILED, CANCELLED = "in_progress", "completed", "failed", "cancelled"
 

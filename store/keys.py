@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 
-from store.group import Group
+from parley.store.group import Group
 
 SCOPES = ("debate", "chat", "conversations", "workflows", "readonly", "admin")
 KEY_PREFIX = "pk_"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import bson
 from pymongo import monitoring
 
-from core.metrics import record_db_command
+from parley.core.metrics import record_db_command
 
 OTHER = "other"
 

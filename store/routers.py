@@ -9,7 +9,7 @@ from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
-from store import tools as tool_store
+from parley.store import tools as tool_store
 
 
 def _public(doc: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -33,11 +33,11 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.database import Database
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
-from store.cursors import encode_cursor, older_than
-from store.group import DUPLICATE_KEY, Group, insert_each
+from parley.store.cursors import encode_cursor, older_than
+from parley.store.group import DUPLICATE_KEY, Group, insert_each
 
 if TYPE_CHECKING:  # the records' type only: store/ imports nothing of Parley's but core/ (tests/test_layers.py)
-    from llm.usage import UsageRecord
+    from parley.llm.usage import UsageRecord
 
 QUEUED, RUNNING, COMPLETED, FAILED, CANCELLED = "queued", "running", "completed", "failed", "cancelled"
 WAITING = "waiting"

@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from store.group import Group
+from parley.store.group import Group
 
 if TYPE_CHECKING:  # the ledger's type only: store/ imports nothing of Parley's but core/ (tests/test_layers.py)
-    from llm.usage import UsageLedger
+    from parley.llm.usage import UsageLedger
 
 
 async def record_usage(

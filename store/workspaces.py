@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 
-from store.group import Group
+from parley.store.group import Group
 
 
 async def get_workspace(db: AsyncDatabase, workspace: str) -> dict:

@@ -9,20 +9,22 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 from pymongo import AsyncMongoClient, MongoClient, monitoring
 
-import store
-from api.main import create_app
-from store.keys import create_key
-from core.embedded import database_server
-from core.settings import get_settings
-from nodes.context import default_factory
+from parley import store
+from parley.api.main import create_app
+from parley.store.keys import create_key
+from parley.core.embedded import database_server
+from parley.core.settings import get_settings
+from parley.nodes.context import default_factory
 from tests.support.scripted_llm import ScriptedLLM
 from tests.support.servers import ServerThread, run_sync
 from tests.support.tracing import RECORDER, SpanRecorder
+from tests.support.wheel import build_wheel, install_target
 
 MODEL_ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL", "MONGODB_URI", "MONGODB_DB", "PARLEY_HOME",
              "PARLEY_DEBATE_MODELS", "PARLEY_DEBATE_ALLOW_SAME_FAMILY", "PARLEY_ARBITRATOR_MODEL",
@@ -38,6 +40,18 @@ def mongo_uri(tmp_path_factory) -> Iterator[str]:
     server = database_server(tmp_path_factory.mktemp("embedded-db")).start(timeout=90)
     yield server.url
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory) -> Path:
+    """Parley's wheel, built from this tree (`tests.support.wheel`)."""
+    return build_wheel(tmp_path_factory.mktemp("wheel"))
+
+
+@pytest.fixture(scope="session")
+def installed(wheel, tmp_path_factory) -> Path:
+    """The folder `pip install --target` makes of the wheel (no dependencies): Parley as site-packages holds it."""
+    return install_target(wheel, tmp_path_factory.mktemp("site-packages"))
 
 
 @pytest.fixture(scope="session")

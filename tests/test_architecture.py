@@ -9,21 +9,21 @@ import json
 import re
 from pathlib import Path
 
-from designer import compile_workflow
-from evals.judge import judge_graph
-from graphs.duel import graph as duel_graph
-from graphs.multiagent_debate import graph as debate_graph
-from graphs.panel import graph as panel_graph
-from graphs.roundtable import graph as roundtable_graph
-from nodes.arbitrate import arbitrate
-from nodes.capability import CAPABILITIES, capability_of
-from nodes.convergence import score_convergence
-from nodes.fan_out import FanOut
-from nodes.judge import judge
-from nodes.select_opponent import select_opponent
-from nodes.speak import speak
-from nodes.steer import boundary
-from nodes.synthesize import synthesize
+from parley.designer import compile_workflow
+from parley.evals.judge import judge_graph
+from parley.graphs.duel import graph as duel_graph
+from parley.graphs.multiagent_debate import graph as debate_graph
+from parley.graphs.panel import graph as panel_graph
+from parley.graphs.roundtable import graph as roundtable_graph
+from parley.nodes.arbitrate import arbitrate
+from parley.nodes.capability import CAPABILITIES, capability_of
+from parley.nodes.convergence import score_convergence
+from parley.nodes.fan_out import FanOut
+from parley.nodes.judge import judge
+from parley.nodes.select_opponent import select_opponent
+from parley.nodes.speak import speak
+from parley.nodes.steer import boundary
+from parley.nodes.synthesize import synthesize
 from tests.designer.conftest import wf
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from core.settings import Settings
+from parley.core.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted([ROOT / "README.md", ROOT / "CHANGELOG.md", ROOT / "bench" / "README.md", *(ROOT / "docs").glob("*.md")])

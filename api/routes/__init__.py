@@ -4,10 +4,10 @@ from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI
 
-from api.routes import (agents, chat, conversations, docs, duel, health, me, metrics, models, routers, runs,
+from parley.api.routes import (agents, chat, conversations, docs, duel, health, me, metrics, models, routers, runs,
                         studio, tools, workflows)
-from services import duel as duel_service
-from services import roundtable
+from parley.services import duel as duel_service
+from parley.services import roundtable
 
 ROUTERS = [
     health.router,

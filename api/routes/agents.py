@@ -6,12 +6,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Response
 
-from api.deps import Db, Factory, Principal, require_scope
-from api.errors import ApiError
-from api.openapi import errors
-from llm.failures import ModelError
-from store import agents as store
-from store.agents import AgentCreate, AgentUpdate, DocumentCreate, DocumentRefused
+from parley.api.deps import Db, Factory, Principal, require_scope
+from parley.api.errors import ApiError
+from parley.api.openapi import errors
+from parley.llm.failures import ModelError
+from parley.store import agents as store
+from parley.store.agents import AgentCreate, AgentUpdate, DocumentCreate, DocumentRefused
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"], responses=errors(403))
 

@@ -15,15 +15,15 @@ from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.background import BackgroundTask
 
-from api.deps import Principal, Services, require_scope
-from api.errors import ApiError, run_error
-from api.openapi import RUN_ID_HEADER, errors, streamed
-from api.sse import KEEPALIVE_SECONDS, SSE_HEADERS, CountedEventSourceResponse
-from runs import RunEngine
-from runs.modes.panel import response_model
-from services import panel as panel_service
-from services.panel import ChatCompletionRequest
-from services.progress import progress_line
+from parley.api.deps import Principal, Services, require_scope
+from parley.api.errors import ApiError, run_error
+from parley.api.openapi import RUN_ID_HEADER, errors, streamed
+from parley.api.sse import KEEPALIVE_SECONDS, SSE_HEADERS, CountedEventSourceResponse
+from parley.runs import RunEngine
+from parley.runs.modes.panel import response_model
+from parley.services import panel as panel_service
+from parley.services.panel import ChatCompletionRequest
+from parley.services.progress import progress_line
 
 router = APIRouter(tags=["chat"])
 

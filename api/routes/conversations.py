@@ -8,16 +8,16 @@ from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
-from api.deps import Db, Principal, Services, require_scope
-from api.errors import ApiError
-from api.openapi import RUN_ID_HEADER, errors, streamed
-from api.sse import sse_response
-from services import roundtable as service
-from services import steering
-from services.runs import public_run
-from services.steering import BudgetFields
-from store import conversations as store
-from store.conversations import ConversationCreate, MessageCreate
+from parley.api.deps import Db, Principal, Services, require_scope
+from parley.api.errors import ApiError
+from parley.api.openapi import RUN_ID_HEADER, errors, streamed
+from parley.api.sse import sse_response
+from parley.services import roundtable as service
+from parley.services import steering
+from parley.services.runs import public_run
+from parley.services.steering import BudgetFields
+from parley.store import conversations as store
+from parley.store.conversations import ConversationCreate, MessageCreate
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"], responses=errors(403))
 

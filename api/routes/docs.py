@@ -15,7 +15,7 @@ from pathlib import Path
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, HTMLResponse, Response
 
-from api.errors import ApiError
+from parley.api.errors import ApiError
 
 ASSETS_DIR = Path(str(files("fastapi_offline") / "static"))
 ASSETS_URL = "/docs/assets"

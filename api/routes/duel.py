@@ -8,13 +8,13 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from sse_starlette import EventSourceResponse
 
-from api.deps import AppSettings, Db, Engine, Principal, Services, get_principal, presented_key, require_scope
-from api.errors import ApiError
-from api.openapi import RUN_ID_HEADER, errors, request_body, streamed
-from api.sse import EVENT_ID_PATTERN, resume_after, sse_response
-from core.limits import MAX_PAGE, ROUTE_BODY_BYTES
-from services import duel as service
-from services.duel import DebateBody, DebateNotFound, DebateRequest, public_debate
+from parley.api.deps import AppSettings, Db, Engine, Principal, Services, get_principal, presented_key, require_scope
+from parley.api.errors import ApiError
+from parley.api.openapi import RUN_ID_HEADER, errors, request_body, streamed
+from parley.api.sse import EVENT_ID_PATTERN, resume_after, sse_response
+from parley.core.limits import MAX_PAGE, ROUTE_BODY_BYTES
+from parley.services import duel as service
+from parley.services.duel import DebateBody, DebateNotFound, DebateRequest, public_debate
 
 router = APIRouter(tags=["duel"])
 

@@ -8,9 +8,9 @@ import httpx
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-import store
-from api.deps import Db, Factory
-from llm.failures import ModelError
+from parley import store
+from parley.api.deps import Db, Factory
+from parley.llm.failures import ModelError
 
 router = APIRouter(tags=["health"])
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
-from api.deps import CurrentPrincipal
+from parley.api.deps import CurrentPrincipal
 
 router = APIRouter(prefix="/v1", tags=["keys"])
 

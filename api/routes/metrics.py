@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import Response
 
-from core.metrics import render
+from parley.core.metrics import render
 
 router = APIRouter(tags=["health"])
 

@@ -6,10 +6,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends
 
-from api.deps import AppSettings, Db, Principal, require_scope
-from api.openapi import errors
-from services import models as model_service
-from services.models import Model, ModelList
+from parley.api.deps import AppSettings, Db, Principal, require_scope
+from parley.api.openapi import errors
+from parley.services import models as model_service
+from parley.services.models import Model, ModelList
 
 router = APIRouter(tags=["chat"], responses=errors((403, "The key lacks the `chat` scope.")))
 

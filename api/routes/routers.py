@@ -6,10 +6,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends
 
-from api.deps import AppSettings, Db, Principal, require_scope
-from api.openapi import errors
-from services import routers as router_service
-from services.routers import RouterCreate, RouterUpdate
+from parley.api.deps import AppSettings, Db, Principal, require_scope
+from parley.api.openapi import errors
+from parley.services import routers as router_service
+from parley.services.routers import RouterCreate, RouterUpdate
 
 router = APIRouter(tags=["routers"], responses=errors((403, "The key lacks the `admin` scope, or is read-only.")))
 

@@ -9,14 +9,14 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse
 
-from api.deps import CurrentPrincipal, Engine
-from api.errors import ApiError
-from api.openapi import errors, streamed
-from api.sse import EVENT_ID_PATTERN, resume_after, sse_response
-from core.limits import STEER_MESSAGE_MAX_CHARS
-from services import runs as service
-from services import steering
-from services.runs import Kind, Status
+from parley.api.deps import CurrentPrincipal, Engine
+from parley.api.errors import ApiError
+from parley.api.openapi import errors, streamed
+from parley.api.sse import EVENT_ID_PATTERN, resume_after, sse_response
+from parley.core.limits import STEER_MESSAGE_MAX_CHARS
+from parley.services import runs as service
+from parley.services import steering
+from parley.services.runs import Kind, Status
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
 

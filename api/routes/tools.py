@@ -7,10 +7,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Response
 
-from api.deps import AppSettings, Db, Principal, require_scope
-from api.openapi import errors
-from services import tools as tool_service
-from services.tools import GrantSet, ServerCreate, ServerUpdate
+from parley.api.deps import AppSettings, Db, Principal, require_scope
+from parley.api.openapi import errors
+from parley.services import tools as tool_service
+from parley.services.tools import GrantSet, ServerCreate, ServerUpdate
 
 router = APIRouter(tags=["tools"], responses=errors((403, "The key lacks the `admin` scope, or is read-only.")))
 

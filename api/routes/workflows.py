@@ -9,14 +9,14 @@ from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse
 from pydantic import ConfigDict, Field, WithJsonSchema
 
-from api.deps import Db, Principal, Services, require_scope
-from api.openapi import RUN_ID_HEADER, WORKFLOW_REF, errors, streamed
-from api.sse import sse_response
-from designer import WorkflowError, validate_workflow, workflow_json_schema
-from services import steering
-from services import workflows as service
-from services.runs import public_run
-from services.steering import BudgetFields, SteerOptions
+from parley.api.deps import Db, Principal, Services, require_scope
+from parley.api.openapi import RUN_ID_HEADER, WORKFLOW_REF, errors, streamed
+from parley.api.sse import sse_response
+from parley.designer import WorkflowError, validate_workflow, workflow_json_schema
+from parley.services import steering
+from parley.services import workflows as service
+from parley.services.runs import public_run
+from parley.services.steering import BudgetFields, SteerOptions
 
 router = APIRouter(prefix="/v1/workflows", tags=["workflows"])
 

@@ -23,15 +23,15 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from typing_extensions import NotRequired, TypedDict  # pydantic's schemas need these before Python 3.12
 
-from graphs.duel import prompts
-from graphs.duel.personas import fallback_opponent
-from graphs.duel.steps import DuelContext, announce_synthesis, duel_context, make_speaker, synthesize
-from llm.budget import CallEstimate
-from llm.failures import MODEL_RETRY
-from llm.tokens import approx_text_tokens
-from nodes.judge import JUDGE_RETRY, Judgement, judge, judge_both_orders
-from nodes.select_opponent import OpponentProfile, select_opponent
-from nodes.steer import SteerState, boundary
+from parley.graphs.duel import prompts
+from parley.graphs.duel.personas import fallback_opponent
+from parley.graphs.duel.steps import DuelContext, announce_synthesis, duel_context, make_speaker, synthesize
+from parley.llm.budget import CallEstimate
+from parley.llm.failures import MODEL_RETRY
+from parley.llm.tokens import approx_text_tokens
+from parley.nodes.judge import JUDGE_RETRY, Judgement, judge, judge_both_orders
+from parley.nodes.select_opponent import OpponentProfile, select_opponent
+from parley.nodes.steer import SteerState, boundary
 
 __all__ = [
     "JUDGE_RETRY", "DuelContext", "DuelInput", "DuelOutput", "DuelState", "build_duel_graph", "graph", "judge_debate",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
-from nodes.text import is_cjk
+from parley.nodes.text import is_cjk
 
 
 @dataclass(frozen=True)

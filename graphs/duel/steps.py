@@ -19,16 +19,16 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel
 from typing_extensions import NotRequired, TypedDict  # pydantic's schemas need these before Python 3.12
 
-from core.limits import DEFAULT_DUEL_ROUNDS, DUEL_CONCLUSION_MAX_CHARS, DUEL_TURN_MAX_CHARS, DUEL_TURN_MIN_CHARS
-from graphs.duel import prompts
-from nodes.context import RunContext
-from nodes.events import emit
-from nodes.judge import agreed_winner, verdicts_by_order
-from nodes.select_opponent import listing as _listing
-from nodes.speak import LengthRule, Speaker, Turn, speak
-from nodes.speak import TurnInterrupted as TurnInterrupted  # where the duel's callers have always found it
-from nodes.steer import guidance_lines
-from nodes.text import clip, first_sentence, is_cjk, newest_within, topic_language
+from parley.core.limits import DEFAULT_DUEL_ROUNDS, DUEL_CONCLUSION_MAX_CHARS, DUEL_TURN_MAX_CHARS, DUEL_TURN_MIN_CHARS
+from parley.graphs.duel import prompts
+from parley.nodes.context import RunContext
+from parley.nodes.events import emit
+from parley.nodes.judge import agreed_winner, verdicts_by_order
+from parley.nodes.select_opponent import listing as _listing
+from parley.nodes.speak import LengthRule, Speaker, Turn, speak
+from parley.nodes.speak import TurnInterrupted as TurnInterrupted  # where the duel's callers have always found it
+from parley.nodes.steer import guidance_lines
+from parley.nodes.text import clip, first_sentence, is_cjk, newest_within, topic_language
 
 log = logging.getLogger("parley.duel")
 

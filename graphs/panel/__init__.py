@@ -17,8 +17,8 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import RetryPolicy, Send
 
-from core.limits import DEFAULT_MIN_SUCCESSES, DEFAULT_PANEL_SIZE
-from graphs.panel.rules import (
+from parley.core.limits import DEFAULT_MIN_SUCCESSES, DEFAULT_PANEL_SIZE
+from parley.graphs.panel.rules import (
     DEFAULT_RULE,
     JUDGES,
     REVIEWS,
@@ -32,7 +32,7 @@ from graphs.panel.rules import (
     review_answers,
     vote,
 )
-from graphs.panel.steps import (
+from parley.graphs.panel.steps import (
     PANELISTS,
     AllModelsFailedError,
     PanelContext,
@@ -49,17 +49,17 @@ from graphs.panel.steps import (
     panelist_prompt,
     tally,
 )
-from llm.failures import MODEL_RETRY
-from llm.formats import AnswerFormat
-from llm.tools import ToolSet
-from llm.usage import monotonic_ms
-from nodes.context import RunContext
-from nodes.judge import JUDGE_RETRY
-from nodes.rank import REVIEW_RETRY
+from parley.llm.failures import MODEL_RETRY
+from parley.llm.formats import AnswerFormat
+from parley.llm.tools import ToolSet
+from parley.llm.usage import monotonic_ms
+from parley.nodes.context import RunContext
+from parley.nodes.judge import JUDGE_RETRY
+from parley.nodes.rank import REVIEW_RETRY
 
 __all__ = [
     "AllModelsFailedError", "PanelContext", "PanelError", "PanelInput", "PanelOutput", "PanelState",
-    "TooFewFamiliesError", "TooFewPanelistsError", "build_panel_graph", "debate_node", "graph", "panel_input",
+    "TooFewFamiliesError", "TooFewPanelistsError", "build_panel_graph", "panel_node", "graph", "panel_input",
     "question_input", "unanswerable",
 ]
 
@@ -288,7 +288,7 @@ def question_input(
     rule: Rule = DEFAULT_RULE,
     answer_rule: str | None = None,
 ) -> PanelInput:
-    """The panel graph's input for one question (what `debate_node` and the designer's `debate` and `panel` node
+    """The panel graph's input for one question (what `panel_node` and the designer's `debate` and `panel` node
     types run `graph` on), in `mode` "debate" or "panel"; the arbitrators default to `default_arbitrator`. A debate
     decides by `rule` (`graphs.panel.rules`)."""
     if mode not in ("debate", "panel"):
@@ -303,7 +303,7 @@ def question_input(
     )
 
 
-def debate_node(
+def panel_node(
     *,
     models: list[str] | None = None,
     arbitrators: list[str] | None = None,

@@ -30,20 +30,20 @@ from langgraph.graph import END
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
-from llm.failures import is_model_failure
-from llm.families import model_family
-from llm.formats import AnswerFormat
-from llm.tools import ToolSet
-from nodes.answers import AnswerRule, majority_answer, parse_rule
-from nodes.arbitrate import content_text
-from nodes.events import emit, event_writer
-from nodes.fan_out import FanOut
-from nodes.judge import abstention, agreed_winner, judge_answers, judge_both_orders
-from nodes.prompts import decide as prompts
-from nodes.rank import ReviewTask, borda, public_review, review, review_failure, review_orders
-from nodes.speak import chunk_event
+from parley.llm.failures import is_model_failure
+from parley.llm.families import model_family
+from parley.llm.formats import AnswerFormat
+from parley.llm.tools import ToolSet
+from parley.nodes.answers import AnswerRule, majority_answer, parse_rule
+from parley.nodes.arbitrate import content_text
+from parley.nodes.events import emit, event_writer
+from parley.nodes.fan_out import FanOut
+from parley.nodes.judge import abstention, agreed_winner, judge_answers, judge_both_orders
+from parley.nodes.prompts import decide as prompts
+from parley.nodes.rank import ReviewTask, borda, public_review, rank, review_failure, review_orders
+from parley.nodes.speak import chunk_event
 
-from graphs.panel.steps import PanelContext, _arbitrators, arbitrate_panel, panel_context
+from parley.graphs.panel.steps import PanelContext, _arbitrators, arbitrate_panel, panel_context
 
 __all__ = [
     "DEFAULT_ANSWER_RULE", "DEFAULT_RULE", "JUDGES", "MIN_RANK_ANSWERS", "REVIEWS", "RULES", "RuleError",
@@ -239,7 +239,7 @@ async def vote(state: dict[str, Any]) -> dict[str, Any]:
 # One reviewer per answer; a reviewer whose model fails (its retries spent) abstains rather than sink the others.
 REVIEWS = FanOut(node="review", results_key="reviews", tolerate=is_model_failure, failure=review_failure)
 
-review_answers = review(context=PanelContext)
+review_answers = rank(context=PanelContext)
 
 
 def review_tasks(state: dict[str, Any]) -> list[ReviewTask]:

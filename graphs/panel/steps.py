@@ -17,16 +17,16 @@ from typing import Any, NotRequired, TypedDict
 from langchain_core.messages import BaseMessage
 from langgraph.runtime import Runtime
 
-from core.limits import DEFAULT_MIN_SUCCESSES, DEFAULT_PANEL_SIZE, MAX_PANEL_SIZE, MIN_PANEL_SIZE
-from llm.client import off_loop
-from llm.failures import classify_failure, describe_failure
-from graphs.panel import prompts
-from llm.families import independent_first, model_family
-from llm.formats import AnswerFormat
-from llm.providers import DEFAULT_PROVIDER, split_model_id
-from llm.tools import ToolSet
-from llm.usage import monotonic_ms, usage_from_message
-from nodes.arbitrate import (  # noqa: F401 (re-exported: the panel's callers and tests read them here)
+from parley.core.limits import DEFAULT_MIN_SUCCESSES, DEFAULT_PANEL_SIZE, MAX_PANEL_SIZE, MIN_PANEL_SIZE
+from parley.llm.client import off_loop
+from parley.llm.failures import classify_failure, describe_failure
+from parley.graphs.panel import prompts
+from parley.llm.families import independent_first, model_family
+from parley.llm.formats import AnswerFormat
+from parley.llm.providers import DEFAULT_PROVIDER, split_model_id
+from parley.llm.tools import ToolSet
+from parley.llm.usage import monotonic_ms, usage_from_message
+from parley.nodes.arbitrate import (  # noqa: F401 (re-exported: the panel's callers and tests read them here)
     ANSWER_LETTERS,
     MIN_ANSWER_TOKENS,
     AllModelsFailedError,
@@ -43,10 +43,10 @@ from nodes.arbitrate import (  # noqa: F401 (re-exported: the panel's callers an
     to_messages,
     without_tools,
 )
-from nodes.context import RunContext
-from nodes.events import emit, event_writer
-from nodes.fan_out import FanOut
-from nodes.speak import chunk_event, say
+from parley.nodes.context import RunContext
+from parley.nodes.events import emit, event_writer
+from parley.nodes.fan_out import FanOut
+from parley.nodes.speak import chunk_event, say
 
 # The raw panel's wire format (seed contract): each answer under its model's name, separated by rules.
 PANEL_BLOCK = "**{model}**\n\n{answer}"

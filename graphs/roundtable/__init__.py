@@ -10,7 +10,7 @@ After every round the boundary (`steer`, `nodes.steer`) takes in what the person
 later turn and the synthesis see it), waits for them when the run was started with `await: "after_round"`
 or a pause was asked, and goes to the synthesis on `end` or when the budget holds no more rounds.
 
-    from graphs.roundtable import graph, RoundTableContext
+    from parley.graphs.roundtable import graph, RoundTableContext
     result = await graph.ainvoke({"question": "...", "agents": [...]}, context=RoundTableContext())
 """
 
@@ -25,7 +25,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
-from graphs.roundtable.steps import (
+from parley.graphs.roundtable.steps import (
     MemoryNotes,
     RoundTableContext,
     StatedPosition,
@@ -37,15 +37,15 @@ from graphs.roundtable.steps import (
     seat_agents,
     synthesize,
 )
-from graphs.roundtable import prompts
-from llm.budget import CallEstimate
-from llm.failures import MODEL_RETRY
-from llm.tokens import approx_text_tokens
-from nodes.convergence import measure_convergence
-from nodes.events import emit
-from nodes.fan_out import FanOut
-from nodes.steer import SteerState, boundary
-from nodes.text import newest_within
+from parley.graphs.roundtable import prompts
+from parley.llm.budget import CallEstimate
+from parley.llm.failures import MODEL_RETRY
+from parley.llm.tokens import approx_text_tokens
+from parley.nodes.convergence import measure_convergence
+from parley.nodes.events import emit
+from parley.nodes.fan_out import FanOut
+from parley.nodes.steer import SteerState, boundary
+from parley.nodes.text import newest_within
 
 __all__ = [
     "RoundTableContext", "RoundTableState", "build_round_table_graph", "estimate_minimum_tokens", "format_history",

@@ -17,19 +17,19 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, field_validator
 
-from core.limits import MAX_TABLE_ROUNDS, MAX_TABLE_SEATS
-from graphs.roundtable import prompts
-from nodes.answers import parse_rule, vote_record
-from nodes.bounds import AtMost, Clipped
-from nodes.context import RunContext
-from nodes.convergence import positions_of, strongest_consensus
-from nodes.events import emit
-from nodes.retrieval import retrieve
-from nodes.speak import Turn, speak
-from nodes.steer import guidance_lines
-from nodes.structured import ask_structured
-from nodes.synthesize import synthesize as synthesize_node
-from nodes.text import clip, first_sentence
+from parley.core.limits import MAX_TABLE_ROUNDS, MAX_TABLE_SEATS
+from parley.graphs.roundtable import prompts
+from parley.nodes.answers import parse_rule, vote_record
+from parley.nodes.bounds import AtMost, Clipped
+from parley.nodes.context import RunContext
+from parley.nodes.convergence import positions_of, strongest_consensus
+from parley.nodes.events import emit
+from parley.nodes.retrieval import retrieve
+from parley.nodes.speak import Turn, speak
+from parley.nodes.steer import guidance_lines
+from parley.nodes.structured import ask_structured
+from parley.nodes.synthesize import synthesize as synthesize_node
+from parley.nodes.text import clip, first_sentence
 
 log = logging.getLogger(__name__)
 

@@ -13,11 +13,11 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
 from pymongo.asynchronous.database import AsyncDatabase
 
-from core.settings import Settings
-from llm.factory import ModelFactory
-from llm.usage import UsageLedger
-from nodes.context import RunContext
-from runs.tools import WorkspaceTools
+from parley.core.settings import Settings
+from parley.llm.factory import ModelFactory
+from parley.llm.usage import UsageLedger
+from parley.nodes.context import RunContext
+from parley.runs.tools import WorkspaceTools
 
 
 # Bill a run that ends (its record, what its model calls used): record its usage, settle what was reserved for it;

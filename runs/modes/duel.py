@@ -23,15 +23,15 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
 
-from graphs.duel import DuelContext, transcript
-from graphs.duel import graph as duel_graph
-from graphs.duel.steps import TurnInterrupted
-from llm.failures import failure_message
-from llm.usage import UsageLedger
-from nodes.steer import HUMAN_ID
-from nodes.tools import TOOL_EVENTS
-from runs.modes.base import Emit, ModeRun, Outcome, RunFailure, with_checkpointer
-from store import debates as store
+from parley.graphs.duel import DuelContext, transcript
+from parley.graphs.duel import graph as duel_graph
+from parley.graphs.duel.steps import TurnInterrupted
+from parley.llm.failures import failure_message
+from parley.llm.usage import UsageLedger
+from parley.nodes.steer import HUMAN_ID
+from parley.nodes.tools import TOOL_EVENTS
+from parley.runs.modes.base import Emit, ModeRun, Outcome, RunFailure, with_checkpointer
+from parley.store import debates as store
 
 CANCELLED = "Debate cancelled"
 

@@ -18,8 +18,8 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
 
-from graphs.panel import graph as panel_graph
-from graphs.panel.steps import (
+from parley.graphs.panel import graph as panel_graph
+from parley.graphs.panel.steps import (
     AllModelsFailedError,
     InvalidStructuredAnswerError,
     PanelContext,
@@ -28,8 +28,8 @@ from graphs.panel.steps import (
     TooFewPanelistsError,
     is_panelist,
 )
-from llm.usage import UsageLedger
-from runs.modes.base import Emit, ModeRun, Outcome, RunFailure, with_checkpointer
+from parley.llm.usage import UsageLedger
+from parley.runs.modes.base import Emit, ModeRun, Outcome, RunFailure, with_checkpointer
 
 PROGRESS = ("panelists", "panelist", "answering", "fallback", "decision", "review", "verdict")
 

@@ -18,16 +18,16 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
 
-from graphs.roundtable import RoundTableContext
-from graphs.roundtable import graph as roundtable_graph
-from llm.failures import failure_message
-from llm.usage import UsageLedger
-from nodes.speak import is_chunk
-from nodes.steer import HUMAN_ID
-from nodes.tools import TOOL_EVENTS
-from runs.modes.base import Emit, ModeRun, Outcome, RunFailure, with_checkpointer
-from store import agents as agent_store
-from store import conversations as conv_store
+from parley.graphs.roundtable import RoundTableContext
+from parley.graphs.roundtable import graph as roundtable_graph
+from parley.llm.failures import failure_message
+from parley.llm.usage import UsageLedger
+from parley.nodes.speak import is_chunk
+from parley.nodes.steer import HUMAN_ID
+from parley.nodes.tools import TOOL_EVENTS
+from parley.runs.modes.base import Emit, ModeRun, Outcome, RunFailure, with_checkpointer
+from parley.store import agents as agent_store
+from parley.store import conversations as conv_store
 
 
 def seed_chunk(event: dict[str, Any]) -> dict[str, Any]:

@@ -17,15 +17,15 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
 
-from designer import WorkflowContext, compile_workflow, validate_workflow
-from designer.modes import NodeInputError, tag_event, workflow_event
-from designer.run import run_error
-from designer.spec import STEER_KEYS
-from designer.templates import MissingValue, TemplateError
-from designer.usage import run_usage
-from llm.usage import UsageLedger
-from runs.modes.base import Emit, ModeRun, Outcome, RunFailure
-from store import workflows as store
+from parley.designer import WorkflowContext, compile_workflow, validate_workflow
+from parley.designer.modes import NodeInputError, tag_event, workflow_event
+from parley.designer.run import run_error
+from parley.designer.spec import STEER_KEYS
+from parley.designer.templates import MissingValue, TemplateError
+from parley.designer.usage import run_usage
+from parley.llm.usage import UsageLedger
+from parley.runs.modes.base import Emit, ModeRun, Outcome, RunFailure
+from parley.store import workflows as store
 
 
 def jsonable(value: Any) -> Any:

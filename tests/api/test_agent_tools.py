@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from api.main import create_app
-from core.settings import Settings, get_settings
+from parley.api.main import create_app
+from parley.core.settings import Settings, get_settings
 from tests.api.test_roundtable_api import sse_events
 from tests.support.mcp import http_client as mcp_client
 from tests.support.servers import ServerThread

@@ -14,7 +14,7 @@ from __future__ import annotations
 import httpx
 from pymongo import MongoClient, monitoring
 
-from api.main import create_app
+from parley.api.main import create_app
 from tests.api.test_observability import DUEL, auth
 from tests.support.duel import script_duel
 from tests.support.servers import ServerThread

@@ -9,9 +9,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-import store
-from api.main import create_app
-from store.monitor import COLLECTIONS, COMMANDS, OTHER
+from parley import store
+from parley.api.main import create_app
+from parley.store.monitor import COLLECTIONS, COMMANDS, OTHER
 from tests.api.test_observability import DUEL, auth, scrape
 from tests.support.duel import script_duel
 from tests.support.servers import ServerThread, run_sync

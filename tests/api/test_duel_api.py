@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 
-from api.main import create_app
-from store.runs import page_events
+from parley.api.main import create_app
+from parley.store.runs import page_events
 from tests.support.duel import (
     CHINESE_OPPONENT,
     CHINESE_OPPONENT_REPLY,

@@ -8,10 +8,10 @@ import httpx
 import pytest
 from fastapi import APIRouter, Depends
 
-from api.deps import Principal, require_scope
-from api.main import create_app
-from store import keys as key_store
-from store import workspaces as ws_store
+from parley.api.deps import Principal, require_scope
+from parley.api.main import create_app
+from parley.store import keys as key_store
+from parley.store import workspaces as ws_store
 from tests.support.servers import ServerThread
 
 
@@ -26,7 +26,7 @@ def test_healthz_reports_model_and_database(http, llm):
 
 
 def test_healthz_degraded_when_model_unreachable(monkeypatch, parley_env):
-    from core.embedded import free_port
+    from parley.core.embedded import free_port
 
     parley_env.openai_base_url = f"http://127.0.0.1:{free_port()}/v1"
     with ServerThread(create_app(parley_env)) as server:
@@ -38,7 +38,7 @@ def test_healthz_degraded_when_model_unreachable(monkeypatch, parley_env):
 
 
 def test_healthz_503_when_database_is_lost(parley_env, tmp_path):
-    from core.embedded import database_server
+    from parley.core.embedded import database_server
 
     own_db = database_server(tmp_path / "own-db").start(timeout=60)
     parley_env.mongodb_uri = own_db.url
@@ -53,7 +53,7 @@ def test_healthz_503_when_database_is_lost(parley_env, tmp_path):
 
 
 def test_key_lookup_with_database_down_is_503(parley_env, tmp_path):
-    from core.embedded import database_server
+    from parley.core.embedded import database_server
 
     own_db = database_server(tmp_path / "own-db").start(timeout=60)
     parley_env.mongodb_uri = own_db.url

@@ -17,8 +17,8 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from api.errors import SEED_EXACT_MESSAGES
-from api.main import create_app
+from parley.api.errors import SEED_EXACT_MESSAGES
+from parley.api.main import create_app
 
 SPEC = create_app().openapi()
 OPERATIONS = [(method.upper(), path, op) for path, item in SPEC["paths"].items() for method, op in item.items()]

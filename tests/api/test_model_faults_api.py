@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from api.main import create_app
+from parley.api.main import create_app
 from tests.support.duel import script_duel
 from tests.support.servers import ServerThread
 from tests.support.sse import parse_sse

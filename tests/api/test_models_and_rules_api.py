@@ -7,8 +7,8 @@ import httpx
 import openai
 import pytest
 
-from nodes.arbitrate import ANSWER_LETTERS
-from nodes.rank import review_orders
+from parley.nodes.arbitrate import ANSWER_LETTERS
+from parley.nodes.rank import review_orders
 # The panel's fixtures and preset: PANEL, and ARBITRATOR of a panelist's family (claude-opus-4-5).
 from tests.api.test_panel_api import ARBITRATOR, PANEL, api, client, key, meta, server  # noqa: F401
 

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from designer import load_example
+from parley.designer import load_example
 from tests.support.duel import script_duel
 from tests.support.sse import iter_sse
 from tests.support.wait import eventually
@@ -94,7 +94,7 @@ def test_open_sse_listeners_are_counted_and_released_when_the_client_hangs_up(ht
 
 
 def test_a_panel_stream_is_a_listener_and_a_run(parley_env, make_key, llm, sync_db):
-    from api.main import create_app
+    from parley.api.main import create_app
     from tests.support.servers import ServerThread
 
     parley_env.parley_debate_models = ["openai:gpt-5", "anthropic:claude-sonnet-4-5", "google:gemini-2.5-pro"]
@@ -199,7 +199,7 @@ def root_of(spans, span):
 
 
 def test_panel_round_table_and_workflow_runs_are_traced_with_their_ids(parley_env, make_key, llm, sync_db, spans):
-    from api.main import create_app
+    from parley.api.main import create_app
     from tests.support.servers import ServerThread
 
     parley_env.parley_debate_models = ["openai:gpt-5", "anthropic:claude-sonnet-4-5", "google:gemini-2.5-pro"]

@@ -13,8 +13,8 @@ import httpx
 import schemathesis
 from schemathesis.engine import Status, events, from_schema
 
-from api.main import create_app
-from api.openapi import operations
+from parley.api.main import create_app
+from parley.api.openapi import operations
 
 SPEC_FILE = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
 

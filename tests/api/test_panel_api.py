@@ -11,10 +11,10 @@ import httpx
 import openai
 import pytest
 
-from api.main import create_app
-from core.embedded import EmbeddedServices
-from core.settings import get_settings
-from llm.prices import BUILTIN_PRICES, Price
+from parley.api.main import create_app
+from parley.core.embedded import EmbeddedServices
+from parley.core.settings import get_settings
+from parley.llm.prices import BUILTIN_PRICES, Price
 from tests.support.servers import ServerThread
 from tests.support.wait import eventually
 

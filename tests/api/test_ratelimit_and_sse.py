@@ -5,9 +5,9 @@ from __future__ import annotations
 import httpx
 from fastapi import APIRouter
 
-from api.main import create_app
-from api.ratelimit import RateLimiter
-from api.sse import Event, sse_response
+from parley.api.main import create_app
+from parley.api.ratelimit import RateLimiter
+from parley.api.sse import Event, sse_response
 from tests.support.servers import ServerThread
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from api.errors import error_body, service_error
-from services.errors import (CannotStart, Conflict, InvalidRequest, NotFound, PaymentRequired, RateLimited, RunFailed,
+from parley.api.errors import error_body, service_error
+from parley.services.errors import (CannotStart, Conflict, InvalidRequest, NotFound, PaymentRequired, RateLimited, RunFailed,
                              Unprocessable)
 
 

@@ -279,7 +279,7 @@ def test_a_unanimous_confident_round_zero_skips_the_debate_rounds(http, key, llm
 
 
 def test_the_workspace_default_budget_applies_when_a_request_sets_none(http, key, llm, parley_env):
-    from store import workspaces
+    from parley.store import workspaces
     from tests.support.servers import run_sync
     from pymongo import AsyncMongoClient
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from api.main import create_app
-from core.settings import get_settings
+from parley.api.main import create_app
+from parley.core.settings import get_settings
 from tests.support.duel import script_duel
 from tests.support.servers import ServerThread
 from tests.support.sse import iter_sse, parse_sse

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from api.routes.studio import STUDIO_DIR, bundle_file
-from designer import load_example
+from parley.api.routes.studio import STUDIO_DIR, bundle_file
+from parley.designer import load_example
 
 HTML = {"Accept": "text/html,application/xhtml+xml"}
 

@@ -7,7 +7,7 @@ import json
 import httpx
 import pytest
 
-from designer import load_example, workflow_json_schema
+from parley.designer import load_example, workflow_json_schema
 
 
 def sse_events(text: str) -> list[tuple[str, dict, int | None]]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typer.testing import CliRunner
 
-from cli.main import app
-from core.settings import get_settings
-from store.agents import MAX_DOCUMENT_CHARS
+from parley.cli.main import app
+from parley.core.settings import get_settings
+from parley.store.agents import MAX_DOCUMENT_CHARS
 
 runner = CliRunner()
 

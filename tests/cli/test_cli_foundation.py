@@ -5,8 +5,8 @@ from __future__ import annotations
 import httpx
 from typer.testing import CliRunner
 
-from store.keys import hash_key
-from cli.main import app
+from parley.store.keys import hash_key
+from parley.cli.main import app
 
 runner = CliRunner()
 
@@ -64,8 +64,8 @@ def test_model_chat_streams_through_the_model_layer(parley_env, llm):
 
 
 def test_model_chat_reports_an_unreachable_endpoint(parley_env, monkeypatch):
-    from core.embedded import free_port
-    from core.settings import get_settings
+    from parley.core.embedded import free_port
+    from parley.core.settings import get_settings
 
     monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{free_port()}/v1")
     get_settings.cache_clear()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typer.testing import CliRunner
 
-from cli.main import app
+from parley.cli.main import app
 from tests.support.duel import OPPONENT_REPLY, USER_REPLY, judgement, script_duel
 
 

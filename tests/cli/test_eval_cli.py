@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cli.main import app
-from core.settings import get_settings
+from parley.cli.main import app
+from parley.core.settings import get_settings
 from tests.support.duel import judgement
 
 

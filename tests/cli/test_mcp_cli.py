@@ -87,7 +87,7 @@ async def test_parley_mcp_says_why_it_cannot_serve(parley, make_key, tmp_path):
     async with Client(stdio_server("http://127.0.0.1:9", make_key(["debate"]))) as client:
         with pytest.raises(MCPError, match="Cannot reach Parley at http://127.0.0.1:9 .*is `parley serve` running"):
             await client.call_tool("duel", DUEL)
-    nokey = subprocess.run([sys.executable, "-m", "cli.main", "mcp", "--url", parley.url], cwd=ROOT, timeout=120,
+    nokey = subprocess.run([sys.executable, "-m", "parley.cli.main", "mcp", "--url", parley.url], cwd=ROOT, timeout=120,
                            capture_output=True, text=True, stdin=subprocess.DEVNULL,
                            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)})
     assert nokey.returncode == 2 and "no API key: set PARLEY_API_KEY or pass --key" in nokey.stderr
@@ -117,6 +117,6 @@ def test_the_mcp_inspector_lists_the_tools_and_calls_one_over_http_and_stdio(par
                     headers={"Authorization": f"Bearer {key}"}).json()
     assert run["status"] == "completed"
     over_stdio = ["--cwd", str(ROOT), "-e", f"PARLEY_URL={parley.url}", "-e", f"PARLEY_API_KEY={key}",
-                  "-e", f"PYTHONPATH={ROOT}", sys.executable, "-m", "cli.main", "mcp"]
+                  "-e", f"PYTHONPATH={ROOT}", sys.executable, "-m", "parley.cli.main", "mcp"]
     relayed = inspector(*over_stdio, "--method", "tools/list")
     assert relayed["tools"] == listed["tools"]

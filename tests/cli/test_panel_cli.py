@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from cli.main import app
-from core.settings import get_settings
+from parley.cli.main import app
+from parley.core.settings import get_settings
 
 PANEL = "openai:gpt-5,anthropic:claude-sonnet-4-5,google:gemini-2.5-pro"
 

@@ -9,8 +9,8 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from cli.main import app
-from cli.roundtable import RoundTableFailed, render_round_table
+from parley.cli.main import app
+from parley.cli.roundtable import RoundTableFailed, render_round_table
 from tests.support.sse import parse_sse
 
 SEATS = [{"agentId": "agt_1", "agentName": "Claire", "isDevilsAdvocate": False},

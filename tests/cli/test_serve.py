@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from core.embedded import database_server, free_port
+from parley.core.embedded import database_server, free_port
 from tests.support.wait import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,7 +53,7 @@ class Serve:
     def __init__(self, home: Path, *, env: dict[str, str], args: tuple[str, ...] = (), port: int = 0) -> None:
         self.home, self.port = home, port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.proc = subprocess.Popen([sys.executable, "-m", "cli.main", "serve", "--port", str(self.port), *args],
+        self.proc = subprocess.Popen([sys.executable, "-m", "parley.cli.main", "serve", "--port", str(self.port), *args],
                                      cwd=ROOT, env={**env, "PARLEY_HOME": str(home)}, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True)
         self.lines: list[str] = []

@@ -7,8 +7,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from cli.main import app
-from designer import example_files, load_example, workflow_json_schema
+from parley.cli.main import app
+from parley.designer import example_files, load_example, workflow_json_schema
 
 runner = CliRunner()
 

@@ -18,7 +18,7 @@ import httpx
 import pytest
 from pymongo import MongoClient, monitoring
 
-from core.embedded import ManagedProcess, free_port
+from parley.core.embedded import ManagedProcess, free_port
 from tests.cli.test_serve import _alive
 from tests.support.wait import eventually
 

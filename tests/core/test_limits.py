@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 import typer
 
-from api.main import create_app
-from cli.main import app as cli_app
-from core.limits import (
+from parley.api.main import create_app
+from parley.cli.main import app as cli_app
+from parley.core.limits import (
     DEFAULT_DUEL_ROUNDS,
     DEFAULT_PANEL_SIZE,
     MAX_DUEL_ROUNDS,
@@ -21,9 +21,9 @@ from core.limits import (
     MIN_DUEL_ROUNDS,
     MIN_PANEL_SIZE,
 )
-from graphs.duel import DuelContext
-from graphs.panel.steps import ANSWER_LETTERS, pick_panelists
-from graphs.roundtable import RoundTableContext
+from parley.graphs.duel import DuelContext
+from parley.graphs.panel.steps import ANSWER_LETTERS, pick_panelists
+from parley.graphs.roundtable import RoundTableContext
 
 
 def _properties(name: str) -> dict[str, dict]:

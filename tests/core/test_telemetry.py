@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from langchain_core.callbacks import BaseCallbackHandler
 
-from core.telemetry import trace_config
-from graphs.panel import PanelContext, build_panel_graph
-from llm.factory import ModelFactory
+from parley.core.telemetry import trace_config
+from parley.graphs.panel import PanelContext, build_panel_graph
+from parley.llm.factory import ModelFactory
 
 
 class Seen(BaseCallbackHandler):

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from core.settings import Settings
-from designer import WorkflowContext, prepare_input, stream_workflow, validate_workflow
-from llm.factory import ModelFactory
+from parley.core.settings import Settings
+from parley.designer import WorkflowContext, prepare_input, stream_workflow, validate_workflow
+from parley.llm.factory import ModelFactory
 
 
 @pytest.fixture

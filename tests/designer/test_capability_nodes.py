@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from designer import WorkflowError, validate_workflow
-from designer.run import WorkflowRunError
-from graphs.duel.personas import fallback_opponent
+from parley.designer import WorkflowError, validate_workflow
+from parley.designer.run import WorkflowRunError
+from parley.graphs.duel.personas import fallback_opponent
 from tests.designer.conftest import run_workflow, wf
 from tests.support.duel import OPPONENT, SELECT_MARK
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pymongo import MongoClient
 
-from designer import WorkflowContext, compile_workflow
-from runs.checkpoints import COLLECTION, mongodb_saver
+from parley.designer import WorkflowContext, compile_workflow
+from parley.runs.checkpoints import COLLECTION, mongodb_saver
 from tests.designer.conftest import wf
 
 DOCUMENT = wf(

@@ -10,7 +10,7 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 
-from designer import (
+from parley.designer import (
     WorkflowContext,
     WorkflowInputError,
     build_workflow,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from designer import compile_workflow, example_files, load_example, prepare_input, validate_workflow
-from designer.spec import MODE_NODE_TYPES
+from parley.designer import compile_workflow, example_files, load_example, prepare_input, validate_workflow
+from parley.designer.spec import MODE_NODE_TYPES
 from tests.designer.conftest import run_workflow
 
 # Examples whose nodes all run without a mode; the others run in test_mode_nodes.py.

@@ -19,10 +19,10 @@ from langchain_core.messages import HumanMessage
 from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
 
-from core.limits import MAX_DUEL_ROUNDS, MIN_DUEL_ROUNDS
-from designer import WorkflowContext, WorkflowRunError, load_example
-from designer.modes import tag_event, winner_argument
-from nodes.context import RunContext
+from parley.core.limits import MAX_DUEL_ROUNDS, MIN_DUEL_ROUNDS
+from parley.designer import WorkflowContext, WorkflowRunError, load_example
+from parley.designer.modes import tag_event, winner_argument
+from parley.nodes.context import RunContext
 from tests.designer.conftest import run_workflow, wf
 
 CALLS: dict[str, Any] = {}

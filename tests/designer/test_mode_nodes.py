@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from designer import WorkflowContext, load_example
+from parley.designer import WorkflowContext, load_example
 from tests.designer.conftest import run_workflow, wf
 
 pytestmark = pytest.mark.modes

@@ -11,10 +11,10 @@ from collections import Counter
 
 import pytest
 
-from designer import load_example
-from graphs.multiagent_debate import MultiAgentDebateContext
-from graphs.multiagent_debate import graph as debate_graph
-from nodes.answers import majority_answer, parse_rule
+from parley.designer import load_example
+from parley.graphs.multiagent_debate import MultiAgentDebateContext
+from parley.graphs.multiagent_debate import graph as debate_graph
+from parley.nodes.answers import majority_answer, parse_rule
 from tests.designer.conftest import run_workflow
 
 REVISE_MARK = "Other agents answered the same question"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from designer import WorkflowRunError, load_example
+from parley.designer import WorkflowRunError, load_example
 from tests.designer.conftest import run_workflow, wf
 
 

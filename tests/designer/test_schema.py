@@ -7,7 +7,7 @@ import copy
 import jsonschema
 import pytest
 
-from designer import example_files, load_example, validate_workflow, workflow_json_schema
+from parley.designer import example_files, load_example, validate_workflow, workflow_json_schema
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +70,7 @@ def test_the_studio_offers_every_node_type_with_inspector_fields():
     import re
     from pathlib import Path
 
-    from designer.spec import NODE_TYPES
+    from parley.designer.spec import NODE_TYPES
 
     views = Path(__file__).resolve().parents[2] / "studio" / "src" / "views" / "designer"
     palette = re.search(r"export const NODE_TYPES = \[(.*?)\] as const;", (views / "doc.ts").read_text(), re.S)

@@ -6,8 +6,8 @@ import copy
 
 import pytest
 
-from core.limits import MAX_PANEL_SIZE
-from designer import WorkflowError, compile_workflow, example_files, load_example, validate_workflow
+from parley.core.limits import MAX_PANEL_SIZE
+from parley.designer import WorkflowError, compile_workflow, example_files, load_example, validate_workflow
 from tests.designer.conftest import wf
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nodes.answers import canonical_number, majority_vote, parse_rule
+from parley.nodes.answers import canonical_number, majority_vote, parse_rule
 
 NUMBER = parse_rule("number")
 CHOICE = parse_rule("choice")

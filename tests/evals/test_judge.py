@@ -7,10 +7,10 @@ from importlib import resources
 
 import pytest
 
-from evals.judge import judge_pairs, load_pairs
-from evals.runner import RunSettingsMismatch
-from evals.tasks import TaskError
-from llm.factory import ModelFactory
+from parley.evals.judge import judge_pairs, load_pairs
+from parley.evals.runner import RunSettingsMismatch
+from parley.evals.tasks import TaskError
+from parley.llm.factory import ModelFactory
 from tests.support.duel import JUDGE_MARK, judgement
 
 PAIRS = [
@@ -89,5 +89,5 @@ def test_bad_pairs_are_named(tmp_path, line, message):
 
 
 def test_the_shipped_example_pairs_load():
-    pairs = load_pairs(resources.files("evals").joinpath("data", "judge_pairs_example.jsonl"))
+    pairs = load_pairs(resources.files("parley.evals").joinpath("data", "judge_pairs_example.jsonl"))
     assert len(pairs) == 8 and {p.label for p in pairs} == {"A", "B", "tie"}

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections import Counter
 
-from evals import prompts
-from nodes.answers import parse_rule
-from evals.methods import METHODS, MethodOptions
-from llm.factory import ModelFactory
-from nodes.context import RunContext
+from parley.evals import prompts
+from parley.nodes.answers import parse_rule
+from parley.evals.methods import METHODS, MethodOptions
+from parley.llm.factory import ModelFactory
+from parley.nodes.context import RunContext
 
 QUESTION = "What is the value of 1+2*3+4-5*1?\n\nEnd with `Answer: <number>`."
 NUMBER = parse_rule("number")

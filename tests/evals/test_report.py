@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from evals.methods import MethodOptions
-from evals.report import EMBEDDED_MODEL_NOTE, write_reports
-from evals.runner import RunSettings
+from parley.evals.methods import MethodOptions
+from parley.evals.report import EMBEDDED_MODEL_NOTE, write_reports
+from parley.evals.runner import RunSettings
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

@@ -8,11 +8,11 @@ from collections import Counter
 
 import pytest
 
-from evals.methods import MethodOptions
-from evals.runner import EvalAborted, ItemStore, Observer, RunSettings, RunSettingsMismatch, run_eval, run_jobs
-from evals.scoring import matched_samples, mean
-from evals.tasks import load_task
-from llm.factory import ModelFactory
+from parley.evals.methods import MethodOptions
+from parley.evals.runner import EvalAborted, ItemStore, Observer, RunSettings, RunSettingsMismatch, run_eval, run_jobs
+from parley.evals.scoring import matched_samples, mean
+from parley.evals.tasks import load_task
+from parley.llm.factory import ModelFactory
 
 MODEL = "openai:gpt-4o-mini"
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from evals.scoring import bootstrap_interval, matched_samples
+from parley.evals.scoring import bootstrap_interval, matched_samples
 
 
 def test_constant_outcomes_have_no_spread():

@@ -8,8 +8,8 @@ from importlib import resources
 
 import pytest
 
-from nodes.answers import canonical_number
-from evals.tasks import GSM8K_FILE, TaskError, arithmetic_items, load_task, select_gsm8k_subset
+from parley.nodes.answers import canonical_number
+from parley.evals.tasks import GSM8K_FILE, TaskError, arithmetic_items, load_task, select_gsm8k_subset
 
 
 def test_arithmetic_follows_du_et_al_and_its_seed():
@@ -29,7 +29,7 @@ def test_a_task_prompt_asks_for_the_rules_format():
 
 
 def test_the_shipped_gsm8k_subset_and_its_licence():
-    data = resources.files("evals").joinpath("data")
+    data = resources.files("parley.evals").joinpath("data")
     records = [json.loads(line) for line in data.joinpath(GSM8K_FILE).read_text().splitlines()]
     assert len(records) == 100 and len({r["id"] for r in records}) == 100
     for record in records:

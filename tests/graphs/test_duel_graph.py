@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from langgraph.graph import StateGraph
 
-from graphs.duel import DuelContext, build_duel_graph, graph
-from llm.factory import ModelFactory
+from parley.graphs.duel import DuelContext, build_duel_graph, graph
+from parley.llm.factory import ModelFactory
 from tests.support.duel import JUDGE_MARK, SELECT_MARK, script_duel
 
 INPUTS = {"topic": "Should remote work be the default?", "user_profile": {"name": "Ada"}}

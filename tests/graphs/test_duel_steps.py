@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from graphs.duel import graph
-from graphs.duel.personas import CHINESE, ENGLISH
-from graphs.duel.steps import DuelContext, TurnInterrupted, combine_verdicts
-from llm.factory import ModelFactory
+from parley.graphs.duel import graph
+from parley.graphs.duel.personas import CHINESE, ENGLISH
+from parley.graphs.duel.steps import DuelContext, TurnInterrupted, combine_verdicts
+from parley.llm.factory import ModelFactory
 from tests.support.duel import (
     CHINESE_OPPONENT,
     CHINESE_OPPONENT_REPLY,

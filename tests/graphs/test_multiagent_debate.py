@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from graphs.multiagent_debate import AgentTask, MultiAgentDebateContext, graph, revision_messages
-from llm.factory import ModelFactory
+from parley.graphs.multiagent_debate import AgentTask, MultiAgentDebateContext, graph, revision_messages
+from parley.llm.factory import ModelFactory
 
 QUESTION = "What is the value of 2+3*4+1-2*3?\n\nEnd with `Answer: <number>`."
 REVISE_MARK = "Other agents answered the same question"

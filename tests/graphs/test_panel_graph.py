@@ -8,19 +8,19 @@ import pytest
 from langgraph.graph import START, StateGraph
 from langgraph.types import RetryPolicy
 
-from core.settings import get_settings
-from graphs.panel import (
+from parley.core.settings import get_settings
+from parley.graphs.panel import (
     AllModelsFailedError,
     PanelContext,
     TooFewFamiliesError,
     TooFewPanelistsError,
     build_panel_graph,
-    debate_node,
+    panel_node,
     graph,
 )
-from llm.factory import ModelFactory
-from llm.failures import is_transient
-from nodes.context import RunContext
+from parley.llm.factory import ModelFactory
+from parley.llm.failures import is_transient
+from parley.nodes.context import RunContext
 
 PANEL = ["openai:gpt-5", "anthropic:claude-sonnet-4-5", "google:gemini-2.5-pro"]
 QUESTION = [{"role": "user", "content": "Is a hot dog a sandwich?"}]
@@ -202,7 +202,7 @@ async def test_debate_node_composes_into_another_graph(parley_env, llm):
     parley_env.parley_arbitrator_model = "openai:gpt-4o"
     llm.script(model="gpt-4o", reply="Verdict: no.")
     builder = StateGraph(Workflow, context_schema=RunContext)
-    builder.add_node("debate", debate_node(input_key="question", output_key="verdict", system_prompt="Be fair."))
+    builder.add_node("debate", panel_node(input_key="question", output_key="verdict", system_prompt="Be fair."))
     builder.add_edge(START, "debate")
     outer = builder.compile()
     context = RunContext(models=ModelFactory(parley_env))
@@ -219,7 +219,7 @@ async def test_debate_node_composes_into_another_graph(parley_env, llm):
 
 
 async def test_debate_node_in_panel_mode_and_missing_input(parley_env, llm):
-    node = debate_node(models=PANEL, mode="panel", output_key="out")
+    node = panel_node(models=PANEL, mode="panel", output_key="out")
     builder = StateGraph(dict)
     builder.add_node("panel", node)
     builder.add_edge(START, "panel")
@@ -229,7 +229,7 @@ async def test_debate_node_in_panel_mode_and_missing_input(parley_env, llm):
     with pytest.raises(ValueError, match="'input'"):
         await outer.ainvoke({"input": "  "}, context=RunContext(models=ModelFactory(parley_env)))
     with pytest.raises(ValueError, match="mode"):
-        debate_node(mode="single")
+        panel_node(mode="single")
 
 
 # --- a fresh install: one embedded model, the panel filled by resampling --------------------
@@ -283,12 +283,12 @@ async def test_the_arbitrator_sees_every_answer_within_the_embedded_window(embed
 
 
 async def test_debate_node_on_a_fresh_install_resamples(embedded, llm):
-    final = await _one_node(debate_node(input_key="question")).ainvoke({"question": "Tabs?"}, context=embedded)
+    final = await _one_node(panel_node(input_key="question")).ainvoke({"question": "Tabs?"}, context=embedded)
     assert final["verdict"] and len(llm.requests) == 4
     with pytest.raises(TooFewFamiliesError):  # an explicit list keeps the rule unless the node allows it
-        await _one_node(debate_node(models=[SMOL], input_key="question")).ainvoke(
+        await _one_node(panel_node(models=[SMOL], input_key="question")).ainvoke(
             {"question": "Tabs?"}, context=embedded)
-    allowed = await _one_node(debate_node(models=[SMOL], allow_same_family=True, mode="panel",
+    allowed = await _one_node(panel_node(models=[SMOL], allow_same_family=True, mode="panel",
                                           input_key="question")).ainvoke({"question": "Tabs?"}, context=embedded)
     assert all(f"**{label}**" in allowed["verdict"] for label in SMOL_SEATS)
 

@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from graphs.panel import PanelContext, graph
-from graphs.panel.rules import check_rule
-from llm.factory import ModelFactory
-from llm.formats import AnswerFormat
-from llm.tools import ToolSet
-from nodes.arbitrate import ANSWER_LETTERS
-from nodes.prompts import answers as answer_prompts
-from nodes.rank import review_orders
+from parley.graphs.panel import PanelContext, graph
+from parley.graphs.panel.rules import check_rule
+from parley.llm.factory import ModelFactory
+from parley.llm.formats import AnswerFormat
+from parley.llm.tools import ToolSet
+from parley.nodes.arbitrate import ANSWER_LETTERS
+from parley.nodes.prompts import answers as answer_prompts
+from parley.nodes.rank import review_orders
 from tests.graphs.test_panel_graph import collect
 
 PANEL = ["openai:gpt-5", "anthropic:claude-sonnet-4-5", "google:gemini-2.5-pro"]

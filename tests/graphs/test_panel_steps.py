@@ -9,7 +9,7 @@ import openai
 import pytest
 from langgraph.errors import NodeTimeoutError
 
-from graphs.panel.steps import (
+from parley.graphs.panel.steps import (
     AllModelsFailedError,
     TooFewFamiliesError,
     TooFewPanelistsError,
@@ -21,8 +21,8 @@ from graphs.panel.steps import (
     sample_temperatures,
     to_messages,
 )
-from llm.failures import ModelError, classify_failure, describe_failure, is_transient
-from llm.tokens import approx_tokens
+from parley.llm.failures import ModelError, classify_failure, describe_failure, is_transient
+from parley.llm.tokens import approx_tokens
 
 GPT5, GPT5_MINI, O3 = "openai:gpt-5", "openai:gpt-5-mini", "openai:o3"
 SONNET, OPUS = "anthropic:claude-sonnet-4-5", "anthropic:claude-opus-4-5"
@@ -214,7 +214,7 @@ def test_error_messages_name_each_model_and_why():
 
 
 def test_a_panels_conversation_is_converted_once_for_all_its_panelists():
-    from graphs.panel.steps import _PANEL_PROMPTS
+    from parley.graphs.panel.steps import _PANEL_PROMPTS
 
     messages = [{"role": "user", "content": "Why is the sky blue?"}, {"role": "assistant", "content": "Rayleigh."},
                 {"role": "user", "content": "Say more."}]

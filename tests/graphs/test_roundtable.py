@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 
-from core.settings import Settings
-from graphs.roundtable import build_round_table_graph, estimate_minimum_tokens, format_history, graph
-from graphs.roundtable.steps import RoundTableContext
-from llm.factory import ModelFactory
-from nodes.speak import is_chunk
-from runs.modes.roundtable import seed_chunk
+from parley.core.settings import Settings
+from parley.graphs.roundtable import build_round_table_graph, estimate_minimum_tokens, format_history, graph
+from parley.graphs.roundtable.steps import RoundTableContext
+from parley.llm.factory import ModelFactory
+from parley.nodes.speak import is_chunk
+from parley.runs.modes.roundtable import seed_chunk
 
 
 @pytest.fixture
@@ -176,7 +176,7 @@ async def test_streamed_events_come_in_round_order(llm, make_context):
 
 
 async def test_a_plain_run_context_and_no_context_both_work(llm, make_context):
-    from nodes.context import RunContext
+    from parley.nodes.context import RunContext
 
     ctx = make_context()
     plain = RunContext(models=ctx.models)

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from core.settings import Settings
-from designer import WorkflowContext, compile_workflow, prepare_input, stream_workflow, validate_workflow
-from designer.nodes import llm_node
-from graphs.duel import DuelContext
-from graphs.duel import graph as duel_graph
-from graphs.panel import graph as panel_graph
-from graphs.roundtable import RoundTableContext
-from graphs.roundtable import graph as roundtable_graph
-from nodes.context import RunContext
-from llm.factory import ModelFactory
-from nodes.speak import CHUNK_KEYS, is_chunk
+from parley.core.settings import Settings
+from parley.designer import WorkflowContext, compile_workflow, prepare_input, stream_workflow, validate_workflow
+from parley.designer.nodes import llm_node
+from parley.graphs.duel import DuelContext
+from parley.graphs.duel import graph as duel_graph
+from parley.graphs.panel import graph as panel_graph
+from parley.graphs.roundtable import RoundTableContext
+from parley.graphs.roundtable import graph as roundtable_graph
+from parley.nodes.context import RunContext
+from parley.llm.factory import ModelFactory
+from parley.nodes.speak import CHUNK_KEYS, is_chunk
 from tests.support.duel import OPPONENT, USER_REPLY, script_duel
 
 WORKFLOW = {

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 from langchain_core.messages import HumanMessage
 
-from graphs.roundtable.steps import StatedPosition, SynthesisDraft
-from llm.budget import Budget, BudgetExceeded, BudgetLimits, InvalidBudget, Spend, estimate_call, schema_tokens
-from llm.factory import ModelFactory
-from llm.prices import Price
-from llm.usage import UsageLedger
+from parley.graphs.roundtable.steps import StatedPosition, SynthesisDraft
+from parley.llm.budget import Budget, BudgetExceeded, BudgetLimits, InvalidBudget, Spend, estimate_call, schema_tokens
+from parley.llm.factory import ModelFactory
+from parley.llm.prices import Price
+from parley.llm.usage import UsageLedger
 
 
 def test_limits_are_parsed_as_the_api_writes_them_and_refused_naming_the_field():

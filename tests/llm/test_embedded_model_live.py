@@ -15,12 +15,12 @@ from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel, Field
 
-from core.embedded import model_server
-from graphs.duel import JUDGE_RETRY, DuelContext, judge_debate
-from graphs.duel.prompts import UNREADABLE_VERDICT
-from llm.factory import ModelFactory
-from llm.tools import ToolSet
-from llm.usage import UsageLedger
+from parley.core.embedded import model_server
+from parley.graphs.duel import JUDGE_RETRY, DuelContext, judge_debate
+from parley.graphs.duel.prompts import UNREADABLE_VERDICT
+from parley.llm.factory import ModelFactory
+from parley.llm.tools import ToolSet
+from parley.llm.usage import UsageLedger
 
 pytestmark = pytest.mark.live
 

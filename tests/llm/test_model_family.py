@@ -4,8 +4,8 @@ import itertools
 
 import pytest
 
-from llm.families import model_family
-from llm.providers import split_model_id
+from parley.llm.families import model_family
+from parley.llm.providers import split_model_id
 
 # (model id, expected family): real ids from OpenAI, Anthropic, Google, Meta, Mistral, Qwen, DeepSeek.
 FAMILIES = [
@@ -85,9 +85,9 @@ def test_split_model_id(model_id, expected):
     assert split_model_id(model_id) == expected
 
 
-def test_the_contract_name_still_answers():
-    """`nodes.models.model_family` is a public name (shared/CONTRACT.md): the model layer's own function."""
-    from nodes.models import model_family as public
+def test_the_public_name_is_the_model_layers_function():
+    """`parley.model_family` (0.1: `nodes.models.model_family`) is a public name: the model layer's own function."""
+    from parley import model_family as public
 
     assert public is model_family
     assert public("openai:gpt-5") == public("openai:gpt-5-mini") != public("anthropic:claude-sonnet-4-5")

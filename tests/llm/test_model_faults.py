@@ -12,8 +12,8 @@ import pytest
 from langchain_core.messages import HumanMessage
 from pydantic import BaseModel
 
-from llm.factory import ModelFactory
-from llm.failures import (
+from parley.llm.factory import ModelFactory
+from parley.llm.failures import (
     REDACTED,
     UPSTREAM_TEXT_LIMIT,
     IncompleteAnswerError,
@@ -27,7 +27,7 @@ from llm.failures import (
     register_secret,
     upstream_text,
 )
-from llm.providers import BUILTIN_PROVIDERS
+from parley.llm.providers import BUILTIN_PROVIDERS
 
 MODEL = "openai:gpt-4o-mini"
 KEY = "sk-proj-Zq8TESTKEYabcdef0123456789"

@@ -6,7 +6,7 @@ import asyncio
 
 from langchain_core.messages import HumanMessage
 
-from llm.factory import ModelFactory
+from parley.llm.factory import ModelFactory
 
 
 def test_a_factory_serves_successive_event_loops(parley_env, llm):

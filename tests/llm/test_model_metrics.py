@@ -8,9 +8,9 @@ from langchain_core.messages import HumanMessage
 from prometheus_client import REGISTRY
 from pydantic import BaseModel
 
-from llm.factory import ModelFactory
-from llm.providers import BUILTIN_PROVIDERS
-from llm.usage import UsageLedger
+from parley.llm.factory import ModelFactory
+from parley.llm.providers import BUILTIN_PROVIDERS
+from parley.llm.usage import UsageLedger
 
 # Price-table names are configured models: /metrics labels them by name (any other id is `other`).
 PRICES = {"metered": (1.0, 2.0), "metered-json": (1.0, 2.0), "metered-down": (1.0, 2.0)}

@@ -10,16 +10,16 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, Field
 
-from core.limits import OFF_LOOP_MESSAGES
-from core.settings import Settings
-from llm.client import off_loop
-from llm.factory import ModelFactory
-from llm.failures import ModelError
-from llm.prices import lookup_price
-from llm.providers import BUILTIN_PROVIDERS, Provider
-from llm.tokens import approx_text_tokens, approx_tokens, clip_text, context_guard
-from llm.usage import UsageLedger
-from nodes.context import RunContext
+from parley.core.limits import OFF_LOOP_MESSAGES
+from parley.core.settings import Settings
+from parley.llm.client import off_loop
+from parley.llm.factory import ModelFactory
+from parley.llm.failures import ModelError
+from parley.llm.prices import lookup_price
+from parley.llm.providers import BUILTIN_PROVIDERS, Provider
+from parley.llm.tokens import approx_text_tokens, approx_tokens, clip_text, context_guard
+from parley.llm.usage import UsageLedger
+from parley.nodes.context import RunContext
 
 
 class Verdict(BaseModel):

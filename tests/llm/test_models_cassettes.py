@@ -15,9 +15,9 @@ import vcr
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
-from core.embedded import model_server
-from llm.factory import ModelFactory
-from llm.usage import UsageLedger
+from parley.core.embedded import model_server
+from parley.llm.factory import ModelFactory
+from parley.llm.usage import UsageLedger
 
 RECORDING = os.environ.get("PARLEY_RECORD_CASSETTES") == "1"
 CASSETTES = Path(__file__).parent.parent / "cassettes"

@@ -6,8 +6,8 @@ import asyncio
 
 from langchain_core.messages import HumanMessage
 
-from core.settings import Settings
-from llm.factory import ModelFactory
+from parley.core.settings import Settings
+from parley.llm.factory import ModelFactory
 
 
 def test_a_factory_works_across_event_loops(llm, tmp_path):

@@ -10,11 +10,11 @@ from langchain_core.messages import AIMessageChunk, HumanMessage, SystemMessage
 from langchain_core.outputs import ChatGenerationChunk
 from pydantic import BaseModel
 
-from llm.client import _named_once
-from llm.factory import ModelFactory
-from llm.formats import AnswerFormat, cap_strings, schema_note
-from llm.providers import BUILTIN_PROVIDERS, Provider
-from llm.tools import ToolSet, check_tool_messages
+from parley.llm.client import _named_once
+from parley.llm.factory import ModelFactory
+from parley.llm.formats import AnswerFormat, cap_strings, schema_note
+from parley.llm.providers import BUILTIN_PROVIDERS, Provider
+from parley.llm.tools import ToolSet, check_tool_messages
 
 WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}

@@ -2,7 +2,7 @@
 
 from pydantic import BaseModel, Field
 
-from nodes.bounds import AtMost, Clipped
+from parley.nodes.bounds import AtMost, Clipped
 
 
 class Report(BaseModel):

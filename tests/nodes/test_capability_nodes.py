@@ -13,21 +13,21 @@ from langchain_core.messages import HumanMessage
 from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel
 
-from evals.judge import build_judge_graph
-from graphs.duel import JUDGE_RETRY, DuelContext, pick_opponent
-from graphs.duel.personas import fallback_opponent
-from graphs.multiagent_debate import MultiAgentDebateContext
-from graphs.multiagent_debate import graph as debate_graph
-from llm.factory import ModelFactory
-from llm.failures import classify_failure, is_model_failure
-from llm.tools import ToolSet
-from nodes.anonymise import Anonymiser
-from nodes.arbitrate import AllModelsFailedError, InvalidStructuredAnswerError, arbitrate
-from nodes.context import RunContext
-from nodes.convergence import score_convergence
-from nodes.fan_out import FanOut, TooFewSuccessesError
-from nodes.structured import ask_structured, is_unreadable
-from nodes.synthesize import synthesize
+from parley.evals.judge import build_judge_graph
+from parley.graphs.duel import JUDGE_RETRY, DuelContext, pick_opponent
+from parley.graphs.duel.personas import fallback_opponent
+from parley.graphs.multiagent_debate import MultiAgentDebateContext
+from parley.graphs.multiagent_debate import graph as debate_graph
+from parley.llm.factory import ModelFactory
+from parley.llm.failures import classify_failure, is_model_failure
+from parley.llm.tools import ToolSet
+from parley.nodes.anonymise import Anonymiser
+from parley.nodes.arbitrate import AllModelsFailedError, InvalidStructuredAnswerError, arbitrate
+from parley.nodes.context import RunContext
+from parley.nodes.convergence import score_convergence
+from parley.nodes.fan_out import FanOut, TooFewSuccessesError
+from parley.nodes.structured import ask_structured, is_unreadable
+from parley.nodes.synthesize import synthesize
 from tests.support.duel import JUDGE_MARK, OPPONENT, SELECT_MARK, judgement
 
 MODEL = "openai:gpt-4o-mini"

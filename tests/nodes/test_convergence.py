@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nodes.convergence import (
+from parley.nodes.convergence import (
     Position,
     agreement,
     contradicts,

@@ -6,7 +6,7 @@ from typing import TypedDict
 
 from langgraph.graph import END, START, StateGraph
 
-from nodes.events import TaskEvent, emit, event_writer, relay
+from parley.nodes.events import TaskEvent, emit, event_writer, relay
 
 
 class State(TypedDict, total=False):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nodes.retrieval import chunk_text, retrieve, tokenize
+from parley.nodes.retrieval import chunk_text, retrieve, tokenize
 
 LEASE = (
     "The Lyon lease for the Part-Dieu office costs 42,000 euros a year, with a three-year minimum term "

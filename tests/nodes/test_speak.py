@@ -10,13 +10,13 @@ import pytest
 from langchain_core.messages import AIMessageChunk, HumanMessage, SystemMessage
 from langgraph.graph import END, START, StateGraph
 
-from core.settings import Settings
-from nodes.context import RunContext
-from llm.factory import ModelFactory
-from llm.tools import ToolSet
-import nodes.speak as speak_module
-from nodes.events import EVENT_SINK
-from nodes.speak import (
+from parley.core.settings import Settings
+from parley.nodes.context import RunContext
+from parley.llm.factory import ModelFactory
+from parley.llm.tools import ToolSet
+import parley.nodes.speak as speak_module
+from parley.nodes.events import EVENT_SINK
+from parley.nodes.speak import (
     CHUNK_KEYS,
     TOOL_CALL_KEYS,
     LengthRule,

@@ -6,10 +6,10 @@ from __future__ import annotations
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from graphs.multiagent_debate import MultiAgentDebateContext, build_multiagent_debate_graph, graph
-from llm.budget import Budget, BudgetLimits
-from llm.factory import ModelFactory
-from nodes.inbox import Steering
+from parley.graphs.multiagent_debate import MultiAgentDebateContext, build_multiagent_debate_graph, graph
+from parley.llm.budget import Budget, BudgetLimits
+from parley.llm.factory import ModelFactory
+from parley.nodes.inbox import Steering
 
 QUESTION = "What is 2+3*4? End with `Answer: <number>`."
 NOTE = "Mind the order of operations."

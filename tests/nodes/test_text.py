@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nodes.text import (
+from parley.nodes.text import (
     LengthGate,
     clip,
     first_sentence,

@@ -9,10 +9,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from llm.mcp import ToolOutput
-from nodes.context import RunContext
-from nodes.speak import Turn, speak
-from nodes.tools import AgentTool, Toolbox, search_documents
+from parley.llm.mcp import ToolOutput
+from parley.nodes.context import RunContext
+from parley.nodes.speak import Turn, speak
+from parley.nodes.tools import AgentTool, Toolbox, search_documents
 from tests.nodes.test_speak import ADA, ask, context, run  # noqa: F401  (the fixture too)
 
 

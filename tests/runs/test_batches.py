@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
-from llm.usage import UsageRecord
-from store import runs as run_store
+from parley.llm.usage import UsageRecord
+from parley.store import runs as run_store
 
 
 def events(*seqs: int) -> list[dict]:

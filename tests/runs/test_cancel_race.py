@@ -13,9 +13,9 @@ from types import SimpleNamespace
 import httpx
 import pytest
 
-from llm.factory import ModelFactory
-from runs.engine import RunStopped, StopGuard
-from services import duel as duel_service
+from parley.llm.factory import ModelFactory
+from parley.runs.engine import RunStopped, StopGuard
+from parley.services import duel as duel_service
 from tests.support.duel import script_duel
 
 CANCELS = 50

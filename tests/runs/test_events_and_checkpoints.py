@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from nodes.events import Origin
-from runs.checkpoints import EventBarrier, SavedGraph, namespaces, survives
-from runs.events import listener_view
+from parley.nodes.events import Origin
+from parley.runs.checkpoints import EventBarrier, SavedGraph, namespaces, survives
+from parley.runs.events import listener_view
 
 
 def rows(*events: tuple) -> list[dict]:

@@ -17,14 +17,14 @@ from datetime import timedelta
 import httpx
 from prometheus_client import REGISTRY
 
-import store
-from api.main import create_app
-from core.settings import Settings
-from llm.factory import ModelFactory
-from runs.checkpoints import mongodb_saver
-from runs.engine import EventWriter, Holding, LeaseKeeper
-from services.engine import RunEngine
-from store import runs as run_store
+from parley import store
+from parley.api.main import create_app
+from parley.core.settings import Settings
+from parley.llm.factory import ModelFactory
+from parley.runs.checkpoints import mongodb_saver
+from parley.runs.engine import EventWriter, Holding, LeaseKeeper
+from parley.services.engine import RunEngine
+from parley.store import runs as run_store
 from tests.support.duel import script_duel
 from tests.support.servers import ServerThread
 

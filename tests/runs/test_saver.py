@@ -15,8 +15,8 @@ from langgraph.checkpoint.base.id import uuid6
 from langgraph.graph import START, StateGraph
 from pymongo import MongoClient, monitoring
 
-from runs.checkpoints import COLLECTION, EventBarrier, RunSaver, _unpack, mongodb_saver, saved_graphs
-from store import INDEXES
+from parley.runs.checkpoints import COLLECTION, EventBarrier, RunSaver, _unpack, mongodb_saver, saved_graphs
+from parley.store import INDEXES
 
 
 class Commands(monitoring.CommandListener):

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from core.embedded import ManagedProcess, database_server
+from parley.core.embedded import ManagedProcess, database_server
 from tests.support.duel import script_duel
 from tests.support.sse import SseEvent, iter_sse
 from tests.support.wait import eventually

@@ -8,8 +8,8 @@ import contextlib
 
 import pytest
 
-from core.embedded import database_server
-from store import runs as run_store
+from parley.core.embedded import database_server
+from parley.store import runs as run_store
 from tests.runs.test_leases import engine, run_elsewhere
 
 # Far longer than the test waits: a follower that only polled would not see the event in time.

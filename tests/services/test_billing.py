@@ -3,7 +3,7 @@ what they reserved."""
 
 from __future__ import annotations
 
-from services.billing import Bill, bill_of
+from parley.services.billing import Bill, bill_of
 
 
 def test_a_bill_rides_in_the_run_input_whole():

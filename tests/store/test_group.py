@@ -9,9 +9,9 @@ import asyncio
 import pytest
 from pymongo.errors import DuplicateKeyError
 
-from llm.usage import UsageLedger, UsageRecord
-from store import keys, runs, usage, workspaces
-from store.group import Group
+from parley.llm.usage import UsageLedger, UsageRecord
+from parley.store import keys, runs, usage, workspaces
+from parley.store.group import Group
 
 
 async def test_items_that_come_while_a_round_is_in_flight_go_in_the_next_one(db):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from playwright.sync_api import expect
 
-from designer import load_example
+from parley.designer import load_example
 from tests.studio.test_roundtable import script_disagreement
 from tests.support.duel import OPPONENT_REPLY, USER_REPLY, script_duel
 

@@ -12,9 +12,9 @@ import httpx
 from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import expect
 
-from nodes.arbitrate import ANSWER_LETTERS
-from nodes.prompts.answers import NUMBER_FORMAT
-from nodes.rank import review_orders
+from parley.nodes.arbitrate import ANSWER_LETTERS
+from parley.nodes.prompts.answers import NUMBER_FORMAT
+from parley.nodes.rank import review_orders
 from tests.studio.conftest import PHONE
 
 ARBITRATOR_MARK = "You are the arbitrator of a panel"

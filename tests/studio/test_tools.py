@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import expect
 
-from api.main import create_app
-from core.settings import get_settings
+from parley.api.main import create_app
+from parley.core.settings import get_settings
 from tests.api.test_agent_tools import STDIO
 from tests.support.servers import ServerThread
 

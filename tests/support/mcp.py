@@ -32,7 +32,7 @@ async def http_client(url: str, key: str | None, *, mode: str = "auto") -> Async
 def stdio_server(url: str, key: str | None, *args: str) -> StdioServerParameters:
     """`parley mcp` as a desktop assistant starts it: a command, with PARLEY_URL and PARLEY_API_KEY."""
     env = {"PARLEY_URL": url, "PYTHONPATH": str(ROOT)} | ({"PARLEY_API_KEY": key} if key else {})
-    return StdioServerParameters(command=sys.executable, args=["-m", "cli.main", "mcp", *args], cwd=str(ROOT),
+    return StdioServerParameters(command=sys.executable, args=["-m", "parley.cli.main", "mcp", *args], cwd=str(ROOT),
                                  env=env)
 
 

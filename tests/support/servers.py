@@ -10,8 +10,8 @@ from typing import TypeVar
 
 import uvicorn
 
-from api.main import UVICORN_OPTIONS
-from core.embedded import free_port
+from parley.api.main import UVICORN_OPTIONS
+from parley.core.embedded import free_port
 
 T = TypeVar("T")
 

@@ -15,10 +15,10 @@ from pathlib import Path
 import httpx
 from pymongo.database import Database
 
-from core.embedded import free_port
-from runs.checkpoints import COLLECTION, namespaces, read_saved, survives
-from runs.engine import origin_of
-from store.runs import page_events
+from parley.core.embedded import free_port
+from parley.runs.checkpoints import COLLECTION, namespaces, read_saved, survives
+from parley.runs.engine import origin_of
+from parley.store.runs import page_events
 from tests.support.sse import SseEvent, iter_sse
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,7 +36,7 @@ class Worker:
         self.log = home / f"worker-{self.port}.log"
         environment = {**os.environ, **FAST_FAILOVER, "PARLEY_HOME": str(home), **(env or {})}
         with self.log.open("w") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "cli.main", "serve", "--port", str(self.port)],
+            self.proc = subprocess.Popen([sys.executable, "-m", "parley.cli.main", "serve", "--port", str(self.port)],
                                          cwd=ROOT, env=environment, stdout=log, stderr=subprocess.STDOUT)
 
     @property
