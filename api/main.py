@@ -28,6 +28,8 @@ from parley.services.engine import RunEngine
 
 log = logging.getLogger("parley.api")
 
+# The HTTP API's own version (OpenAPI `info.version`): its routes and bodies, not the Python package's (0.2.0 moved
+# the Python names under `parley`; the HTTP API did not change).
 API_VERSION = "0.1.0"
 
 # How uvicorn must serve the app (`parley serve`, the tests' servers): forwarded headers are the app's business,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 
 import httpx
 import pytest
@@ -22,7 +23,9 @@ def test_healthz_reports_model_and_database(http, llm):
     assert body["status"] == "ok"
     assert body["model"]["ok"] and body["model"]["endpoint"] == llm.base_url.rstrip("/")
     assert body["database"] == {"ok": True, "embedded": False}
-    assert body["versions"]["parley"] == "0.1.0"
+    import parley
+
+    assert body["versions"]["parley"] == parley.__version__ == importlib.metadata.version("parley")
 
 
 def test_healthz_degraded_when_model_unreachable(monkeypatch, parley_env):
