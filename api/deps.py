@@ -84,7 +84,7 @@ def require_scope(scope: str, *, write: bool = False, denied_status: int = 403):
     Args:
         scope: the capability the route needs.
         write: the route creates, runs or deletes something, which a `readonly` key may not do.
-        denied_status: status for a key without the scope (the duel seed answers 401, others 403).
+        denied_status: status for a key without the scope (the duel contract answers 401, others 403).
     """
 
     async def check(principal: CurrentPrincipal) -> Principal:

@@ -3,8 +3,8 @@
 The services raise their own errors (`services.errors`); `service_error` maps each to its status here, once, and
 the routes let them through.
 
-OpenAI-compatible routes answer `{"error": {"message", "type", "code"}}`; the duel seed's routes
-(`/api/...`) answer exactly `{"error": "<message>"}` plus any extra fields (e.g. `retryAfter`);
+OpenAI-compatible routes answer `{"error": {"message", "type", "code"}}`; the duel contract's routes
+(`/api/...`, docs/api.md) answer exactly `{"error": "<message>"}` plus any extra fields (e.g. `retryAfter`);
 Parley's own routes answer `{"error": "<message>", "code": ...}`. The shape is chosen here by
 path, once, so routes only raise `ApiError`.
 """
@@ -27,13 +27,14 @@ from parley.services.errors import describe_validation, validation_code
 log = logging.getLogger("parley.api")
 
 OPENAI_STYLE_PREFIXES = ("/v1/chat/", "/v1/routers", "/v1/models")
-# The duel seed's routes: their documented refusals keep the seed's exact body, even where Parley knows a code.
+# The duel contract's routes: their documented refusals keep the contract's exact body, even where Parley knows a code.
 SEED_STYLE_PREFIXES = ("/api/",)
-# Bodies the seeds spell out word for word: their clients may compare them exactly, so they carry no `code`.
+# Bodies the modes' contracts spell out word for word (docs/api.md): their clients may compare them exactly, so they
+# carry no `code`.
 # Every other error body has one.
 SEED_EXACT_MESSAGES = frozenset({
-    "Unauthorized", "Missing topic or userProfile", "Rate limit exceeded", "Failed to start debate",  # duel seed
-    "Conversation not found", "Not found", "No agents found. Please create agents first.",  # round-table seed
+    "Unauthorized", "Missing topic or userProfile", "Rate limit exceeded", "Failed to start debate",  # duel contract
+    "Conversation not found", "Not found", "No agents found. Please create agents first.",  # round-table contract
 })
 UNPROCESSABLE_PREFIXES = ("/v1/workflows",)
 
@@ -111,9 +112,9 @@ SERVICE_STATUSES: dict[type[service_errors.ServiceError], int] = {
 
 def service_error(exc: service_errors.ServiceError) -> ApiError:
     """The HTTP error for what the services refused: the status of its kind (`SERVICE_STATUSES`; a failed run's
-    own, see `run_error`), its message and code, its details as extra body fields. A message a seed spells out
-    word for word is sent without its kind's generic code, as the seed's clients expect (a narrower code the
-    service named is kept)."""
+    own, see `run_error`), its message and code, its details as extra body fields. A message a mode's contract
+    spells out word for word is sent without its kind's generic code, as that contract's clients expect (a narrower
+    code the service named is kept)."""
     if isinstance(exc, service_errors.RunFailed):
         return run_error(exc.error, run_id=exc.run_id)
     status = next((SERVICE_STATUSES[kind] for kind in type(exc).__mro__ if kind in SERVICE_STATUSES), 500)

@@ -1,4 +1,4 @@
-"""Server-Sent Events responses: numbered events, keep-alive comments, and the seed's headers."""
+"""Server-Sent Events responses: numbered events, keep-alive comments, and the duel contract's headers."""
 
 from __future__ import annotations
 

@@ -145,7 +145,8 @@ def _bullets(items: list[str] | None) -> str:
 
 
 def synthesis_view(synthesis: dict[str, Any], total_rounds: int | None = None) -> Group:
-    """Every field of the seed's synthesis, one row each, then each agent's final stance and key point."""
+    """Every field of the round-table contract's synthesis, one row each, then each agent's final stance and key
+    point."""
     table = Table(show_header=False, expand=True)
     table.add_column(style="bold", no_wrap=True)
     table.add_column(overflow="fold")

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# The largest request body any route reads (the duel's own, smaller limit is its seed's). A setting may lower or
+# The largest request body any route reads (the duel's own, smaller limit is its contract's). A setting may lower or
 # raise it: PARLEY_MAX_BODY_BYTES.
 MAX_BODY_BYTES = 4 * 1024 * 1024
-# Routes held to less: path → bytes. The duel seed caps its body at 24 KB.
+# Routes held to less: path → bytes. The duel contract caps its body at 24 KB.
 ROUTE_BODY_BYTES = {"/api/debate": 24 * 1024}
 # Nesting of objects and arrays in a JSON body. A workflow or a response_format schema nests a dozen levels;
 # Python's own parser gives up near a thousand, and walking deeper documents costs the whole server.
@@ -48,15 +48,15 @@ MAX_PAGE = 10**9
 # --- the modes' bounds -------------------------------------------------------------------------------------------
 
 # Panelists of one panel: chat-completion debates and panels (a router's `panelSize`), the designer's `panel` and
-# `debate` nodes, `parley panel` and `parley eval`'s panel. The seed fixes 3; a router may choose 2 to 7. A panel
-# needs this many answers (or all of them, when it is smaller) to go on.
+# `debate` nodes, `parley panel` and `parley eval`'s panel. The panel contract fixes 3; a router may choose 2 to 7. A
+# panel needs this many answers (or all of them, when it is smaller) to go on.
 MIN_PANEL_SIZE, MAX_PANEL_SIZE = 2, 7
 DEFAULT_PANEL_SIZE = 3
 DEFAULT_MIN_SUCCESSES = 2
 # A duel's rounds (one turn each side): `rounds` of `POST /api/debate`, the designer's `duel` node, `parley duel`.
 MIN_DUEL_ROUNDS, MAX_DUEL_ROUNDS = 1, 10
 DEFAULT_DUEL_ROUNDS = 5
-# A duel turn's length in characters, and its conclusion's (the seed's "100-200 characters").
+# A duel turn's length in characters, and its conclusion's (the duel contract's "100-200 characters").
 DUEL_TURN_MIN_CHARS, DUEL_TURN_MAX_CHARS = 100, 200
 DUEL_CONCLUSION_MAX_CHARS = 100
 # What a duel's body may hold (`POST /api/debate`): the topic, the persona's name and bio, and its soft memory's lists.

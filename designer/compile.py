@@ -138,10 +138,17 @@ def compile_workflow(spec: Mapping[str, Any] | WorkflowSpec, **compile_options: 
         WorkflowError: listing every problem, each naming its node and JSON path.
 
     Example:
-        >>> from designer import compile_workflow, load_example
-        >>> graph = compile_workflow(load_example("outline-brief"))
+        >>> import parley
+        >>> graph = parley.compile_workflow(parley.load_example("outline-brief"))
         >>> [n for n in graph.get_graph().nodes if not n.startswith("__")]
         ['outline', 'bullets', 'brief']
+
+        Run it (docs/python.md, workflow.py):
+
+        ```python
+        state = await graph.ainvoke({"topic": "tides"}, context=WorkflowContext())
+        state["brief"]
+        ```
     """
     spec = validate_workflow(spec)
     return build_workflow(spec).compile(name=spec.name, **compile_options)

@@ -214,7 +214,24 @@ arbitrate_debate = arbitrate(
 
 
 def build_multiagent_debate_graph() -> StateGraph:
-    """Return the (uncompiled) multi-agent debate graph; its knobs are the `MultiAgentDebateContext`."""
+    """Return Du et al.'s multi-agent debate as an uncompiled `StateGraph`: agents answer, then revise in rounds.
+
+    Its input is `{"question": ...}`; its output has `final_answers` (each agent's last answer) and, with
+    `arbitrators` in the context, the arbitrated `answer`. Its knobs are the `MultiAgentDebateContext` (`agents`,
+    `rounds`, `agent_models`, ...).
+
+    Returns:
+        The `StateGraph` builder, not yet compiled.
+
+    Example:
+        ```python
+        # docs/python.md, usage.py: two agents answer, then revise once after reading each other
+        graph = parley.build_multiagent_debate_graph().compile()
+        out = await graph.ainvoke({"question": "What is 17 * 3?"},
+                                  context=parley.MultiAgentDebateContext(agents=2, rounds=1))
+        out["final_answers"]
+        ```
+    """
     builder = StateGraph(DebateState, context_schema=MultiAgentDebateContext, input_schema=DebateInput,
                          output_schema=DebateOutput)
     builder.add_node("agent_answer", agent_answer, retry_policy=MODEL_RETRY)

@@ -64,13 +64,35 @@ def load_json_overrides(path: Path) -> dict[str, Any]:
 
 
 class ModelFactory:
-    """Build every chat model Parley uses, from the provider table and deployment settings.
+    """Build every chat model Parley calls, for the endpoint and models that `settings` and the provider table name.
+
+    Each model it builds sends OpenAI-compatible chat completions with its provider's quirks, records the usage of
+    every call (in a run's ledger, with its price) and checks a run's budget first. Hand it to a run as
+    `RunContext(models=factory)`; without one, a run uses the process-wide factory built from the environment.
 
     Args:
-        settings: deployment settings (endpoint, key, default model, PARLEY_HOME).
+        settings: deployment settings (endpoint, key, default model, PARLEY_HOME); None: read from the environment.
         providers: provider table; defaults to the built-in one merged with `PARLEY_HOME/providers.json`.
         prices: price table; defaults to the built-in one merged with `PARLEY_HOME/prices.json`.
         local_base_url: where the embedded model server listens, when it runs.
+
+    Raises:
+        ModelError: `providers.json` or `prices.json` is not a JSON object; (when a model is built) a model id with
+            no endpoint or key to reach it.
+
+    Example:
+        >>> import parley
+        >>> settings = parley.Settings(openai_base_url="http://127.0.0.1:8001/v1", openai_api_key="sk-none",
+        ...                            openai_model="Qwen/Qwen2.5-7B-Instruct")
+        >>> parley.ModelFactory(settings).default_model
+        'Qwen/Qwen2.5-7B-Instruct'
+
+        A run on that endpoint (docs/python.md, own_endpoint.py):
+
+        ```python
+        context = parley.RunContext(models=parley.ModelFactory(settings))
+        out = await parley.build_panel_graph().compile().ainvoke(parley.question_input("..."), context=context)
+        ```
     """
 
     def __init__(

@@ -35,6 +35,7 @@ def model_family(model_id: str) -> str:
     date stamps, version tags, parameter counts, `:free`-style routing tags and vendor paths) are
     stripped, and dots become dashes so `claude-3.5` and `claude-3-5` agree.
 
+    >>> from parley import model_family
     >>> model_family("openai:gpt-5-mini") == model_family("openai:gpt-5")
     True
     >>> model_family("anthropic:claude-sonnet-4-5-20250929")

@@ -324,7 +324,11 @@ def arbitrate(
     tool_calls_key: str = "tool_calls",
     role: str = "arbitrator",
 ):
-    """Build an arbitration node: the anonymised `answers` to the conversation `messages`, synthesized into one.
+    """Build an arbitration node: the first candidate model that answers writes one answer from several.
+
+    The answers to the conversation `messages` reach the arbitrator anonymised (Answer A, B, C, their authors'
+    model names redacted) and cut to fit the smallest candidate's window; the candidates are asked in turn, a failed
+    one recorded in `attempts_key`, and the answer streams as `chunk` events.
 
     Args:
         candidates: the fallback chain, from the state and the run's context, asked in order.
@@ -340,6 +344,20 @@ def arbitrate(
             JSON its answer must be (OpenAI's `response_format`), both optional.
         tool_calls_key: where it writes the answer's tool calls (OpenAI's shape), when it was offered tools.
         role: the name its calls and events go by.
+
+    Returns:
+        The async node `(state, runtime) -> update`, writing `answer_key`, `model_key` and `attempts_key`.
+
+    Raises:
+        AllModelsFailedError: (when the node runs) every candidate failed; the message names each and why.
+        InvalidStructuredAnswerError: (when the node runs) the answer is not the JSON `format_key` asks for, even
+            after one repair.
+
+    Example:
+        ```python
+        # docs/python.md, council.py: the run's model arbitrates state["answers"] ({model, answer} each)
+        builder.add_node("arbitrate", parley.arbitrate(candidates=lambda state, ctx: [ctx.model_id()]))
+        ```
     """
     read_messages, read_answers = _reader(messages), _reader(answers)
 

@@ -35,7 +35,36 @@ def default_factory() -> ModelFactory:
 
 @dataclass(kw_only=True)
 class RunContext:
-    """Knobs shared by every graph's run; each mode's context extends it with its own."""
+    """Say which models a run calls and collect what they cost: the context every Parley graph takes.
+
+    Pass it as `graph.ainvoke(..., context=...)`; each mode's context (`DuelContext`, `PanelContext`,
+    `RoundTableContext`, ...) extends it with its own knobs, and a mode given a plain `RunContext` (a node of your
+    graph, a nested mode) reads it widened, keeping these fields (`RunContext.of`).
+
+    Args:
+        models: the model factory (endpoint, provider table, prices); None: the process-wide one built from the
+            environment.
+        model: the run's default model (`provider:model`); None: the factory's (`OPENAI_MODEL`).
+        ledger: where the usage of every model call of the run lands.
+        budget: what the run may spend, checked before every model call; None: no limit.
+        steering: what a person sent the run (`nodes.steer`); None: nobody steers it.
+        tools: where the speakers' granted tools come from; None: no speaker has tools.
+        streamed: whether answers are read as they are written (False: an answer offered no tools is asked whole).
+
+    Example:
+        >>> import parley
+        >>> context = parley.RunContext(model="openai:gpt-4o-mini")
+        >>> context.model_id(), context.ledger.total_tokens
+        ('openai:gpt-4o-mini', 0)
+
+        Run a graph with it, then read its usage (docs/python.md, own_endpoint.py and usage.py):
+
+        ```python
+        context = parley.RunContext(models=parley.ModelFactory(settings))
+        out = await graph.ainvoke(inputs, context=context)
+        context.ledger.total_tokens, context.ledger.total_cost, context.ledger.by_model()
+        ```
+    """
 
     models: ModelFactory | None = None
     model: str | None = None

@@ -188,10 +188,12 @@ def score_convergence(
     event: str = "convergence",
     unanimity_role: str | None = "unanimous_confidence",
 ):
-    """Build the node closing a round: its convergence score (from round 1), whether it reached the threshold,
-    and each agent's token usage in it. Round 0 counts as converged, with `stopped_by: "unanimous"` (and a
-    `stopping` event), when the run context's `unanimity_role` field gives a confidence and the round is
-    `unanimous` at it.
+    """Build the node closing a round: how far the agents' stances converged, and whether the debate stops there.
+
+    From round 1 on it scores the round's positions against the previous round's (a `convergence` event), says
+    whether the score reached the threshold, and records each agent's token usage in the round. Round 0 counts as
+    converged, with `stopped_by: "unanimous"` (and a `stopping` event), when the run context's `unanimity_role`
+    field gives a confidence and the round is `unanimous` at it. No model is called.
 
     Args:
         positions: the agents' positions in one round of the transcript (`positions_of`: a round table's
@@ -204,6 +206,22 @@ def score_convergence(
         event: the name of the event announcing the score.
         unanimity_role: the run context's field giving the confidence an early stop after a unanimous round 0
             needs (its value None, or no such field: never).
+
+    Returns:
+        The async node `(state, runtime) -> update`, named `measure_convergence`.
+
+    Example:
+        >>> import asyncio, parley
+        >>> from langgraph.graph import START, StateGraph
+        >>> close_round = parley.score_convergence()  # the round table's keys, threshold 0.85
+        >>> graph = StateGraph(dict).add_node("close_round", close_round).add_edge(START, "close_round").compile()
+        >>> def said(agent, round, stance):
+        ...     return {"agentId": agent, "roundNumber": round, "stance": stance, "confidence": 0.9,
+        ...             "usage": {"inputTokens": 10, "outputTokens": 5}}
+        >>> transcript = [said("a", 0, "for"), said("b", 0, "against"), said("a", 1, "for"), said("b", 1, "for")]
+        >>> out = asyncio.run(graph.ainvoke({"transcript": transcript, "round": 1}))
+        >>> out["converged"], out["rounds"][0]["convergenceScore"]
+        (True, 0.897)
     """
 
     async def close_round(state: dict[str, Any], runtime: Runtime) -> dict[str, Any]:

@@ -39,7 +39,11 @@ class TooFewSuccessesError(RuntimeError):
 
 @dataclass(frozen=True, kw_only=True)
 class FanOut:
-    """N parallel calls of one branch node (or of one node per task, when `node` is a function of the task).
+    """Run one branch node per task, all at once (LangGraph's `Send`), and gather their results in task order.
+
+    Each branch writes one result (a dict with the task's `index_key`) to the list `results_key`; `dispatch` is the
+    router that sends the tasks, `node_options` the branch node's `add_node` keywords (retry, timeout, and the error
+    handler recording a tolerated failure), and `gather` the results in task order, once enough succeeded.
 
     Args:
         node: the branch node's name, or a function giving it for each task.
@@ -51,6 +55,26 @@ class FanOut:
         failure: the result recorded for a tolerated failure, from the task and the exception.
         index_key: the task key giving a branch's place, by which `gather` orders results.
         success_key: the result key saying whether a branch succeeded (a result without it succeeded).
+
+    Raises:
+        ValueError: a fan-out that tolerates failures without `failure` and `results_key` to record them, or a
+            negative `min_successes`.
+
+    Example:
+        >>> import parley
+        >>> advice = parley.FanOut(node="adviser", results_key="advice")
+        >>> [send.node for send in advice.send([{"index": 0, "role": "cfo"}, {"index": 1, "role": "cto"}])]
+        ['adviser', 'adviser']
+        >>> advice.gather({"advice": [{"index": 1, "answer": "Wait."}, {"index": 0, "answer": "Go."}]})
+        [{'index': 0, 'answer': 'Go.'}, {'index': 1, 'answer': 'Wait.'}]
+
+        In a graph (docs/python.md, council.py), with `ask_everyone(state)` returning the tasks (add
+        `**advice.node_options(then=..., retry=...)` to the branch node for a retry policy or a timeout):
+
+        ```python
+        builder.add_node("adviser", adviser)
+        builder.add_conditional_edges(START, advice.dispatch(ask_everyone), ["adviser"])
+        ```
     """
 
     node: str | Callable[[Task], str]

@@ -109,7 +109,13 @@ def judge(
     output_key: str = "verdicts",
     label: str = "judge",
 ):
-    """Build a judge node: one verdict on the anonymised debate of a `JudgeInput`, in the order it asks for.
+    """Build a judge node for a two-sided debate: one verdict on its anonymised transcript, in the order asked.
+
+    The node reads a `JudgeInput` (the topic, both profiles, the `user` and `opponent` turns, and `swapped`), shows
+    the judge the speakers as Speaker A and B, and writes one verdict (`order`, `winner` "user" | "opponent" |
+    "tie", `winnerReason`, `consensus`, `disagreements`, `conclusion`, `recommendations`, the names put back) to
+    `output_key`. Send it twice with `judge_both_orders` and combine the two with `agreed_winner`. A verdict still
+    unreadable on the last attempt counts as an abstention (a tie), rather than failing the run.
 
     Args:
         system, prompt: the judge's templates; `system` takes `{language}`, `prompt` takes `{topic}`,
@@ -119,6 +125,19 @@ def judge(
             `conclusion_role` name its fields giving the judge's model, temperature and conclusion length.
         attempts: the node's attempts (its retry policy's `max_attempts`, see `JUDGE_RETRY`).
         output_key: where the verdict goes (a list with `operator.add`, one verdict per judging).
+        label: the usage label of its calls.
+
+    Returns:
+        The async node `(state, runtime) -> update`, named `judge`.
+
+    Example:
+        ```python
+        # The duel's judge (parley.graphs.duel), which reads its model and knobs from a DuelContext.
+        judge_debate = parley.judge(system=prompts.JUDGE_SYSTEM, prompt=prompts.JUDGE_PROMPT,
+                                    unreadable=prompts.UNREADABLE_VERDICT, context=parley.DuelContext)
+        builder.add_node("judge", judge_debate, retry_policy=JUDGE_RETRY)
+        builder.add_conditional_edges("announce_synthesis", judge_both_orders, ["judge"])
+        ```
     """
 
     async def judge_debate(state: JudgeInput, runtime: Runtime) -> dict:
@@ -224,7 +243,7 @@ def judge_answers(
     output_key: str = "verdicts",
     label: str = "judge",
 ):
-    """Build a judge node for N answers: one judging of an `AnswersToJudge`, in the order it asks for.
+    """Build a judge node for N answers to one request: one judging picking the best, in the order asked.
 
     The answers are shown as the arbitrator sees them (Answer A, B, C in reading order, their authors' model names
     redacted, cut to fit the judge's window); the judge names the best one's letter. A judging still unreadable on
@@ -239,6 +258,17 @@ def judge_answers(
         output_key: where the verdict goes (a list with `operator.add`): `{order, swapped, judge, pick, panelist,
             reason}`, `pick` being the chosen answer's position in `answers`.
         label: the usage label of its calls.
+
+    Returns:
+        The async node `(state, runtime) -> update`, named `judge`; it sends a `verdict` event too.
+
+    Example:
+        ```python
+        # docs/python.md, custom_debate.py: the run's model judges state["answers"] as given and reversed
+        builder.add_node("judge", parley.judge_answers(candidates=lambda state, ctx: [ctx.model_id()]))
+        builder.add_conditional_edges("line_up", lambda state: judge_both_orders(state, keys=("messages", "answers")),
+                                      ["judge"])
+        ```
     """
 
     async def judge_best(state: AnswersToJudge, runtime: Runtime) -> dict:

@@ -107,7 +107,10 @@ def rank(
     output_key: str = "reviews",
     label: str = "reviewer",
 ):
-    """Build the reviewer node: one `ReviewTask`'s ranking of the answers it reads, best first.
+    """Build the reviewer node: one reviewer model ranks the anonymised answers it is shown, best first.
+
+    The node reads a `ReviewTask` (sent once per reviewer, each reading the answers in its own order) and the panel's
+    `rank` rule counts the rankings (a Borda count); a ranking still unreadable on the last attempt abstains.
 
     Writes `{index, reviewer, model, success, ranking, shown, reason}` to `output_key` (a list with
     `operator.add`): `ranking` the positions in `answers` best first (None when the ranking stayed unreadable),
@@ -119,6 +122,19 @@ def rank(
         attempts: the node's attempts (its retry policy's `max_attempts`, see `REVIEW_RETRY`).
         output_key: the state key of the reviews.
         label: the usage label of its calls (the reviewer's name is added).
+
+    Returns:
+        The async node `(task, runtime) -> update`, named `review`.
+
+    Example:
+        ```python
+        # One review per panelist, sent on a FanOut (the panel's `rank` rule, parley.graphs.panel.rules, shortened)
+        reviews = parley.FanOut(node="review", results_key="reviews", tolerate=is_model_failure,
+                                failure=review_failure)
+        builder.add_node("review", parley.rank(context=parley.PanelContext),
+                         **reviews.node_options(then="count_ranks", retry=REVIEW_RETRY))
+        builder.add_conditional_edges("tally", reviews.dispatch(review_tasks), ["review"])
+        ```
     """
 
     async def review_answers(task: ReviewTask, runtime: Runtime) -> dict[str, Any]:

@@ -85,7 +85,11 @@ def select_opponent(
     output_key: str = "opponent_profile",
     label: str = "select_opponent",
 ):
-    """Build an opponent-casting node.
+    """Build an opponent-casting node: a persona suited to the topic and opposed to the user's likely stance.
+
+    The model answers with an `OpponentProfile` (name, title, bio, stance, traits), written to `output_key`; an
+    answer that fails, cannot be read or casts the user themself gives way to `fallback`, so the node never fails
+    the run for it.
 
     Args:
         system, prompt: the caster's templates; `system` takes `{language}`, `prompt` takes `{topic}`,
@@ -95,6 +99,19 @@ def select_opponent(
             fields giving the caster's model and temperature (None or a missing field: the run's model,
             and `temperature`).
         topic_key, user_key, output_key: the state keys it reads (topic, user profile) and writes.
+        label: the usage label of its call.
+
+    Returns:
+        The async node `(state, runtime) -> update`.
+
+    Example:
+        ```python
+        # The duel's casting (parley.graphs.duel), which reads its model from a DuelContext's `opponent_model`.
+        pick_opponent = parley.select_opponent(system=prompts.SELECT_OPPONENT_SYSTEM,
+                                               prompt=prompts.SELECT_OPPONENT_PROMPT,
+                                               fallback=fallback_opponent, context=parley.DuelContext)
+        builder.add_node("select_opponent", pick_opponent)
+        ```
     """
 
     async def cast_opponent(state: dict[str, Any], runtime: Runtime) -> dict:

@@ -381,10 +381,11 @@ def speak(
     resend: bool = False,
     doc: str | None = None,
 ) -> Callable[[Any, Runtime], Awaitable[dict[str, Any]]]:
-    """Build a node in which one speaker says one streamed turn (see `say`).
+    """Build a node in which one speaker says one streamed turn (see `say`) and writes it to the state.
 
-    Every knob is a value, or a function `(state, ctx)` of the node's input and the run's context (read
-    as `context.of(runtime)`), called once per turn.
+    Each piece of the turn goes out as a `chunk` event as the model streams it; the whole text (or the update
+    `writes` makes of the `Turn`) is the node's update. Every knob is a value, or a function `(state, ctx)` of the
+    node's input and the run's context (read as `context.of(runtime)`), called once per turn.
 
     Args:
         name: the node function's name (LangGraph's default node name).
@@ -406,6 +407,24 @@ def speak(
         resend: a failure after part of the turn was sent is raised as it is, for the node's retry policy,
             rather than as `TurnInterrupted`.
         doc: the node's docstring.
+
+    Returns:
+        The async node `(state, runtime) -> update`, named `name`, for `StateGraph.add_node`.
+
+    Raises:
+        TurnInterrupted: (when the node runs) the stream failed after part of the turn was sent (see `say`).
+
+    Example:
+        ```python
+        # docs/python.md, custom_debate.py: a speaker arguing for the proposal, its turn written to state["pro"]
+        pro = parley.speak(
+            name="pro",
+            prompt=lambda state, ctx: [SystemMessage("You argue for the proposal."), HumanMessage(state["question"])],
+            speaker={"id": "pro", "name": "Pro"},
+            writes="pro",
+        )
+        builder.add_node("pro", pro)
+        ```
     """
 
     async def node(state: Any, runtime: Runtime) -> dict[str, Any]:

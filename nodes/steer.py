@@ -115,7 +115,12 @@ def boundary(
     name: str = "steer",
     doc: str | None = None,
 ) -> Callable[[Any, Runtime], Awaitable[dict[str, Any]]]:
-    """Build the boundary node of a graph (see the module's docstring).
+    """Build the boundary node of a graph: where a person's input is taken in, the run waits, or the debate stops.
+
+    At each pass it takes in what was sent to the run (`RunContext.steering`) and its state has not consumed, goes
+    to the synthesis on `end` or when the budget (`RunContext.budget`) holds no more steps, and waits (LangGraph's
+    `interrupt()`) where the run asked to; see the module's docstring. A run with neither steering nor budget
+    passes straight through.
 
     Args:
         at: which boundary this is (`after_turn`, `after_round`, or a workflow node's id): the run waits here
@@ -128,6 +133,25 @@ def boundary(
             when the budget decides whether one more step fits.
         always: wait here at every pass (a workflow's `await` node), not only when the run's `await` names `at`.
         context, reads, name, doc: the run context class, the node's input schema, name and docstring.
+
+    Returns:
+        The async node `(state, runtime) -> update`: what it consumed (`SteerState`), and `stopped_by` when the
+        debate stops early.
+
+    Example:
+        >>> import asyncio, parley
+        >>> steer = parley.boundary(at="after_round", position=lambda state: state["round"],
+        ...                         more=lambda state, ctx: state["round"] < 3)
+        >>> asyncio.run(steer({"round": 1}, None))  # nobody steers this run and it has no budget
+        {}
+
+        In a graph, after each round (the round table's wiring, shortened):
+
+        ```python
+        builder.add_node("steer", steer)
+        builder.add_edge("measure_convergence", "steer")
+        builder.add_conditional_edges("steer", after_round, ["open_round", "synthesize"])
+        ```
     """
 
     async def node(state: Any, runtime: Runtime) -> dict[str, Any]:

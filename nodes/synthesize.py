@@ -45,7 +45,10 @@ def synthesize(
     attempts: int = 1,
     what: str = "synthesis",
 ):
-    """Build a structured-synthesis node.
+    """Build a structured-synthesis node: the model answers with an instance of `schema`, shaped into the update.
+
+    The answer is asked for as `schema` (structured output in the provider's dialect) and read by pydantic; an
+    unreadable one is asked again by the node's retry policy, and on the last attempt `fallback` stands in for it.
 
     Args:
         schema: the pydantic model the synthesizer answers with.
@@ -59,6 +62,22 @@ def synthesize(
         label: the usage label of its call (or a function of the state giving it).
         attempts: the node's attempts (its retry policy's); the fallback stands in on the last only.
         what: what the logs call it.
+
+    Returns:
+        The async node `(state, runtime) -> update` (the update `shape` returns).
+
+    Raises:
+        Exception: (when the node runs) the model's failure, or an answer still unreadable without a `fallback`.
+
+    Example:
+        ```python
+        # docs/python.md, council.py: a Summary (a pydantic model) of the arbitrator's answer
+        builder.add_node("summarise", parley.synthesize(
+            schema=Summary,
+            prompt=lambda state, ctx: [HumanMessage(f"Summarise this advice:\n{state['answer']}")],
+            shape=lambda state, ctx, draft: {"summary": draft.model_dump()},
+        ))
+        ```
     """
 
     async def write_synthesis(state: dict[str, Any], runtime: Runtime) -> dict[str, Any]:

@@ -25,7 +25,7 @@ def vote(
     on_ballot: Callable[[Ballot, AnswerRule], None] | None = None,
     name: str = "vote",
 ) -> Callable[[Any], Any]:
-    """Build a node that takes the majority of its answers under an answer rule and writes the winner's text.
+    """Build a node that takes the majority of answers read by an answer rule, and writes the winner's text.
 
     The winner is the most common readable answer, a tie going to the one given first; the text written is
     the first answer read as the winner (the first answer when none could be read, "" when there are none).
@@ -42,11 +42,21 @@ def vote(
     Raises:
         ValueError: when the rule cannot be read (`parse_rule`'s message).
 
+    Returns:
+        The async node `(state) -> update`; no model is called.
+
     Example:
-        >>> import asyncio
-        >>> node = vote(rule="number")
+        >>> import asyncio, parley
+        >>> node = parley.vote(rule="number")
         >>> asyncio.run(node({"answers": ["Answer: 4", "It is 5", "answer: 4.0"]}))
         {'vote': 'Answer: 4'}
+
+        In a graph (docs/python.md, custom_debate.py: the majority of the judge's two readings):
+
+        ```python
+        builder.add_node("vote", parley.vote(rule="exact", output_key="winner",
+                                             answers=lambda state: [v["panelist"] or "" for v in state["verdicts"]]))
+        ```
     """
 
     async def node(state: Mapping[str, Any]) -> dict[str, Any]:

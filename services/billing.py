@@ -95,7 +95,7 @@ async def reserve_allowance(db: AsyncDatabase, workspace: str, tokens: int, *, w
     allowance is unlimited (nothing reserved).
 
     Raises:
-        CannotStart: the allowance cannot cover them (the round-table seed answers 500).
+        CannotStart: the allowance cannot cover them (the round-table contract answers 500).
     """
     reserved = await ws_store.reserve_allowance(db, workspace, tokens)
     if reserved is False:

@@ -1,5 +1,5 @@
-"""Duels (seeds/duel-sse-api.md): check a debate request and count it against the rate limit, start a debate, its
-result, the client's view of a debate, its list, and who may read its events.
+"""Duels (the duel contract, docs/api.md): check a debate request and count it against the rate limit, start a
+debate, its result, the client's view of a debate, its list, and who may read its events.
 
 Running a debate is the run engine's (`runs.modes.duel`); a debate's events are its run's. A duel is charged
 no credit or allowance; its run records its usage (`services.billing`).
@@ -43,9 +43,9 @@ from parley.store import debates as store
 log = logging.getLogger("parley.duel")
 
 LEGACY_INTERRUPTED = "Debate interrupted: the server running it stopped"
-START_FAILED = "Failed to start debate"  # the seed's message, whatever the cause (the log has it)
+START_FAILED = "Failed to start debate"  # the contract's message, whatever the cause (the log has it)
 RATE_LIMIT = "8/minute"  # new debates per user and client address
-RATE_LIMITED = "Rate limit exceeded"  # the seed's message
+RATE_LIMITED = "Rate limit exceeded"  # the contract's message
 
 
 async def fail_legacy_debates(db: AsyncDatabase) -> None:
@@ -112,7 +112,7 @@ def check_debate_request(body: Any) -> DebateRequest:
     """Validate a debate request (the parsed JSON body of `POST /api/debate`, the `duel` tool's arguments).
 
     Raises:
-        InvalidRequest: the seed's message, naming the field at fault (`invalid_await`, `invalid_budget` for the
+        InvalidRequest: the contract's message, naming the field at fault (`invalid_await`, `invalid_budget` for the
             steering options).
     """
     if not isinstance(body, dict):
@@ -151,14 +151,14 @@ async def admit_debate(backend: Backend, caller: Caller, client_address: str) ->
     """Count a new debate against `RATE_LIMIT` for the caller's user at `client_address`.
 
     Raises:
-        RateLimited: over the rate; the body carries the seed's `retryAfter` too.
+        RateLimited: over the rate; the body carries the contract's `retryAfter` too.
     """
     await backend.admit(RATE_LIMIT, "debate", caller.workspace, caller.user, client_address,
                         message=RATE_LIMITED, retry_field="retryAfter")
 
 
 def new_debate_id() -> str:
-    """`debate_<ms>_<random>`, the seed's format."""
+    """`debate_<ms>_<random>`, the duel contract's format."""
     return f"debate_{int(time.time() * 1000)}_{secrets.token_hex(4)}"
 
 

@@ -79,7 +79,7 @@ class BadGateway(ServiceError):
 
 class CannotStart(ServiceError):
     """The run cannot be set up: no agents to seat, no usable model, an allowance short of a minimum round table
-    (the round-table seed answers these 500), the database refused it."""
+    (the round-table contract answers these 500), the database refused it."""
 
     code = "internal_error"
 

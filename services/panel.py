@@ -427,7 +427,7 @@ def graph_input(plan: Plan, messages: list[dict[str, Any]], *, temperature: floa
 
 
 def completion_id(mode: str) -> str:
-    """The id of the completion body: the seed's `panel-<ms>` for a raw panel, `chatcmpl-…` otherwise."""
+    """The id of the completion body: the panel contract's `panel-<ms>` for a raw panel, `chatcmpl-…` otherwise."""
     if mode == "panel":
         return f"panel-{int(time.time() * 1000)}"
     return "chatcmpl-" + uuid.uuid4().hex[:24]

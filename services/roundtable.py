@@ -1,4 +1,4 @@
-"""Round-table questions (seeds/round-table-conversations.md): seat a conversation's table, reserve a minimum
+"""Round-table questions (the round-table contract, docs/api.md): seat a conversation's table, reserve a minimum
 debate from the workspace's token allowance, store the question and start its run; and what the run answers.
 
 A run outlives its client, so a debate is always stored and billed whole (`runs.modes.roundtable`, settled by
@@ -50,7 +50,7 @@ async def seated_agents(db: AsyncDatabase, *, workspace: str, ctx: RoundTableCon
     order plus the devil's advocate (created on first use), each with its memories, documents and granted tools.
 
     Raises:
-        CannotStart: the workspace has no regular agent (the seed's 500).
+        CannotStart: the workspace has no regular agent (the contract's 500).
     """
     ctx = ctx or RoundTableContext()
     agents = await agent_store.list_agents(db, workspace=workspace)

@@ -122,7 +122,7 @@ async def workspace_agents(db, workspace: str) -> list[dict[str, Any]]:
     try:
         return await seated_agents(db, workspace=workspace)
     except CannotStart as exc:
-        # The conversations API answers 500 here (the seed's contract); for a workflow it is bad input.
+        # The conversations API answers 500 here (the round-table contract); for a workflow it is bad input.
         raise Unprocessable(exc.message, code="no_agents") from exc
 
 

@@ -85,7 +85,7 @@ class DocumentRefused(ValueError):
 
 
 def iso(moment: datetime | None) -> str | None:
-    """`2026-10-09T10:02:44.318Z`, the seed's timestamp format."""
+    """`2026-10-09T10:02:44.318Z`, the round-table contract's timestamp format."""
     if moment is None:
         return None
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"

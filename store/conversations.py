@@ -77,8 +77,8 @@ def public_round(doc: dict) -> dict:
 
 
 def public_rounds(docs: list[dict]) -> dict[str, list[dict]]:
-    """Split round records the seed's way: `debates` are the scored debate rounds, as a seed client
-    expects (`d.convergenceScore.toFixed(2)`); round 0 (initial positions, nothing to score yet) goes
+    """Split round records the round-table contract's way: `debates` are the scored debate rounds, as its
+    clients expect (`d.convergenceScore.toFixed(2)`); round 0 (initial positions, nothing to score yet) goes
     to `initialRounds`."""
     return {
         "debates": [public_round(d) for d in docs if d["roundNumber"] >= 1],

@@ -1,4 +1,5 @@
-"""Duel routes (seeds/duel-sse-api.md): start a debate as SSE, read debates, replay or follow a debate's events."""
+"""Duel routes (the duel contract, docs/api.md): start a debate as SSE, read debates, replay or follow a debate's
+events."""
 
 from __future__ import annotations
 

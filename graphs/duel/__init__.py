@@ -40,8 +40,10 @@ __all__ = [
 
 
 class DuelInput(TypedDict):
+    """What a caller gives: the topic and the user's profile; the rest only to go on from turns already made."""
+
     topic: str
-    user_profile: dict  # the seed's userProfile: name, avatar?, bio?, softMemory {traits[], interests[]}
+    user_profile: dict  # the duel contract's userProfile: name, avatar?, bio?, softMemory {traits[], interests[]}
     rounds: NotRequired[int]  # overrides DuelContext.rounds
     # A duel that goes on from turns already made (a run resumed from its debate record): its opponent and turns,
     # and what its boundaries had taken in (`nodes.steer.SteerState`).
@@ -56,6 +58,8 @@ class DuelInput(TypedDict):
 
 
 class DuelOutput(TypedDict, total=False):
+    """What a caller gets back: the opponent, the turns, and the verdict drawn from two judgings."""
+
     opponent_profile: dict  # name, title, bio, stance, traits
     messages: list[dict]  # role "user"|"opponent", name, content, timestamp (ms)
     synthesis: dict  # consensus, disagreements, winner, winnerReason, conclusion, recommendations
@@ -159,7 +163,31 @@ steer = boundary(
 
 
 def build_duel_graph() -> StateGraph:
-    """The duel as an uncompiled `StateGraph`; compile it, or embed it in a larger graph."""
+    """Return the duel as an uncompiled `StateGraph`: the user's persona agent against a chosen opponent, judged.
+
+    Its input is a `DuelInput`, its output a `DuelOutput`, its knobs a `DuelContext` (`rounds`, per-role models,
+    turn lengths). Compile it (with a checkpointer if a run must survive a crash), or add it as a node of a
+    larger graph. Stream it with `stream_mode="custom"`: `start`, `chunk`, `message` per turn, `synthesizing`
+    before the judging.
+
+    Returns:
+        The `StateGraph` builder, not yet compiled.
+
+    Example:
+        >>> import parley
+        >>> sorted(parley.build_duel_graph().nodes)
+        ['announce_synthesis', 'judge', 'opponent_turn', 'select_opponent', 'steer', 'synthesize', 'user_turn']
+
+        Run (docs/python.md, duel.py):
+
+        ```python
+        graph = parley.build_duel_graph().compile()
+        inputs = {"topic": "Should remote work be the default?", "user_profile": {"name": "Ada", "bio": "Engineer"}}
+        async for mode, event in graph.astream(inputs, context=parley.DuelContext(rounds=1),
+                                               stream_mode=["custom", "values"]):
+            ...  # event["event"] == "chunk": event["content"]; the last "values" holds "synthesis"
+        ```
+    """
     builder = StateGraph(DuelState, context_schema=DuelContext, input_schema=DuelInput, output_schema=DuelOutput)
     builder.add_node("select_opponent", pick_opponent)
     builder.add_node("user_turn", make_speaker("user"), retry_policy=TURN_RETRY)

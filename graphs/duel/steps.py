@@ -37,7 +37,7 @@ Role = Literal["user", "opponent"]
 
 @dataclass(kw_only=True)
 class DuelContext(RunContext):
-    """Per-run knobs of a duel; the defaults are the seed's."""
+    """Per-run knobs of a duel; the defaults are the duel contract's."""
 
     rounds: int = DEFAULT_DUEL_ROUNDS
     temperature: float = 0.8

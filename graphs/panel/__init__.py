@@ -174,22 +174,39 @@ def after_tally(state: PanelState) -> list[Send] | Literal["arbitrate", "assembl
 
 
 def build_panel_graph(*, panelist_retry: RetryPolicy | None = PANELIST_RETRY) -> StateGraph:
-    """Return the (uncompiled) panel graph.
+    """Return the panel as an uncompiled `StateGraph`: one request to models of distinct families, then a decision.
+
+    Its input is a `PanelInput` (build one with `panel_input` or `question_input`), its output a `PanelOutput`
+    (`answer`, `panelists`, `arbitrator`, `decision`, ...), its knobs a `PanelContext` (per-call time limits). In
+    `mode` "debate" the answers are decided by the arbitrator's synthesis or another `rule`; "panel" returns every
+    answer labelled; "single" asks one model with fallbacks.
 
     Args:
         panelist_retry: retry policy of each panelist branch; the per-call time limit is the run
             context's `panelist_timeout`.
 
+    Returns:
+        The `StateGraph` builder, not yet compiled.
+
+    Raises:
+        ValueError: (when the graph runs) an unknown `mode`, or a raw panel asked for tools or JSON it cannot give.
+        TooFewFamiliesError, TooFewPanelistsError, AllModelsFailedError: (when the graph runs) the panel cannot
+            be seated, too few panelists answered, or every arbitrator failed.
+
     Example:
         ```python
-        graph = build_panel_graph().compile()
+        # docs/python.md, hello_panel.py: the router/debate preset's models, the deployment's arbitrator
+        graph = parley.build_panel_graph().compile()
+        out = await graph.ainvoke(parley.question_input("Monolith or microservices for a team of five?"))
+        out["answer"], out["panelists"], out["arbitrator"]
+
+        # models of your choosing, each panelist call limited to a minute
         out = await graph.ainvoke(
-            {"messages": [{"role": "user", "content": "Explain the CAP theorem"}],
-             "models": ["openai:gpt-5", "anthropic:claude-sonnet-4-5", "google:gemini-2.5-pro"],
-             "arbitrators": ["anthropic:claude-opus-4-5"]},
-            context=PanelContext(panelist_timeout=60),
+            parley.panel_input([{"role": "user", "content": "Explain the CAP theorem"}],
+                               models=["openai:gpt-5", "anthropic:claude-sonnet-4-5", "google:gemini-2.5-pro"],
+                               arbitrators=["anthropic:claude-opus-4-5"]),
+            context=parley.PanelContext(panelist_timeout=60),
         )
-        out["answer"], out["panelists"]
         ```
     """
     builder = StateGraph(PanelState, context_schema=PanelContext, input_schema=PanelInput, output_schema=PanelOutput)
@@ -242,13 +259,38 @@ def panel_input(
     answer_format: AnswerFormat | None = None,
     panelist_tools: list[str] | None = None,
 ) -> PanelInput:
-    """The panel graph's input for `messages` (what the chat completions route, `parley ask` and the designer run
-    `graph` on); the answers needed to go on are the panel's default, never more than its seats. `rule`,
-    `answer_rule` and `seed` say how a debate decides (`graphs.panel.rules`); `tools` and `answer_format` are what
-    the answer may call and the JSON it must be, `panelist_tools` the grants the panelists may call (see `PanelInput`).
+    """Return the panel graph's input (a `PanelInput`) for a conversation: every field set, the defaults filled in.
+
+    What the chat completions route, `parley ask` and the designer run the panel graph on. The answers needed to go
+    on are the panel's default, never more than its seats.
+
+    Args:
+        messages: the conversation, OpenAI-style `{role, content}`.
+        models: the fallback list the panelists are chosen from (`provider:model`); empty: the `router/debate`
+            preset's (`PARLEY_DEBATE_MODELS`).
+        arbitrators: the arbitrator candidates in order; empty: the deployment's (`PARLEY_ARBITRATOR_MODEL`).
+        panel_size: the seats, 2 to 7.
+        mode: "debate" (a decision), "panel" (every answer labelled) or "single" (one model with fallbacks).
+        allow_same_family: fill seats the families cannot by sampling the models again (see `PanelInput`).
+        system_prompt, arbitrator_prompt: the caller's instructions to every panelist; a replacement of the
+            arbitrator's own.
+        temperature, max_tokens: the panelists' sampling knobs.
+        rule, answer_rule, seed: how a debate decides (`graphs.panel.rules`): `synthesis`, `vote` (answers read by
+            `answer_rule`), `rank` (reviewers' orders seeded by `seed`) or `best-of-n`.
+        tools, answer_format: what the answer may call, and the JSON it must be.
+        panelist_tools: the grants the panelists may call (`nodes.tools`).
+
+    Returns:
+        The input dict for `build_panel_graph().compile().ainvoke(...)`.
 
     Raises:
         ValueError: a raw panel asked for what it cannot answer (`unanswerable`).
+
+    Example:
+        >>> import parley
+        >>> panel = parley.panel_input([{"role": "user", "content": "Explain CAP"}], panel_size=3, rule="vote")
+        >>> panel["mode"], panel["rule"], panel["min_successes"]
+        ('debate', 'vote', 2)
     """
     dumped = (tools.dump() if tools else None, answer_format.dump() if answer_format else None)
     if reason := unanswerable(mode, *dumped):
@@ -288,9 +330,27 @@ def question_input(
     rule: Rule = DEFAULT_RULE,
     answer_rule: str | None = None,
 ) -> PanelInput:
-    """The panel graph's input for one question (what `panel_node` and the designer's `debate` and `panel` node
-    types run `graph` on), in `mode` "debate" or "panel"; the arbitrators default to `default_arbitrator`. A debate
-    decides by `rule` (`graphs.panel.rules`)."""
+    """Return the panel graph's input (a `PanelInput`) for one question, in `mode` "debate" or "panel".
+
+    What `panel_node` and the designer's `debate` and `panel` node types run the panel graph on. The arguments are
+    `panel_input`'s; the arbitrators default to `default_arbitrator`, and a debate decides by `rule`
+    (`graphs.panel.rules`).
+
+    Returns:
+        The input dict for `build_panel_graph().compile().ainvoke(...)`.
+
+    Raises:
+        ValueError: a `mode` other than "debate" or "panel", or an empty question.
+
+    Example:
+        >>> import parley
+        >>> parley.question_input("Tabs or spaces?", mode="panel")["messages"]
+        [{'role': 'user', 'content': 'Tabs or spaces?'}]
+        >>> parley.question_input("  ")
+        Traceback (most recent call last):
+        ...
+        ValueError: the debate node needs a question
+    """
     if mode not in ("debate", "panel"):
         raise ValueError(f"mode must be 'debate' or 'panel', not {mode!r}")
     if question is None or not str(question).strip():
@@ -327,6 +387,25 @@ def panel_node(
     `models` is None (so a fresh install's one embedded model fills the panel), and is off otherwise.
     Usage lands in the calling graph's ledger; the panel's stream events (arbitrator tokens as
     `{"event": "chunk"}`, `{"event": "panelist"}` progress) reach a caller that streams with `subgraphs=True`.
+
+    Args:
+        models, arbitrators, panel_size, system_prompt, arbitrator_prompt, allow_same_family, rule, answer_rule:
+            the panel's, as `question_input` takes them.
+        input_key, output_key: the state keys of the question and of the answer.
+        mode: "debate" (a decision) or "panel" (every answer labelled).
+
+    Returns:
+        The async node `(state, runtime) -> {output_key: answer}`.
+
+    Raises:
+        ValueError: a `mode` other than "debate" or "panel"; (when the node runs) no question in `input_key`.
+
+    Example:
+        ```python
+        # docs/python.md, panel_then_table.py and stream_events.py
+        builder = StateGraph(Decision, context_schema=parley.RunContext)
+        builder.add_node("panel", parley.panel_node(input_key="question", output_key="verdict"))
+        ```
     """
     if mode not in ("debate", "panel"):
         raise ValueError(f"mode must be 'debate' or 'panel', not {mode!r}")

@@ -48,7 +48,7 @@ from parley.nodes.events import emit, event_writer
 from parley.nodes.fan_out import FanOut
 from parley.nodes.speak import chunk_event, say
 
-# The raw panel's wire format (seed contract): each answer under its model's name, separated by rules.
+# The raw panel's wire format (the panel contract): each answer under its model's name, separated by rules.
 PANEL_BLOCK = "**{model}**\n\n{answer}"
 PANEL_SEPARATOR = "\n\n---\n\n"
 PANEL_SPEAKER = {"id": "panel", "name": "panel"}  # who "speaks" the assembled raw panel's blocks

@@ -248,7 +248,29 @@ def estimate_minimum_tokens(inputs: RoundTableInput, ctx: RoundTableContext | No
 
 
 def build_round_table_graph() -> StateGraph:
-    """Return the (uncompiled) round-table graph; compile it, or nest it in a larger workflow."""
+    """Return the round table as an uncompiled `StateGraph`: persona agents and a devil's advocate debate in rounds.
+
+    Its input is a `RoundTableInput` (`question`, `agents`, optional `topic` and `history`), its output a
+    `RoundTableOutput` (`synthesis`, `total_rounds`, `rounds`, `transcript`, `memories`, ...), its knobs a
+    `RoundTableContext` (`max_rounds`, `convergence_threshold`, `max_seats`, ...). The graph seats a built-in devil's
+    advocate when the agents have none. Compile it, or add the compiled graph as a node of a larger graph: it reads
+    and writes the keys it shares with that graph's state.
+
+    Returns:
+        The `StateGraph` builder, not yet compiled.
+
+    Example:
+        ```python
+        # docs/python.md, panel_then_table.py: the compiled table as a node of your own graph
+        builder.add_node("table", parley.build_round_table_graph().compile())
+
+        # or on its own
+        table = parley.build_round_table_graph().compile()
+        out = await table.ainvoke({"question": "Open in Lyon now?", "agents": agents},
+                                  context=parley.RoundTableContext(max_rounds=2))
+        out["synthesis"]["recommendedAction"], out["total_rounds"]
+        ```
+    """
     builder = StateGraph(
         RoundTableState, context_schema=RoundTableContext, input_schema=RoundTableInput,
         output_schema=RoundTableOutput,

@@ -1,4 +1,4 @@
-"""Duel runs (seeds/duel-sse-api.md): the duel graph's events as the seed's SSE events, and the `debates` record.
+"""Duel runs: the duel graph's events as the duel contract's SSE events (docs/api.md), and the `debates` record.
 
 The debate id is the run id. The record is written `in_progress` before the run starts; the opponent and
 each message are written once, as the run's `init` and `message` events, each sent only once it is stored
@@ -106,9 +106,9 @@ class DuelRun(ModeRun):
     def translate(self, mode: str, part: Any) -> Iterable[Emit]:
         kind = part.get("event")
         if kind == "chunk" and part["speaker"]["id"] == HUMAN_ID:
-            return  # a person's message goes out whole, as `human` (the seed's chunks are the debaters')
+            return  # a person's message goes out whole, as `human` (the contract's chunks are the debaters')
         if kind == "chunk":
-            yield Emit("chunk", {"role": part["speaker"]["id"], "content": part["content"]})  # the seed's chunk
+            yield Emit("chunk", {"role": part["speaker"]["id"], "content": part["content"]})  # the contract's chunk
         elif kind in TOOL_EVENTS:  # a side's call of a tool it was granted, and its result
             yield Emit(kind, {"role": part["speaker"]["id"],
                               **{k: v for k, v in part.items() if k not in ("event", "speaker", "round")}})

@@ -1,4 +1,4 @@
-"""Panel runs (seeds/panel-debate-mode.md): the panel graph behind one chat completion.
+"""Panel runs (the panel contract, docs/api.md): the panel graph behind one chat completion.
 
 The run's events are the graph's own (`panelists`, `panelist` with each answer, `answering`, `fallback`,
 `chunk`, `tool_call` with each piece of a tool call the answer makes; a debate's `decision`, with `review` and
@@ -64,7 +64,7 @@ def usage_body(ledger: UsageLedger) -> dict[str, int]:
 
 
 def meta_body(plan: dict[str, Any], result: dict[str, Any], ledger: UsageLedger, latency_ms: int) -> dict[str, Any]:
-    """The `_meta` object of the seed contract: cost, tokens, latency and who answered.
+    """The `_meta` object of the panel contract: cost, tokens, latency and who answered.
 
     A panel filled by resampling (allowSameFamily) says so with `sameFamily: true`; its panelists' `model`
     is each seat's label (`local:smollm2`, `local:smollm2 #2`, ...). A debate adds its `rule` and `decision`

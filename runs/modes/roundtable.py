@@ -1,4 +1,4 @@
-"""Round-table runs (seeds/round-table-conversations.md): one question put to a conversation's table.
+"""Round-table runs (the round-table contract, docs/api.md): one question put to a conversation's table.
 
 Before the run (`services.roundtable`): the table is seated, a minimum debate reserved from the workspace's
 token allowance, and the question stored as the conversation's next exchange. The run's events are the graph's own
@@ -31,7 +31,7 @@ from parley.store import conversations as conv_store
 
 
 def seed_chunk(event: dict[str, Any]) -> dict[str, Any]:
-    """A `chunk` of the one shape (`nodes.speak`) as the seed's round-table chunk: the agent, the round, the text;
+    """A `chunk` of the one shape (`nodes.speak`) as the round-table contract's chunk: the agent, the round, the text;
     a `tool_call` or `tool_result` (`nodes.tools`) the same way, the agent and round first, then its own fields."""
     speaker = event["speaker"]
     return {"agentId": speaker["id"], "agentName": speaker["name"], "roundNumber": event["round"],
@@ -62,8 +62,8 @@ def human_event(message: dict[str, Any]) -> dict[str, Any]:
 def transcript_messages(exchange: int, transcript: list[dict[str, Any]],
                         human: list[dict[str, Any]] = ()) -> list[dict[str, Any]]:
     """The agents' turns (and a person's messages, `human` events) as conversation messages, chronological as
-    the seed lists them: a round's turns in the order they finished, a person's message before the round that
-    first saw it."""
+    the round-table contract lists them: a round's turns in the order they finished, a person's message before the
+    round that first saw it."""
     said = [{**m, "senderType": "user"} for m in human] + list(transcript)
     ordered = sorted(said, key=lambda m: (m["roundNumber"], m.get("createdAt", "")))
     return [

@@ -1,4 +1,4 @@
-"""The duel over HTTP (seeds/duel-sse-api.md): the SSE contract, errors, storage, replay and start-up recovery."""
+"""The duel over HTTP: the duel contract's SSE events (docs/api.md), errors, storage, replay and start-up recovery."""
 
 from __future__ import annotations
 
@@ -209,7 +209,7 @@ def test_without_a_debate_key_the_answer_is_exactly_unauthorized(http, make_key,
 def test_bad_bodies_get_400_naming_the_problem(http, make_key, sync_db, body, error):
     resp = http.post("/api/debate", json=body, headers=auth(make_key(["debate"])))
     assert resp.status_code == 400
-    # The seed's own refusals keep its exact body; Parley's other messages add a machine code.
+    # The contract's own refusals keep its exact body; Parley's other messages add a machine code.
     seed_exact = error == "Missing topic or userProfile"
     assert resp.json() == ({"error": error} if seed_exact else {"error": error, "code": "invalid_request"})
     assert sync_db.debates.count_documents({}) == 0

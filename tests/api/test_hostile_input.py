@@ -96,7 +96,7 @@ def error_code(path: str, body: Any) -> str | None:
     if isinstance(body["error"], dict):  # OpenAI's family
         return body["error"].get("code")
     if body["error"] in SEED_EXACT_MESSAGES and "code" not in body:
-        return "seed"  # a seed's verbatim refusal: its clients compare the body exactly
+        return "seed"  # a mode contract's verbatim refusal: its clients compare the body exactly
     return body.get("code")
 
 

@@ -102,7 +102,7 @@ def test_schemathesis_finds_nothing(parley, http, make_key, sync_db):
     """Every phase (examples, coverage, fuzzing, stateful through the links) and every check, on a fixed seed and
     a small, fixed number of examples per operation, against the real app and the scripted model server."""
     key = make_key(("admin",))
-    # Two agents, so that a round-table question (reached through the links) can run rather than fail as the seed says.
+    # Two agents, so that a round-table question (reached through the links) can run rather than fail as the round-table contract says.
     for name in ("Claire", "Marc"):
         assert http.post("/v1/agents", json={"name": name}, headers={"Authorization": f"Bearer {key}"}).status_code == 201
     config = schemathesis.Config.from_dict({

@@ -1,4 +1,4 @@
-"""Round-table HTTP contract (seeds/round-table-conversations.md) over real HTTP, scripted model, real database."""
+"""Round-table HTTP contract (the round-table contract, docs/api.md) over real HTTP, scripted model, real database."""
 
 from __future__ import annotations
 
@@ -229,7 +229,7 @@ def test_debate_is_stored_and_billed(http, key, table, sync_db, llm):
     assert (meta["phase"], meta["roundNumber"], meta["isDevilsAdvocate"]) == ("debate", 1, True)
     synthesizer = detail["messages"][-1]
     assert synthesizer["metadata"]["recommendedAction"] in synthesizer["content"]
-    # The seed's `debates`: debate rounds only, each with a numeric score; round 0 sits apart, unscored.
+    # The contract's `debates`: debate rounds only, each with a numeric score; round 0 sits apart, unscored.
     assert [d["roundNumber"] for d in detail["debates"]] == [1]
     assert set(detail["debates"][0]) == {"id", "exchange", "roundNumber", "convergenceScore", "usage", "createdAt"}
     assert isinstance(detail["debates"][0]["convergenceScore"], float)

@@ -1,5 +1,5 @@
 """A duel's stream token (`?token=` of its events URL) works while the duel runs and PARLEY_STREAM_TOKEN_GRACE
-seconds after it ended; expired, it is answered as a wrong token is (seeds/duel-sse-api.md: 401 Unauthorized)."""
+seconds after it ended; expired, it is answered as a wrong token is (the duel contract: 401 Unauthorized)."""
 
 from __future__ import annotations
 
