@@ -48,14 +48,14 @@ class WorkflowIssue(BaseModel):
     detail: Any = None
 
 
-class SeedError(BaseModel):
-    """The duel seed's error body (`/api/...`): `{"error": "<message>"}`, with `retryAfter` on a 429. The refusals
-    the seed spells out have exactly that body; Parley's others add a `code`."""
+class DuelError(BaseModel):
+    """The duel contract's error body (`/api/...`): `{"error": "<message>"}`, with `retryAfter` on a 429. The refusals
+    the original API spells out have exactly that body; Parley's others add a `code`."""
 
     model_config = ConfigDict(extra="forbid")
 
     error: str = Field(description="What went wrong, for a person to read.")
-    code: str | None = Field(None, description="A stable machine code, absent on the seed's own refusals.")
+    code: str | None = Field(None, description="A stable machine code, absent on the original API's own refusals.")
     retryAfter: int | None = Field(None, description="Seconds to wait before trying again (429 only).")
     details: list[ValidationIssue] | None = Field(None, description="Each bad field (a malformed query only).")
     field: str | None = Field(None, description="The budget field at fault (`invalid_budget`).")
@@ -71,7 +71,7 @@ class ParleyError(BaseModel):
 
     error: str = Field(description="What went wrong, for a person to read.")
     code: str | None = Field(None, description="A stable machine code, e.g. `scope_denied`, `run_not_found`; absent "
-                             "only on the round-table seed's own refusals.")
+                             "only on the round-table contract's own refusals.")
     details: list[ValidationIssue] | None = Field(None, description="Each bad field of an invalid request.")
     errors: list[WorkflowIssue] | None = Field(None, description="Each problem of a workflow or of its input.")
 
@@ -96,7 +96,7 @@ def error_model(path: str) -> type[BaseModel]:
     """The error body model of the API family `path` belongs to (the shape `api.errors.error_body` renders)."""
     if path.startswith(OPENAI_STYLE_PREFIXES):
         return OpenAIError
-    return SeedError if path.startswith(SEED_STYLE_PREFIXES) else ParleyError
+    return DuelError if path.startswith(SEED_STYLE_PREFIXES) else ParleyError
 
 
 # --- what routes declare -----------------------------------------------------------------------------

@@ -95,7 +95,7 @@ async def delete_conversation(conversation_id: str, principal: Writer, db: Db) -
              (409, "The Idempotency-Key was used for another question, or its debate is still being set up."),
              (429, "More calls on this route than its rate allows."),
              (500, "The debate could not run: no agents in the workspace, an exhausted token allowance, or a "
-                   "model failure (the seed's contract; the message says which).")),
+                   "model failure (the round-table contract's; the message says which).")),
 })
 async def post_message(
     conversation_id: str,

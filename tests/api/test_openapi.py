@@ -59,7 +59,7 @@ def test_committed_spec_is_current():
 
 def test_every_error_answer_has_its_familys_body():
     spec = create_app().openapi()
-    families = {"/api/": "SeedError", "/v1/chat/": "OpenAIError", "/v1/routers": "OpenAIError",
+    families = {"/api/": "DuelError", "/v1/chat/": "OpenAIError", "/v1/routers": "OpenAIError",
                 "/v1/agents": "ParleyError", "/v1/runs": "ParleyError", "/v1/workflows": "ParleyError"}
     for path, item in spec["paths"].items():
         for method, op in item.items():

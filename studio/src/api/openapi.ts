@@ -1344,6 +1344,56 @@ export interface components {
                 [key: string]: unknown;
             };
         };
+        /**
+         * DuelError
+         * @description The duel contract's error body (`/api/...`): `{"error": "<message>"}`, with `retryAfter` on a 429. The refusals
+         *     the original API spells out have exactly that body; Parley's others add a `code`.
+         */
+        DuelError: {
+            /**
+             * Error
+             * @description What went wrong, for a person to read.
+             */
+            error: string;
+            /**
+             * Code
+             * @description A stable machine code, absent on the original API's own refusals.
+             * @default null
+             */
+            code: string | null;
+            /**
+             * Retryafter
+             * @description Seconds to wait before trying again (429 only).
+             * @default null
+             */
+            retryAfter: number | null;
+            /**
+             * Details
+             * @description Each bad field (a malformed query only).
+             * @default null
+             */
+            details: components["schemas"]["ValidationIssue"][] | null;
+            /**
+             * Field
+             * @description The budget field at fault (`invalid_budget`).
+             * @default null
+             */
+            field: string | null;
+            /**
+             * Minimum
+             * @description The least budget one round and the verdict need (`budget_too_small`): `maxTokens`, `maxCost` or `maxSeconds`.
+             * @default null
+             */
+            minimum: {
+                [key: string]: number;
+            } | null;
+            /**
+             * Short
+             * @description The budget fields below that minimum (`budget_too_small`).
+             * @default null
+             */
+            short: string[] | null;
+        };
         /** DuelInputs */
         DuelInputs: {
             /**
@@ -1977,7 +2027,7 @@ export interface components {
             error: string;
             /**
              * Code
-             * @description A stable machine code, e.g. `scope_denied`, `run_not_found`; absent only on the round-table seed's own refusals.
+             * @description A stable machine code, e.g. `scope_denied`, `run_not_found`; absent only on the round-table contract's own refusals.
              * @default null
              */
             code: string | null;
@@ -2379,56 +2429,6 @@ export interface components {
             type: "score_convergence";
             config?: components["schemas"]["ScoreConvergenceConfig"];
             inputs?: components["schemas"]["ScoreConvergenceInputs"];
-        };
-        /**
-         * SeedError
-         * @description The duel seed's error body (`/api/...`): `{"error": "<message>"}`, with `retryAfter` on a 429. The refusals
-         *     the seed spells out have exactly that body; Parley's others add a `code`.
-         */
-        SeedError: {
-            /**
-             * Error
-             * @description What went wrong, for a person to read.
-             */
-            error: string;
-            /**
-             * Code
-             * @description A stable machine code, absent on the seed's own refusals.
-             * @default null
-             */
-            code: string | null;
-            /**
-             * Retryafter
-             * @description Seconds to wait before trying again (429 only).
-             * @default null
-             */
-            retryAfter: number | null;
-            /**
-             * Details
-             * @description Each bad field (a malformed query only).
-             * @default null
-             */
-            details: components["schemas"]["ValidationIssue"][] | null;
-            /**
-             * Field
-             * @description The budget field at fault (`invalid_budget`).
-             * @default null
-             */
-            field: string | null;
-            /**
-             * Minimum
-             * @description The least budget one round and the verdict need (`budget_too_small`): `maxTokens`, `maxCost` or `maxSeconds`.
-             * @default null
-             */
-            minimum: {
-                [key: string]: number;
-            } | null;
-            /**
-             * Short
-             * @description The budget fields below that minimum (`budget_too_small`).
-             * @default null
-             */
-            short: string[] | null;
         };
         /** SelectOpponentConfig */
         SelectOpponentConfig: {
@@ -3040,7 +3040,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["SeedError"];
+                    "application/json": components["schemas"]["DuelError"];
                 };
             };
             /** @description No key, an unknown key, or one without the `debate` scope. */
@@ -3049,7 +3049,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["SeedError"];
+                    "application/json": components["schemas"]["DuelError"];
                 };
             };
             /** @description The budget (or the workspace's default) is too small for one round and the verdict (`budget_too_small`, with `minimum`). */
@@ -3058,7 +3058,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["SeedError"];
+                    "application/json": components["schemas"]["DuelError"];
                 };
             };
             /** @description The key is read-only. */
@@ -3067,7 +3067,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["SeedError"];
+                    "application/json": components["schemas"]["DuelError"];
                 };
             };
             /** @description The body exceeds 24 KB. */
@@ -3076,7 +3076,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["SeedError"];
+                    "application/json": components["schemas"]["DuelError"];
                 };
             };
             /** @description More than 8 debates a minute for this user; `retryAfter` says when to retry. */
@@ -3087,7 +3087,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["SeedError"];
+                    "application/json": components["schemas"]["DuelError"];
                 };
             };
             /** @description The debate could not be started. */
@@ -3096,7 +3096,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["SeedError"];
+                    "application/json": components["schemas"]["DuelError"];
                 };
             };
             /** @description The database is unreachable. */
@@ -3105,7 +3105,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["SeedError"];
+                    "application/json": components["schemas"]["DuelError"];
                 };
             };
         };
@@ -3143,7 +3143,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["SeedError"];
+                    "application/json": components["schemas"]["DuelError"];
                 };
             };
             /** @description No API key, or an unknown one. */
@@ -3152,7 +3152,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["SeedError"];
+                    "application/json": components["schemas"]["DuelError"];
                 };
             };
             /** @description The database is unreachable. */
@@ -3161,7 +3161,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["SeedError"];
+                    "application/json": components["schemas"]["DuelError"];
                 };
             };
         };
@@ -3194,7 +3194,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["SeedError"];
+                    "application/json": components["schemas"]["DuelError"];
                 };
             };
             /** @description No API key, or an unknown one. */
@@ -3203,7 +3203,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["SeedError"];
+                    "application/json": components["schemas"]["DuelError"];
                 };
             };
             /** @description Nothing with this id in the caller's workspace. */
@@ -3212,7 +3212,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["SeedError"];
+                    "application/json": components["schemas"]["DuelError"];
                 };
             };
             /** @description The database is unreachable. */
@@ -3221,7 +3221,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["SeedError"];
+                    "application/json": components["schemas"]["DuelError"];
                 };
             };
         };
@@ -3256,7 +3256,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["SeedError"];
+                    "application/json": components["schemas"]["DuelError"];
                 };
             };
             /** @description No key and no stream token, an unknown key, or a wrong or expired stream token (it expires PARLEY_STREAM_TOKEN_GRACE seconds, an hour by default, after the debate ended). */
@@ -3265,7 +3265,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["SeedError"];
+                    "application/json": components["schemas"]["DuelError"];
                 };
             };
             /** @description Nothing with this id in the caller's workspace. */
@@ -3274,7 +3274,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["SeedError"];
+                    "application/json": components["schemas"]["DuelError"];
                 };
             };
             /** @description The database is unreachable. */
@@ -3283,7 +3283,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["SeedError"];
+                    "application/json": components["schemas"]["DuelError"];
                 };
             };
         };
@@ -5643,7 +5643,7 @@ export interface operations {
                     "application/json": components["schemas"]["ParleyError"];
                 };
             };
-            /** @description The debate could not run: no agents in the workspace, an exhausted token allowance, or a model failure (the seed's contract; the message says which). */
+            /** @description The debate could not run: no agents in the workspace, an exhausted token allowance, or a model failure (the round-table contract's; the message says which). */
             500: {
                 headers: {
                     [name: string]: unknown;
