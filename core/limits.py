@@ -35,6 +35,18 @@ MAX_CHAT_MESSAGES = 2048
 # format's name (OpenAI's `^[A-Za-z0-9_-]{1,64}$`).
 MAX_TOOLS = 128
 MAX_TOOL_NAME_CHARS = 64
+# What one JSON Schema a request carries (a `response_format`'s, a tool's `parameters`) may hold: subschemas (every
+# object in it), properties and enum values over all of it (OpenAI's structured outputs allow 5,000 and 1,000), the
+# characters of one `pattern` (matched by a regex engine without backtracking, `llm.formats`). Checked off the
+# event loop, before any model call.
+MAX_SCHEMA_SUBSCHEMAS = 10_000
+MAX_SCHEMA_PROPERTIES = 5_000
+MAX_SCHEMA_ENUM_VALUES = 1_000
+MAX_PATTERN_CHARS = 1_000
+# A designer workflow's nodes, and its routes (each `next` target and `when` case), checked before its document is
+# parsed (a 24,000-node workflow took 8 s to check): far beyond any workflow a person draws.
+MAX_WORKFLOW_NODES = 200
+MAX_WORKFLOW_ROUTES = 1_000
 # Lists a route's body may hold, checked where the body enters (before any model of it is built): path → field →
 # most items.
 ROUTE_LIST_ITEMS = {"/v1/chat/completions": {"messages": MAX_CHAT_MESSAGES, "tools": MAX_TOOLS}}

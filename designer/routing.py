@@ -5,11 +5,11 @@ Shared by the validator (reachability, loops without an exit) and the compiler (
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from parley.core.patterns import PatternError, user_pattern
 from parley.designer.spec import END, AwaitNode, ConditionNode, Predicate, WorkflowSpec
 from parley.designer.templates import MissingValue, lookup
 
@@ -93,7 +93,7 @@ def evaluate(op: str, actual: Any, expected: Any) -> bool:
             case "not_contains":
                 return actual is None or expected not in actual
             case "matches":
-                return isinstance(actual, str) and re.search(expected, actual) is not None
+                return isinstance(actual, str) and user_pattern(expected).search(actual) is not None
             case "truthy":
                 return bool(actual)
             case "falsy":
@@ -123,7 +123,7 @@ def check_operand(op: str, value: Any) -> str | None:
         if not isinstance(value, str):
             return "'matches' needs a regular expression as value"
         try:
-            re.compile(value)
-        except re.error as exc:
+            user_pattern(value)
+        except PatternError as exc:
             return f"bad regular expression: {exc}"
     return None

@@ -2,9 +2,15 @@
 where a request names it, told to each endpoint in its own dialect, and held against the answer.
 
     fmt = AnswerFormat.from_request({"type": "json_schema", "json_schema": {"name": "event", "schema": {...}}})
-    fmt.problem('{"name": 3}')   # -> "at $.name: 3 is not of type 'string'" (None when the answer conforms)
+    fmt.problem('{"name": 3}')   # -> 'at $.name: 3 is not of type "string"' (None when the answer conforms)
 
-Every JSON Schema a request carries (a format's, a tool's parameters) is checked here too (`check_schema`).
+Every JSON Schema a request carries (a format's, a tool's parameters) is checked here too (`check_schema`), within
+bounds (`core.limits`: subschemas, properties, enum values, pattern length), before any model is called: its
+references stay inside it (nothing is fetched) and never loop without reaching into the answer (`{"allOf": [{"$ref":
+"#"}]}` could check no answer), and its `pattern`s compile. Schemas are checked and answers validated by
+jsonschema-rs (Rust), whose patterns run on Rust's `regex` engine: linear in the text, no backtracking, so no pattern
+and answer can hold a worker (a pattern it cannot compile, with lookaround or a backreference, is refused naming
+it). Checking a large schema is still CPU work: callers run `check_schema` off the event loop.
 """
 
 from __future__ import annotations
@@ -12,34 +18,178 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Literal
+from urllib.parse import unquote
 
-from jsonschema import Draft202012Validator, SchemaError
-from jsonschema.exceptions import relevance
-from jsonschema.validators import validator_for
+import jsonschema_rs
 
-from parley.core.limits import MAX_TOOL_NAME_CHARS
+from parley.core.limits import (
+    MAX_PATTERN_CHARS,
+    MAX_SCHEMA_ENUM_VALUES,
+    MAX_SCHEMA_PROPERTIES,
+    MAX_SCHEMA_SUBSCHEMAS,
+    MAX_TOOL_NAME_CHARS,
+)
 
-# Validation errors an answer's problem names (the first ones, by relevance): enough to repair it, short to read.
+# Validation errors an answer's problem names (the first ones): enough to repair it, short to read.
 MAX_PROBLEMS = 3
 NAME = re.compile(rf"^[A-Za-z0-9_-]{{1,{MAX_TOOL_NAME_CHARS}}}$")
 
 StructuredMethod = Literal["json_schema", "json_object_schema", "function_calling"]
 
+# Keywords whose values are data, not subschemas: never walked for references or patterns.
+_DATA = frozenset({"const", "enum", "default", "examples"})
+# Keywords whose subschemas apply to the same value as the schema holding them (a loop through these alone never
+# ends); the others (`properties`, `items`, ...) reach into the value, so recursion through them ends with it.
+_IN_PLACE = frozenset({"allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas", "$ref",
+                       "$dynamicRef", "$recursiveRef"})
+_REFS = ("$ref", "$dynamicRef", "$recursiveRef")
+# The drafts a schema may name in `$schema` (none: 2020-12); any other would have to be fetched, and nothing is.
+DRAFTS = ("https://json-schema.org/draft/2020-12/schema", "https://json-schema.org/draft/2019-09/schema",
+          "http://json-schema.org/draft-07/schema", "http://json-schema.org/draft-06/schema",
+          "http://json-schema.org/draft-04/schema")
+# Regex options of every validator: Rust's `regex` crate (no backtracking), its compiled size bounded.
+_REGEX = jsonschema_rs.RegexOptions(size_limit=8 << 20, dfa_size_limit=8 << 20)
+
+
+def _no_fetching(uri: str) -> Any:
+    raise ValueError(f"{uri} is outside the schema; only references within it (#...) are followed")
+
+
+def _validator(schema: dict[str, Any]) -> Any:
+    return jsonschema_rs.validator_for(schema, pattern_options=_REGEX, retriever=_no_fetching)
+
+
+@lru_cache(maxsize=256)
+def _cached_validator(text: str) -> Any:
+    return _validator(json.loads(text))
+
+
+def _pointer(ref: str) -> str:
+    """The JSON pointer of a local reference `#/a/b` (`#` is the root), its escapes undone."""
+    return unquote(ref[1:])
+
+
+def _walk(schema: dict[str, Any]) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Every subschema of `schema` by JSON pointer, and the problems of its size, references and patterns."""
+    found: dict[str, dict[str, Any]] = {}
+    problems: list[str] = []
+    properties = enum_values = 0
+    stack: list[tuple[Any, str]] = [(schema, "")]
+    while stack and not problems:
+        node, where = stack.pop()
+        if isinstance(node, list):
+            stack.extend((item, f"{where}/{i}") for i, item in enumerate(node))
+            continue
+        if not isinstance(node, dict):
+            continue
+        found[where] = node
+        if len(found) > MAX_SCHEMA_SUBSCHEMAS:
+            problems.append(f"holds more than {MAX_SCHEMA_SUBSCHEMAS} subschemas")
+            break
+        if isinstance(node.get("properties"), dict):
+            properties += len(node["properties"])
+        if isinstance(node.get("enum"), list):
+            enum_values += len(node["enum"])
+        if properties > MAX_SCHEMA_PROPERTIES:
+            problems.append(f"holds more than {MAX_SCHEMA_PROPERTIES} properties")
+        if enum_values > MAX_SCHEMA_ENUM_VALUES:
+            problems.append(f"holds more than {MAX_SCHEMA_ENUM_VALUES} enum values")
+        patterns = [node["pattern"]] if isinstance(node.get("pattern"), str) else []
+        if isinstance(node.get("patternProperties"), dict):
+            patterns += list(node["patternProperties"])
+        problems += [f"a pattern at #{where} is {len(p)} characters long; at most {MAX_PATTERN_CHARS} are accepted"
+                     for p in patterns if len(p) > MAX_PATTERN_CHARS]
+        draft = node.get("$schema")
+        if where and draft is not None and (not isinstance(draft, str) or draft.rstrip("#") not in DRAFTS):
+            problems.append(f"names an unknown draft in $schema at #{where} ({draft!r})")
+        for key in _REFS:
+            ref = node.get(key)
+            if isinstance(ref, str) and not ref.startswith("#"):
+                problems.append(f"{key} {ref!r} at #{where} points outside the schema; only references within it "
+                                "(#...) are followed")
+        for key, value in node.items():
+            if key not in _DATA and isinstance(value, dict | list):
+                stack.append((value, f"{where}/{key.replace('~', '~0').replace('/', '~1')}"))
+    return found, problems
+
+
+def _target(ref: str, found: dict[str, dict[str, Any]]) -> str | None:
+    """The pointer a local reference names: `#/a/b`, or an anchor `#name` (`$anchor`, `$dynamicAnchor`)."""
+    if ref == "#" or ref.startswith("#/"):
+        pointer = _pointer(ref)
+        return pointer if pointer in found else None
+    name = ref[1:]
+    return next((where for where, node in found.items()
+                 if name in (node.get("$anchor"), node.get("$dynamicAnchor"))), None)
+
+
+def _in_place_loop(found: dict[str, dict[str, Any]]) -> list[str] | None:
+    """A chain of subschemas that apply to the same value and lead back to its start, or None when there is none."""
+    edges: dict[str, list[str]] = {}
+    for where, node in found.items():
+        nxt = []
+        for key in _IN_PLACE:
+            value = node.get(key)
+            if key in _REFS:
+                if isinstance(value, str) and (target := _target(value, found)) is not None:
+                    nxt.append(target)
+            elif isinstance(value, dict):
+                nxt += [f"{where}/{key}"] if key != "dependentSchemas" else [
+                    f"{where}/{key}/{name}" for name in value]
+            elif isinstance(value, list):
+                nxt += [f"{where}/{key}/{i}" for i in range(len(value))]
+        edges[where] = [n for n in nxt if n in found]
+    state: dict[str, int] = {}  # 1 on the path being walked, 2 done
+    for start in found:
+        if state.get(start):
+            continue
+        path, iters = [start], [iter(edges[start])]
+        state[start] = 1
+        while path:
+            step = next(iters[-1], None)
+            if step is None:
+                state[path.pop()] = 2
+                iters.pop()
+            elif state.get(step) == 1:
+                return [*path[path.index(step):], step]
+            elif not state.get(step):
+                state[step] = 1
+                path.append(step)
+                iters.append(iter(edges[step]))
+    return None
+
 
 def check_schema(schema: Any, where: str) -> None:
-    """Refuse what is not a JSON Schema object (by its `$schema`'s draft, else 2020-12), naming `where` it was.
+    """Refuse what is not a usable JSON Schema object (by its `$schema`'s draft, else 2020-12), naming `where` it was:
+    too large, a reference outside it or looping in place, a pattern that cannot be compiled, or no valid schema.
 
     Raises:
-        ValueError: `schema` is no object, or no valid JSON Schema.
+        ValueError: the first problem found, naming where.
     """
     if not isinstance(schema, dict):
         raise ValueError(f"{where} must be a JSON Schema object")
+    draft = schema.get("$schema")
+    if draft is not None and (not isinstance(draft, str) or draft.rstrip("#") not in DRAFTS):
+        raise ValueError(f"{where}.$schema must name a JSON Schema draft ({', '.join(DRAFTS)}), not {draft!r}")
+    found, problems = _walk(schema)
+    if problems:
+        raise ValueError(f"{where} {problems[0]}")
+    loop = _in_place_loop(found)
+    if loop is not None:
+        chain = " -> ".join("#" + step for step in loop)
+        raise ValueError(f"{where} refers to itself without reaching into the answer ({chain}): no answer could "
+                         "ever be checked against it")
     try:
-        validator_for(schema, default=Draft202012Validator).check_schema(schema)
-    except SchemaError as exc:
-        path = "".join(f"[{p!r}]" for p in exc.path)
-        raise ValueError(f"{where} is not a valid JSON Schema: {exc.message} (at {where}{path})") from None
+        jsonschema_rs.meta.validate(schema)
+        _validator(schema)
+    except jsonschema_rs.ValidationError as exc:
+        path = "".join(f"[{p!r}]" for p in exc.instance_path)
+        message = exc.message.split("\n", 1)[0]
+        raise ValueError(f"{where} is not a valid JSON Schema: {message} (at {where}{path})") from None
+    except (ValueError, jsonschema_rs.ReferencingError) as exc:  # a reference that resolves to nothing
+        raise ValueError(f"{where} is not a valid JSON Schema: {str(exc).splitlines()[0]}") from None
 
 
 # What a model whose endpoint constrains its sampling to a schema, without showing it the schema (llama.cpp's
@@ -158,8 +308,14 @@ class AnswerFormat:
 
     @classmethod
     def load(cls, stored: dict[str, Any] | None) -> AnswerFormat | None:
-        """The format of a stored `response_format` (checked when the request came in)."""
-        return cls.from_request(stored)
+        """The format of a stored `response_format` (checked when the request came in, so not again)."""
+        if stored is None or stored.get("type") in (None, "text"):
+            return None
+        if stored["type"] == "json_object":
+            return cls("json_object")
+        spec = stored["json_schema"]
+        return cls("json_schema", spec.get("schema"), spec.get("name", "answer"), spec.get("strict"),
+                   spec.get("description"))
 
     def dump(self) -> dict[str, Any]:
         """OpenAI's `response_format` for this format."""
@@ -204,6 +360,9 @@ class AnswerFormat:
             return f"the answer is not valid JSON: {exc}"
         if self.schema is None:
             return None if isinstance(value, dict) else f"the answer is JSON but not an object: {text[:80]}"
-        validator = validator_for(self.schema, default=Draft202012Validator)(self.schema)
-        errors = sorted(validator.iter_errors(value), key=relevance)[:MAX_PROBLEMS]
-        return "; ".join(f"at {json_path(e.absolute_path)}: {e.message}" for e in errors) or None
+        errors = []
+        for error in _cached_validator(json.dumps(self.schema, sort_keys=True)).iter_errors(value):
+            errors.append(f"at {json_path(error.instance_path)}: {error.message}")
+            if len(errors) == MAX_PROBLEMS:
+                break
+        return "; ".join(errors) or None

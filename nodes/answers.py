@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
+from parley.core.patterns import Pattern, PatternError, user_pattern
 from parley.nodes.prompts import answers as prompts
 
 __all__ = ["AnswerRule", "Ballot", "Vote", "majority_answer", "majority_vote", "parse_rule", "vote_record"]
@@ -32,7 +33,7 @@ class AnswerRule:
     """One way of reading answers: `kind` is number, choice, exact or regex (then `pattern` is set)."""
 
     kind: str
-    pattern: re.Pattern[str] | None = None
+    pattern: Pattern | None = None  # RE2's, matched without backtracking (`core.patterns`)
 
     @property
     def name(self) -> str:
@@ -106,9 +107,9 @@ def parse_rule(spec: str) -> AnswerRule:
         if not source:
             raise ValueError("regex: needs a pattern after the colon, e.g. regex:ANSWER=(\\w+)")
         try:
-            return AnswerRule("regex", re.compile(source))
-        except re.error as exc:
-            raise ValueError(f"regex:{source} is not a valid regular expression: {exc}") from exc
+            return AnswerRule("regex", user_pattern(source))
+        except PatternError as exc:
+            raise ValueError(f"regex:{source}: {exc}") from None
     raise ValueError(f"unknown answer rule {spec!r}: use number, choice, exact or regex:<pattern>")
 
 

@@ -12,6 +12,7 @@ credit at all.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import logging
@@ -20,7 +21,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, WithJsonSchema, model_validator
 
 from parley.core.limits import DEFAULT_PANEL_SIZE, MAX_CHAT_MESSAGES, MAX_TOOLS
 from parley.core.settings import Settings
@@ -190,8 +191,14 @@ class ChatCompletionRequest(BaseModel):
     seed: int | None = Field(None, description="Seeds the order each reviewer reads the answers in (`rule: rank`); "
                              "drawn from the conversation when omitted.")
 
+    # The checked tools and format (`check_schemas`): their JSON Schemas are CPU work on a large body, so they are
+    # checked off the event loop (`start_completion`), not while the body is parsed.
+    _toolset: ToolSet | None = PrivateAttr(None)
+    _answer_format: AnswerFormat | None = PrivateAttr(None)
+    _checked: bool = PrivateAttr(False)
+
     @model_validator(mode="after")
-    def _tools_and_format(self) -> ChatCompletionRequest:
+    def _no_legacy_functions(self) -> ChatCompletionRequest:
         extra = self.model_extra or {}
         for legacy in LEGACY:
             if extra.get(legacy):
@@ -199,17 +206,28 @@ class ChatCompletionRequest(BaseModel):
                                                         "Parley does not take: send 'tools' (and 'tool_choice' for "
                                                         "'function_call')")
         try:
-            ToolSet.from_request(self.tools, self.tool_choice, self.parallel_tool_calls)
-        except ValueError as exc:
-            raise invalid_field("invalid_tools", str(exc)) from None
-        try:
-            AnswerFormat.from_request(self.response_format)
-        except ValueError as exc:
-            raise invalid_field("invalid_response_format", str(exc)) from None
-        try:
             check_tool_messages(self.openai_messages())
         except ValueError as exc:
             raise invalid_field("invalid_tool_messages", str(exc)) from None
+        return self
+
+    def check_schemas(self) -> ChatCompletionRequest:
+        """Check the tools and the response format, their JSON Schemas within `core.limits`' bounds (once; call it
+        off the event loop, as `start_completion` does).
+
+        Raises:
+            InvalidRequest: `invalid_tools` or `invalid_response_format`, the message naming the fault.
+        """
+        if not self._checked:
+            try:
+                self._toolset = ToolSet.from_request(self.tools, self.tool_choice, self.parallel_tool_calls)
+            except ValueError as exc:
+                raise InvalidRequest(str(exc), code="invalid_tools") from None
+            try:
+                self._answer_format = AnswerFormat.from_request(self.response_format)
+            except ValueError as exc:
+                raise InvalidRequest(str(exc), code="invalid_response_format") from None
+            self._checked = True
         return self
 
     @property
@@ -218,13 +236,13 @@ class ChatCompletionRequest(BaseModel):
 
     @property
     def toolset(self) -> ToolSet | None:
-        """The tools offered (checked by the model's validator)."""
-        return ToolSet.from_request(self.tools, self.tool_choice, self.parallel_tool_calls)
+        """The tools offered (`check_schemas`)."""
+        return self.check_schemas()._toolset
 
     @property
     def answer_format(self) -> AnswerFormat | None:
-        """The JSON the answer must be (checked by the model's validator)."""
-        return AnswerFormat.from_request(self.response_format)
+        """The JSON the answer must be (`check_schemas`)."""
+        return self.check_schemas()._answer_format
 
     def openai_messages(self) -> list[dict[str, Any]]:
         return [m.openai() for m in self.messages]
@@ -443,6 +461,7 @@ async def start_completion(backend: Backend, caller: Caller, body: ChatCompletio
         InvalidRequest, NotFound: as `plan_request`; a budget field that is not a positive number.
         PaymentRequired: the workspace's credit cannot cover the estimate, or the budget its calls.
     """
+    await asyncio.to_thread(body.check_schemas)
     plan = await plan_request(backend, body, workspace=caller.workspace)
     limits = await budget_of(backend, plan, body, workspace=caller.workspace)
     completion = {"id": completion_id(plan.mode), "created": int(time.time())}

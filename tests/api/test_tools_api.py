@@ -354,7 +354,7 @@ def test_an_answer_not_in_the_format_is_repaired_once(client, llm):
     first, repair = sent_to(llm, "gpt-4o")
     shown = repair["messages"][-2:]
     assert shown[0] == {"role": "assistant", "content": '{"title": "Fair", "day": 5}'}
-    assert "Your answer is not the JSON required" in shown[1]["content"] and "5 is not of type 'string'" in shown[1][
+    assert "Your answer is not the JSON required" in shown[1]["content"] and "5 is not of type \"string\"" in shown[1][
         "content"]
 
 
@@ -371,7 +371,7 @@ def test_an_answer_still_not_in_the_format_fails_with_a_clear_502(client, api, l
         assert resp.status_code == 502
         error = resp.json()["error"]
     assert error["code"] == "invalid_structured_answer" and error["detail"] == (
-        "at $: 'day' is a required property; at $: 'people' is a required property")
+        'at $: "day" is a required property; at $: "people" is a required property')
     assert "even after one repair" in error["message"] and len(sent_to(llm, "gpt-4o")) == 2
 
 

@@ -55,7 +55,7 @@ def test_an_answer_format_says_what_is_wrong_with_an_answer():
                                                                             "strict": True}})
     assert fmt.problem('{"n": 3, "tags": ["a"]}') is None
     assert fmt.problem('{"n": "3", "extra": 1}') == (
-        "at $.n: '3' is not of type 'integer'; at $: Additional properties are not allowed ('extra' was unexpected)")
+        "at $.n: \"3\" is not of type \"integer\"; at $: Additional properties are not allowed ('extra' was unexpected)")
     assert fmt.problem("n = 3").startswith("the answer is not valid JSON")
     assert AnswerFormat.load(fmt.dump()) == fmt and fmt.dump()["json_schema"]["strict"] is True
     anything = AnswerFormat.from_request({"type": "json_object"})
