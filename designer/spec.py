@@ -20,6 +20,8 @@ from parley.core.limits import (
     MAX_FAN_OUT_BRANCHES,
     MAX_DUEL_ROUNDS,
     MAX_NODE_RETRIES,
+    MAX_WORKFLOW_NODES,
+    MAX_WORKFLOW_ROUTES,
     MAX_PANEL_SIZE,
     MIN_DUEL_ROUNDS,
     MIN_PANEL_SIZE,
@@ -181,7 +183,8 @@ class TransformNode(_Node):
 
 class ConditionConfig(_Strict):
     key: StatePath = Field(..., description="The state value to route on.")
-    cases: list[Case] = Field(..., min_length=1, description="Tried in order; the first that passes is taken.")
+    cases: list[Case] = Field(..., min_length=1, max_length=MAX_WORKFLOW_ROUTES,
+                              description="Tried in order; the first that passes is taken.")
     default: str = Field(END, description=f"The node to run when no case passes (`{END}` finishes).")
 
 
@@ -592,8 +595,8 @@ class WorkflowSpec(_Strict):
         default_factory=dict, description="The declared state keys.",
         json_schema_extra={"additionalProperties": False},  # names outside the pattern are errors, not extras
     )
-    nodes: list[Node] = Field(..., min_length=1)
-    edges: list[Edge] = Field(default_factory=list)
+    nodes: list[Node] = Field(..., min_length=1, max_length=MAX_WORKFLOW_NODES)
+    edges: list[Edge] = Field(default_factory=list, max_length=MAX_WORKFLOW_ROUTES)
     entry: str = Field(..., description="The node that runs first.")
     finish: list[str] = Field(default_factory=list, description="Nodes after which the run finishes.")
     sample_input: dict[str, Any] | None = Field(

@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from parley.core.limits import MAX_WORKFLOW_NODES, MAX_WORKFLOW_ROUTES
 from parley.designer.routing import check_operand, node_routes
 from parley.designer.schemas import SchemaError, model_from_schema
 from parley.designer.spec import (
@@ -167,12 +168,30 @@ def _describe(error: dict[str, Any], raw: Any, parts: list[str | int], key_error
     return parts, error["msg"]
 
 
+def _too_large(data: dict[str, Any]) -> Issue | None:
+    """The issue of a document with more nodes or routes than a workflow may have, found before it is parsed (parsing
+    and checking a document costs time in its size)."""
+    nodes = data.get("nodes")
+    if isinstance(nodes, list) and len(nodes) > MAX_WORKFLOW_NODES:
+        return Issue(None, "$.nodes", f"a workflow has at most {MAX_WORKFLOW_NODES} nodes ({len(nodes)} sent)")
+    routes = len(data["edges"]) if isinstance(data.get("edges"), list) else 0
+    for node in nodes if isinstance(nodes, list) else []:
+        cases = (node.get("config") or {}).get("cases") if isinstance(node, dict) else None
+        routes += len(cases) if isinstance(cases, list) else 0
+    if routes > MAX_WORKFLOW_ROUTES:
+        return Issue(None, "$.edges", f"a workflow has at most {MAX_WORKFLOW_ROUTES} routes (edges and condition "
+                                      f"cases together; {routes} sent)")
+    return None
+
+
 def parse_spec(data: Any) -> WorkflowSpec:
     """Parse a workflow document into a `WorkflowSpec`; schema problems raise `WorkflowError`."""
     if isinstance(data, WorkflowSpec):
         return data
     if not isinstance(data, dict):
         raise WorkflowError([Issue(None, "$", "a workflow must be a JSON object")])
+    if (too_large := _too_large(data)) is not None:
+        raise WorkflowError([too_large])
     try:
         return WorkflowSpec.model_validate(data)
     except ValidationError as exc:

@@ -7,6 +7,8 @@ must not be used up when it starts (`services.billing`).
 
 from __future__ import annotations
 
+import asyncio
+
 import logging
 from typing import Any
 
@@ -69,17 +71,27 @@ def public_run(doc: dict) -> dict[str, Any]:
 # --- workflows ------------------------------------------------------------------------------
 
 
-def check_workflow(document: Any) -> WorkflowSpec:
-    """Parse and check a workflow document, or raise `Unprocessable` listing every problem."""
+async def check_workflow(document: Any) -> WorkflowSpec:
+    """Parse and check a workflow document on a worker thread (a large one is CPU work, bounded by
+    `MAX_WORKFLOW_NODES`), or raise `Unprocessable` listing every problem."""
     try:
-        return validate_workflow(document)
+        return await asyncio.to_thread(validate_workflow, document)
     except WorkflowError as exc:
         raise Unprocessable(str(exc), code="invalid_workflow",
                             errors=[issue.to_dict() for issue in exc.issues]) from None
 
 
+async def validation(document: Any) -> dict[str, Any]:
+    """What `POST /v1/workflows/validate` answers: whether the document is valid, and each problem."""
+    try:
+        await check_workflow(document)
+    except Unprocessable as exc:
+        return {"valid": False, "errors": exc.details["errors"]}
+    return {"valid": True, "errors": []}
+
+
 async def create_workflow(db, principal: Principal, document: Any) -> dict[str, Any]:
-    spec = check_workflow(document)
+    spec = await check_workflow(document)
     doc = await store.insert_workflow(db, workspace=principal.workspace, user=principal.user, spec=spec.dump())
     return public_workflow(doc)
 
@@ -169,7 +181,7 @@ async def start_run(
     """
     if workflow_id is not None:
         document = (await get_workflow(backend.db, principal, workflow_id))["spec"]
-    spec = check_workflow(document)
+    spec = await check_workflow(document)
     await backend.admit(RUN_RATE_LIMIT, "workflow-runs", principal.workspace, principal.user,
                         message="Too many workflow runs; try again later")
     try:

@@ -12,7 +12,7 @@ from pydantic import ConfigDict, Field, WithJsonSchema
 from parley.api.deps import Db, Principal, Services, require_scope
 from parley.api.openapi import RUN_ID_HEADER, WORKFLOW_REF, errors, streamed
 from parley.api.sse import sse_response
-from parley.designer import WorkflowError, validate_workflow, workflow_json_schema
+from parley.designer import workflow_json_schema
 from parley.services import steering
 from parley.services import workflows as service
 from parley.services.runs import public_run
@@ -61,11 +61,7 @@ async def workflow_schema() -> dict[str, Any]:
              responses=errors((422, "The body is not JSON."), 403))
 async def validate(document: Annotated[Any, Body()], principal: Reader) -> dict[str, Any]:
     """The same checks as saving; each problem names its node (when it has one) and its JSON path."""
-    try:
-        validate_workflow(document)
-    except WorkflowError as exc:
-        return {"valid": False, "errors": [issue.to_dict() for issue in exc.issues]}
-    return {"valid": True, "errors": []}
+    return await service.validation(document)
 
 
 @router.post("", status_code=201, summary="Store a workflow (checked first)", responses=errors(
