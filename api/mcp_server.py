@@ -91,6 +91,40 @@ def error_result(err: ApiError, run_id: str | None = None) -> CallToolResult:
                           is_error=True, _meta={"parley/runId": run_id} if run_id else None)
 
 
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
+
+
+def _matches(value: str, allowed: list[str]) -> bool:
+    """Whether `value` is one of `allowed`, where `x:*` admits `x` with any port."""
+    return any(value == pattern or (pattern.endswith(":*") and value.startswith(pattern[:-1]) and
+                                    value[len(pattern) - 1:].isdigit()) for pattern in allowed)
+
+
+def rebinding_refusal(scope: Scope, settings: Any) -> ApiError | None:
+    """Why `/mcp` refuses a request against DNS rebinding (MCP's streamable HTTP transport asks servers to check
+    `Origin`), or None: its `Host` must be allowed (`PARLEY_MCP_ALLOWED_HOSTS`; by default loopback names when it came
+    in on a loopback address), and its `Origin`, when it has one, too (`PARLEY_MCP_ALLOWED_ORIGINS`; by default
+    loopback origins on a loopback address, else the request's own origin)."""
+    headers = dict(scope.get("headers") or ())
+    host = headers.get(b"host", b"").decode("latin-1").lower()
+    origin = headers.get(b"origin", b"").decode("latin-1").lower()
+    server = (scope.get("server") or ("", None))[0] or ""
+    loopback = server in ("127.0.0.1", "::1", "localhost") or server.startswith("127.")
+    hosts = settings.parley_mcp_allowed_hosts or ([*LOOPBACK_NAMES, *(f"{n}:*" for n in LOOPBACK_NAMES)]
+                                                  if loopback else None)
+    if hosts is not None and not _matches(host, [h.lower() for h in hosts]):
+        return ApiError(421, f"/mcp does not answer the host {host or '(none)'!r}; an operator allows more with "
+                             "PARLEY_MCP_ALLOWED_HOSTS", code="host_not_allowed")
+    if origin:
+        origins = settings.parley_mcp_allowed_origins or (
+            [f"{scheme}://{name}{port}" for scheme in ("http", "https") for name in LOOPBACK_NAMES
+             for port in ("", ":*")] if loopback else [f"{scope.get('scheme', 'http')}://{host}"])
+        if not _matches(origin, [o.lower() for o in origins]):
+            return ApiError(403, f"/mcp does not answer pages from the origin {origin!r}; an operator allows more "
+                                 "with PARLEY_MCP_ALLOWED_ORIGINS", code="origin_not_allowed")
+    return None
+
+
 class McpEndpoint:
     """The ASGI app served at `/mcp`: authenticates the key, then hands the request to the MCP transport.
 
@@ -109,8 +143,8 @@ class McpEndpoint:
         )
         self.sessions = StreamableHTTPSessionManager(
             app=self.server, stateless=True,
-            # Every request must carry a key, which a page rebinding a hostname to this server does not have; the
-            # SDK's localhost-only Host check would refuse Parley behind any real hostname.
+            # `Host` and `Origin` are checked before the key (`rebinding_refusal`, with Parley's settings and error
+            # bodies); the SDK's own check knows only fixed lists.
             security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
             max_request_body_size=max_body_bytes,
         )
@@ -126,6 +160,9 @@ class McpEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
+        if (refused := rebinding_refusal(scope, self.app.state.settings)) is not None:
+            await error_response(request, refused)(scope, receive, send)
+            return
         principal = await access.authenticate(self.app.state.db, presented_key(request))
         if principal is None:
             err = ApiError(401, "Unauthorized", code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"})

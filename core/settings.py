@@ -103,8 +103,20 @@ class Settings(BaseSettings):
         "Parley setting or secret, only PATH, HOME and the like, plus the env the admin registered). Empty (the "
         "default) allows none.")
 
+    parley_mcp_allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="`Host` values `/mcp` answers (comma list; `name:*` for any port), against DNS rebinding. Empty "
+        "(the default): loopback names (`localhost`, `127.0.0.1`, `[::1]`) when the request came in on a loopback "
+        "address, any host otherwise (set it when Parley listens on a public interface).")
+    parley_mcp_allowed_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="`Origin` values `/mcp` answers when a request carries one (a browser's; comma list, "
+        "`http://name:*` for any port). Empty (the default): loopback origins on a loopback address, else the "
+        "request's own origin (its scheme and `Host`) only. A request without `Origin` (not from a browser) is "
+        "answered.")
+
     @field_validator("parley_debate_models", "parley_trusted_proxies", "parley_tool_urls", "parley_tool_commands",
-                     mode="before")
+                     "parley_mcp_allowed_hosts", "parley_mcp_allowed_origins", mode="before")
     @classmethod
     def _split_comma_list(cls, value: object) -> object:
         if isinstance(value, str):
