@@ -34,7 +34,8 @@ from parley.cli.common import (
     model_factory,
     with_db,
 )
-from parley.core.embedded import EmbeddedServerError, EmbeddedServices, die_with, model_server
+from parley.cli.worker import SERVE_PID
+from parley.core.embedded import EmbeddedServerError, EmbeddedServices, model_server
 from parley.core.settings import get_settings
 from parley.llm.budget import BudgetLimits, InvalidBudget
 from parley.llm.factory import ModelFactory
@@ -133,8 +134,10 @@ def serve(
             metrics_dir = tempfile.mkdtemp(prefix="parley-metrics-")
             os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
         os.environ[SERVE_PID] = str(os.getpid())
-        uvicorn.run("parley.cli.main:worker_app", factory=True, host=host, port=port, workers=workers, log_level="info",
-                    **UVICORN_OPTIONS)
+        # A worker has `PARLEY_WORKER_TIMEOUT` seconds to start serving (and to answer each health ping): uvicorn's 5 s
+        # killed workers still importing on a loaded machine, again and again.
+        uvicorn.run("parley.cli.worker:worker_app", factory=True, host=host, port=port, workers=workers,
+                    log_level="info", timeout_worker_healthcheck=int(settings.parley_worker_timeout), **UVICORN_OPTIONS)
     finally:
         services.stop()
         if metrics_dir:
@@ -143,19 +146,6 @@ def serve(
 
 def _raise_system_exit(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
-
-
-SERVE_PID = "PARLEY_SERVE_PID"  # set by `parley serve --workers N` for its workers
-
-
-def worker_app():
-    """The app of one worker of `parley serve --workers N`: it stops (SIGTERM) when serve dies, even killed hard."""
-    set_death_signal = die_with(int(os.environ[SERVE_PID]))
-    if set_death_signal is not None:
-        set_death_signal()
-    from parley.api.main import create_app
-
-    return create_app()
 
 
 @model_app.command("serve")

@@ -90,6 +90,10 @@ class Settings(BaseSettings):
         3600.0, ge=0, description="Seconds a duel's stream token (`?token=` of its events URL) keeps working after "
         "the duel ended; it works throughout the duel itself.")
 
+    parley_worker_timeout: float = Field(
+        30.0, ge=1, description="Seconds a worker of `parley serve --workers N` has to start serving, and to answer "
+        "each of uvicorn's health pings, before uvicorn replaces it.")
+
     parley_tool_urls: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="URL prefixes (comma list, e.g. `https://tools.example.com/mcp,http://127.0.0.1:9000/`) that a "

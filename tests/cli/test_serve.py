@@ -221,3 +221,31 @@ def test_killing_serve_hard_takes_its_workers_with_it(tmp_path, llm, parley_env)
         serve.wait_healthy(60)
     finally:
         serve.close()
+
+
+def test_workers_that_start_slowly_on_a_busy_machine_are_not_killed(tmp_path, llm, parley_env):
+    """On a loaded machine a worker may take longer than uvicorn's default 5 s to import and start: with every core
+    busy and each worker's start slowed by 8 s (a `sitecustomize` on its path, so the test does not rest on how busy
+    the machine happens to be), `parley serve --workers 2` starts both workers once each and serves, where uvicorn's
+    default replaced them forever."""
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(
+        "import os, time\nif os.environ.get('PARLEY_SERVE_PID'):\n    time.sleep(8)\n")
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
+    serve = Serve(tmp_path / "home", env={**os.environ, "PYTHONPATH": os.pathsep.join([str(shim), str(ROOT)])},
+                  args=("--workers", "2"))
+    try:
+        serve.wait_healthy(180)
+        workers = [pid for pid in _children(serve.proc.pid) if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        assert len(workers) == 2
+        for _ in range(20):  # both keep serving while the machine stays busy
+            assert httpx.get(serve.url + "/healthz", timeout=10).status_code == 200
+        served = serve.output  # before shutting down, which terminates the workers
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+        serve.close()
+    assert "died" not in served and "Terminated child process" not in served, served
+    assert served.count("Started server process") == 2, served
