@@ -62,7 +62,7 @@ class RunEngine:
         factory: the model factory modes build their contexts with.
         modes: each kind of run the engine executes → the mode that drives it (`runs.modes.MODES` has every
             mode of Parley); a run of another kind is refused.
-        settle: how a mode bills a run when it ends (`services.billing.settle`; `services.engine.RunEngine`
+        settle: how a mode bills a run when it ends (`services.billing.settle`; `services.engine.ParleyRunEngine`
             gives both).
         settings: lease, heartbeat, poll interval and checkpoint durability (`PARLEY_RUN_*`).
         uri: the database's URI, for the lease thread's own synchronous client (`LeaseKeeper`); default

@@ -25,7 +25,7 @@ from parley.runs.checkpoints import mongodb_saver
 from parley.runs.held import Holding
 from parley.runs.leases import LeaseKeeper
 from parley.runs.live import EventWriter
-from parley.services.engine import RunEngine
+from parley.services.engine import ParleyRunEngine
 from parley.store import runs as run_store
 from tests.support.duel import script_duel
 from tests.support.servers import ServerThread
@@ -40,11 +40,11 @@ def short_leases(settings: Settings) -> Settings:
 
 
 @contextlib.asynccontextmanager
-async def engine(settings: Settings, worker: str) -> AsyncIterator[RunEngine]:
+async def engine(settings: Settings, worker: str) -> AsyncIterator[ParleyRunEngine]:
     """A started run engine of its own on the test's database, in the test's event loop."""
     client, db = store.connect(settings.mongodb_uri, settings.mongodb_db)
     saver = mongodb_saver(settings.mongodb_uri, settings.mongodb_db)
-    runs = RunEngine(db, saver=saver, factory=ModelFactory(settings), settings=settings, worker=worker)
+    runs = ParleyRunEngine(db, saver=saver, factory=ModelFactory(settings), settings=settings, worker=worker)
     await runs.start()
     try:
         yield runs
