@@ -24,7 +24,7 @@ from parley.core.settings import Settings, get_settings
 from parley.llm.factory import ModelFactory
 from parley.runs.checkpoints import expire_after, mongodb_saver
 from parley.services.backend import Backend
-from parley.services.engine import RunEngine
+from parley.services.engine import ParleyRunEngine
 
 log = logging.getLogger("parley.api")
 
@@ -66,7 +66,7 @@ def create_app(settings: Settings | None = None, *, services: EmbeddedServices |
             await asyncio.to_thread(app.state.ratelimiter.open)
             app.state.sse_keepalive = KEEPALIVE_SECONDS
             saver = mongodb_saver(uri, settings.mongodb_db, expire_after=expire_after(settings))
-            app.state.runs = RunEngine(db, saver=saver, factory=app.state.factory, settings=settings, uri=uri)
+            app.state.runs = ParleyRunEngine(db, saver=saver, factory=app.state.factory, settings=settings, uri=uri)
             app.state.backend = Backend(db=db, factory=app.state.factory, settings=settings, runs=app.state.runs,
                                         limiter=app.state.ratelimiter)
             for hook in app.state.startup_hooks:

@@ -42,7 +42,7 @@ OWN = ("store", "runs", "api", "nodes", "graphs")
 
 def caller(frame) -> str:
     """The function that sent a command (Parley's, its checkpointer's among them, or limits') and, when another
-    module of Parley's called it, that one: `store.runs.cancelled_runs ← runs.engine.RunEngine._tend`."""
+    module of Parley's called it, that one: `store.runs.next_expiring ← runs.leases.TakeOvers._loop`."""
     inner = outer = None
     while frame is not None and outer is None:
         path, name = frame.f_code.co_filename, None

@@ -38,7 +38,7 @@ from parley.runs.checkpoints import expire_after, mongodb_saver
 from parley.services import roundtable as service
 from parley.services.access import Principal
 from parley.services.backend import Backend
-from parley.services.engine import RunEngine
+from parley.services.engine import ParleyRunEngine
 from parley.services.errors import ServiceError, describe_validation
 from parley.services.roundtable import NO_AGENTS
 from parley.services.steering import SteerOptions, parse_options
@@ -195,7 +195,7 @@ async def round_table_events(
         conversation_id = (await conv_store.create_conversation(db, workspace=workspace, user=user,
                                                                  title=title))["_id"]
     saver = mongodb_saver(uri, settings.mongodb_db, expire_after=expire_after(settings))
-    engine = RunEngine(db, saver=saver, factory=factory, settings=settings, uri=uri, takes_over=False)
+    engine = ParleyRunEngine(db, saver=saver, factory=factory, settings=settings, uri=uri, takes_over=False)
     backend = Backend(db=db, factory=factory, settings=settings, runs=engine)
     try:
         await engine.start()

@@ -44,7 +44,7 @@ RESTART_READY_TIMEOUT = 60.0
 # How the embedded database runs: `--sync-on-commit`, since a write it acknowledged must survive its being killed;
 # `--standalone`, a single server rather than a one-node replica set, which keeps no oplog: as a replica set it
 # copied every write into its oplog (the whole document, for an update too), a third of a write's CPU, for change
-# streams and transactions that Parley does not use on it (its followers poll, see runs/engine.py).
+# streams and transactions that Parley does not use on it (its followers poll, see runs/following.py).
 EMBEDDED_DB_FLAGS = ("--sync-on-commit", "--standalone")
 
 # How every client reaches the embedded database, two of secantusd-py's costs avoided:

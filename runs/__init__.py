@@ -6,8 +6,9 @@ through it, and the HTTP layer and the CLI follow them; it knows graphs and pymo
 anything of `services/` or `api/`.
 """
 
-from parley.runs.engine import Caller, RunEngine, RunNotFound
+from parley.runs.engine import Caller, RunEngine
 from parley.runs.events import TERMINAL, Event
+from parley.runs.following import RunNotFound
 from parley.runs.modes.base import RunFailure
 
 __all__ = ["TERMINAL", "Caller", "Event", "RunEngine", "RunFailure", "RunNotFound"]

@@ -2,8 +2,9 @@
 
 One change stream per worker on the run events' pages (`store.runs.watch_pages`), open while a listener here
 follows a run from the database; a server that has none (a standalone server, such as the embedded database)
-refuses it, and followers poll as before (`RunEngine._follow`). A wake-up only ends a follower's wait early: one
-that is lost (the stream broke, the database restarted) costs that follower a poll interval, never an event.
+refuses it, and followers poll as before (`runs.following.Following._follow`). A wake-up only ends a follower's
+wait early: one that is lost (the stream broke, the database restarted) costs that follower a poll interval, never
+an event.
 """
 
 from __future__ import annotations

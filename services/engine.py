@@ -7,12 +7,12 @@ from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from parley.runs import engine
+from parley.runs.engine import RunEngine
 from parley.runs.modes import MODES
 from parley.services import billing
 
 
-class RunEngine(engine.RunEngine):
+class ParleyRunEngine(RunEngine):
     """A run engine with Parley's modes and billing; every other argument is `runs.engine.RunEngine`'s."""
 
     def __init__(self, db: AsyncDatabase, **options: Any) -> None:

@@ -3,7 +3,7 @@
 and a person's input to a running run (`POST /v1/runs/{id}/input`).
 
 The options a run was started with travel in its input (`input.steer`: `{"await", "budget"}`), where the run engine
-reads them on whichever worker executes the run (`runs.engine`); the graphs apply them at their boundaries
+reads them on whichever worker executes the run (`runs.inputs`); the graphs apply them at their boundaries
 (`nodes.steer`) and before every model call (`llm.budget`).
 """
 

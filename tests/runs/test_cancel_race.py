@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from parley.llm.factory import ModelFactory
-from parley.runs.engine import RunStopped, StopGuard
+from parley.runs.stops import RunStopped, StopGuard
 from parley.services import duel as duel_service
 from tests.support.duel import script_duel
 
@@ -92,13 +92,14 @@ def test_fifty_cancels_at_random_points_are_all_honoured(http, make_key, llm, pa
 async def test_a_run_told_to_stop_starts_no_model_call(parley_env, llm):
     """The guard every model call of a run inherits: once the run is told to stop, no request is sent."""
     told = []
-    engine = SimpleNamespace(_stopping={"run_1": "cancel"}, _still_running=told.append)
+    stopping = {"run_1": "cancel"}
+    stops = SimpleNamespace(told=stopping.__contains__, still_running=told.append)
     model = ModelFactory().chat("openai:scripted")
     for call in (lambda config: model.ainvoke("Hi", config=config),
                  lambda config: model.astream("Hi", config=config).__anext__()):
         with pytest.raises(RunStopped):
-            await call({"callbacks": [StopGuard(engine, "run_1")]})
+            await call({"callbacks": [StopGuard(stops, "run_1")]})
     assert llm.requests == [] and told == ["run_1", "run_1"]  # and the stop was delivered again
-    engine._stopping.clear()
-    assert (await model.ainvoke("Hi", config={"callbacks": [StopGuard(engine, "run_1")]})).content
+    stopping.clear()
+    assert (await model.ainvoke("Hi", config={"callbacks": [StopGuard(stops, "run_1")]})).content
     assert len(llm.requests) == 1

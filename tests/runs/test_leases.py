@@ -22,8 +22,10 @@ from parley.api.main import create_app
 from parley.core.settings import Settings
 from parley.llm.factory import ModelFactory
 from parley.runs.checkpoints import mongodb_saver
-from parley.runs.engine import EventWriter, Holding, LeaseKeeper
-from parley.services.engine import RunEngine
+from parley.runs.held import Holding
+from parley.runs.leases import LeaseKeeper
+from parley.runs.live import EventWriter
+from parley.services.engine import ParleyRunEngine
 from parley.store import runs as run_store
 from tests.support.duel import script_duel
 from tests.support.servers import ServerThread
@@ -38,11 +40,11 @@ def short_leases(settings: Settings) -> Settings:
 
 
 @contextlib.asynccontextmanager
-async def engine(settings: Settings, worker: str) -> AsyncIterator[RunEngine]:
+async def engine(settings: Settings, worker: str) -> AsyncIterator[ParleyRunEngine]:
     """A started run engine of its own on the test's database, in the test's event loop."""
     client, db = store.connect(settings.mongodb_uri, settings.mongodb_db)
     saver = mongodb_saver(settings.mongodb_uri, settings.mongodb_db)
-    runs = RunEngine(db, saver=saver, factory=ModelFactory(settings), settings=settings, worker=worker)
+    runs = ParleyRunEngine(db, saver=saver, factory=ModelFactory(settings), settings=settings, worker=worker)
     await runs.start()
     try:
         yield runs
@@ -92,7 +94,7 @@ async def test_a_run_whose_event_loop_is_blocked_keeps_its_lease(parley_env, mak
             async with httpx.AsyncClient(base_url=server.url, timeout=60) as http:
                 resp = await http.post("/api/debate", json=DUEL, headers=auth(key))
         assert resp.status_code == 200
-        assert not rival._tasks
+        assert not rival.held.ids()
     assert blocked and blocked[0] > LEASE
     assert "event: done" in resp.text and "event: retract" not in resp.text
     run = sync_db.runs.find_one({"_id": resp.headers["x-run-id"]})
@@ -113,10 +115,10 @@ async def test_a_second_engine_never_claims_a_run_whose_holder_keeps_renewing(pa
                 # The holder waits on its model call for three leases: its lease is renewed throughout.
                 while sync_db.runs.find_one({"_id": run_id})["heartbeatAt"] < held_since + timedelta(seconds=3 * LEASE):
                     await asyncio.sleep(HEARTBEAT)
-                    assert rival._tasks == {}
+                    assert rival.held.ids() == []
                 llm.release("opponent")
                 resp = await answer
-        assert not rival._tasks
+        assert not rival.held.ids()
     assert "event: done" in resp.text and "event: retract" not in resp.text
     run = sync_db.runs.find_one({"_id": run_id})
     assert run["status"] == "completed" and run["claims"] == 1 and run["worker"] != "rival", run

@@ -17,7 +17,7 @@ from pymongo.database import Database
 
 from parley.core.embedded import free_port
 from parley.runs.checkpoints import COLLECTION, namespaces, read_saved, survives
-from parley.runs.engine import origin_of
+from parley.runs.live import origin_of
 from parley.store.runs import page_events
 from tests.support.sse import SseEvent, iter_sse
 
