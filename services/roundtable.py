@@ -12,11 +12,12 @@ import asyncio
 import hashlib
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
+from parley.core import clock
 from parley.graphs.roundtable import RoundTableContext, estimate_minimum_tokens, format_history, minimum_calls
 from parley.graphs.roundtable.steps import builtin_devils_advocate
 from parley.runs import Caller, Event, RunEngine
@@ -189,7 +190,7 @@ async def _start(engine: RunEngine, caller: Caller, conversation: dict, content:
 async def tidy(db: AsyncDatabase) -> None:
     """Finish deletions a stopped process left halfway; free keys whose run a stopped process never started."""
     await conv_store.finish_deletions(db)
-    await conv_store.release_stale_keys(db, older_than=datetime.now(UTC) - STALE_KEY_AGE)
+    await conv_store.release_stale_keys(db, older_than=clock.now() - STALE_KEY_AGE)
 
 
 async def submit_message(backend: Backend, principal: Principal, conversation_id: str, content: str, *,

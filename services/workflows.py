@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from parley.core import clock
 from parley.designer import WorkflowError, WorkflowInputError, WorkflowSpec, prepare_input, validate_workflow
 from parley.designer.spec import RoundtableNode
 from parley.llm.budget import Spend
@@ -33,10 +34,6 @@ RUN_RATE_LIMIT = "30/minute"
 # --- public shapes --------------------------------------------------------------------------
 
 
-def _iso(value: Any) -> str | None:
-    return value.isoformat() if value is not None else None
-
-
 def public_workflow(doc: dict) -> dict[str, Any]:
     return {
         "id": doc["_id"],
@@ -45,8 +42,8 @@ def public_workflow(doc: dict) -> dict[str, Any]:
         "version": doc.get("version", 1),
         "user": doc["user"],
         "workflow": doc["spec"],
-        "createdAt": _iso(doc.get("createdAt")),
-        "updatedAt": _iso(doc.get("updatedAt")),
+        "createdAt": clock.iso(doc.get("createdAt")),
+        "updatedAt": clock.iso(doc.get("updatedAt")),
     }
 
 
@@ -61,8 +58,8 @@ def public_run(doc: dict) -> dict[str, Any]:
         "usage": doc.get("usage"),
         "error": doc.get("error"),
         "failedNode": doc.get("failedNode"),
-        "createdAt": _iso(doc.get("createdAt")),
-        "finishedAt": _iso(doc.get("finishedAt")),
+        "createdAt": clock.iso(doc.get("createdAt")),
+        "finishedAt": clock.iso(doc.get("finishedAt")),
     }
 
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Literal, TypedDict
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, field_validator
 
+from parley.core import clock
 from parley.core.limits import MAX_TABLE_ROUNDS, MAX_TABLE_SEATS
 from parley.graphs.roundtable import prompts
 from parley.nodes.answers import parse_rule, vote_record
@@ -288,7 +288,7 @@ async def _record_turn(turn: Turn, state: TurnInput, ctx: RoundTableContext) -> 
         "seat": agent.get("seat", 0),
         "model": ctx.model_id(turn.model),
         "usage": {**_usage_of(ctx, turn.label), **({"toolCalls": len(turn.tool_runs)} if turn.tool_runs else {})},
-        "createdAt": datetime.now(UTC).isoformat(),
+        "createdAt": clock.iso(clock.now()),
     }
     if turn.tool_runs:
         message["toolCalls"] = [run.dump() for run in turn.tool_runs]
