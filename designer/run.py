@@ -18,9 +18,9 @@ from parley.designer.compile import compile_workflow
 from parley.designer.context import WorkflowContext
 from parley.designer.modes import workflow_event
 from parley.designer.spec import WorkflowSpec
-from parley.designer.usage import run_usage
 from parley.designer.validate import Issue, suggest, type_matches
 from parley.llm.failures import failure_message
+from parley.llm.usage import usage_view
 
 
 class WorkflowInputError(ValueError):
@@ -176,4 +176,5 @@ async def stream_workflow(
                 final = chunk
     except Exception as exc:
         raise run_error(exc) from exc
-    yield {"event": "done", "state": dict(final), "usage": run_usage(context.ledger)}
+    usage = usage_view(context.ledger, per_model=True, per_node=True)
+    yield {"event": "done", "state": dict(final), "usage": usage}

@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field, field_validator
 from parley.core import clock
 from parley.core.limits import MAX_TABLE_ROUNDS, MAX_TABLE_SEATS
 from parley.graphs.roundtable import prompts
+from parley.llm.usage import usage_view
 from parley.nodes.answers import parse_rule, vote_record
 from parley.nodes.bounds import AtMost, Clipped
 from parley.nodes.context import RunContext
@@ -246,8 +247,9 @@ def _turn_messages(state: TurnInput, ctx: RoundTableContext) -> list[BaseMessage
 
 
 def _usage_of(ctx: RoundTableContext, label: str) -> dict[str, int]:
-    records = [r for r in ctx.ledger.records if r.label == label]
-    return {"inputTokens": sum(r.input_tokens for r in records), "outputTokens": sum(r.output_tokens for r in records)}
+    """A turn's usage as the seed's messages show it: the tokens in and out (`usage_view`) of the turn's calls."""
+    view = usage_view(r for r in ctx.ledger.records if r.label == label)
+    return {"inputTokens": view["inputTokens"], "outputTokens": view["outputTokens"]}
 
 
 def _turn_model(state: TurnInput, ctx: RoundTableContext) -> str | None:
