@@ -148,13 +148,28 @@ def builtin_devils_advocate() -> dict[str, Any]:
     }
 
 
-def choose_seats(agents: list[dict[str, Any]], max_seats: int) -> list[dict[str, Any]]:
-    """The first `max_seats` regular agents in the given order, then one devil's advocate."""
+def seat_order(agents: list[dict[str, Any]], max_seats: int) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The round table's seating rule: the first `max_seats` regular agents in the given order, and the devil's
+    advocate (the first agent marked `isDevilsAdvocate`; None when `agents` has none).
+
+    Every caller seats through it: the graph (`choose_seats`), its budget estimates, the service that reads a
+    workspace's table and the CLI.
+    """
     regular = [a for a in agents if not a.get("isDevilsAdvocate")][:max_seats]
-    advocate = next((a for a in agents if a.get("isDevilsAdvocate")), None) or builtin_devils_advocate()
+    return regular, next((a for a in agents if a.get("isDevilsAdvocate")), None)
+
+
+def choose_seats(agents: list[dict[str, Any]], max_seats: int) -> list[dict[str, Any]]:
+    """Who sits at the table (`seat_order`): the regular agents, then the devil's advocate, the built-in one
+    when `agents` has none.
+
+    Raises:
+        ValueError: `agents` has no regular agent.
+    """
+    regular, advocate = seat_order(agents, max_seats)
     if not regular:
         raise ValueError("A round table needs at least one regular agent")
-    return regular + [advocate]
+    return regular + [advocate or builtin_devils_advocate()]
 
 
 async def seat_agents(state: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
