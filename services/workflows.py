@@ -35,6 +35,7 @@ RUN_RATE_LIMIT = "30/minute"
 
 
 def public_workflow(doc: dict) -> dict[str, Any]:
+    """A stored workflow as the API shows it."""
     return {
         "id": doc["_id"],
         "name": doc["name"],
@@ -47,7 +48,9 @@ def public_workflow(doc: dict) -> dict[str, Any]:
     }
 
 
-def public_run(doc: dict) -> dict[str, Any]:
+def public_workflow_run(doc: dict) -> dict[str, Any]:
+    """A workflow run's result record (`store.workflows`: its input, output, usage and failed node) as
+    `/v1/workflows/.../runs` shows it; the run itself, as every mode's, is `services.runs.public_run`."""
     return {
         "id": doc["_id"],
         "workflowId": doc.get("workflowId"),
@@ -101,14 +104,14 @@ async def delete_workflow(db, principal: Principal, workflow_id: str) -> None:
 async def list_runs(db, principal: Principal, workflow_id: str) -> dict[str, Any]:
     await get_workflow(db, principal, workflow_id)
     docs = await store.list_runs(db, workspace=principal.workspace, workflow_id=workflow_id)
-    return {"data": [public_run(d) for d in docs], "count": len(docs)}
+    return {"data": [public_workflow_run(d) for d in docs], "count": len(docs)}
 
 
 async def get_run(db, principal: Principal, run_id: str) -> dict[str, Any]:
     doc = await store.find_run(db, workspace=principal.workspace, run_id=run_id)
     if doc is None:
         raise NotFound(f"No workflow run '{run_id}' in this workspace", code="run_not_found")
-    return public_run(doc)
+    return public_workflow_run(doc)
 
 
 # --- runs -----------------------------------------------------------------------------------
@@ -202,4 +205,5 @@ async def run_to_end(backend: Backend, run: dict) -> dict[str, Any]:
         raise RunFailed({"message": error["message"], "status": error.get("status", 502),
                          "code": error.get("code", "workflow_failed"), "runId": run["_id"], "node": error.get("node"),
                          "usage": error.get("usage")}, run_id=run["_id"])
-    return public_run(await store.find_run(backend.db, workspace=finished["workspace"], run_id=run["_id"]))
+    result = await store.find_run(backend.db, workspace=finished["workspace"], run_id=run["_id"])
+    return public_workflow_run(result)
