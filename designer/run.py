@@ -129,7 +129,7 @@ def _coerce(kind: str, text: str) -> Any:
 # --- running --------------------------------------------------------------------------------
 
 
-def run_error(exc: BaseException) -> WorkflowRunError:
+def workflow_run_error(exc: BaseException) -> WorkflowRunError:
     """The `WorkflowRunError` a run failing with `exc` raises, naming the node at fault when known."""
     if isinstance(exc, WorkflowRunError):
         return exc
@@ -175,6 +175,6 @@ async def stream_workflow(
             else:
                 final = chunk
     except Exception as exc:
-        raise run_error(exc) from exc
+        raise workflow_run_error(exc) from exc
     usage = usage_view(context.ledger, per_model=True, per_node=True)
     yield {"event": "done", "state": dict(final), "usage": usage}

@@ -1,7 +1,7 @@
 """The round table's own steps: seating, the turn prompts, the synthesis and memory prompts and their fallbacks.
 
 Every node reads its knobs from `RoundTableContext` and calls models only through it. Turn nodes are
-fed by `Send` with a `TurnInput`, so one round's agents run concurrently; each is a `speak` node
+fed by `Send` with a `TableTurnInput`, so one round's agents run concurrently; each is a `speak` node
 (`nodes.speak`) streaming its tokens as `chunk` events, and returns one transcript message.
 """
 
@@ -112,7 +112,7 @@ class MemoryNotes(BaseModel):
 # --- state fragments the nodes read -----------------------------------------------------------
 
 
-class TurnInput(TypedDict):
+class TableTurnInput(TypedDict):
     """What one agent's turn receives through `Send`."""
 
     agent: dict[str, Any]
@@ -235,7 +235,7 @@ def describe_consensus(previous: list[dict[str, Any]], round_number: int) -> str
     return f"{len(backers)} agent(s) are {stance}" + (f" ({points})" if points else "")
 
 
-def _turn_messages(state: TurnInput, ctx: RoundTableContext) -> list[BaseMessage]:
+def _turn_messages(state: TableTurnInput, ctx: RoundTableContext) -> list[BaseMessage]:
     agent, round_number = state["agent"], state["round"]
     history = prompts.HISTORY_BLOCK.format(history=state["history"]) if state.get("history") else ""
     human = prompts.QUESTION_BLOCK.format(
@@ -267,12 +267,12 @@ def _usage_of(ctx: RoundTableContext, label: str) -> dict[str, int]:
     return {"inputTokens": view["inputTokens"], "outputTokens": view["outputTokens"]}
 
 
-def _turn_model(state: TurnInput, ctx: RoundTableContext) -> str | None:
+def _turn_model(state: TableTurnInput, ctx: RoundTableContext) -> str | None:
     agent = state["agent"]
     return agent.get("model") or (ctx.devils_advocate_model if agent["isDevilsAdvocate"] else None)
 
 
-async def _record_turn(turn: Turn, state: TurnInput, ctx: RoundTableContext) -> dict[str, Any]:
+async def _record_turn(turn: Turn, state: TableTurnInput, ctx: RoundTableContext) -> dict[str, Any]:
     """Extract the stance the streamed answer took, and record the answer (with the tools it called) as one
     transcript message."""
     agent, round_number = state["agent"], state["round"]
@@ -317,7 +317,7 @@ async def _record_turn(turn: Turn, state: TurnInput, ctx: RoundTableContext) -> 
 # A turn failing mid-stream is asked again (its retry policy), as the table's turns always were.
 _TURN = dict(
     context=RoundTableContext,
-    reads=TurnInput,
+    reads=TableTurnInput,
     speaker=lambda state, ctx: {"id": state["agent"]["id"], "name": state["agent"]["name"]},
     round=lambda state, ctx: state["round"],
     prompt=_turn_messages,

@@ -19,7 +19,7 @@ from langgraph.pregel import Pregel
 
 from parley.designer import WorkflowContext, compile_workflow, validate_workflow
 from parley.designer.modes import NodeInputError, tag_event, workflow_event
-from parley.designer.run import run_error
+from parley.designer.run import workflow_run_error
 from parley.designer.spec import STEER_KEYS
 from parley.designer.templates import MissingValue, TemplateError
 from parley.llm.usage import UsageLedger, usage_view
@@ -95,7 +95,7 @@ class WorkflowRun(ModeRun):
                        result={"output": final, **early}, stopped_by=early.get("stoppedBy"))
 
     async def failed(self, exc: BaseException, ledger: UsageLedger) -> Outcome:
-        error = run_error(exc)
+        error = workflow_run_error(exc)
         usage = await self._settle(ledger)
         await store.finish_run(self.services.db, run_id=self.run_id, status="failed", output=None, usage=usage,
                                error=str(error), failed_node=error.node)
