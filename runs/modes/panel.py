@@ -12,12 +12,12 @@ it ends, and one usage row is written per model.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import UTC, datetime
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
 
+from parley.core import clock
 from parley.graphs.panel import graph as panel_graph
 from parley.graphs.panel.steps import (
     AllModelsFailedError,
@@ -156,7 +156,7 @@ class PanelRun(ModeRun):
 
     @property
     def latency_ms(self) -> int:
-        return round((datetime.now(UTC) - self.record["createdAt"]).total_seconds() * 1000)
+        return round((clock.now() - self.record["createdAt"]).total_seconds() * 1000)
 
     async def completed(self, state: dict[str, Any], ledger: UsageLedger) -> Outcome:
         await self.settle(ledger)
