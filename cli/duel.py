@@ -4,7 +4,6 @@ add your own messages, or end it, after every turn (docs/steering.md)."""
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
 from typing import Any
 
 import openai
@@ -25,6 +24,7 @@ from parley.cli.common import (
     model_factory,
     show_stopped,
 )
+from parley.core import clock
 from parley.core.limits import DEFAULT_DUEL_ROUNDS, MAX_DUEL_ROUNDS, MIN_DUEL_ROUNDS
 from parley.core.settings import get_settings
 from parley.graphs.duel import DuelContext, build_duel_graph, graph, minimum_calls
@@ -112,7 +112,7 @@ async def stream_debate(topic: str, profile: dict, context: DuelContext) -> dict
             return state
         reply = await asyncio.to_thread(ask_at_boundary, f"after turn {waiting['position']}")
         given = {"id": f"in_{len(context.steering.inbox)}", "user": profile["name"],
-                 "at": datetime.now(UTC).isoformat(), **reply}
+                 "at": clock.iso(clock.now()), **reply}
         context.steering.deliver([given])
         inputs = Command(resume=given)
 

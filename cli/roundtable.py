@@ -31,7 +31,9 @@ from parley.cli.common import (
     fail,
     model_factory,
 )
+from parley.core.limits import MAX_TABLE_SEATS
 from parley.core.settings import get_settings
+from parley.graphs.roundtable import seat_order
 from parley.llm.factory import ModelFactory
 from parley.nodes.text import clip
 from parley.runs.checkpoints import expire_after, mongodb_saver
@@ -252,8 +254,8 @@ def roundtable(
             finally:
                 await client.close()
 
-        seated = asyncio.run(agents())
-        if not any(not a.get("isDevilsAdvocate") for a in seated):  # before a conversation is created for nothing
+        regular, advocate = seat_order(asyncio.run(agents()), MAX_TABLE_SEATS)
+        if not regular:  # before a conversation is created for nothing
             raise fail(f"{NO_AGENTS} Add one with `parley agents add NAME --workspace {workspace}`.")
         async def run(factory: ModelFactory) -> dict[str, Any]:
             client, db = store.connect(uri, settings.mongodb_db)
@@ -270,7 +272,9 @@ def roundtable(
             finally:
                 await client.close()
 
-        models = [a.get("model") or settings.default_model for a in seated] + [settings.default_model]
+        # The seated agents' models, the advocate's (the default until one is made) and the synthesis's.
+        models = [a.get("model") or settings.default_model for a in [*regular, advocate or {}]]
+        models.append(settings.default_model)
         with model_factory(models) as factory:
             try:
                 asyncio.run(run(factory))

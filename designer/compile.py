@@ -20,11 +20,11 @@ from parley.designer.context import WorkflowContext
 from parley.designer.nodes import NodeFn, condition_node, condition_router, edge_router, llm_node, transform_node
 from parley.designer.routing import node_routes
 from parley.designer.spec import ConditionNode, WorkflowSpec
-from parley.designer.usage import usage_summary
 from parley.designer.validate import validate_workflow
 from parley.nodes.events import event_writer
 from parley.nodes.steer import SteerState
 from parley.llm.failures import is_transient
+from parley.llm.usage import usage_view
 
 FACTORIES = {
     "llm": llm_node,
@@ -86,7 +86,7 @@ def _instrumented(spec: WorkflowSpec, node: Any, step: NodeFn) -> NodeFn:
         # Sent by the node itself rather than read off the graph's updates, so it is marked with this task
         # like every other event of the node (a resumed run can tell whether it will be sent again).
         write({"event": "node_end", "node": node.id, "keys": sorted(output), "output": output,
-               "usage": usage_summary(own.records)})
+               "usage": usage_view(own, per_model=True)})
         return output
 
     run.__name__ = node.id

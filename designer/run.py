@@ -18,9 +18,9 @@ from parley.designer.compile import compile_workflow
 from parley.designer.context import WorkflowContext
 from parley.designer.modes import workflow_event
 from parley.designer.spec import WorkflowSpec
-from parley.designer.usage import run_usage
 from parley.designer.validate import Issue, suggest, type_matches
 from parley.llm.failures import failure_message
+from parley.llm.usage import usage_view
 
 
 class WorkflowInputError(ValueError):
@@ -129,7 +129,7 @@ def _coerce(kind: str, text: str) -> Any:
 # --- running --------------------------------------------------------------------------------
 
 
-def run_error(exc: BaseException) -> WorkflowRunError:
+def workflow_run_error(exc: BaseException) -> WorkflowRunError:
     """The `WorkflowRunError` a run failing with `exc` raises, naming the node at fault when known."""
     if isinstance(exc, WorkflowRunError):
         return exc
@@ -175,5 +175,6 @@ async def stream_workflow(
             else:
                 final = chunk
     except Exception as exc:
-        raise run_error(exc) from exc
-    yield {"event": "done", "state": dict(final), "usage": run_usage(context.ledger)}
+        raise workflow_run_error(exc) from exc
+    usage = usage_view(context.ledger, per_model=True, per_node=True)
+    yield {"event": "done", "state": dict(final), "usage": usage}

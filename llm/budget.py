@@ -29,7 +29,7 @@ from pydantic import BaseModel
 
 from parley.llm.prices import Price
 from parley.llm.tokens import approx_tokens
-from parley.llm.usage import UsageLedger
+from parley.llm.usage import UsageLedger, usd
 
 # Output tokens reserved for a call that sets no cap of its own and answers no bounded schema.
 UNCAPPED_OUTPUT_TOKENS = 512
@@ -76,7 +76,7 @@ class Spend:
         return Spend(math.ceil(self.tokens * factor), self.cost * factor, self.seconds * factor)
 
     def dump(self) -> dict[str, Any]:
-        return {"tokens": self.tokens, "costUsd": round(self.cost, 8), "seconds": round(self.seconds, 3)}
+        return {"tokens": self.tokens, "costUsd": usd(self.cost), "seconds": round(self.seconds, 3)}
 
     @classmethod
     def load(cls, row: Mapping[str, Any] | None) -> Spend:

@@ -1,9 +1,11 @@
-"""Usage accounting: the ledger of a run's model calls, and the callback that fills it and the process metrics."""
+"""Usage accounting: the ledger of a run's model calls, the callback that fills it and the process metrics, and the
+one view of usage every resource shows (`usage_view`)."""
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,6 +112,53 @@ class _NodeLedger(UsageLedger):
     def _saw(self, node: str) -> None:
         super()._saw(node)
         self.parent._saw(node)
+
+
+COST_DECIMALS = 8  # USD is shown to 8 decimal places: a small model's call costs millionths of a dollar
+
+
+def usd(cost: float) -> float:
+    """A cost as every view shows it: USD rounded to `COST_DECIMALS` places."""
+    return round(cost, COST_DECIMALS)
+
+
+def usage_view(usage: UsageLedger | Iterable[UsageRecord], *, per_model: bool = False,
+               per_node: bool = False) -> dict[str, Any]:
+    """The usage of a ledger (or of some of its records) as Parley shows it: on a run, a workflow run and each of
+    its nodes, a round-table turn.
+
+    Returns:
+        `inputTokens`, `outputTokens`, `totalTokens`, `costUsd` (`usd`), `calls`, and `toolCalls` when the answers
+        made tool calls; with `per_model`, also `models`: a row per model in the order first called (`model`,
+        `inputTokens`, `outputTokens`, `costUsd`, `calls`); with `per_node` (a ledger's workflow nodes), also
+        `nodes`: each node that ran (model calls or not), in order, with the same view of its own calls.
+
+    A wire contract spelling usage its own way (OpenAI's `usage`, the panel's `_meta`, the round table's message
+    `usage`) takes its figures from this view.
+
+    >>> usage_view([UsageRecord("openai:gpt-5", 10, 4, 0.0001, True)])
+    {'inputTokens': 10, 'outputTokens': 4, 'totalTokens': 14, 'costUsd': 0.0001, 'calls': 1}
+    """
+    ledger = usage if isinstance(usage, UsageLedger) else UsageLedger(list(usage))
+    view: dict[str, Any] = {
+        "inputTokens": ledger.input_tokens,
+        "outputTokens": ledger.total_tokens - ledger.input_tokens,
+        "totalTokens": ledger.total_tokens,
+        "costUsd": usd(ledger.total_cost),
+        "calls": len(ledger.records),
+        **({"toolCalls": ledger.tool_calls} if ledger.tool_calls else {}),
+    }
+    if per_model:
+        view["models"] = [
+            {"model": model, "inputTokens": int(row["input_tokens"]), "outputTokens": int(row["output_tokens"]),
+             "costUsd": usd(float(row["cost"])), "calls": int(row["calls"])}
+            for model, row in ledger.by_model().items()
+        ]
+    if per_node:
+        nodes = dict.fromkeys([*ledger.nodes, *(r.node for r in ledger.records if r.node is not None)])
+        view["nodes"] = {node: usage_view([r for r in ledger.records if r.node == node], per_model=per_model)
+                         for node in nodes}
+    return view
 
 
 def usage_from_message(message: Any) -> tuple[int, int]:

@@ -46,7 +46,7 @@ import zlib
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import bson
@@ -66,6 +66,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from pymongo import AsyncMongoClient, MongoClient
 from pymongo.errors import DuplicateKeyError
 
+from parley.core import clock
 from parley.nodes.events import Origin
 from parley.runs.events import Signal
 from parley.store.monitor import LISTENER
@@ -224,7 +225,7 @@ class RunSaver(BaseCheckpointSaver):
     def _expiry(self) -> dict[str, datetime]:
         if self.expire_after is None:
             return {}
-        return {"expiresAt": datetime.now(UTC) + timedelta(seconds=self.expire_after)}
+        return {"expiresAt": clock.now() + timedelta(seconds=self.expire_after)}
 
     def _part(self, values: Iterable[Any]) -> dict[str, bytes]:
         return _pack([list(self.serde.dumps_typed(value)) for value in values])

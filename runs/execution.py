@@ -19,7 +19,7 @@ from parley.core.metrics import record_run
 from parley.core.settings import Settings
 from parley.core.telemetry import trace_config
 from parley.llm.budget import Budget, BudgetExceeded, BudgetLimits
-from parley.llm.usage import UsageLedger, UsageRecord
+from parley.llm.usage import UsageLedger, UsageRecord, usage_view
 from parley.nodes.events import EVENT_SINK, TaskEvent
 from parley.nodes.inbox import Steering
 from parley.runs import resume
@@ -44,11 +44,6 @@ class RunLedger(UsageLedger):
     def add(self, record: UsageRecord) -> None:
         super().add(record)
         self.sink(record)
-
-
-def usage_totals(ledger: UsageLedger) -> dict[str, Any]:
-    return {"inputTokens": ledger.input_tokens, "outputTokens": ledger.total_tokens - ledger.input_tokens,
-            "totalTokens": ledger.total_tokens, "costUsd": round(ledger.total_cost, 8), "calls": len(ledger.records)}
 
 
 def over_budget(exc: BaseException) -> RunFailure | None:
@@ -325,7 +320,7 @@ class Executions:
         try:
             rows = await writer.close(outcome.events)
             finished = await store.finish(self.db, run_id=run_id, worker=self.worker, status=outcome.status,
-                                          result=outcome.result, error=outcome.error, usage=usage_totals(ledger),
+                                          result=outcome.result, error=outcome.error, usage=usage_view(ledger),
                                           stopped_by=outcome.stopped_by,
                                           budget=budget.figures() if budget is not None else None)
             if finished is not None:  # before any listener here sees the last event: `wait` reads it

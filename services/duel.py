@@ -11,7 +11,7 @@ import logging
 import secrets
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
@@ -19,6 +19,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import PyMongoError
 
 from parley import store as storage
+from parley.core import clock
 from parley.core.limits import (
     DUEL_TOPIC_MAX_CHARS,
     MAX_DUEL_ROUNDS,
@@ -221,8 +222,8 @@ def public_debate(record: dict, *, summary: bool = False) -> dict:
         "id": record["_id"],
         "topic": record["topic"],
         "status": record["status"],
-        "createdAt": record["createdAt"].isoformat(),
-        "updatedAt": record["updatedAt"].isoformat(),
+        "createdAt": clock.iso(record["createdAt"]),
+        "updatedAt": clock.iso(record["updatedAt"]),
         "rounds": record.get("rounds"),
         "userProfile": record.get("userProfile"),
         "opponentProfile": record.get("opponentProfile"),
@@ -278,7 +279,7 @@ def stream_token_expired(record: dict, *, grace: float) -> bool:
     if record["status"] == store.IN_PROGRESS:
         return False
     ended = record["updatedAt"] if record["updatedAt"].tzinfo else record["updatedAt"].replace(tzinfo=UTC)
-    return datetime.now(UTC) - ended > timedelta(seconds=grace)
+    return clock.now() - ended > timedelta(seconds=grace)
 
 
 async def authorise_events(db: AsyncDatabase, debate_id: str, *, principal: Principal | None, token: str | None,

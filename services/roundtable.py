@@ -12,12 +12,19 @@ import asyncio
 import hashlib
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from parley.graphs.roundtable import RoundTableContext, estimate_minimum_tokens, format_history, minimum_calls
+from parley.core import clock
+from parley.graphs.roundtable import (
+    RoundTableContext,
+    estimate_minimum_tokens,
+    format_history,
+    minimum_calls,
+    seat_order,
+)
 from parley.graphs.roundtable.steps import builtin_devils_advocate
 from parley.runs import Caller, Event, RunEngine
 from parley.services import billing, steering
@@ -46,21 +53,20 @@ class Asked:
 
 
 async def seated_agents(db: AsyncDatabase, *, workspace: str, ctx: RoundTableContext | None = None) -> list[dict]:
-    """The workspace's table in the round-table graph's input shape: the first regular agents by creation
-    order plus the devil's advocate (created on first use), each with its memories, documents and granted tools.
+    """The workspace's table in the round-table graph's input shape, seated by the table's rule (`seat_order`: the
+    first regular agents by creation order, then the devil's advocate, created on first use), each with its memories,
+    documents and granted tools.
 
     Raises:
         CannotStart: the workspace has no regular agent (the contract's 500).
     """
     ctx = ctx or RoundTableContext()
-    agents = await agent_store.list_agents(db, workspace=workspace)
-    regular = [a for a in agents if not a.get("isDevilsAdvocate")]
+    regular, advocate = seat_order(await agent_store.list_agents(db, workspace=workspace), ctx.max_seats)
     if not regular:
         raise CannotStart(NO_AGENTS)
-    advocate = next((a for a in agents if a.get("isDevilsAdvocate")), None)
     advocate = advocate or await agent_store.ensure_devils_advocate(db, workspace=workspace,
                                                                     profile=builtin_devils_advocate())
-    seated = regular[: ctx.max_seats] + [advocate]
+    seated = regular + [advocate]
     documents = await agent_store.list_documents(db, agent_ids=[a["_id"] for a in seated])
     grants = await tool_store.grants_of(db, workspace=workspace, subjects=[agent_subject(a["_id"]) for a in seated])
     return [
@@ -189,7 +195,7 @@ async def _start(engine: RunEngine, caller: Caller, conversation: dict, content:
 async def tidy(db: AsyncDatabase) -> None:
     """Finish deletions a stopped process left halfway; free keys whose run a stopped process never started."""
     await conv_store.finish_deletions(db)
-    await conv_store.release_stale_keys(db, older_than=datetime.now(UTC) - STALE_KEY_AGE)
+    await conv_store.release_stale_keys(db, older_than=clock.now() - STALE_KEY_AGE)
 
 
 async def submit_message(backend: Backend, principal: Principal, conversation_id: str, content: str, *,

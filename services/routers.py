@@ -9,7 +9,6 @@ model (`self_moa_router`), built the same way.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -17,6 +16,7 @@ from pydantic.alias_generators import to_camel
 from pydantic.json_schema import SkipJsonSchema
 from pymongo.asynchronous.database import AsyncDatabase
 
+from parley.core import clock
 from parley.core.limits import DEFAULT_PANEL_SIZE, MAX_PANEL_SIZE, MIN_PANEL_SIZE
 from parley.core.settings import Settings
 from parley.graphs.panel.rules import DEFAULT_RULE, RULES, RuleError, check_rule
@@ -89,10 +89,6 @@ class RouterUpdate(_RouterFields):
     answer_rule: str | None = Field(None, description=ANSWER_RULE_HELP)
 
 
-def _iso(value: Any) -> Any:
-    return value.isoformat().replace("+00:00", "Z") if isinstance(value, datetime) else value
-
-
 def public_router(router: dict[str, Any]) -> dict[str, Any]:
     """A router in its wire shape."""
     return {
@@ -108,8 +104,8 @@ def public_router(router: dict[str, Any]) -> dict[str, Any]:
         "rule": router.get("rule") or DEFAULT_RULE,
         "answerRule": router.get("answer_rule"),
         "preset": router.get("preset", False),
-        "createdAt": _iso(router.get("createdAt")),
-        "updatedAt": _iso(router.get("updatedAt")),
+        "createdAt": clock.iso(router.get("createdAt")),
+        "updatedAt": clock.iso(router.get("updatedAt")),
     }
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from parley.core import clock
 from parley.runs import RunEngine, RunNotFound
 from parley.services import access
 from parley.services.access import Principal
@@ -17,17 +18,14 @@ Kind = Literal["duel", "panel", "roundtable", "workflow"]
 Status = Literal["queued", "running", "waiting", "completed", "failed", "cancelled"]
 
 
-def _iso(value: Any) -> str | None:
-    return value.isoformat() if value is not None else None
-
-
 def public_run(record: dict, *, detail: bool = False) -> dict[str, Any]:
     """The client's view of a run (with `detail`, its input and result too)."""
     view = {
         "id": record["_id"], "kind": record["kind"], "status": record["status"], "title": record.get("title"),
-        "user": record["user"], "createdAt": _iso(record["createdAt"]), "startedAt": _iso(record.get("startedAt")),
-        "finishedAt": _iso(record.get("finishedAt")), "worker": record.get("worker"),
-        "leaseUntil": _iso(record.get("leaseUntil")), "heartbeatAt": _iso(record.get("heartbeatAt")),
+        "user": record["user"], "createdAt": clock.iso(record["createdAt"]),
+        "startedAt": clock.iso(record.get("startedAt")), "finishedAt": clock.iso(record.get("finishedAt")),
+        "worker": record.get("worker"),
+        "leaseUntil": clock.iso(record.get("leaseUntil")), "heartbeatAt": clock.iso(record.get("heartbeatAt")),
         "claims": record.get("claims", 1), "cancelRequested": bool(record.get("cancelRequested")),
         "usage": record.get("usage"), "ref": record.get("ref") or {}, "error": record.get("error"),
         "waiting": record.get("waiting"), "stoppedBy": record.get("stoppedBy"), "budget": record.get("budget"),

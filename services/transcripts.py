@@ -11,6 +11,7 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from parley.core import clock
 from parley.runs import Event, RunEngine
 from parley.runs.events import listener_view
 from parley.runs.modes.roundtable import render_synthesis
@@ -145,7 +146,7 @@ async def run_transcript(engine: RunEngine, principal: Principal, run_id: str) -
     """
     record = await visible_run(engine, principal, run_id)
     events = listener_view(await store.all_events(engine.db, run_id=run_id), after=-1)
-    created = record["createdAt"].isoformat(timespec="seconds")
+    started = clock.iso(record["createdAt"])
     head = [f"# {record.get('title') or run_id}", "",
-            f"{KIND_NAMES[record['kind']]} · {record['status']} · run `{run_id}` · started {created}", ""]
+            f"{KIND_NAMES[record['kind']]} · {record['status']} · run `{run_id}` · started {started}", ""]
     return "\n".join(head + RENDER[record["kind"]](record, events) + _ending(record)).rstrip() + "\n"

@@ -12,6 +12,7 @@ import asyncio
 import logging
 from typing import Any
 
+from parley.core import clock
 from parley.designer import WorkflowError, WorkflowInputError, WorkflowSpec, prepare_input, validate_workflow
 from parley.designer.spec import RoundtableNode
 from parley.llm.budget import Spend
@@ -35,11 +36,8 @@ RUN_RATE_LIMIT = "30/minute"
 # --- public shapes --------------------------------------------------------------------------
 
 
-def _iso(value: Any) -> str | None:
-    return value.isoformat() if value is not None else None
-
-
 def public_workflow(doc: dict) -> dict[str, Any]:
+    """A stored workflow as the API shows it."""
     return {
         "id": doc["_id"],
         "name": doc["name"],
@@ -47,12 +45,14 @@ def public_workflow(doc: dict) -> dict[str, Any]:
         "version": doc.get("version", 1),
         "user": doc["user"],
         "workflow": doc["spec"],
-        "createdAt": _iso(doc.get("createdAt")),
-        "updatedAt": _iso(doc.get("updatedAt")),
+        "createdAt": clock.iso(doc.get("createdAt")),
+        "updatedAt": clock.iso(doc.get("updatedAt")),
     }
 
 
-def public_run(doc: dict) -> dict[str, Any]:
+def public_workflow_run(doc: dict) -> dict[str, Any]:
+    """A workflow run's result record (`store.workflows`: its input, output, usage and failed node) as
+    `/v1/workflows/.../runs` shows it; the run itself, as every mode's, is `services.runs.public_run`."""
     return {
         "id": doc["_id"],
         "workflowId": doc.get("workflowId"),
@@ -63,8 +63,8 @@ def public_run(doc: dict) -> dict[str, Any]:
         "usage": doc.get("usage"),
         "error": doc.get("error"),
         "failedNode": doc.get("failedNode"),
-        "createdAt": _iso(doc.get("createdAt")),
-        "finishedAt": _iso(doc.get("finishedAt")),
+        "createdAt": clock.iso(doc.get("createdAt")),
+        "finishedAt": clock.iso(doc.get("finishedAt")),
     }
 
 
@@ -116,14 +116,14 @@ async def delete_workflow(db, principal: Principal, workflow_id: str) -> None:
 async def list_runs(db, principal: Principal, workflow_id: str) -> dict[str, Any]:
     await get_workflow(db, principal, workflow_id)
     docs = await store.list_runs(db, workspace=principal.workspace, workflow_id=workflow_id)
-    return {"data": [public_run(d) for d in docs], "count": len(docs)}
+    return {"data": [public_workflow_run(d) for d in docs], "count": len(docs)}
 
 
 async def get_run(db, principal: Principal, run_id: str) -> dict[str, Any]:
     doc = await store.find_run(db, workspace=principal.workspace, run_id=run_id)
     if doc is None:
         raise NotFound(f"No workflow run '{run_id}' in this workspace", code="run_not_found")
-    return public_run(doc)
+    return public_workflow_run(doc)
 
 
 # --- runs -----------------------------------------------------------------------------------
@@ -217,4 +217,5 @@ async def run_to_end(backend: Backend, run: dict) -> dict[str, Any]:
         raise RunFailed({"message": error["message"], "status": error.get("status", 502),
                          "code": error.get("code", "workflow_failed"), "runId": run["_id"], "node": error.get("node"),
                          "usage": error.get("usage")}, run_id=run["_id"])
-    return public_run(await store.find_run(backend.db, workspace=finished["workspace"], run_id=run["_id"]))
+    result = await store.find_run(backend.db, workspace=finished["workspace"], run_id=run["_id"])
+    return public_workflow_run(result)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
@@ -18,6 +17,7 @@ from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
+from parley.core import clock
 from parley.store import tools as tool_store
 
 INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
@@ -84,13 +84,6 @@ class DocumentRefused(ValueError):
         self.code = code
 
 
-def iso(moment: datetime | None) -> str | None:
-    """`2026-10-09T10:02:44.318Z`, the round-table contract's timestamp format."""
-    if moment is None:
-        return None
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-
-
 def new_id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:20]}"
 
@@ -104,8 +97,8 @@ def public_agent(doc: dict) -> dict:
         "persona": doc.get("persona", ""),
         "model": doc.get("model"),
         "isDevilsAdvocate": bool(doc.get("isDevilsAdvocate")),
-        "createdAt": iso(doc.get("createdAt")),
-        "updatedAt": iso(doc.get("updatedAt")),
+        "createdAt": clock.iso(doc.get("createdAt")),
+        "updatedAt": clock.iso(doc.get("updatedAt")),
     }
 
 
@@ -121,7 +114,7 @@ async def create_agent(
     db: AsyncDatabase, *, workspace: str, name: str, role: str, persona: str, model: str | None
 ) -> dict:
     """Store a regular agent at the end of the workspace's creation order."""
-    now = datetime.now(UTC)
+    now = clock.now()
     doc = {
         "_id": new_id("agt"), "workspace": workspace, "name": name, "role": role, "persona": persona,
         "model": model, "isDevilsAdvocate": False, "order": await _next_order(db, workspace),
@@ -137,7 +130,7 @@ async def ensure_devils_advocate(db: AsyncDatabase, *, workspace: str, profile: 
     found = await db.agents.find_one({"workspace": workspace, "isDevilsAdvocate": True})
     if found:
         return found
-    now = datetime.now(UTC)
+    now = clock.now()
     # A deterministic id makes concurrent first uses collide on the primary key instead of creating two.
     digest = hashlib.sha256(workspace.encode()).hexdigest()[:20]
     doc = {
@@ -165,7 +158,7 @@ async def update_agent(db: AsyncDatabase, *, workspace: str, agent_id: str, chan
     """Apply `changes` (name, role, persona, model) and return the updated agent, or None if unknown."""
     return await db.agents.find_one_and_update(
         {"_id": agent_id, "workspace": workspace},
-        {"$set": {**changes, "updatedAt": datetime.now(UTC)}},
+        {"$set": {**changes, "updatedAt": clock.now()}},
         return_document=ReturnDocument.AFTER,
     )
 
@@ -187,7 +180,7 @@ async def delete_agent(db: AsyncDatabase, *, workspace: str, agent_id: str) -> b
 def public_document(doc: dict, *, with_text: bool = False) -> dict:
     out = {
         "id": doc["_id"], "agentId": doc["agentId"], "title": doc["title"], "chars": len(doc["text"]),
-        "createdAt": iso(doc.get("createdAt")),
+        "createdAt": clock.iso(doc.get("createdAt")),
     }
     if with_text:
         out["text"] = doc["text"]
@@ -215,7 +208,7 @@ async def check_document_room(db: AsyncDatabase, *, agent_id: str, text: str) ->
 async def add_document(db: AsyncDatabase, *, workspace: str, agent_id: str, title: str, text: str) -> dict:
     doc = {
         "_id": new_id("doc"), "workspace": workspace, "agentId": agent_id, "title": title, "text": text,
-        "chars": len(text), "createdAt": datetime.now(UTC),
+        "chars": len(text), "createdAt": clock.now(),
     }
     await db.agent_documents.insert_one(doc)
     return doc
@@ -237,7 +230,7 @@ async def delete_document(db: AsyncDatabase, *, agent_id: str, document_id: str)
 def public_memory(doc: dict) -> dict:
     return {
         "id": doc["_id"], "agentId": doc["agentId"], "content": doc["content"],
-        "conversationId": doc.get("conversationId"), "createdAt": iso(doc.get("createdAt")),
+        "conversationId": doc.get("conversationId"), "createdAt": clock.iso(doc.get("createdAt")),
     }
 
 
@@ -245,7 +238,7 @@ async def add_memories(
     db: AsyncDatabase, *, workspace: str, conversation_id: str | None, notes: dict[str, list[str]]
 ) -> int:
     """Store each agent's new notes; return how many were stored."""
-    now = datetime.now(UTC)
+    now = clock.now()
     rows = [
         {"_id": new_id("mem"), "workspace": workspace, "agentId": agent_id, "content": note,
          "conversationId": conversation_id, "createdAt": now}

@@ -6,8 +6,7 @@ the HTTP API and the CLI refuse the same things.
 
 from __future__ import annotations
 
-import base64
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
@@ -15,7 +14,9 @@ from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
-from parley.store.agents import iso, new_id
+from parley.core import clock
+from parley.store.agents import new_id
+from parley.store.cursors import encode_cursor, older_than
 
 INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
     ("conversations", [("workspace", 1), ("createdAt", -1), ("_id", -1)], {}),
@@ -49,7 +50,7 @@ def public_conversation(doc: dict) -> dict:
         "userId": doc["user"],
         "workspaceId": doc["workspace"],
         "title": doc["title"],
-        "createdAt": iso(doc["createdAt"]),
+        "createdAt": clock.iso(doc["createdAt"]),
         "tokensUsed": int(doc.get("tokensUsed", 0)),
         "shareToken": doc.get("shareToken"),
         "isPublic": bool(doc.get("isPublic", False)),
@@ -64,7 +65,7 @@ def public_message(doc: dict) -> dict:
             out[key] = doc[key]
     if doc.get("metadata") is not None:
         out["metadata"] = doc["metadata"]
-    out["createdAt"] = iso(doc["createdAt"])
+    out["createdAt"] = clock.iso(doc["createdAt"])
     return out
 
 
@@ -73,7 +74,7 @@ def public_round(doc: dict) -> dict:
     out = {"id": doc["_id"], "exchange": doc["exchange"], "roundNumber": doc["roundNumber"]}
     if doc["roundNumber"] >= 1:
         out["convergenceScore"] = float(doc["convergenceScore"])
-    return {**out, "usage": doc.get("usage", {}), "createdAt": iso(doc["createdAt"])}
+    return {**out, "usage": doc.get("usage", {}), "createdAt": clock.iso(doc["createdAt"])}
 
 
 def public_rounds(docs: list[dict]) -> dict[str, list[dict]]:
@@ -89,7 +90,7 @@ def public_rounds(docs: list[dict]) -> dict[str, list[dict]]:
 async def create_conversation(db: AsyncDatabase, *, workspace: str, user: str, title: str) -> dict:
     doc = {
         "_id": new_id("conv"), "workspace": workspace, "user": user, "title": title,
-        "createdAt": datetime.now(UTC), "tokensUsed": 0, "shareToken": None, "isPublic": False,
+        "createdAt": clock.now(), "tokensUsed": 0, "shareToken": None, "isPublic": False,
         "goalOverride": None, "messageSeq": 0, "exchanges": 0,
     }
     await db.conversations.insert_one(doc)
@@ -102,31 +103,13 @@ async def get_conversation(db: AsyncDatabase, *, workspace: str, conversation_id
     )
 
 
-def _encode_cursor(doc: dict) -> str:
-    raw = f"{doc['createdAt'].astimezone(UTC).isoformat()}|{doc['_id']}"
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> tuple[datetime, str]:
-    """Read a cursor from `list_conversations`; ValueError when it is not one."""
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        moment, _, conversation_id = raw.partition("|")
-        if not conversation_id:
-            raise ValueError
-        return datetime.fromisoformat(moment), conversation_id
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ValueError("cursor is not one this API returned") from exc
-
-
 async def list_conversations(
     db: AsyncDatabase, *, workspace: str, limit: int | None = None, cursor: str | None = None
 ) -> tuple[list[dict], str | None]:
     """Conversations newest first, each with `messageCount`; with `limit`, also the next page's cursor."""
     query: dict[str, Any] = {"workspace": workspace, "deleting": {"$ne": True}}
     if cursor:
-        moment, last_id = decode_cursor(cursor)
-        query["$or"] = [{"createdAt": {"$lt": moment}}, {"createdAt": moment, "_id": {"$lt": last_id}}]
+        query.update(older_than(cursor))
     found = db.conversations.find(query).sort([("createdAt", -1), ("_id", -1)])
     if limit:
         found = found.limit(limit + 1)
@@ -134,7 +117,7 @@ async def list_conversations(
     next_cursor = None
     if limit and len(docs) > limit:
         docs = docs[:limit]
-        next_cursor = _encode_cursor(docs[-1])
+        next_cursor = encode_cursor(docs[-1])
     counts: dict[str, int] = {}
     if docs:
         pipeline = [
@@ -168,7 +151,7 @@ async def start_exchange(db: AsyncDatabase, *, conversation: dict, content: str)
     message = {
         "_id": new_id("msg"), "conversationId": conversation["_id"], "workspace": conversation["workspace"],
         "seq": int(doc["messageSeq"]), "exchange": exchange, "senderType": "user", "content": content,
-        "createdAt": datetime.now(UTC),
+        "createdAt": clock.now(),
     }
     await db.conversation_messages.insert_one(message)
     return exchange, message
@@ -179,7 +162,7 @@ async def add_messages(db: AsyncDatabase, *, conversation: dict, messages: list[
     first = await reserve_seq(db, conversation_id=conversation["_id"], count=len(messages))
     if first is None:
         return False
-    now = datetime.now(UTC)
+    now = clock.now()
     rows = [
         {"_id": new_id("msg"), "conversationId": conversation["_id"], "workspace": conversation["workspace"],
          "seq": first + i, "createdAt": now, **m}
@@ -206,7 +189,7 @@ async def conclusions(db: AsyncDatabase, *, conversation_id: str) -> list[dict]:
 
 
 async def add_rounds(db: AsyncDatabase, *, conversation_id: str, exchange: int, rounds: list[dict]) -> None:
-    now = datetime.now(UTC)
+    now = clock.now()
     rows = [
         {"_id": new_id("rnd"), "conversationId": conversation_id, "exchange": exchange,
          "roundNumber": r["roundNumber"], "convergenceScore": r.get("convergenceScore"),
@@ -271,7 +254,7 @@ async def claim_idempotency_key(
     """Claim `key` for a new run; None when claimed now, else the existing record (running or done)."""
     record = {
         "_id": _key_id(workspace, user, conversation_id, key), "conversationId": conversation_id, "status": "running",
-        "fingerprint": fingerprint, "result": None, "createdAt": datetime.now(UTC),
+        "fingerprint": fingerprint, "result": None, "createdAt": clock.now(),
     }
     try:
         await db.idempotency_keys.insert_one(record)
@@ -289,7 +272,7 @@ async def complete_idempotency_key(
 ) -> None:
     await db.idempotency_keys.update_one(
         {"_id": _key_id(workspace, user, conversation_id, key)},
-        {"$set": {"status": "done", "result": result, "completedAt": datetime.now(UTC)}},
+        {"$set": {"status": "done", "result": result, "completedAt": clock.now()}},
     )
 
 

@@ -8,19 +8,14 @@ then gets them from there (`get_debate`, `list_debates`); its end writes them in
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from pymongo import DESCENDING
 from pymongo.asynchronous.database import AsyncDatabase
 
+from parley.core.clock import now
 from parley.store.cursors import encode_cursor, older_than
 from parley.store.runs import all_events
 
 IN_PROGRESS, COMPLETED, FAILED, CANCELLED = "in_progress", "completed", "failed", "cancelled"
-
-
-def now() -> datetime:
-    return datetime.now(UTC)
 
 
 async def create_debate(

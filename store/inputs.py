@@ -11,11 +11,12 @@ deleted with it nowhere: they are its audit trail, as its events are.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 from bson import ObjectId
 from pymongo.asynchronous.database import AsyncDatabase
+
+from parley.core import clock
 
 INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
     ("run_inputs", [("runId", 1), ("at", 1), ("_id", 1)], {}),
@@ -24,21 +25,16 @@ INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
 
 def delivered(doc: dict[str, Any]) -> dict[str, Any]:
     """An input as it is delivered to a run (`nodes.inbox`) and shown to clients."""
-    row = {"id": doc["_id"], "user": doc.get("user"), "at": _iso(doc["at"])}
+    row = {"id": doc["_id"], "user": doc.get("user"), "at": clock.iso(doc["at"])}
     for key in ("content", "action"):
         if doc.get(key) is not None:
             row[key] = doc[key]
     return row
 
 
-def _iso(at: datetime) -> str:
-    at = at if at.tzinfo else at.replace(tzinfo=UTC)
-    return at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 async def add_input(db: AsyncDatabase, *, run_id: str, user: str, content: str | None, action: str | None) -> dict:
     """Store one input of a run; return it as delivered."""
-    doc = {"_id": f"in_{ObjectId()}", "runId": run_id, "user": user, "at": datetime.now(UTC)}
+    doc = {"_id": f"in_{ObjectId()}", "runId": run_id, "user": user, "at": clock.now()}
     if content is not None:
         doc["content"] = content
     if action is not None:

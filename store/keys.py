@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 
+from parley.core import clock
 from parley.store.group import Group
 
 SCOPES = ("debate", "chat", "conversations", "workflows", "readonly", "admin")
@@ -38,7 +39,7 @@ async def create_key(db: AsyncDatabase, *, user: str, workspace: str, scopes: li
         "user": user,
         "workspace": workspace,
         "scopes": sorted(set(scopes)),
-        "createdAt": datetime.now(UTC),
+        "createdAt": clock.now(),
         "revoked": False,
     }
     await db.api_keys.insert_one(record)
@@ -65,7 +66,7 @@ async def find_key(db: AsyncDatabase, *, plaintext: str) -> dict | None:
     # The lookup is by hash; the constant-time comparison guards against a store that matched loosely.
     if record is None or record.get("revoked") or not hmac.compare_digest(record["hash"], digest):
         return None
-    used = datetime.now(UTC)
+    used = clock.now()
     last = record.get("lastUsedAt")
     if last is None or used - _aware(last) >= LAST_USED_RESOLUTION:
         await db.api_keys.update_one({"_id": record["_id"]}, {"$set": {"lastUsedAt": used}})
@@ -83,7 +84,7 @@ async def revoke_key(db: AsyncDatabase, *, key_id: str) -> tuple[dict | None, bo
     """Revoke the key `key_id`. Return its record (None when there is no such key, never its hash) and whether
     this call revoked it (False when it had been revoked before)."""
     revoked = await db.api_keys.find_one_and_update(
-        {"_id": key_id, "revoked": {"$ne": True}}, {"$set": {"revoked": True, "revokedAt": datetime.now(UTC)}},
+        {"_id": key_id, "revoked": {"$ne": True}}, {"$set": {"revoked": True, "revokedAt": clock.now()}},
         projection={"hash": 0}, return_document=ReturnDocument.AFTER)
     if revoked is not None:
         return revoked, True

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
+from parley.core import clock
 from parley.store import tools as tool_store
 
 
@@ -22,8 +22,7 @@ def _public(doc: dict[str, Any] | None) -> dict[str, Any] | None:
 
 async def insert_router(db: AsyncDatabase, *, workspace: str, router: dict[str, Any]) -> dict[str, Any] | None:
     """Store a new router (`router["id"]` unique in the workspace); None when that id is taken."""
-    now = datetime.now(UTC)
-    now = now.replace(microsecond=now.microsecond // 1000 * 1000)  # what BSON keeps, so reads agree with this
+    now = clock.now()
     doc = {**router, "workspace": workspace, "createdAt": now, "updatedAt": now}
     try:
         await db.routers.insert_one(doc)
@@ -47,7 +46,7 @@ async def update_router(
     """Apply `changes` to a router; None when it does not exist."""
     doc = await db.routers.find_one_and_update(
         {"workspace": workspace, "id": router_id},
-        {"$set": {**changes, "updatedAt": datetime.now(UTC)}},
+        {"$set": {**changes, "updatedAt": clock.now()}},
         return_document=ReturnDocument.AFTER,
     )
     return _public(doc)

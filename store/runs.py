@@ -33,6 +33,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.database import Database
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
+from parley.core.clock import now  # also the runs' clock for their engine (`store.now()`)
 from parley.store.cursors import encode_cursor, older_than
 from parley.store.group import DUPLICATE_KEY, Group, insert_each
 
@@ -63,10 +64,6 @@ INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
 
 class EventConflict(RuntimeError):
     """Another worker stored events under the same sequence numbers: it holds the run now."""
-
-
-def now() -> datetime:
-    return datetime.now(UTC)
 
 
 def _lease(seconds: float) -> datetime:

@@ -9,30 +9,18 @@ from __future__ import annotations
 
 import re
 import uuid
-from datetime import UTC, datetime
 from typing import Any
 
 from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
+from parley.core import clock
+
 INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
     ("tool_servers", [("workspace", 1), ("name", 1)], {"unique": True}),
     ("tool_grants", [("workspace", 1), ("subject", 1)], {"unique": True}),
 ]
-
-
-def _iso(moment: datetime | None) -> str | None:
-    """`2026-10-09T10:02:44.318Z`, as the other resources show times."""
-    if moment is None:
-        return None
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-
-
-def _now() -> datetime:
-    # What BSON keeps (milliseconds), so what a write returns reads back the same.
-    now = datetime.now(UTC)
-    return now.replace(microsecond=now.microsecond // 1000 * 1000)
 
 
 def public_server(doc: dict[str, Any]) -> dict[str, Any]:
@@ -42,8 +30,8 @@ def public_server(doc: dict[str, Any]) -> dict[str, Any]:
         "allowedTools": list(doc.get("allowedTools") or []),
         "tools": [{"name": t["name"], "description": t.get("description", ""), "parameters": t.get("parameters")}
                   for t in doc.get("tools") or []],
-        "listedAt": _iso(doc.get("listedAt")), "createdAt": _iso(doc.get("createdAt")),
-        "updatedAt": _iso(doc.get("updatedAt")),
+        "listedAt": clock.iso(doc.get("listedAt")), "createdAt": clock.iso(doc.get("createdAt")),
+        "updatedAt": clock.iso(doc.get("updatedAt")),
     }
     if doc["transport"] == "stdio":
         out |= {"command": doc.get("command"), "args": list(doc.get("args") or []),
@@ -55,7 +43,7 @@ def public_server(doc: dict[str, Any]) -> dict[str, Any]:
 
 async def insert_server(db: AsyncDatabase, *, workspace: str, server: dict[str, Any]) -> dict[str, Any] | None:
     """Store a new server (its `name` unique in the workspace); None when the name is taken."""
-    now = _now()
+    now = clock.now()
     doc = {"_id": "tls_" + uuid.uuid4().hex[:16], **server, "workspace": workspace, "listedAt": now,
            "createdAt": now, "updatedAt": now}
     try:
@@ -84,7 +72,7 @@ async def get_server(db: AsyncDatabase, *, workspace: str, name: str) -> dict[st
 async def replace_server(db: AsyncDatabase, *, workspace: str, name: str,
                          server: dict[str, Any]) -> dict[str, Any] | None:
     """Replace what server `name` holds (its id and creation time kept); None when there is no such server."""
-    now = _now()
+    now = clock.now()
     return await db.tool_servers.find_one_and_update(
         {"workspace": workspace, "name": name}, {"$set": {**server, "listedAt": now, "updatedAt": now}},
         return_document=ReturnDocument.AFTER)
@@ -103,7 +91,8 @@ async def delete_server(db: AsyncDatabase, *, workspace: str, name: str) -> bool
 
 
 def public_grant(doc: dict[str, Any]) -> dict[str, Any]:
-    return {"subject": doc["subject"], "tools": list(doc.get("tools") or []), "updatedAt": _iso(doc.get("updatedAt"))}
+    return {"subject": doc["subject"], "tools": list(doc.get("tools") or []),
+            "updatedAt": clock.iso(doc.get("updatedAt"))}
 
 
 async def set_grant(db: AsyncDatabase, *, workspace: str, subject: str, tools: list[str]) -> dict[str, Any] | None:
@@ -113,7 +102,7 @@ async def set_grant(db: AsyncDatabase, *, workspace: str, subject: str, tools: l
         return None
     return await db.tool_grants.find_one_and_update(
         {"workspace": workspace, "subject": subject},
-        {"$set": {"tools": tools, "updatedAt": _now()}},
+        {"$set": {"tools": tools, "updatedAt": clock.now()}},
         upsert=True, return_document=ReturnDocument.AFTER)
 
 

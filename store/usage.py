@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from pymongo.asynchronous.database import AsyncDatabase
 
+from parley.core import clock
 from parley.store.group import Group
 
 if TYPE_CHECKING:  # the ledger's type only: store/ imports nothing of Parley's but core/ (tests/test_layers.py)
@@ -17,7 +17,7 @@ async def record_usage(
     db: AsyncDatabase, *, workspace: str, user: str, request_id: str, mode: str, ledger: UsageLedger
 ) -> list[dict]:
     """Store the ledger of one request as per-model usage rows; return them."""
-    now = datetime.now(UTC)
+    now = clock.now()
     rows = [
         {
             "workspace": workspace,

@@ -8,19 +8,14 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import UTC, datetime
 from typing import Any
 
 from pymongo import DESCENDING
 from pymongo.asynchronous.database import AsyncDatabase
 
+from parley.core import clock
+
 _ENCODED = ("spec", "input", "output")
-
-
-def _now() -> datetime:
-    # MongoDB keeps milliseconds; dropping the rest here makes a returned record equal to a re-read one.
-    now = datetime.now(UTC)
-    return now.replace(microsecond=now.microsecond // 1000 * 1000)
 
 
 def _encode(value: Any) -> str:
@@ -35,7 +30,7 @@ def _decode(doc: dict | None) -> dict | None:
 
 async def insert_workflow(db: AsyncDatabase, *, workspace: str, user: str, spec: dict[str, Any]) -> dict:
     """Store a checked workflow document; return the stored record."""
-    now = _now()
+    now = clock.now()
     doc = {
         "_id": "wf_" + uuid.uuid4().hex[:16],
         "workspace": workspace,
@@ -87,7 +82,7 @@ async def insert_run(
         "usage": None,
         "error": None,
         "failedNode": None,
-        "createdAt": _now(),
+        "createdAt": clock.now(),
         "finishedAt": None,
     }
     await db.workflow_runs.insert_one(doc)
@@ -102,7 +97,7 @@ async def finish_run(
     await db.workflow_runs.update_one(
         {"_id": run_id},
         {"$set": {"status": status, "output": None if output is None else _encode(output), "usage": usage,
-                  "error": error, "failedNode": failed_node, "finishedAt": _now()}},
+                  "error": error, "failedNode": failed_node, "finishedAt": clock.now()}},
     )
     return _decode(await db.workflow_runs.find_one({"_id": run_id}))
 

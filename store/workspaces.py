@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
 
 from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 
+from parley.core import clock
 from parley.store.group import Group
 
 
@@ -39,7 +39,7 @@ async def add_credit(db: AsyncDatabase, workspace: str, usd: float) -> float:
         raise ValueError("credit to add must be positive")
     doc = await db.workspaces.find_one_and_update(
         {"_id": workspace},
-        {"$inc": {"creditUsd": usd}, "$set": {"updatedAt": datetime.now(UTC)}},
+        {"$inc": {"creditUsd": usd}, "$set": {"updatedAt": clock.now()}},
         upsert=True,
         return_document=ReturnDocument.AFTER,
     )
@@ -126,7 +126,7 @@ async def set_allowance(db: AsyncDatabase, workspace: str, tokens: int) -> int:
         raise ValueError("allowance must be zero or more tokens")
     await db.workspaces.update_one(
         {"_id": workspace},
-        {"$set": {"allowanceTokens": tokens, "updatedAt": datetime.now(UTC)}, "$setOnInsert": {"creditUsd": 0.0}},
+        {"$set": {"allowanceTokens": tokens, "updatedAt": clock.now()}, "$setOnInsert": {"creditUsd": 0.0}},
         upsert=True,
     )
     return tokens
@@ -135,7 +135,7 @@ async def set_allowance(db: AsyncDatabase, workspace: str, tokens: int) -> int:
 async def set_budget(db: AsyncDatabase, workspace: str, budget: dict | None) -> dict | None:
     """Set (None: clear) the workspace's default budget, `{"maxTokens"?, "maxCost"?, "maxSeconds"?}`: the limits
     a run of the workspace gets when its request sets none of its own."""
-    change = {"$set": {"budget": budget or None, "updatedAt": datetime.now(UTC)}}
+    change = {"$set": {"budget": budget or None, "updatedAt": clock.now()}}
     await db.workspaces.update_one({"_id": workspace}, {**change, "$setOnInsert": {"creditUsd": 0.0}}, upsert=True)
     return budget or None
 

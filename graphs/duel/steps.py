@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Literal
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
-from langchain_core.runnables import Runnable
 from langgraph.runtime import Runtime
-from pydantic import BaseModel
 from typing_extensions import NotRequired, TypedDict  # pydantic's schemas need these before Python 3.12
 
 from parley.core.limits import DEFAULT_DUEL_ROUNDS, DUEL_CONCLUSION_MAX_CHARS, DUEL_TURN_MAX_CHARS, DUEL_TURN_MIN_CHARS
@@ -51,21 +49,7 @@ class DuelContext(RunContext):
     user_model: str | None = None
     opponent_model: str | None = None
     judge_model: str | None = None
-    _built: dict = field(default_factory=dict, init=False, repr=False, compare=False)
-
-    def chat(self, model: str | None = None, **options: Any) -> Runnable:
-        """As `RunContext.chat`, built once per run: a duel asks for the same two speakers turn after turn."""
-        key = ("chat", model, tuple(sorted(options.items())))
-        if key not in self._built:
-            self._built[key] = super().chat(model, **options)
-        return self._built[key]
-
-    def structured(self, schema: type[BaseModel], model: str | None = None, **options: Any) -> Runnable:
-        """As `RunContext.structured`, built once per run (the two judges share one)."""
-        key = ("structured", schema, model, tuple(sorted(options.items())))
-        if key not in self._built:
-            self._built[key] = super().structured(schema, model, **options)
-        return self._built[key]
+    # Its speakers' and judges' models are `RunContext.chat`'s: the model factory builds each once per event loop.
 
     def turn_tokens(self, topic: str) -> int:
         """Output cap of one turn: room for `max_chars` in the topic's script, so the cap rarely cuts first."""
@@ -84,7 +68,7 @@ def duel_context(runtime: Runtime[DuelContext] | None) -> DuelContext:
 # --- node input schemas (what each node reads from the graph state) --------------------------
 
 
-class TurnInput(TypedDict):
+class DuelTurnInput(TypedDict):
     topic: str
     user_profile: dict
     opponent_profile: dict
@@ -121,7 +105,7 @@ def fold_summary(
     return "\n".join(newest_within(lines, max_chars)), max(folded, older)
 
 
-def _persona(role: Role, state: TurnInput) -> dict:
+def _persona(role: Role, state: DuelTurnInput) -> dict:
     user, opponent = state["user_profile"], state["opponent_profile"]
     if role == "user":
         memory = user.get("softMemory") or {}
@@ -138,7 +122,7 @@ def _persona(role: Role, state: TurnInput) -> dict:
     }
 
 
-def turn_prompt(role: Role, state: TurnInput, ctx: DuelContext, summary: str) -> list[BaseMessage]:
+def turn_prompt(role: Role, state: DuelTurnInput, ctx: DuelContext, summary: str) -> list[BaseMessage]:
     """The prompt of the next turn: persona and rules, the running summary, and the recent turns."""
     persona = _persona(role, state)
     messages = state.get("messages") or []
@@ -166,7 +150,7 @@ def turn_prompt(role: Role, state: TurnInput, ctx: DuelContext, summary: str) ->
     return [SystemMessage(system), HumanMessage(ask)]
 
 
-def _turn_length(state: TurnInput, ctx: DuelContext) -> LengthRule:
+def _turn_length(state: DuelTurnInput, ctx: DuelContext) -> LengthRule:
     """The duel's length rule: `min_chars`..`max_chars`, a short turn asked to go on in the topic's language."""
     language = topic_language(state["topic"])
 
@@ -179,12 +163,12 @@ def _turn_length(state: TurnInput, ctx: DuelContext) -> LengthRule:
     return LengthRule(ctx.min_chars, ctx.max_chars, more)
 
 
-def _speaker(role: Role, state: TurnInput) -> Speaker:
+def _speaker(role: Role, state: DuelTurnInput) -> Speaker:
     profile = state["user_profile"] if role == "user" else state["opponent_profile"]
     return {"id": role, "name": profile["name"]}
 
 
-def _round_of(state: TurnInput) -> int:
+def _round_of(state: DuelTurnInput) -> int:
     return len(state.get("messages") or []) // 2 + 1
 
 
@@ -192,7 +176,7 @@ def make_speaker(role: Role):
     """Build the node that speaks one turn as `role` ("user": the user's agent, or "opponent"), streamed,
     within the context's character bounds: a `speak` node (`nodes.speak`)."""
 
-    def prepare(state: TurnInput, ctx: DuelContext) -> dict:
+    def prepare(state: DuelTurnInput, ctx: DuelContext) -> dict:
         """Fold the turns that left the recent window into the summary, and announce the turn."""
         summary, summarized = fold_summary(
             state.get("summary", ""), state.get("summarized", 0), state.get("messages") or [],
@@ -202,7 +186,7 @@ def make_speaker(role: Role):
               "rounds": state.get("rounds") or ctx.rounds})
         return {"summary": summary, "summarized": summarized}
 
-    def record(turn: Turn, state: TurnInput, ctx: DuelContext) -> dict:
+    def record(turn: Turn, state: DuelTurnInput, ctx: DuelContext) -> dict:
         message = {"role": role, "name": turn.speaker["name"], "content": turn.text,
                    "timestamp": int(time.time() * 1000)}
         if turn.tool_runs:
@@ -214,7 +198,7 @@ def make_speaker(role: Role):
         name=f"{role}_turn",
         doc="Speak one turn, streaming it, within the context's character bounds.",
         context=DuelContext,
-        reads=TurnInput,
+        reads=DuelTurnInput,
         prepare=prepare,
         speaker=lambda state, ctx: _speaker(role, state),
         prompt=lambda state, ctx: turn_prompt(role, state, ctx, state["summary"]),

@@ -31,10 +31,12 @@ from parley.graphs.roundtable.steps import (
     StatedPosition,
     SynthesisDraft,
     agent_turn,
+    builtin_devils_advocate,
     context_of,
     devils_advocate_turn,
     form_memories,
     seat_agents,
+    seat_order,
     synthesize,
 )
 from parley.graphs.roundtable import prompts
@@ -49,7 +51,7 @@ from parley.nodes.text import newest_within
 
 __all__ = [
     "RoundTableContext", "RoundTableState", "build_round_table_graph", "estimate_minimum_tokens", "format_history",
-    "graph", "minimum_calls",
+    "graph", "minimum_calls", "seat_order",
 ]
 
 
@@ -154,9 +156,8 @@ def minimum_calls(inputs: RoundTableInput, ctx: RoundTableContext) -> list[CallE
     """The calls of the smallest debate, estimated as the budget check of each call makes it: round 0 (each
     seat's answer and the reading of its stance) and the synthesis with every seat's memory notes. A budget below
     them is refused before the question is asked."""
-    agents = inputs.get("agents") or []
-    seats = [a for a in agents if not a.get("isDevilsAdvocate")][: ctx.max_seats]
-    seats += [next((a for a in agents if a.get("isDevilsAdvocate")), {})]
+    regular, advocate = seat_order(inputs.get("agents") or [], ctx.max_seats)
+    seats = [*regular, advocate or builtin_devils_advocate()]
     shared = sum(approx_text_tokens(inputs.get(key) or "") for key in ("question", "topic", "history"))
     calls = []
     for seat in seats:
@@ -226,10 +227,12 @@ def estimate_minimum_tokens(inputs: RoundTableInput, ctx: RoundTableContext | No
     token for what each prompt carries, plus a short answer and its position extraction per turn.
     """
     ctx = ctx or RoundTableContext()
-    seats = min(len([a for a in inputs.get("agents") or [] if not a.get("isDevilsAdvocate")]), ctx.max_seats) + 1
+    regular, advocate = seat_order(inputs.get("agents") or [], ctx.max_seats)
+    seated = [*regular, advocate or builtin_devils_advocate()]
+    seats = len(seated)
     shared = len(inputs.get("question") or "") + len(inputs.get("topic") or "") + len(inputs.get("history") or "")
     per_seat = []
-    for agent in (inputs.get("agents") or [])[: seats + 1]:
+    for agent in seated:
         documents = sum(len(d.get("text") or "") for d in agent.get("documents") or [])
         # Retrieval keeps a few chunks of ~90 words, whatever the documents' size.
         passages = min(documents, ctx.passages_per_agent * 600)

@@ -1,7 +1,7 @@
 """The round table's own steps: seating, the turn prompts, the synthesis and memory prompts and their fallbacks.
 
 Every node reads its knobs from `RoundTableContext` and calls models only through it. Turn nodes are
-fed by `Send` with a `TurnInput`, so one round's agents run concurrently; each is a `speak` node
+fed by `Send` with a `TableTurnInput`, so one round's agents run concurrently; each is a `speak` node
 (`nodes.speak`) streaming its tokens as `chunk` events, and returns one transcript message.
 """
 
@@ -10,15 +10,16 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Literal, TypedDict
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, field_validator
 
+from parley.core import clock
 from parley.core.limits import MAX_TABLE_ROUNDS, MAX_TABLE_SEATS
 from parley.graphs.roundtable import prompts
+from parley.llm.usage import usage_view
 from parley.nodes.answers import parse_rule, vote_record
 from parley.nodes.bounds import AtMost, Clipped
 from parley.nodes.context import RunContext
@@ -111,7 +112,7 @@ class MemoryNotes(BaseModel):
 # --- state fragments the nodes read -----------------------------------------------------------
 
 
-class TurnInput(TypedDict):
+class TableTurnInput(TypedDict):
     """What one agent's turn receives through `Send`."""
 
     agent: dict[str, Any]
@@ -147,13 +148,28 @@ def builtin_devils_advocate() -> dict[str, Any]:
     }
 
 
-def choose_seats(agents: list[dict[str, Any]], max_seats: int) -> list[dict[str, Any]]:
-    """The first `max_seats` regular agents in the given order, then one devil's advocate."""
+def seat_order(agents: list[dict[str, Any]], max_seats: int) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The round table's seating rule: the first `max_seats` regular agents in the given order, and the devil's
+    advocate (the first agent marked `isDevilsAdvocate`; None when `agents` has none).
+
+    Every caller seats through it: the graph (`choose_seats`), its budget estimates, the service that reads a
+    workspace's table and the CLI.
+    """
     regular = [a for a in agents if not a.get("isDevilsAdvocate")][:max_seats]
-    advocate = next((a for a in agents if a.get("isDevilsAdvocate")), None) or builtin_devils_advocate()
+    return regular, next((a for a in agents if a.get("isDevilsAdvocate")), None)
+
+
+def choose_seats(agents: list[dict[str, Any]], max_seats: int) -> list[dict[str, Any]]:
+    """Who sits at the table (`seat_order`): the regular agents, then the devil's advocate, the built-in one
+    when `agents` has none.
+
+    Raises:
+        ValueError: `agents` has no regular agent.
+    """
+    regular, advocate = seat_order(agents, max_seats)
     if not regular:
         raise ValueError("A round table needs at least one regular agent")
-    return regular + [advocate]
+    return regular + [advocate or builtin_devils_advocate()]
 
 
 async def seat_agents(state: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
@@ -219,7 +235,7 @@ def describe_consensus(previous: list[dict[str, Any]], round_number: int) -> str
     return f"{len(backers)} agent(s) are {stance}" + (f" ({points})" if points else "")
 
 
-def _turn_messages(state: TurnInput, ctx: RoundTableContext) -> list[BaseMessage]:
+def _turn_messages(state: TableTurnInput, ctx: RoundTableContext) -> list[BaseMessage]:
     agent, round_number = state["agent"], state["round"]
     history = prompts.HISTORY_BLOCK.format(history=state["history"]) if state.get("history") else ""
     human = prompts.QUESTION_BLOCK.format(
@@ -246,16 +262,17 @@ def _turn_messages(state: TurnInput, ctx: RoundTableContext) -> list[BaseMessage
 
 
 def _usage_of(ctx: RoundTableContext, label: str) -> dict[str, int]:
-    records = [r for r in ctx.ledger.records if r.label == label]
-    return {"inputTokens": sum(r.input_tokens for r in records), "outputTokens": sum(r.output_tokens for r in records)}
+    """A turn's usage as the seed's messages show it: the tokens in and out (`usage_view`) of the turn's calls."""
+    view = usage_view(r for r in ctx.ledger.records if r.label == label)
+    return {"inputTokens": view["inputTokens"], "outputTokens": view["outputTokens"]}
 
 
-def _turn_model(state: TurnInput, ctx: RoundTableContext) -> str | None:
+def _turn_model(state: TableTurnInput, ctx: RoundTableContext) -> str | None:
     agent = state["agent"]
     return agent.get("model") or (ctx.devils_advocate_model if agent["isDevilsAdvocate"] else None)
 
 
-async def _record_turn(turn: Turn, state: TurnInput, ctx: RoundTableContext) -> dict[str, Any]:
+async def _record_turn(turn: Turn, state: TableTurnInput, ctx: RoundTableContext) -> dict[str, Any]:
     """Extract the stance the streamed answer took, and record the answer (with the tools it called) as one
     transcript message."""
     agent, round_number = state["agent"], state["round"]
@@ -288,7 +305,7 @@ async def _record_turn(turn: Turn, state: TurnInput, ctx: RoundTableContext) -> 
         "seat": agent.get("seat", 0),
         "model": ctx.model_id(turn.model),
         "usage": {**_usage_of(ctx, turn.label), **({"toolCalls": len(turn.tool_runs)} if turn.tool_runs else {})},
-        "createdAt": datetime.now(UTC).isoformat(),
+        "createdAt": clock.iso(clock.now()),
     }
     if turn.tool_runs:
         message["toolCalls"] = [run.dump() for run in turn.tool_runs]
@@ -300,7 +317,7 @@ async def _record_turn(turn: Turn, state: TurnInput, ctx: RoundTableContext) -> 
 # A turn failing mid-stream is asked again (its retry policy), as the table's turns always were.
 _TURN = dict(
     context=RoundTableContext,
-    reads=TurnInput,
+    reads=TableTurnInput,
     speaker=lambda state, ctx: {"id": state["agent"]["id"], "name": state["agent"]["name"]},
     round=lambda state, ctx: state["round"],
     prompt=_turn_messages,

@@ -36,7 +36,7 @@ from parley.store import debates as store
 CANCELLED = "Debate cancelled"
 
 
-def describe_failure(exc: BaseException) -> str:
+def debate_failure_message(exc: BaseException) -> str:
     """What to tell the client about a failed debate: the model layer's account of a model failure (upstream
     text capped and redacted there), nothing of Parley's internals otherwise."""
     cause = exc.__cause__ if isinstance(exc, TurnInterrupted) and exc.__cause__ else exc
@@ -167,7 +167,7 @@ class DuelRun(ModeRun):
         ], result={"winner": synthesis.get("winner"), "messages": len(turns), **early}, stopped_by=stopped_by)
 
     async def failed(self, exc: BaseException, ledger: UsageLedger) -> Outcome:
-        error = exc.error if isinstance(exc, RunFailure) else {"message": describe_failure(exc), "status": 500}
+        error = exc.error if isinstance(exc, RunFailure) else {"message": debate_failure_message(exc), "status": 500}
         await self.settle(ledger)
         await store.end_debate(self.services.db, debate_id=self.run_id, status=store.FAILED, error=error["message"],
                                opponent_profile=self.opponent, messages=self.messages)

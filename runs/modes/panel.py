@@ -12,12 +12,12 @@ it ends, and one usage row is written per model.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import UTC, datetime
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
 
+from parley.core import clock
 from parley.graphs.panel import graph as panel_graph
 from parley.graphs.panel.steps import (
     AllModelsFailedError,
@@ -28,7 +28,7 @@ from parley.graphs.panel.steps import (
     TooFewPanelistsError,
     is_panelist,
 )
-from parley.llm.usage import UsageLedger
+from parley.llm.usage import UsageLedger, usage_view, usd
 from parley.runs.modes.base import Emit, ModeRun, Outcome, RunFailure, with_checkpointer
 
 PROGRESS = ("panelists", "panelist", "answering", "fallback", "decision", "review", "verdict")
@@ -59,8 +59,10 @@ def answer_choice(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def usage_body(ledger: UsageLedger) -> dict[str, int]:
-    return {"prompt_tokens": ledger.input_tokens, "completion_tokens": ledger.total_tokens - ledger.input_tokens,
-            "total_tokens": ledger.total_tokens}
+    """OpenAI's `usage` of the completion: the figures of `llm.usage.usage_view`, in OpenAI's names."""
+    view = usage_view(ledger)
+    return {"prompt_tokens": view["inputTokens"], "completion_tokens": view["outputTokens"],
+            "total_tokens": view["totalTokens"]}
 
 
 def meta_body(plan: dict[str, Any], result: dict[str, Any], ledger: UsageLedger, latency_ms: int) -> dict[str, Any]:
@@ -70,10 +72,11 @@ def meta_body(plan: dict[str, Any], result: dict[str, Any], ledger: UsageLedger,
     is each seat's label (`local:smollm2`, `local:smollm2 #2`, ...). A debate adds its `rule` and `decision`
     (how it decided: `graphs.panel.rules`).
     """
-    cost, tokens = round(ledger.total_cost, 8), ledger.total_tokens
+    view = usage_view(ledger)
+    cost, tokens = view["costUsd"], view["totalTokens"]
     meta: dict[str, Any] = {"modelUsed": response_model(plan, result), "routerMode": plan["router_mode"],
                             "cost": cost, "tokensUsed": tokens, "latency": latency_ms}
-    panelists = [{**p, "cost": round(p["cost"], 8)} for p in result.get("panelists", [])]
+    panelists = [{**p, "cost": usd(p["cost"])} for p in result.get("panelists", [])]
     same_family = {"sameFamily": True} if result.get("same_family") else {}
     if plan["mode"] == "debate":
         meta["debate"] = {"arbitrator": meta["modelUsed"], "panelists": panelists,
@@ -153,7 +156,7 @@ class PanelRun(ModeRun):
 
     @property
     def latency_ms(self) -> int:
-        return round((datetime.now(UTC) - self.record["createdAt"]).total_seconds() * 1000)
+        return round((clock.now() - self.record["createdAt"]).total_seconds() * 1000)
 
     async def completed(self, state: dict[str, Any], ledger: UsageLedger) -> Outcome:
         await self.settle(ledger)

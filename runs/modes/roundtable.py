@@ -18,6 +18,7 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
 
+from parley.core import clock
 from parley.graphs.roundtable import RoundTableContext
 from parley.graphs.roundtable import graph as roundtable_graph
 from parley.llm.failures import failure_message
@@ -56,7 +57,7 @@ def human_event(message: dict[str, Any]) -> dict[str, Any]:
     `roundNumber`."""
     return {"id": message["id"], "senderType": "user", "name": message["speaker"]["name"],
             "content": message["content"], "roundNumber": message["round"],
-            "createdAt": message.get("at") or datetime.fromtimestamp(message["timestamp"] / 1000, UTC).isoformat()}
+            "createdAt": message.get("at") or clock.iso(datetime.fromtimestamp(message["timestamp"] / 1000, UTC))}
 
 
 def transcript_messages(exchange: int, transcript: list[dict[str, Any]],
@@ -69,14 +70,14 @@ def transcript_messages(exchange: int, transcript: list[dict[str, Any]],
     return [
         {
             "exchange": exchange, "senderType": "user", "content": m["content"],
-            "createdAt": datetime.fromisoformat(m["createdAt"].replace("Z", "+00:00")),
+            "createdAt": datetime.fromisoformat(m["createdAt"]),
             "metadata": {"roundNumber": m["roundNumber"], "inputId": m["id"], "user": m["name"]},
         } if m.get("senderType") == "user" else {
             "exchange": exchange,
             "senderType": "devils-advocate" if m["isDevilsAdvocate"] else "agent",
             "agentId": m["agentId"], "agentName": m["agentName"], "agentRole": m["agentRole"],
             "content": m["content"],
-            "createdAt": datetime.fromisoformat(m["createdAt"]) if m.get("createdAt") else datetime.now(UTC),
+            "createdAt": datetime.fromisoformat(m["createdAt"]) if m.get("createdAt") else clock.now(),
             "metadata": {
                 "phase": m["phase"], "roundNumber": m["roundNumber"], "isDevilsAdvocate": m["isDevilsAdvocate"],
                 "stance": m["stance"], "confidence": m["confidence"], "keyPoint": m["keyPoint"],

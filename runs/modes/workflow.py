@@ -19,11 +19,10 @@ from langgraph.pregel import Pregel
 
 from parley.designer import WorkflowContext, compile_workflow, validate_workflow
 from parley.designer.modes import NodeInputError, tag_event, workflow_event
-from parley.designer.run import run_error
+from parley.designer.run import workflow_run_error
 from parley.designer.spec import STEER_KEYS
 from parley.designer.templates import MissingValue, TemplateError
-from parley.designer.usage import run_usage
-from parley.llm.usage import UsageLedger
+from parley.llm.usage import UsageLedger, usage_view
 from parley.runs.modes.base import Emit, ModeRun, Outcome, RunFailure
 from parley.store import workflows as store
 
@@ -84,7 +83,7 @@ class WorkflowRun(ModeRun):
     async def _settle(self, ledger: UsageLedger) -> dict[str, Any]:
         """Record the run's usage rows and take its tokens from the allowance; return the run's usage."""
         await self.settle(ledger)
-        return run_usage(ledger)
+        return usage_view(ledger, per_model=True, per_node=True)
 
     async def completed(self, state: dict[str, Any], ledger: UsageLedger) -> Outcome:
         kept = STEER_KEYS if self.spec.steerable else ()  # the await nodes' own keys
@@ -96,7 +95,7 @@ class WorkflowRun(ModeRun):
                        result={"output": final, **early}, stopped_by=early.get("stoppedBy"))
 
     async def failed(self, exc: BaseException, ledger: UsageLedger) -> Outcome:
-        error = run_error(exc)
+        error = workflow_run_error(exc)
         usage = await self._settle(ledger)
         await store.finish_run(self.services.db, run_id=self.run_id, status="failed", output=None, usage=usage,
                                error=str(error), failed_node=error.node)

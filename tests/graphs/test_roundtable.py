@@ -7,7 +7,14 @@ from typing import Any
 import pytest
 
 from parley.core.settings import Settings
-from parley.graphs.roundtable import build_round_table_graph, estimate_minimum_tokens, format_history, graph
+from parley.graphs.roundtable import (
+    build_round_table_graph,
+    estimate_minimum_tokens,
+    format_history,
+    graph,
+    minimum_calls,
+    seat_order,
+)
 from parley.graphs.roundtable.steps import RoundTableContext
 from parley.llm.factory import ModelFactory
 from parley.nodes.speak import is_chunk
@@ -92,6 +99,23 @@ async def test_seats_first_five_regular_agents_and_one_devils_advocate(llm, make
     assert result["total_rounds"] == 0
     with pytest.raises(ValueError, match="at least one regular agent"):
         await graph.ainvoke({"question": "Q?", "agents": [own_advocate]}, context=make_context())
+
+
+def test_the_budget_estimates_seat_the_table_as_the_graph_does(make_context):
+    crowd = [agent(f"A{i}", "Ops") for i in range(7)]
+    own_advocate = {**agent("Vera", "Contrarian"), "isDevilsAdvocate": True}
+    regular, advocate = seat_order([crowd[0], own_advocate, *crowd[1:]], 5)
+    assert [a["name"] for a in regular] == ["A0", "A1", "A2", "A3", "A4"] and advocate is own_advocate
+    assert seat_order(crowd[:2], 5) == (crowd[:2], None)
+
+    ctx = make_context()
+    calls = minimum_calls({"question": "Q?", "agents": [*crowd, own_advocate]}, ctx)
+    # Round 0 (an answer and its stance per seat), the synthesis and a memory call per seat: six seats.
+    assert len(calls) == 6 * 2 + 1 + 6
+    # Agents past the fifth change nothing; a table without its own advocate seats the built-in one.
+    seated = estimate_minimum_tokens({"question": "Q?", "agents": [*crowd[:5], own_advocate]}, ctx)
+    assert estimate_minimum_tokens({"question": "Q?", "agents": [*crowd, own_advocate]}, ctx) == seated
+    assert len(minimum_calls({"question": "Q?", "agents": crowd}, ctx)) == len(calls)
 
 
 async def test_agents_see_only_the_previous_round_and_the_advocate_attacks_the_consensus(llm, make_context):
