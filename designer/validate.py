@@ -176,7 +176,8 @@ def _too_large(data: dict[str, Any]) -> Issue | None:
         return Issue(None, "$.nodes", f"a workflow has at most {MAX_WORKFLOW_NODES} nodes ({len(nodes)} sent)")
     routes = len(data["edges"]) if isinstance(data.get("edges"), list) else 0
     for node in nodes if isinstance(nodes, list) else []:
-        cases = (node.get("config") or {}).get("cases") if isinstance(node, dict) else None
+        config = node.get("config") if isinstance(node, dict) else None
+        cases = config.get("cases") if isinstance(config, dict) else None
         routes += len(cases) if isinstance(cases, list) else 0
     if routes > MAX_WORKFLOW_ROUTES:
         return Issue(None, "$.edges", f"a workflow has at most {MAX_WORKFLOW_ROUTES} routes (edges and condition "
