@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -32,18 +33,24 @@ def auth(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 
 
-@pytest.fixture(scope="module")
-def http_tools() -> Iterator[str]:
-    """The test's MCP server over streamable HTTP on 127.0.0.1: its URL."""
+@contextmanager
+def serving_tools() -> Iterator[tuple[str, subprocess.Popen]]:
+    """The test's MCP server over streamable HTTP on 127.0.0.1: its URL and process (stopped on leaving)."""
     proc = subprocess.Popen([sys.executable, "-I", TOOL_SERVER, "--http", "--port", "0"], stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True)
     try:
         line = proc.stdout.readline()
         assert line.startswith("READY "), line
-        yield line.split()[1]
+        yield line.split()[1], proc
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def http_tools() -> Iterator[str]:
+    with serving_tools() as (url, _):
+        yield url
 
 
 @pytest.fixture
@@ -123,6 +130,9 @@ def test_registration_refuses_what_the_deployment_does_not_allow(client, admin, 
         ({**STDIO, "name": "Bad Name"}, 400, None),
         ({**STDIO, "env": {"LD_PRELOAD": "/tmp/x.so"}}, 400, None),
         ({**STDIO, "env": {"PYTHONPATH": "/tmp"}}, 400, None),
+        # Issue 33: every variable that changes which code a program loads, not only the ones once listed.
+        *[({**STDIO, "env": {name: "/tmp/x"}}, 400, "invalid_request") for name in (
+            "PERLLIB", "GCONV_PATH", "OPENSSL_CONF", "npm_config_registry", "PIP_INDEX_URL")],
     ]
     for body, status, code in cases:
         resp = register(client, admin, body)
@@ -145,6 +155,38 @@ def test_a_url_server_is_listed_and_changed(client, admin, http_tools):
     assert changed.json()["server"]["headerNames"] == ["Authorization"]  # kept: not sent again
     assert client.post("/v1/tools/calc/refresh", headers=auth(admin)).status_code == 200
     assert client.patch("/v1/tools/nope", json={"allowedTools": ["add"]}, headers=auth(admin)).status_code == 404
+
+
+CONNECTION_HEADERS = ["Host", "connection", "Keep-Alive", "Proxy-Authorization", "Proxy-Connection", "TE",
+                      "Trailer", "Transfer-Encoding", "Upgrade", "Content-Length"]
+
+
+def test_a_url_is_stored_normalised_and_never_carries_credentials_or_connection_headers(client, admin, http_tools):
+    base = http_tools.rsplit("/", 1)[0]
+    spelled = base.replace("http://", "HTTP://") + "/tools/%2e%2e/./mcp"
+    resp = register(client, admin, {"name": "calc", "url": spelled, "allowedTools": ["add"]})
+    assert resp.status_code == 201, resp.text
+    assert resp.json()["server"]["url"] == http_tools  # what is checked is what is stored and called
+
+    for query in ("api_key=s3cret", "token=s3cret", "access_token=s3cret", "password=s3cret", "sig=s3cret"):
+        resp = register(client, admin, {"name": "q", "url": f"{http_tools}?{query}", "allowedTools": ["add"]})
+        assert resp.status_code == 400 and resp.json()["code"] == "tool_server_not_allowed", resp.text
+        assert "headers" in resp.json()["error"] and "s3cret" not in resp.text
+    for name in CONNECTION_HEADERS:
+        resp = register(client, admin, {"name": "h", "url": http_tools, "headers": {name: "x"}, "allowedTools": ["add"]})
+        assert resp.status_code == 400 and name in resp.json()["error"], (name, resp.text)
+    changed = client.patch("/v1/tools/calc", json={"headers": {"Host": "elsewhere"}}, headers=auth(admin))
+    assert changed.status_code == 400 and "Host" in changed.json()["error"], changed.text
+    changed = client.patch("/v1/tools/calc", json={"url": http_tools + "?key=s3cret"}, headers=auth(admin))
+    assert changed.status_code == 400 and "s3cret" not in changed.text, changed.text
+
+
+def test_a_server_that_redirects_is_not_followed(client, admin, http_tools):
+    moved = http_tools.rsplit("/", 1)[0] + "/moved"  # a 307 to /mcp on the same origin
+    resp = register(client, admin, {"name": "moved", "url": moved, "headers": {"Authorization": "Bearer k"},
+                                    "allowedTools": ["add"]})
+    assert resp.status_code == 502 and resp.json()["code"] == "tool_server_unreachable", resp.text
+    assert "redirect" in resp.json()["error"] and "Bearer k" not in resp.text
 
 
 def test_an_unreachable_server_is_a_502(client, admin, http_tools):
