@@ -34,6 +34,8 @@ from parley.core.limits import (
 from parley.core.settings import Settings
 from parley.llm import mcp
 from parley.nodes.tools import BUILTIN_SERVER, BUILTINS, earlier_syntheses, search_documents
+from parley.services import access
+from parley.services.access import Principal
 from parley.services.errors import BadGateway, Conflict, InvalidRequest, NotFound
 from parley.store import agents as agent_store
 from parley.store import routers as router_store
@@ -218,13 +220,29 @@ async def _server_or_404(db: AsyncDatabase, workspace: str, name: str) -> dict[s
     return doc
 
 
-async def list_servers(db: AsyncDatabase, *, workspace: str) -> dict[str, Any]:
-    return {"servers": [tool_store.public_server(s) for s in await tool_store.list_servers(db, workspace=workspace)],
-            "builtins": builtin_tools()}
+# What says how a server is reached: shown to `admin` keys only.
+REACH_FIELDS = ("command", "args", "envNames", "url", "headerNames")
 
 
-async def get_server(db: AsyncDatabase, *, workspace: str, name: str) -> dict[str, Any]:
-    return tool_store.public_server(await _server_or_404(db, workspace, name))
+def shown_server(doc: dict[str, Any], principal: Principal) -> dict[str, Any]:
+    """A server as `principal` may see it, wherever Parley shows one: an `admin` key sees how it is reached (its
+    command, args and env names, or its URL and header names); any other key (a `readonly` one) its name, allowed
+    tools and their descriptions only. Secret values are shown to none."""
+    server = tool_store.public_server(doc)
+    if not access.is_admin(principal):
+        return {key: value for key, value in server.items() if key not in REACH_FIELDS}
+    if server.get("url"):
+        server["url"] = mcp.shown_url(server["url"])  # one stored before credentials in URLs were refused
+    return server
+
+
+async def list_servers(db: AsyncDatabase, *, principal: Principal) -> dict[str, Any]:
+    servers = await tool_store.list_servers(db, workspace=principal.workspace)
+    return {"servers": [shown_server(s, principal) for s in servers], "builtins": builtin_tools()}
+
+
+async def get_server(db: AsyncDatabase, *, principal: Principal, name: str) -> dict[str, Any]:
+    return shown_server(await _server_or_404(db, principal.workspace, name), principal)
 
 
 async def update_server(db: AsyncDatabase, settings: Settings, *, workspace: str, name: str,

@@ -189,6 +189,26 @@ def test_a_server_that_redirects_is_not_followed(client, admin, http_tools):
     assert "redirect" in resp.json()["error"] and "Bearer k" not in resp.text
 
 
+def test_a_readonly_key_sees_a_servers_name_and_tools_not_how_it_is_reached(client, admin, make_key, http_tools):
+    assert register(client, admin, {**STDIO, "env": {"WEATHER_TOKEN": "s3cret"}}).status_code == 201
+    assert register(client, admin, {"name": "calc", "url": http_tools, "headers": {"Authorization": "Bearer k"},
+                                    "allowedTools": ["add"]}).status_code == 201
+    hidden = {"command", "args", "envNames", "url", "headerNames"}
+    readonly = make_key(["readonly"])
+    listed = client.get("/v1/tools", headers=auth(readonly))
+    assert listed.status_code == 200, listed.text
+    shown = [*listed.json()["servers"], client.get("/v1/tools/calc", headers=auth(readonly)).json()["server"],
+             client.get("/v1/tools/weather", headers=auth(readonly)).json()["server"]]
+    for server in shown:
+        assert not hidden & set(server), server
+        assert server["name"] in ("calc", "weather") and server["tools"] and server["allowedTools"]
+    for text in (listed.text, json.dumps(shown)):
+        assert TOOL_SERVER not in text and "127.0.0.1" not in text and "WEATHER_TOKEN" not in text
+    full = client.get("/v1/tools", headers=auth(admin)).json()["servers"]
+    assert {s["name"]: hidden & set(s) for s in full} == {"calc": {"url", "headerNames"},
+                                                          "weather": {"command", "args", "envNames"}}
+
+
 def test_an_unreachable_server_is_a_502(client, admin, http_tools):
     resp = register(client, admin, {"name": "dead", "url": http_tools + "/nowhere", "allowedTools": ["add"]})
     assert resp.status_code == 502 and resp.json()["code"] == "tool_server_unreachable", resp.text
@@ -319,6 +339,52 @@ def test_a_failing_tool_is_a_result_the_agent_reads_and_the_run_goes_on(client, 
     assert by_id["call_over"]["isError"] and "at most 4" in by_id["call_over"]["result"]
     last = [r for r in llm.requests if r.get("tool_choice") == "none"]
     assert len(last) == 1 and sum(m["role"] == "tool" for m in last[0]["messages"]) == 5
+
+
+def test_a_failed_call_names_the_server_not_its_address_to_those_who_read_the_run(parley_env, monkeypatch, admin,
+                                                                                make_key, llm):
+    """What a call answers reaches the run's readers (any key of the workspace, over HTTP and MCP): a failure names
+    the server as registered, never its URL or command (issue 33)."""
+    import httpx
+
+    with serving_tools() as (url, gone):
+        monkeypatch.setenv("PARLEY_TOOL_URLS", url)
+        get_settings.cache_clear()
+        with ServerThread(create_app(get_settings())) as server, httpx.Client(base_url=server.url, timeout=60) as client:
+            resp = register(client, admin, {"name": "flaky", "url": url, "allowedTools": ["add"]})
+            assert resp.status_code == 201, resp.text
+            gone.terminate()  # registered, then unreachable
+            gone.wait(timeout=10)
+            failed_call_read_by_others(server, client, admin, make_key(["readonly"]), llm, url)
+
+
+def failed_call_read_by_others(server, client, admin, readonly, llm, url):
+    claire = add_agent(client, admin, "Claire")
+    client.put(f"/v1/tools/grants/agent:{claire['id']}", json={"tools": ["flaky/add"]}, headers=auth(admin))
+    llm.script(with_tools=True, tool_calls=[{"name": "add", "arguments": {"a": 1, "b": 2}, "id": "call_g"}], times=1)
+    conversation_id = client.post("/v1/conversations", json={"title": "T"}, headers=auth(admin)).json()[
+        "conversation"]["id"]
+    resp = client.post(f"/v1/conversations/{conversation_id}/message", json={"content": "Go?"}, headers=auth(admin))
+    assert resp.status_code == 200, resp.text
+    run_id = resp.headers["x-run-id"]
+
+    detail = client.get(f"/v1/conversations/{conversation_id}", headers=auth(readonly))
+    assert detail.status_code == 200, detail.text
+    call = next(m for m in detail.json()["conversation"]["messages"] if m.get("agentId") == claire["id"])[
+        "metadata"]["toolCalls"][0]
+    assert call["isError"] and "'flaky'" in call["result"], call
+
+    async def read() -> tuple[str, str]:
+        async with mcp_client(server.url, readonly) as mcp:
+            transcript = (await mcp.read_resource(f"parley://runs/{run_id}")).contents[0].text
+            run = await mcp.call_tool("get_run", {"runId": run_id})
+            return transcript, json.dumps(run.structured_content)
+
+    transcript, run = asyncio.run(read())
+    assert "'flaky'" in transcript
+    port = url.rsplit(":", 1)[1].split("/")[0]
+    for text in (detail.text, transcript, run):
+        assert url not in text and f"127.0.0.1:{port}" not in text and "PARLEY_TOOL_URLS" not in text
 
 
 # --- a duel's side calls its tool ---------------------------------------------------------------
