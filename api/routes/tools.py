@@ -1,6 +1,6 @@
-"""`/v1/tools`: the MCP servers of a workspace's agents' tools, and the tools granted to each subject (`services.tools`).
-`admin` keys change them; a `readonly` key reads them, seeing each server's name and tools, not how it is reached
-(`services.tools.shown_server`)."""
+"""`/v1/tools`: the MCP servers of a workspace's agents' tools, and the tools granted to each subject
+(`services.tools`). `admin` keys change them; a `readonly` key reads them, seeing each server's name and tools, not
+how it is reached (`services.tools.shown_server`)."""
 
 from __future__ import annotations
 

@@ -173,7 +173,8 @@ def test_a_url_is_stored_normalised_and_never_carries_credentials_or_connection_
         assert resp.status_code == 400 and resp.json()["code"] == "tool_server_not_allowed", resp.text
         assert "headers" in resp.json()["error"] and "s3cret" not in resp.text
     for name in CONNECTION_HEADERS:
-        resp = register(client, admin, {"name": "h", "url": http_tools, "headers": {name: "x"}, "allowedTools": ["add"]})
+        body = {"name": "h", "url": http_tools, "headers": {name: "x"}, "allowedTools": ["add"]}
+        resp = register(client, admin, body)
         assert resp.status_code == 400 and name in resp.json()["error"], (name, resp.text)
     changed = client.patch("/v1/tools/calc", json={"headers": {"Host": "elsewhere"}}, headers=auth(admin))
     assert changed.status_code == 400 and "Host" in changed.json()["error"], changed.text
@@ -350,7 +351,8 @@ def test_a_failed_call_names_the_server_not_its_address_to_those_who_read_the_ru
     with serving_tools() as (url, gone):
         monkeypatch.setenv("PARLEY_TOOL_URLS", url)
         get_settings.cache_clear()
-        with ServerThread(create_app(get_settings())) as server, httpx.Client(base_url=server.url, timeout=60) as client:
+        with (ServerThread(create_app(get_settings())) as server,
+              httpx.Client(base_url=server.url, timeout=60) as client):
             resp = register(client, admin, {"name": "flaky", "url": url, "allowedTools": ["add"]})
             assert resp.status_code == 201, resp.text
             gone.terminate()  # registered, then unreachable
