@@ -104,6 +104,20 @@ def test_credentials_in_the_query_are_refused_and_headers_are_named_instead(quer
     assert why is not None and "headers" in why and "=k" not in why and "=s" not in why
 
 
+def test_a_url_stored_with_credentials_before_is_shown_without_them():
+    assert mcp.shown_url("http://u:p@h.example/mcp?api_key=s3cret&region=eu") == (
+        "http://h.example/mcp?api_key=[redacted]&region=eu")
+
+
+@pytest.mark.parametrize(("name", "value"), [("Host", "x"), ("proxy-authorization", "x"), ("Content-Length", "1"),
+                                             ("X-Api-Key", "a\r\nHost: evil"), ("Bad Name", "x")])
+def test_a_header_that_frames_the_request_is_refused_and_asked_again_before_each_call(name, value):
+    assert mcp.header_refusal(name, value) is not None
+    server = url_server("http://h.example:9000/mcp", **{name: value})
+    assert mcp.refusal(server, settings("http://h.example:9000/mcp")) is not None
+    assert mcp.header_refusal("Authorization", "Bearer k") is None
+
+
 # --- redirects, and the answer's size ------------------------------------------------------------
 
 
