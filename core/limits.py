@@ -89,6 +89,12 @@ MAX_NODE_RETRIES = 5
 MAX_TOOL_CALLS_PER_TURN = 4
 TOOL_CALL_TIMEOUT_SECONDS = 20.0
 MAX_TOOL_RESULT_CHARS = 4000
+# Bytes Parley reads of one answer from a tool's server (`llm/mcp.py`): an HTTP response's body, a stdio server's line.
+# Past it the call fails with a tool error the model reads, and the rest is not read.
+MAX_TOOL_ANSWER_BYTES = 1024 * 1024
+# Seconds a stdio server has to exit once its input is closed, and its process group once sent SIGTERM, before
+# SIGKILL: every process a call started ends with the call.
+TOOL_SERVER_STOP_SECONDS = 2.0
 # MCP servers a workspace registers (`/v1/tools`), the tools one server allows, the tools one subject is granted.
 MAX_TOOL_SERVERS = 20
 MAX_SERVER_TOOLS = 64

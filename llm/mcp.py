@@ -1,46 +1,59 @@
 """Parley as an MCP client: the tools of an outbound MCP server that a workspace admin registered, listed and
 called with the official `mcp` SDK's `Client`.
 
-A server is reached one of two ways (`Server`): a stdio command, started as a child process with a clean
-environment (the SDK's short list of inherited variables, PATH, HOME, USER and the like, plus the `env` the admin
-registered; never Parley's settings or secrets), or a streamable-HTTP URL with the admin's headers. Which commands
-and URLs may be used at all is the deployment's choice (`PARLEY_TOOL_COMMANDS`, `PARLEY_TOOL_URLS`): `refusal` says
-why a server is not allowed, and is asked again before every connection, so narrowing a setting stops calls at
-once.
+A server is reached one of two ways (`Server`): a stdio command, started as a child process in a process group of
+its own with a clean environment (the SDK's short list of inherited variables, PATH, HOME, USER and the like, plus
+the `env` the admin registered, whose names `env_refusal` checks; never Parley's settings or secrets), or a
+streamable-HTTP URL with the admin's headers (`header_refusal`). Which commands and URLs may be used at all is the
+deployment's choice (`PARLEY_TOOL_COMMANDS`, `PARLEY_TOOL_URLS`): `refusal` says why a server is not allowed, and is
+asked again before every connection, so narrowing a setting stops calls at once. A URL is checked, stored and called
+in one form (`normalise_url`), so what the allow-list admits is what the server receives.
 
-Each call opens its own connection (a stdio server is started for the call and stopped after it) within the call's
-time limit: a call leaves nothing behind, and no state passes between two calls.
+Each call opens its own connection within the call's time limit, and reads at most `MAX_TOOL_ANSWER_BYTES` of each
+answer; an HTTP server's redirect is not followed, and a stdio server's process group ends with the call: a call
+leaves nothing behind, and no state passes between two calls.
 """
 
 from __future__ import annotations
 
+import functools
+import ipaddress
 import json
+import logging
+import os
+import re
 import shutil
-from collections.abc import Sequence
-from contextlib import AsyncExitStack
+import signal
+import sys
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass, field
-from typing import Any
-from urllib.parse import urlsplit
-
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 import anyio
 
+from parley.core.limits import MAX_TOOL_ANSWER_BYTES, TOOL_SERVER_STOP_SECONDS
 from parley.core.settings import Settings
 
 if TYPE_CHECKING:
     import httpx2
+    from anyio.abc import Process
     from mcp import Client
 
-# The MCP SDK (and the HTTP server libraries it brings) is imported by the functions that connect, not here: a
-# graph whose speakers may call tools imports this module, and must not pay for the SDK until a tool is called.
+# The MCP SDK (and the HTTP libraries it brings) is imported by the functions that connect, not here: a graph whose
+# speakers may call tools imports this module, and must not pay for the SDK until a tool is called.
+
+log = logging.getLogger(__name__)
 
 TRANSPORTS = ("stdio", "http")
 
 
 @dataclass(frozen=True)
 class Server:
-    """How to reach one MCP server: `command` and `args` (stdio) or `url` (streamable HTTP)."""
+    """How to reach one MCP server: `command` and `args` (stdio) or `url` (streamable HTTP); `name`, the server as
+    registered (None while it is being registered)."""
 
     transport: str
     command: str | None = None
@@ -48,16 +61,18 @@ class Server:
     env: dict[str, str] = field(default_factory=dict)
     url: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    name: str | None = None
 
     @classmethod
     def of(cls, record: dict[str, Any]) -> Server:
         """The server of a stored record (`store.tools`)."""
         return cls(transport=record["transport"], command=record.get("command"), args=tuple(record.get("args") or ()),
-                   env=dict(record.get("env") or {}), url=record.get("url"), headers=dict(record.get("headers") or {}))
+                   env=dict(record.get("env") or {}), url=record.get("url"), headers=dict(record.get("headers") or {}),
+                   name=record.get("name"))
 
     @property
     def where(self) -> str:
-        """The server in words, without its secrets."""
+        """The server in words, without its secrets: its command or URL."""
         return f"the command {self.command!r}" if self.transport == "stdio" else f"{self.url}"
 
 
@@ -82,14 +97,183 @@ class ToolOutput:
 
 
 class ServerUnreachable(RuntimeError):
-    """The server could not be started, reached or spoken to (the message says which, without secrets)."""
+    """The server could not be started, reached or spoken to (the message says which, without secrets; in a run,
+    whose readers need not be admins, it names the server as registered, never its command or URL)."""
+
+
+class AnswerTooLarge(ServerUnreachable):
+    """The server's answer (an HTTP response's body, a stdio server's line) was larger than Parley reads."""
+
+
+# --- what an admin may register ---------------------------------------------------------------------------------
+
+_PATH_SAFE = "-._~!$&'()*+,;=:@"  # RFC 3986 unreserved characters and sub-delimiters, kept as they are in a path
+_HOST = re.compile(r"^[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*$")
+_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+# Query parameters that carry a credential, by a word of their name (`api_key`, `apiKey`, `X-Amz-Signature`) or by
+# its ending (`accesstoken`): a URL is shown to admins and written to logs, a header is not.
+_CREDENTIAL_WORDS = frozenset({
+    "key", "apikey", "token", "secret", "password", "passwd", "pwd", "pass", "auth", "authorization", "signature",
+    "sig", "credential", "credentials", "session", "sessionid", "jwt", "bearer", "code",
+})
+_CREDENTIAL_ENDINGS = ("key", "token", "secret", "password", "passwd", "signature", "credential", "credentials")
+
+
+def normalise_url(url: str) -> str:
+    """`url` in the one form Parley checks against `PARLEY_TOOL_URLS`, stores and calls, so that the server receives
+    the path that was checked: scheme and host lower-cased, the scheme's default port dropped, dot segments (`.`,
+    `..`, spelled `%2e` too) resolved, the path's percent-encoding made canonical (unreserved characters decoded,
+    others encoded), the fragment dropped; the query kept as written.
+
+        >>> normalise_url("HTTP://Tools.Example:80/mcp/./a/../%7Eb#x")
+        'http://tools.example/mcp/~b'
+
+    Raises:
+        ValueError: not an http(s) URL of plain ASCII, or one a server could read otherwise than Parley: a user name
+            or password, an encoded `/` or `\\` or an empty segment in the path, a dot segment with parameters
+            (`..;`), a malformed percent-escape; or one carrying a credential in its query (send it in a header).
+            The message never repeats the query.
+    """
+    if not url.isascii() or any(c <= " " or c in "\\\x7f" for c in url):
+        raise ValueError("url must be plain ASCII, without spaces, control characters or backslashes (percent-encode "
+                         "them in the path; a host is given in its punycode form)")
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS or not parts.netloc:
+        raise ValueError(f"url must be an http:// or https:// URL, not {url.split('?', 1)[0]!r}")
+    if "@" in parts.netloc:
+        raise ValueError("url must not carry a user name or password; send credentials in headers")
+    for name, _ in parse_qsl(parts.query, keep_blank_values=True):
+        if _is_credential(name):
+            raise ValueError(f"url: the query parameter {name!r} carries a credential; send it in headers (e.g. "
+                             "`Authorization` or the header the server reads), never in the URL")
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError("url has an invalid port") from None
+    host = _host(parts.hostname or "", bracketed=parts.netloc.startswith("["))
+    netloc = host if port in (None, _DEFAULT_PORTS[scheme]) else f"{host}:{port}"
+    return f"{scheme}://{netloc}{_path(parts.path)}" + (f"?{parts.query}" if parts.query else "")
+
+
+def _host(host: str, *, bracketed: bool) -> str:
+    if bracketed:
+        try:
+            return f"[{ipaddress.IPv6Address(host).compressed}]"
+        except ValueError:
+            raise ValueError("url: the host is not an IPv6 address") from None
+    host = host.rstrip(".")
+    if not _HOST.match(host):
+        raise ValueError("url: the host must be a name or an address (letters, digits, '-', '_' and '.')")
+    return host
+
+
+def _path(path: str) -> str:
+    """`path` with its dot segments resolved (RFC 3986, 5.2.4) and its percent-encoding canonical."""
+    pieces = path.split("/")[1:] if path else [""]
+    kept: list[str] = []
+    for at, piece in enumerate(pieces):
+        last = at == len(pieces) - 1
+        if _BAD_ESCAPE.search(piece):
+            raise ValueError("url: the path holds a '%' that is not a percent-escape (%XX)")
+        try:
+            segment = unquote(piece, errors="strict")
+        except UnicodeDecodeError:
+            raise ValueError("url: the path's percent-escapes are not UTF-8") from None
+        if "/" in segment or "\\" in segment or any(c < " " or c == "\x7f" for c in segment):
+            raise ValueError("url: the path holds an encoded '/', '\\' or control character (%2F, %5C, ...)")
+        if segment.split(";", 1)[0] in (".", ".."):
+            if ";" in segment:
+                raise ValueError("url: the path holds a dot segment with parameters ('..;')")
+            if segment == ".." and kept:
+                kept.pop()
+            if last:
+                kept.append("")
+            continue
+        if not segment and not last:
+            raise ValueError("url: the path holds an empty segment ('//')")
+        kept.append(quote(segment, safe=_PATH_SAFE))
+    return "/" + "/".join(kept)
+
+
+def _is_credential(name: str) -> bool:
+    words = re.findall(r"[a-z0-9]+", re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower())
+    return any(w in _CREDENTIAL_WORDS for w in words) or "".join(words).endswith(_CREDENTIAL_ENDINGS)
+
+
+def shown_url(url: str) -> str:
+    """`url` as it may be shown: any user name, password or credential in its query replaced by `[redacted]` (for a
+    URL stored before they were refused; `normalise_url` refuses them now)."""
+    parts = urlsplit(url)
+    netloc = parts.netloc.rpartition("@")[2] if "@" in parts.netloc else parts.netloc
+    query = "&".join(
+        f"{pair.partition('=')[0]}=[redacted]" if _is_credential(unquote(pair.partition("=")[0])) else pair
+        for pair in parts.query.split("&")) if parts.query else ""
+    return parts._replace(netloc=netloc, query=query, fragment="").geturl()
+
+
+# Headers that frame the message or the connection, or name the host: the HTTP client sets them for the URL Parley
+# checked, an admin never does. `Accept-Encoding` too: an answer is read uncompressed, so its size is what is read.
+CONNECTION_HEADERS = frozenset({"host", "connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade",
+                                "content-length", "accept-encoding"})
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}$")
+
+
+def header_refusal(name: str, value: str = "") -> str | None:
+    """Why an admin may not send the header `name` (with `value`) to a URL server, or None when they may."""
+    if not _HEADER_NAME.match(name):
+        return f"headers: {name!r} is not a header name"
+    if name.lower() in CONNECTION_HEADERS or name.lower().startswith("proxy-"):
+        return (f"headers: {name} may not be set: the host, connection and framing headers (Host, Connection, "
+                "Keep-Alive, Proxy-*, TE, Trailer, Transfer-Encoding, Upgrade, Content-Length, Accept-Encoding) are "
+                "Parley's to send")
+    if any(c in value for c in "\r\n\x00"):
+        return f"headers: the value of {name} holds a line break or NUL"
+    return None
+
+
+# A stdio server's `env` sets the server's own variables (`WEATHER_TOKEN`, `DATABASE_URL`): names in capitals, digits
+# and '_', starting with a letter, and none that decides which code or configuration a program loads, whatever
+# program the command is (the dynamic loader, libc, shells, language runtimes, package managers, libraries that load
+# modules), nor any whose name says it is a search path, options, a configuration, a home, a file or a folder.
+ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]{0,127}$")
+LOADER_NAME = re.compile(r"""
+    ^(?: LD_ | DYLD_ | _RLD | LIBPATH$ | SHLIB_PATH$ | GCONV | GLIBC_ | MALLOC_ | LOCPATH$ | NLSPATH$ | HOSTALIASES$
+       | RESOLV_ | OPENSSL_ | SSL_ | GIO_ | GTK_ | GDK_ | GST_ | QT_ | XDG_ | DBUS_ | KRB5 | SASL_
+       | PATH$ | HOME$ | SHELL$ | ENV$ | BASH | ZDOTDIR$ | PS4$ | IFS$ | PROMPT_COMMAND$ | TMPDIR$ | EDITOR$
+       | VISUAL$ | PAGER$ | BROWSER$ | TERMINFO | SSH_ | SUDO_ | LESSOPEN$ | LESSCLOSE$ | MANPAGER$ | GIT_
+       | PYTHON | PIP_ | PIPX_ | UV_ | POETRY_ | CONDA | VIRTUAL_ENV | PERL | RUBY | GEM_ | BUNDLE_ | NODE_ | NPM_
+       | YARN_ | PNPM_ | BUN_ | DENO_ | COREPACK_ | JAVA | JDK_ | CLASSPATH$ | MAVEN_ | GRADLE_ | SBT_
+       | GO(?:PATH|ROOT|FLAGS|PROXY|TOOLCHAIN|ENV|BIN|EXPERIMENT|PRIVATE|NOPROXY|NOSUMDB|SUMDB|INSECURE|CACHE
+             |MODCACHE|DEBUG)$
+       | CARGO_ | RUSTUP_ | RUSTC | RUSTFLAGS$ | DOTNET_ | COMPLUS_ | CORECLR_ | COR_ | LUA_ | TCL | PHP | R_
+       | JULIA_ | ERL_ | ELIXIR_ | MIX_ | NIX_ )
+    | (?: PATH | LIB | LIBS | HOME | OPT | OPTS | OPTIONS | FLAGS | PRELOAD | CONF | CONFIG | RC | _FILE | _DIR
+        | _DIRS )$
+""", re.VERBOSE)
+
+
+def env_refusal(name: str) -> str | None:
+    """Why an admin may not set the variable `name` for a stdio server, or None when they may (`ENV_NAME`, and not
+    `LOADER_NAME`)."""
+    if not ENV_NAME.match(name):
+        return (f"env: {name!r} may not be set: a server's own variables are named in capitals, digits and '_', "
+                "starting with a letter (e.g. WEATHER_TOKEN)")
+    if LOADER_NAME.search(name):
+        return (f"env: {name} may not be set: it decides which code or configuration a program loads (a search path, "
+                "options, a configuration, a home or a runtime's setting); pass such a value in args if the "
+                "deployment's command takes it")
+    return None
 
 
 def refusal(server: Server, settings: Settings) -> str | None:
     """Why the deployment does not let Parley reach `server`, or None when it does.
 
-    A command must be one of `PARLEY_TOOL_COMMANDS`, spelled the same (a bare name there is found on PATH);
-    a URL must be http(s), carry no user name or password, and start with one of `PARLEY_TOOL_URLS`.
+    A command must be one of `PARLEY_TOOL_COMMANDS`, spelled the same (a bare name there is found on PATH), and set
+    only variables an admin may set (`env_refusal`); a URL must be an http(s) URL whose normal form
+    (`normalise_url`) lies under one of `PARLEY_TOOL_URLS` (normalised the same: same scheme, host and port, a path
+    at or below the prefix's), with no credential in it and no header an admin may not set (`header_refusal`).
     """
     if server.transport == "stdio":
         allowed = settings.parley_tool_commands
@@ -98,13 +282,13 @@ def refusal(server: Server, settings: Settings) -> str | None:
             return "stdio servers are not enabled on this deployment (PARLEY_TOOL_COMMANDS is empty)"
         if command not in allowed:
             return f"the command {command!r} is not among PARLEY_TOOL_COMMANDS ({', '.join(allowed)})"
-        return None
-    url = server.url or ""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return f"url must be an http:// or https:// URL, not {url!r}"
-    if parts.username or parts.password:
-        return "url must not carry a user name or password; send credentials in headers"
+        return next(filter(None, map(env_refusal, server.env)), None)
+    try:
+        url = normalise_url(server.url or "")
+    except ValueError as exc:
+        return str(exc)
+    if why := next(filter(None, (header_refusal(n, v) for n, v in server.headers.items())), None):
+        return why
     allowed = settings.parley_tool_urls
     if not allowed:
         return "URL servers are not enabled on this deployment (PARLEY_TOOL_URLS is empty)"
@@ -114,64 +298,273 @@ def refusal(server: Server, settings: Settings) -> str | None:
 
 
 def _under(url: str, prefix: str) -> bool:
-    """Whether `url` is `prefix` or below it: same scheme, host and port, and a path below the prefix's (a prefix
-    `https://a.example/mcp` admits `https://a.example/mcp` and `https://a.example/mcp/x`, not `https://a.example/mcpx`
-    nor `https://a.example.evil/`)."""
-    u, p = urlsplit(url), urlsplit(prefix)
-    if (u.scheme, u.hostname, u.port) != (p.scheme, p.hostname, p.port):
+    """Whether the normal `url` is `prefix` or below it: same scheme, host and port, and a path below the prefix's
+    (a prefix `https://a.example/mcp` admits `https://a.example/mcp` and `https://a.example/mcp/x`, not
+    `https://a.example/mcpx` nor `https://a.example.evil/`). A prefix that is no URL admits nothing."""
+    try:
+        p = urlsplit(normalise_url(prefix))
+    except ValueError:
+        log.warning("PARLEY_TOOL_URLS: %r is not a URL Parley can compare; it admits nothing", prefix)
+        return False
+    u = urlsplit(url)
+    if (u.scheme, u.netloc) != (p.scheme, p.netloc):
         return False
     base = p.path.rstrip("/")
     return u.path == base or u.path.startswith(base + "/") or not base
 
 
-def _transport(server: Server, http: httpx2.AsyncClient | None) -> Any:
-    from mcp import StdioServerParameters
-    from mcp.client.streamable_http import streamable_http_client
+# --- a call's connection -----------------------------------------------------------------------------------------
 
-    if server.transport == "stdio":
-        command = shutil.which(server.command or "") or server.command or ""
-        return StdioServerParameters(command=command, args=list(server.args), env=dict(server.env))
-    return streamable_http_client(server.url or "", http_client=http)
+
+class _Guard:
+    """Stops a call for a reason of Parley's own (an answer past its cap, a redirect): keeps the first reason, and
+    cancels the call's scope, so the call ends at once whatever the SDK makes of the broken stream."""
+
+    def __init__(self) -> None:
+        self.scope = anyio.CancelScope()
+        self.reason: ServerUnreachable | None = None
+
+    def stop(self, reason: ServerUnreachable) -> ServerUnreachable:
+        if self.reason is None:
+            self.reason = reason
+        self.scope.cancel()
+        return self.reason
+
+
+def _too_large() -> AnswerTooLarge:
+    return AnswerTooLarge(f"The tool's answer was larger than {MAX_TOOL_ANSWER_BYTES:,} bytes, more than Parley "
+                          "reads; the rest was not read. Ask for less.")
+
+
+@functools.cache
+def _bounded_transport() -> type:
+    """The httpx2 transport of a URL server's calls (a class made on first use: httpx2 is imported only then)."""
+    import httpx2
+
+    class Capped(httpx2.AsyncByteStream):
+        def __init__(self, stream: httpx2.AsyncByteStream, guard: _Guard) -> None:
+            self.stream, self.guard = stream, guard
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            read = 0
+            async for chunk in self.stream:
+                read += len(chunk)
+                if read > MAX_TOOL_ANSWER_BYTES:
+                    raise self.guard.stop(_too_large())
+                yield chunk
+
+        async def aclose(self) -> None:
+            await self.stream.aclose()
+
+    class Bounded(httpx2.AsyncBaseTransport):
+        """Sends each request as is; answers with a response whose body is read only up to MAX_TOOL_ANSWER_BYTES,
+        and stops the call at a redirect (never followed: a stored `Authorization` goes only to the checked URL) or
+        a compressed body (whose size read is not its size)."""
+
+        def __init__(self, server: Server, guard: _Guard) -> None:
+            self.inner, self.server, self.guard = httpx2.AsyncHTTPTransport(), server, guard
+
+        async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+            response = await self.inner.handle_async_request(request)
+            length = response.headers.get("content-length", "")
+            why = None
+            if response.status_code in (301, 302, 303, 307, 308) and "location" in response.headers:
+                why = _redirected(self.server, response.status_code, response.headers["location"])
+            elif response.headers.get("content-encoding", "identity").lower() != "identity":
+                why = ServerUnreachable("The tool's server answered compressed, which Parley does not read")
+            elif length.isdigit() and int(length) > MAX_TOOL_ANSWER_BYTES:
+                why = _too_large()
+            if why is not None:
+                await response.aclose()
+                raise self.guard.stop(why)
+            return httpx2.Response(response.status_code, headers=response.headers,
+                                   stream=Capped(response.stream, self.guard), extensions=response.extensions)
+
+        async def aclose(self) -> None:
+            await self.inner.aclose()
+
+    return Bounded
+
+
+def _redirected(server: Server, status: int, location: str) -> ServerUnreachable:
+    if server.name is not None:  # in a run: its readers learn no address
+        return ServerUnreachable(f"The tool server {server.name!r} answered with a redirect ({status}), which Parley "
+                                 "does not follow")
+    target = shown_url(location).split("?", 1)[0]
+    return ServerUnreachable(f"The tool's server answered with a redirect ({status}) to {target}; Parley follows no "
+                             "redirect: register the URL it redirects to, if that is the server")
+
+
+def _http_client(server: Server, guard: _Guard, timeout: float) -> httpx2.AsyncClient:
+    import httpx2
+
+    return httpx2.AsyncClient(headers={**server.headers, "Accept-Encoding": "identity"},
+                              timeout=httpx2.Timeout(timeout), follow_redirects=False,
+                              transport=_bounded_transport()(server, guard))
+
+
+@asynccontextmanager
+async def _stdio(server: Server, guard: _Guard) -> AsyncIterator[tuple[Any, Any]]:
+    """A stdio server's streams, as the SDK's `stdio_client` gives them (POSIX), with two bounds of Parley's: a line
+    from the server is read only up to MAX_TOOL_ANSWER_BYTES (past it, `guard` stops the call), and the server's
+    process group, whatever it started in the background, ends with the connection (`_stop`)."""
+    import mcp_types
+    from mcp.client.stdio import get_default_environment
+    from mcp.shared.message import SessionMessage
+
+    command = shutil.which(server.command or "") or server.command or ""
+    process = await anyio.open_process([command, *server.args], env=get_default_environment() | dict(server.env),
+                                       stderr=sys.stderr, start_new_session=True)
+    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
+
+    def message(line: bytes) -> SessionMessage | Exception:
+        try:
+            return SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+        except ValueError as exc:  # the session surfaces it
+            return exc
+
+    async def read() -> None:
+        buffer = bytearray()
+        async with read_writer:
+            with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
+                async for chunk in process.stdout:
+                    start = len(buffer)  # what was searched already holds no line break
+                    buffer += chunk
+                    while (end := buffer.find(b"\n", start)) >= 0:
+                        if end > MAX_TOOL_ANSWER_BYTES:
+                            break
+                        line, start = bytes(buffer[:end]), 0
+                        del buffer[:end + 1]
+                        if line.strip():
+                            await read_writer.send(message(line))
+                    if len(buffer) > MAX_TOOL_ANSWER_BYTES:
+                        guard.stop(_too_large())
+                        return
+
+    async def write() -> None:
+        async with write_reader:
+            with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+                async for sent in write_reader:
+                    data = sent.message.model_dump_json(by_alias=True, exclude_unset=True)
+                    await process.stdin.send(data.encode() + b"\n")
+
+    try:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(read)
+            tasks.start_soon(write)
+            try:
+                yield read_stream, write_stream
+            finally:
+                tasks.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await _stop(process, graceful=guard.reason is None)
+            for stream in (read_stream, write_stream):
+                await stream.aclose()
+
+
+async def _stop(process: Process, *, graceful: bool) -> None:
+    """End a stdio server and every process of its group: close its input and output (what it writes now is read
+    by nobody: a write fails, rather than blocks) and give it TOOL_SERVER_STOP_SECONDS to exit (`graceful`: not
+    for a server Parley stopped for its answer), then SIGTERM the group, and SIGKILL what is left
+    TOOL_SERVER_STOP_SECONDS later. (A process that left the group, by starting a session of its own, is beyond
+    reach: allow no command that daemonises.)"""
+    for pipe in (process.stdin, process.stdout):
+        with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            await pipe.aclose()
+    with anyio.move_on_after(TOOL_SERVER_STOP_SECONDS if graceful else 0):
+        while process.returncode is None:
+            await anyio.sleep(0.01)
+    group = process.pid  # the leader's pid names the group (start_new_session), even once the leader is reaped
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(group, signal.SIGTERM)
+    with anyio.move_on_after(TOOL_SERVER_STOP_SECONDS):
+        while _group_runs(group):
+            _ = process.returncode  # reaps the leader where reading it does
+            await anyio.sleep(0.01)
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(group, signal.SIGKILL)
+    transport = getattr(getattr(process, "_process", None), "_transport", None)
+    with suppress(PermissionError):  # asyncio's transport would otherwise stay open until collected
+        getattr(transport, "close", lambda: None)()
+
+
+def _group_runs(group: int) -> bool:
+    """Whether a process of `group` still runs: a zombie (dead, not yet reaped by a parent that does not reap, such
+    as a container's first process) does not."""
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return True
+    for stat in proc.glob("[0-9]*/stat"):
+        with suppress(OSError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) == group and fields[0] != "Z":
+                return True
+    return False
 
 
 async def _session(server: Server, settings: Settings, work: Any, timeout: float) -> Any:
     """Run `work(client)` on a fresh connection to `server`, all of it within `timeout` seconds."""
     why = refusal(server, settings)
     if why is not None:
-        raise ServerUnreachable(f"The tool's server is not allowed: {why}")
+        if server.name is None:
+            raise ServerUnreachable(f"The tool's server is not allowed: {why}")
+        log.warning("tool server %r is not allowed: %s", server.name, why)
+        raise ServerUnreachable(f"The tool server {server.name!r} is not allowed by this deployment (its admin can "
+                                "read why in Parley's log)")
     from mcp import Client
-    from mcp.client.streamable_http import create_mcp_http_client
+    from mcp.client.streamable_http import streamable_http_client
 
+    guard = _Guard()
     try:
-        with anyio.fail_after(timeout):
+        with anyio.fail_after(timeout), guard.scope:
             async with AsyncExitStack() as stack:
-                http = None
-                if server.transport == "http":  # redirects: the SDK follows only those within the URL's origin
-                    http = await stack.enter_async_context(create_mcp_http_client(headers=server.headers))
-                client = await stack.enter_async_context(Client(_transport(server, http),
-                                                                read_timeout_seconds=timeout))
+                if server.transport == "stdio":
+                    transport = _stdio(server, guard)
+                else:
+                    http = await stack.enter_async_context(_http_client(server, guard, timeout))
+                    transport = streamable_http_client(normalise_url(server.url or ""), http_client=http)
+                client = await stack.enter_async_context(Client(transport, read_timeout_seconds=timeout))
                 return await work(client)
     except TimeoutError:
         raise
     except ServerUnreachable:
         raise
     except Exception as exc:  # the SDK's and the transport's failures, whatever their type
-        raise ServerUnreachable(f"Could not reach the tool's server ({server.where}): "
-                                f"{type(exc).__name__}{': ' + _first_line(exc) if str(exc) else ''}") from exc
+        if guard.reason is not None:
+            raise guard.reason from exc
+        raise _unreachable(server, exc) from exc
+    raise guard.reason or ServerUnreachable("The call to the tool's server was stopped")
 
 
-def _first_line(exc: BaseException) -> str:
-    message = str(exc)
-    if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        message = str(exc.exceptions[0])
-    return message.splitlines()[0][:300] if message else ""
+def _unreachable(server: Server, exc: Exception) -> ServerUnreachable:
+    """The failure `exc` as its reader reads it: an admin registering the server, its command or URL and the cause;
+    a run's reader, the server's name and the cause's kind (the log keeps the rest)."""
+    cause = exc
+    while isinstance(cause, BaseExceptionGroup) and cause.exceptions:
+        cause = cause.exceptions[0]
+    text = str(cause).splitlines()[0][:300] if str(cause) else ""
+    detail = f"{type(cause).__name__}{': ' + text if text else ''}"
+    if server.name is None:
+        return ServerUnreachable(f"Could not reach the tool's server ({server.where}): {detail}")
+    log.warning("tool server %r (%s) could not be reached: %s", server.name, server.where, detail)
+    return ServerUnreachable(f"Could not reach the tool server {server.name!r} ({type(cause).__name__}); its admin "
+                             "can read why in Parley's log")
 
 
 async def list_tools(server: Server, settings: Settings, *, timeout: float) -> list[ToolSpec]:
     """Every tool `server` lists (all pages).
 
     Raises:
-        ServerUnreachable: not allowed, or it could not be started, reached or listed.
+        ServerUnreachable: not allowed, or it could not be started, reached or listed (`AnswerTooLarge`: a page
+            larger than Parley reads).
         TimeoutError: not within `timeout` seconds.
     """
     async def work(client: Client) -> list[ToolSpec]:
@@ -210,7 +603,8 @@ async def call_tool(server: Server, settings: Settings, name: str, arguments: di
     """Call the tool `name` of `server` with `arguments`; the tool's own error is an output (`is_error`).
 
     Raises:
-        ServerUnreachable: not allowed, or it could not be started, reached or spoken to.
+        ServerUnreachable: not allowed, or it could not be started, reached or spoken to (`AnswerTooLarge`: its
+            answer was larger than Parley reads).
         TimeoutError: the call (its connection included) took more than `timeout` seconds.
     """
     async def work(client: Client) -> ToolOutput:

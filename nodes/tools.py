@@ -86,7 +86,8 @@ def tool_result_event(speaker: Mapping[str, str], index: int, run: ToolRun, *,
 
 class Toolbox:
     """The tools one speaker may call in one turn, and the turn's bounds: at most `max_calls` calls, each within
-    `timeout` seconds, each result cut to `max_chars` characters."""
+    `timeout` seconds, each result cut to `max_chars` characters (an MCP server's answer is read only up to
+    `MAX_TOOL_ANSWER_BYTES` before that, `llm.mcp`: past it, the call is an error result)."""
 
     def __init__(self, tools: Sequence[AgentTool], *, max_calls: int = MAX_TOOL_CALLS_PER_TURN,
                  timeout: float = TOOL_CALL_TIMEOUT_SECONDS, max_chars: int = MAX_TOOL_RESULT_CHARS) -> None:

@@ -34,6 +34,8 @@ from parley.core.limits import (
 from parley.core.settings import Settings
 from parley.llm import mcp
 from parley.nodes.tools import BUILTIN_SERVER, BUILTINS, earlier_syntheses, search_documents
+from parley.services import access
+from parley.services.access import Principal
 from parley.services.errors import BadGateway, Conflict, InvalidRequest, NotFound
 from parley.store import agents as agent_store
 from parley.store import routers as router_store
@@ -123,25 +125,16 @@ class GrantSet(BaseModel):
         "`parley/earlier_syntheses` (round-table agents only)."))
 
 
-# Variables that change which code a program loads or runs: an admin may not set them for a stdio server, whose
-# command is the deployment's choice (`PARLEY_TOOL_COMMANDS`), not theirs.
-LOADER_VARIABLES = frozenset({
-    "PATH", "BASH_ENV", "ENV", "SHELLOPTS", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE",
-    "NODE_OPTIONS", "NODE_PATH", "PERL5LIB", "PERL5OPT", "RUBYLIB", "RUBYOPT", "JAVA_TOOL_OPTIONS", "CLASSPATH",
-})
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
-
-
-def _check_env(env: Any) -> None:
-    for name in env or {}:
-        if not ENV_NAME.match(name):
-            raise ValueError(f"env: {name!r} is not a variable name (letters, digits and '_')")
-        if name.upper() in LOADER_VARIABLES or name.upper().startswith(("LD_", "DYLD_")):
-            raise ValueError(f"env: {name} changes which code the command loads, and may not be set")
-
-
 def _check_transport(command: str | None, url: str | None, args: Any, env: Any, headers: Any) -> None:
-    _check_env(env)
+    """Check that the fields describe one server, with env names an admin may set (`llm.mcp.env_refusal`) and
+    headers they may send (`llm.mcp.header_refusal`); the URL is the deployment's to allow (`_listed`).
+
+    Raises:
+        ValueError: saying which field is at fault (never repeating a secret).
+    """
+    for why in (*map(mcp.env_refusal, env or {}), *(mcp.header_refusal(n, v) for n, v in (headers or {}).items())):
+        if why is not None:
+            raise ValueError(why)
     if (command is None) == (url is None):
         raise ValueError("send either command (a stdio server) or url (a streamable-HTTP server), not both or neither")
     if url is not None and (args or env):
@@ -161,7 +154,8 @@ def _record(body: ServerCreate | dict[str, Any]) -> dict[str, Any]:
 
 
 async def _listed(record: dict[str, Any], settings: Settings) -> dict[str, Any]:
-    """`record` with the tools its server lists (those it allows), once its server is allowed and reachable.
+    """`record` with the tools its server lists (those it allows) and its URL in the form that was checked and is
+    called (`llm.mcp.normalise_url`), once its server is allowed and reachable.
 
     Raises:
         InvalidRequest: the deployment does not allow the server (`tool_server_not_allowed`), or an allowed tool is
@@ -172,6 +166,8 @@ async def _listed(record: dict[str, Any], settings: Settings) -> dict[str, Any]:
     why = mcp.refusal(server, settings)
     if why is not None:
         raise InvalidRequest(f"This server is not allowed: {why}", code="tool_server_not_allowed")
+    if record["url"] is not None:
+        record = {**record, "url": mcp.normalise_url(record["url"])}
     try:
         listed = await mcp.list_tools(server, settings, timeout=TOOL_CALL_TIMEOUT_SECONDS)
     except TimeoutError as exc:
@@ -224,13 +220,29 @@ async def _server_or_404(db: AsyncDatabase, workspace: str, name: str) -> dict[s
     return doc
 
 
-async def list_servers(db: AsyncDatabase, *, workspace: str) -> dict[str, Any]:
-    return {"servers": [tool_store.public_server(s) for s in await tool_store.list_servers(db, workspace=workspace)],
-            "builtins": builtin_tools()}
+# What says how a server is reached: shown to `admin` keys only.
+REACH_FIELDS = ("command", "args", "envNames", "url", "headerNames")
 
 
-async def get_server(db: AsyncDatabase, *, workspace: str, name: str) -> dict[str, Any]:
-    return tool_store.public_server(await _server_or_404(db, workspace, name))
+def shown_server(doc: dict[str, Any], principal: Principal) -> dict[str, Any]:
+    """A server as `principal` may see it, wherever Parley shows one: an `admin` key sees how it is reached (its
+    command, args and env names, or its URL and header names); any other key (a `readonly` one) its name, allowed
+    tools and their descriptions only. Secret values are shown to none."""
+    server = tool_store.public_server(doc)
+    if not access.is_admin(principal):
+        return {key: value for key, value in server.items() if key not in REACH_FIELDS}
+    if server.get("url"):
+        server["url"] = mcp.shown_url(server["url"])  # one stored before credentials in URLs were refused
+    return server
+
+
+async def list_servers(db: AsyncDatabase, *, principal: Principal) -> dict[str, Any]:
+    servers = await tool_store.list_servers(db, workspace=principal.workspace)
+    return {"servers": [shown_server(s, principal) for s in servers], "builtins": builtin_tools()}
+
+
+async def get_server(db: AsyncDatabase, *, principal: Principal, name: str) -> dict[str, Any]:
+    return shown_server(await _server_or_404(db, principal.workspace, name), principal)
 
 
 async def update_server(db: AsyncDatabase, settings: Settings, *, workspace: str, name: str,

@@ -1,5 +1,6 @@
-"""`/v1/tools`: the MCP servers of a workspace's agents' tools, and the tools granted to each subject (admin keys
-only: `services.tools`)."""
+"""`/v1/tools`: the MCP servers of a workspace's agents' tools, and the tools granted to each subject
+(`services.tools`). `admin` keys change them; a `readonly` key reads them, seeing each server's name and tools, not
+how it is reached (`services.tools.shown_server`)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ GRANT_REFUSED = (400, "The subject is not one Parley knows (`invalid_subject`), 
 
 @router.get("/v1/tools", summary="List the workspace's tool servers and Parley's built-in tools")
 async def list_tools(db: Db, caller: Reader) -> dict:
-    return await tool_service.list_servers(db, workspace=caller.workspace)
+    return await tool_service.list_servers(db, principal=caller)
 
 
 @router.post("/v1/tools", status_code=201, summary="Register an MCP server of tools for the workspace's agents",
@@ -49,7 +50,7 @@ async def set_grant(subject: str, body: GrantSet, db: Db, caller: Writer) -> dic
 @router.get("/v1/tools/{name}", summary="Show a tool server (the names of its secrets, never their values)",
             responses=errors(404))
 async def get_server(name: str, db: Db, caller: Reader) -> dict:
-    return {"server": await tool_service.get_server(db, workspace=caller.workspace, name=name)}
+    return {"server": await tool_service.get_server(db, principal=caller, name=name)}
 
 
 @router.patch("/v1/tools/{name}", summary="Change a tool server; its tools are listed again",

@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -32,18 +33,24 @@ def auth(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 
 
-@pytest.fixture(scope="module")
-def http_tools() -> Iterator[str]:
-    """The test's MCP server over streamable HTTP on 127.0.0.1: its URL."""
+@contextmanager
+def serving_tools() -> Iterator[tuple[str, subprocess.Popen]]:
+    """The test's MCP server over streamable HTTP on 127.0.0.1: its URL and process (stopped on leaving)."""
     proc = subprocess.Popen([sys.executable, "-I", TOOL_SERVER, "--http", "--port", "0"], stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True)
     try:
         line = proc.stdout.readline()
         assert line.startswith("READY "), line
-        yield line.split()[1]
+        yield line.split()[1], proc
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def http_tools() -> Iterator[str]:
+    with serving_tools() as (url, _):
+        yield url
 
 
 @pytest.fixture
@@ -123,6 +130,9 @@ def test_registration_refuses_what_the_deployment_does_not_allow(client, admin, 
         ({**STDIO, "name": "Bad Name"}, 400, None),
         ({**STDIO, "env": {"LD_PRELOAD": "/tmp/x.so"}}, 400, None),
         ({**STDIO, "env": {"PYTHONPATH": "/tmp"}}, 400, None),
+        # Issue 33: every variable that changes which code a program loads, not only the ones once listed.
+        *[({**STDIO, "env": {name: "/tmp/x"}}, 400, "invalid_request") for name in (
+            "PERLLIB", "GCONV_PATH", "OPENSSL_CONF", "npm_config_registry", "PIP_INDEX_URL")],
     ]
     for body, status, code in cases:
         resp = register(client, admin, body)
@@ -145,6 +155,59 @@ def test_a_url_server_is_listed_and_changed(client, admin, http_tools):
     assert changed.json()["server"]["headerNames"] == ["Authorization"]  # kept: not sent again
     assert client.post("/v1/tools/calc/refresh", headers=auth(admin)).status_code == 200
     assert client.patch("/v1/tools/nope", json={"allowedTools": ["add"]}, headers=auth(admin)).status_code == 404
+
+
+CONNECTION_HEADERS = ["Host", "connection", "Keep-Alive", "Proxy-Authorization", "Proxy-Connection", "TE",
+                      "Trailer", "Transfer-Encoding", "Upgrade", "Content-Length"]
+
+
+def test_a_url_is_stored_normalised_and_never_carries_credentials_or_connection_headers(client, admin, http_tools):
+    base = http_tools.rsplit("/", 1)[0]
+    spelled = base.replace("http://", "HTTP://") + "/tools/%2e%2e/./mcp"
+    resp = register(client, admin, {"name": "calc", "url": spelled, "allowedTools": ["add"]})
+    assert resp.status_code == 201, resp.text
+    assert resp.json()["server"]["url"] == http_tools  # what is checked is what is stored and called
+
+    for query in ("api_key=s3cret", "token=s3cret", "access_token=s3cret", "password=s3cret", "sig=s3cret"):
+        resp = register(client, admin, {"name": "q", "url": f"{http_tools}?{query}", "allowedTools": ["add"]})
+        assert resp.status_code == 400 and resp.json()["code"] == "tool_server_not_allowed", resp.text
+        assert "headers" in resp.json()["error"] and "s3cret" not in resp.text
+    for name in CONNECTION_HEADERS:
+        body = {"name": "h", "url": http_tools, "headers": {name: "x"}, "allowedTools": ["add"]}
+        resp = register(client, admin, body)
+        assert resp.status_code == 400 and name in resp.json()["error"], (name, resp.text)
+    changed = client.patch("/v1/tools/calc", json={"headers": {"Host": "elsewhere"}}, headers=auth(admin))
+    assert changed.status_code == 400 and "Host" in changed.json()["error"], changed.text
+    changed = client.patch("/v1/tools/calc", json={"url": http_tools + "?key=s3cret"}, headers=auth(admin))
+    assert changed.status_code == 400 and "s3cret" not in changed.text, changed.text
+
+
+def test_a_server_that_redirects_is_not_followed(client, admin, http_tools):
+    moved = http_tools.rsplit("/", 1)[0] + "/moved"  # a 307 to /mcp on the same origin
+    resp = register(client, admin, {"name": "moved", "url": moved, "headers": {"Authorization": "Bearer k"},
+                                    "allowedTools": ["add"]})
+    assert resp.status_code == 502 and resp.json()["code"] == "tool_server_unreachable", resp.text
+    assert "redirect" in resp.json()["error"] and "Bearer k" not in resp.text
+
+
+def test_a_readonly_key_sees_a_servers_name_and_tools_not_how_it_is_reached(client, admin, make_key, http_tools):
+    assert register(client, admin, {**STDIO, "env": {"WEATHER_TOKEN": "s3cret"}}).status_code == 201
+    assert register(client, admin, {"name": "calc", "url": http_tools, "headers": {"Authorization": "Bearer k"},
+                                    "allowedTools": ["add"]}).status_code == 201
+    hidden = {"command", "args", "envNames", "url", "headerNames"}
+    readonly = make_key(["readonly"])
+    listed = client.get("/v1/tools", headers=auth(readonly))
+    assert listed.status_code == 200, listed.text
+    shown = [*listed.json()["servers"], client.get("/v1/tools/calc", headers=auth(readonly)).json()["server"],
+             client.get("/v1/tools/weather", headers=auth(readonly)).json()["server"]]
+    for server in shown:
+        assert not hidden & set(server), server
+        assert server["name"] in ("calc", "weather") and server["tools"] and server["allowedTools"]
+    for text in (listed.text, json.dumps(shown)):
+        assert TOOL_SERVER not in text and "127.0.0.1" not in text and "WEATHER_TOKEN" not in text
+    full = client.get("/v1/tools", headers=auth(admin)).json()["servers"]
+    assert {s["name"]: hidden & set(s) for s in full} == {"calc": {"url", "headerNames"},
+                                                          "weather": {"command", "args", "envNames"}}
 
 
 def test_an_unreachable_server_is_a_502(client, admin, http_tools):
@@ -277,6 +340,53 @@ def test_a_failing_tool_is_a_result_the_agent_reads_and_the_run_goes_on(client, 
     assert by_id["call_over"]["isError"] and "at most 4" in by_id["call_over"]["result"]
     last = [r for r in llm.requests if r.get("tool_choice") == "none"]
     assert len(last) == 1 and sum(m["role"] == "tool" for m in last[0]["messages"]) == 5
+
+
+def test_a_failed_call_names_the_server_not_its_address_to_those_who_read_the_run(parley_env, monkeypatch, admin,
+                                                                                make_key, llm):
+    """What a call answers reaches the run's readers (any key of the workspace, over HTTP and MCP): a failure names
+    the server as registered, never its URL or command (issue 33)."""
+    import httpx
+
+    with serving_tools() as (url, gone):
+        monkeypatch.setenv("PARLEY_TOOL_URLS", url)
+        get_settings.cache_clear()
+        with (ServerThread(create_app(get_settings())) as server,
+              httpx.Client(base_url=server.url, timeout=60) as client):
+            resp = register(client, admin, {"name": "flaky", "url": url, "allowedTools": ["add"]})
+            assert resp.status_code == 201, resp.text
+            gone.terminate()  # registered, then unreachable
+            gone.wait(timeout=10)
+            failed_call_read_by_others(server, client, admin, make_key(["readonly"]), llm, url)
+
+
+def failed_call_read_by_others(server, client, admin, readonly, llm, url):
+    claire = add_agent(client, admin, "Claire")
+    client.put(f"/v1/tools/grants/agent:{claire['id']}", json={"tools": ["flaky/add"]}, headers=auth(admin))
+    llm.script(with_tools=True, tool_calls=[{"name": "add", "arguments": {"a": 1, "b": 2}, "id": "call_g"}], times=1)
+    conversation_id = client.post("/v1/conversations", json={"title": "T"}, headers=auth(admin)).json()[
+        "conversation"]["id"]
+    resp = client.post(f"/v1/conversations/{conversation_id}/message", json={"content": "Go?"}, headers=auth(admin))
+    assert resp.status_code == 200, resp.text
+    run_id = resp.headers["x-run-id"]
+
+    detail = client.get(f"/v1/conversations/{conversation_id}", headers=auth(readonly))
+    assert detail.status_code == 200, detail.text
+    call = next(m for m in detail.json()["conversation"]["messages"] if m.get("agentId") == claire["id"])[
+        "metadata"]["toolCalls"][0]
+    assert call["isError"] and "'flaky'" in call["result"], call
+
+    async def read() -> tuple[str, str]:
+        async with mcp_client(server.url, readonly) as mcp:
+            transcript = (await mcp.read_resource(f"parley://runs/{run_id}")).contents[0].text
+            run = await mcp.call_tool("get_run", {"runId": run_id})
+            return transcript, json.dumps(run.structured_content)
+
+    transcript, run = asyncio.run(read())
+    assert "'flaky'" in transcript
+    port = url.rsplit(":", 1)[1].split("/")[0]
+    for text in (detail.text, transcript, run):
+        assert url not in text and f"127.0.0.1:{port}" not in text and "PARLEY_TOOL_URLS" not in text
 
 
 # --- a duel's side calls its tool ---------------------------------------------------------------

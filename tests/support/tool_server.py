@@ -2,7 +2,10 @@
 
 Its tools: `get_weather(city)` (a fixed forecast naming the city), `add(a, b)`, `fail(reason)` (always a tool error),
 `slow(seconds)` (answers after waiting, for the per-call timeout), `show_env(name)` (the value of one of its own
-environment variables, to show what a stdio server is started with) and `secret_tool()` (never allowed by the tests).
+environment variables, to show what a stdio server is started with), `big(size)` (an answer of `size` characters, for
+the bound on what Parley reads), `spawn(pidfile, hang)` (starts a background `sleep`, writes its pid to `pidfile`,
+then answers, or hangs `hang` seconds first, for the process group Parley ends) and `secret_tool()` (never allowed by
+the tests). Over HTTP, `/moved` answers every request with a 307 redirect to `/mcp`.
 
 Over stdio, as Parley starts a registered command (`-I` keeps this folder, whose mcp.py is not the SDK, off
 sys.path):
@@ -20,6 +23,7 @@ import argparse
 import asyncio
 import os
 import socket
+import subprocess
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -59,9 +63,38 @@ def show_env(name: str) -> str:
 
 
 @server.tool()
+def big(size: int) -> str:
+    """An answer of `size` characters."""
+    return "x" * size
+
+
+@server.tool()
+async def spawn(pidfile: str, hang: float = 0) -> str:
+    """Start a background `sleep` (its pid written to `pidfile`), then answer after `hang` seconds."""
+    child = subprocess.Popen(["sleep", "120"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    with open(pidfile, "w") as out:
+        out.write(str(child.pid))
+    await asyncio.sleep(hang)
+    return f"started {child.pid}"
+
+
+@server.tool()
 def secret_tool() -> str:
     """A tool no test allows."""
     return "should never be called"
+
+
+def moved(app):
+    """`app`, with `/moved` redirecting (307, same origin) to `/mcp`."""
+    async def serve(scope, receive, send):
+        if scope["type"] == "http" and scope["path"] == "/moved":
+            await send({"type": "http.response.start", "status": 307, "headers": [(b"location", b"/mcp")]})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        await app(scope, receive, send)
+
+    return serve
 
 
 def main() -> None:
@@ -76,8 +109,9 @@ def main() -> None:
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", args.port))
+    sock.listen(128)  # before READY: a client may connect before uvicorn has started
     port = sock.getsockname()[1]
-    app = server.streamable_http_app()
+    app = moved(server.streamable_http_app())
     config = uvicorn.Config(app, log_level="warning")
     print(f"READY http://127.0.0.1:{port}/mcp", flush=True)
     uvicorn.Server(config).run(sockets=[sock])
