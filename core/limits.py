@@ -83,6 +83,9 @@ MAX_TABLE_ROUNDS = 3
 # Extra attempts of one designer workflow node after a transient model failure.
 MAX_NODE_RETRIES = 5
 
+# The longest a model endpoint's `Retry-After` (on a 429) holds this worker's next calls to it (`llm.endpoints`).
+MAX_RETRY_AFTER_SECONDS = 60.0
+
 # Tools an agent calls during its turn (`nodes/tools.py`): calls one turn may make (the model's answer after the
 # last is asked without tools), seconds one call may take (connecting to its MCP server included), characters of a
 # result the model reads back (the rest is cut, and the result says so).
