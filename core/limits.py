@@ -83,6 +83,9 @@ MAX_TABLE_ROUNDS = 3
 # Extra attempts of one designer workflow node after a transient model failure.
 MAX_NODE_RETRIES = 5
 
+# The longest a model endpoint's `Retry-After` (on a 429) holds this worker's next calls to it (`llm.endpoints`).
+MAX_RETRY_AFTER_SECONDS = 60.0
+
 # Tools an agent calls during its turn (`nodes/tools.py`): calls one turn may make (the model's answer after the
 # last is asked without tools), seconds one call may take (connecting to its MCP server included), characters of a
 # result the model reads back (the rest is cut, and the result says so).
@@ -101,6 +104,16 @@ MAX_SERVER_TOOLS = 64
 MAX_GRANTED_TOOLS = 16
 # Parallel branches of one designer `fan_out` node: as many as an arbitrator can tell apart (Answer A … G).
 MAX_FAN_OUT_BRANCHES = MAX_PANEL_SIZE
+# Inputs a person may send one run (`POST /v1/runs/{id}/input`: 409 `too_many_inputs` past it), and the messages a
+# run takes in at one boundary (the rest wait for the next): 4,500 inputs once made an event page MongoDB refused.
+MAX_RUN_INPUTS = 500
+MAX_INPUTS_PER_BOUNDARY = 50
+# The bytes of one stored page of a run's events: a page holding more is split, and a single event larger than this
+# is stored without its data and fails its run (`event_too_large`); MongoDB refuses a document over 16 MB.
+MAX_EVENT_PAGE_BYTES = 8 * 1024 * 1024
+# How many times in a row a run's worker may stop while executing it (its lease lost, not handed over) before the
+# run is failed (`run_crashed`) rather than resumed again: a run that kills its worker must not walk through all.
+MAX_RUN_CRASHES = 2
 # Steering a running debate (`POST /v1/runs/{id}/input`): a message's characters; the smallest `maxSeconds` a
 # budget may give (a step's time cannot be estimated before the run: below this no debate gets through a round).
 STEER_MESSAGE_MAX_CHARS = 4000

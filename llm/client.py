@@ -11,12 +11,15 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
+import httpx2 as httpx  # the openai SDK's HTTP library (httpx's API, its own types)
+import openai
 from langchain_core.messages import AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGenerationChunk
 from langchain_openai import ChatOpenAI
 from pydantic import Field
 
 from parley.core.limits import OFF_LOOP_MESSAGES
+from parley.llm.endpoints import endpoint, retry_after
 from parley.llm.failures import IncompleteAnswerError, ModelDeadlineError, ModelIdleError, scrub_failure
 
 ResultT = TypeVar("ResultT")
@@ -73,6 +76,7 @@ class BoundedChatOpenAI(ChatOpenAI):
 
     async def _astream(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None,
                        **kwargs: Any) -> Any:
+        await endpoint(self.openai_api_base).ready()
         deadline = asyncio.get_running_loop().time() + self.call_deadline
         await self._convert_off_loop(messages)
         source = super()._astream(messages, stop, run_manager, **kwargs)
@@ -95,7 +99,7 @@ class BoundedChatOpenAI(ChatOpenAI):
                 finished = finished or bool((chunk.generation_info or {}).get("finish_reason"))
                 yield chunk
         except Exception as exc:
-            scrub_failure(exc, self._secrets())
+            self._refused(exc)
             raise
         finally:
             await source.aclose()
@@ -106,6 +110,7 @@ class BoundedChatOpenAI(ChatOpenAI):
                          **kwargs: Any) -> Any:
         if self.streaming:  # answered through `_astream`, which keeps the deadline itself
             return await super()._agenerate(messages, stop, run_manager, **kwargs)
+        await endpoint(self.openai_api_base).ready()
         await self._convert_off_loop(messages)
         bound = asyncio.timeout(self.call_deadline)
         try:
@@ -120,7 +125,7 @@ class BoundedChatOpenAI(ChatOpenAI):
         except json.JSONDecodeError as exc:  # the SDK's, reading a body that broke off (or was never JSON)
             raise IncompleteAnswerError(self._model_id, body=exc) from exc
         except Exception as exc:
-            scrub_failure(exc, self._secrets())
+            self._refused(exc)
             raise
 
     async def _convert_off_loop(self, messages: list[BaseMessage]) -> None:
@@ -168,6 +173,13 @@ class BoundedChatOpenAI(ChatOpenAI):
             message.pop("function_call", None)
         return message
 
+    def _refused(self, exc: Exception) -> None:
+        """A failed call: the endpoint's `Retry-After` on a 429 holds its next calls (`llm.endpoints`); the failure's
+        text is scrubbed of secrets."""
+        if isinstance(exc, openai.RateLimitError):
+            endpoint(self.openai_api_base).throttled(retry_after(exc))
+        scrub_failure(exc, self._secrets())
+
     @property
     def _model_id(self) -> str:
         return self.parley_model_id or self.model_name
@@ -183,6 +195,45 @@ class BoundedChatOpenAI(ChatOpenAI):
         key = self.openai_api_key
         return (key.get_secret_value(),) if key is not None else ()
 
+
+
+class WholeAnswerTransport(httpx.AsyncHTTPTransport):
+    """The HTTP transport of every model call: an answer asked for whole (a JSON body, not an event stream) must
+    arrive within `read_timeout` seconds of its headers, where httpx's read timeout bounds each read alone, so an
+    endpoint sending a byte a minute kept a call open until its deadline."""
+
+    def __init__(self, read_timeout: float, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.read_timeout = read_timeout
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await super().handle_async_request(request)
+        if "text/event-stream" not in response.headers.get("content-type", ""):
+            response.stream = _BodyWithin(response.stream, self.read_timeout)
+        return response
+
+
+class _BodyWithin(httpx.AsyncByteStream):
+    """A response body that must be read in all within `seconds` (`WholeAnswerTransport`)."""
+
+    def __init__(self, stream: Any, seconds: float) -> None:
+        self.stream, self.seconds = stream, seconds
+
+    async def __aiter__(self) -> Any:
+        deadline = asyncio.get_running_loop().time() + self.seconds
+        pieces = aiter(self.stream)
+        while True:
+            try:
+                async with asyncio.timeout_at(deadline):
+                    piece = await anext(pieces)
+            except StopAsyncIteration:
+                return
+            except TimeoutError:
+                raise httpx.ReadTimeout(f"the answer's body took more than {self.seconds:g} s to arrive") from None
+            yield piece
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
 
 
 async def _named_once(source: Any) -> Any:

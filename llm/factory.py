@@ -21,13 +21,13 @@ from langchain_core.messages import BaseMessage, SystemMessage
 from langchain_core.output_parsers import PydanticOutputParser
 from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig, RunnableLambda
 from langchain_core.runnables.config import ensure_config, merge_configs
-from openai import DefaultAsyncHttpxClient
+from openai import DEFAULT_CONNECTION_LIMITS, DefaultAsyncHttpxClient
 from pydantic import BaseModel
 
 from parley.core import metrics
 from parley.core.settings import Settings, get_settings
 from parley.llm.budget import Budget, BudgetGuard, CallEstimate, estimate_call
-from parley.llm.client import HAS_CHUNK_TIMEOUT, BoundedChatOpenAI
+from parley.llm.client import HAS_CHUNK_TIMEOUT, BoundedChatOpenAI, WholeAnswerTransport
 from parley.llm.failures import ModelError, register_secret
 from parley.llm.formats import AnswerFormat, cap_strings, schema_note
 from parley.llm.prices import BUILTIN_PRICES, Price, lookup_price
@@ -353,7 +353,8 @@ class ModelFactory:
         if clients is None:
             return None
         if timeout not in clients:
-            clients[timeout] = DefaultAsyncHttpxClient(timeout=timeout)
+            clients[timeout] = DefaultAsyncHttpxClient(timeout=timeout, transport=WholeAnswerTransport(
+                timeout, limits=DEFAULT_CONNECTION_LIMITS))
         return clients[timeout]
 
     @staticmethod

@@ -4,9 +4,10 @@ its budget before its synthesis.
 Every mode's graph wires one boundary node where a step ends: the duel after each turn, the round table and the
 multi-agent debate after each round, a workflow at its `await` nodes. At a boundary the node
 
-1. takes in the inputs delivered to the run (`nodes.inbox.Steering`) that the state does not list as consumed,
-   in the order they were stored: each message becomes a turn of the person (`human_turn`: the one `chunk`,
-   then a `human` event) that every agent sees from the next turn on;
+1. takes in the inputs delivered to the run (`nodes.inbox.Steering`) that the state does not list as consumed, at
+   most `MAX_INPUTS_PER_BOUNDARY` of them (the rest at the next boundary), in the order they were stored: each
+   message becomes a turn of the person (`human_turn`: the one `chunk`, then a `human` event) that every agent
+   sees from the next turn on;
 2. decides whether the debate goes on: `end` sends it to its synthesis or verdict (`stopped_by: "user"`), and
    so does a budget that the next step (estimated from the last one) and the reserve for the synthesis would
    pass (`stopped_by: "budget"`, `llm.budget`);
@@ -35,6 +36,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 from typing_extensions import TypedDict
 
+from parley.core.limits import MAX_INPUTS_PER_BOUNDARY
 from parley.llm.budget import CallEstimate, Spend
 from parley.nodes.capability import mark
 from parley.nodes.context import RunContext
@@ -102,6 +104,22 @@ def next_step_fits(ctx: RunContext, state: dict[str, Any], reserve: Sequence[Cal
     return budget.fits(step + final)
 
 
+def taken_in(pending: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The inputs a boundary takes in of those pending, in order: up to `MAX_INPUTS_PER_BOUNDARY` messages (the
+    others at the next boundary), with the first later action that lets the run go on or ends it, so that a person's
+    answer is never held behind a queue of messages."""
+    taken, messages = [], 0
+    for row in pending:
+        if row.get("content"):
+            if messages == MAX_INPUTS_PER_BOUNDARY:
+                break
+            messages += 1
+        taken.append(row)
+    if not any(row.get("action") in RELEASES for row in taken):
+        taken += [row for row in pending[len(taken):] if row.get("action") in RELEASES][:1]
+    return taken
+
+
 def boundary(
     *,
     at: str,
@@ -160,7 +178,7 @@ def boundary(
         if steering is None and ctx.budget is None:
             return {}
         here = position(state)
-        pending = steering.pending(state.get("consumed") or []) if steering else []
+        pending = taken_in(steering.pending(state.get("consumed") or [])) if steering else []
         goes_on = more(state, ctx) and not state.get("stopped_by")
         stop = None
         if goes_on and any(p.get("action") == "end" for p in pending):

@@ -15,6 +15,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import PyMongoError
 
+from parley.core.limits import MAX_RUN_CRASHES
 from parley.core.metrics import record_run
 from parley.core.settings import Settings
 from parley.core.telemetry import trace_config
@@ -117,7 +118,10 @@ class Executions:
             if barriers is not None:
                 barriers[run_id] = barrier
             writer = EventWriter(self.db, live, barrier, write_after=mode.store_every,
-                                 on_failure=lambda: self.stops.stop(run_id, "storage"))
+                                 on_failure=lambda: self.stops.stop(run_id, "storage"),
+                                 on_too_large=lambda exc: self.stops.fail(run_id, RunFailure(
+                                     f"The run was stopped: an event too large to store ({exc})", status=500,
+                                     code="event_too_large")))
             earlier = [UsageRecord(**row) for row in await store.list_usage(self.db, run_id=run_id)] if resumed else []
             ledger = RunLedger(records=earlier, sink=writer.add_usage)
             steering = await self.inputs.steering_for(record, mode)
@@ -190,6 +194,12 @@ class Executions:
             if record.get("cancelRequested"):
                 self.stops.mark(run_id, "cancel")
                 raise asyncio.CancelledError
+            if record.get("crashes", 0) > MAX_RUN_CRASHES:  # its workers stopped while executing it, in a row
+                log.error("run %s (%s): its worker stopped %d times in a row while executing it; it is failed, not "
+                          "resumed again", run_id, kind, record["crashes"])
+                return await self._failed(record, mode, ledger, RunFailure(
+                    f"The workers executing this run stopped {record['crashes']} times in a row while executing it; "
+                    "it is not resumed again, in case it is what stops them", status=500, code="run_crashed"))
             if not went_on:
                 for emit in mode.opening():
                     writer.add(emit)

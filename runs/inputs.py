@@ -95,13 +95,23 @@ class Inputs:
 
     async def steer(self, run_id: str, *, user: str, content: str | None = None,
                     action: str | None = None) -> tuple[dict, dict] | None:
-        """Store an input a person sent a run (a message, an action, or both), then deliver it: at once to the
-        run's execution when this worker executes it, within a heartbeat from any other (its lease renewal reads
+        """Store and count an input a person sent a run (a message, an action, or both), then deliver it: at once to
+        the run's execution when this worker executes it, within a heartbeat from any other (its lease renewal reads
         the count of inputs, `store.runs.note_input`); a waiting run that it lets go on (`continue`, `guide`,
         `end`) is woken and executed here. Return the input as delivered and the run's record as it now is; None
-        when the run had ended (or was being cancelled): the input is not kept."""
+        when the run had ended (or was being cancelled): the input is not kept.
+
+        Raises:
+            store.TooManyInputs: the run was sent `MAX_RUN_INPUTS` inputs already (this one is not kept).
+        """
+        # Stored, then counted: a run that parks meanwhile finds the input (`park` reads them) or is seen waiting
+        # here. One refused by the count is taken back (callers check the count first: `store.runs.inputs_full`).
         given = await input_store.add_input(self.db, run_id=run_id, user=user, content=content, action=action)
-        record = await store.note_input(self.db, run_id=run_id)
+        try:
+            record = await store.note_input(self.db, run_id=run_id)
+        except store.TooManyInputs:
+            await input_store.remove_input(self.db, input_id=given["id"])
+            raise
         if record is None:
             await input_store.remove_input(self.db, input_id=given["id"])
             return None

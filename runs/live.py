@@ -89,8 +89,10 @@ class EventWriter:
     SHOWN_UNSTORED = 256
 
     def __init__(self, db: AsyncDatabase, live: LiveRun, barrier: EventBarrier, *, write_after: float,
-                 on_failure: Callable[[], None] = lambda: None) -> None:
+                 on_failure: Callable[[], None] = lambda: None,
+                 on_too_large: Callable[[store.EventTooLarge], None] = lambda exc: None) -> None:
         self.db, self.live, self.barrier, self.on_failure = db, live, barrier, on_failure
+        self.on_too_large = on_too_large
         self.write_after = write_after
         self.failure: BaseException | None = None
         self.next_seq = live.first_seq
@@ -148,6 +150,13 @@ class EventWriter:
             if isinstance(self.failure, PyMongoError):  # the run stops now, not at its next step
                 self.on_failure()
 
+    def _omit(self, exc: store.EventTooLarge) -> None:
+        """Keep an event too large to store as its name and size only, and have its run fail (never silently)."""
+        for row in self._rows[self._stored:]:
+            if row["seq"] == exc.seq:
+                row["data"] = {"omitted": f"{exc.size:,} bytes, more than a page of events holds"}
+        self.on_too_large(exc)
+
     def _show(self) -> None:
         gate = min(self._stores, default=len(self._rows))  # the first event whose record change is not stored
         limit = min(gate, self._stored + self.SHOWN_UNSTORED, len(self._rows) if self._hold is None else self._hold)
@@ -171,7 +180,15 @@ class EventWriter:
             changes = sorted(i for i in self._stores if i < upto)
             for index in changes:
                 await self._stores[index]()
-            await store.store_batch(self.db, run_id=self.live.id, events=self._rows[self._stored:upto], usage=usage)
+            try:
+                await store.store_batch(self.db, run_id=self.live.id, events=self._rows[self._stored:upto],
+                                        usage=usage)
+            except store.EventTooLarge as exc:  # stored again at once without its data, and the run fails
+                for index in changes:  # made already: not again
+                    del self._stores[index]
+                self._usage = usage + self._usage
+                self._omit(exc)
+                continue
             for index in changes:
                 del self._stores[index]
             self._stored = upto

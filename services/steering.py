@@ -154,7 +154,8 @@ async def send_input(engine: RunEngine, record: dict, *, user: str, content: str
 
     Raises:
         Conflict: the run has ended (`run_finished`), takes no input (`run_not_steerable`: a chat completion, a
-            workflow without an `await` node), or already waits and was asked to pause (`run_waiting`).
+            workflow without an `await` node), already waits and was asked to pause (`run_waiting`), or was sent
+            `MAX_RUN_INPUTS` inputs already (`too_many_inputs`).
     """
     if record["status"] in run_store.FINISHED:
         raise Conflict(f"Run '{record['_id']}' has already ended ({record['status']})", code="run_finished")
@@ -165,7 +166,12 @@ async def send_input(engine: RunEngine, record: dict, *, user: str, content: str
                        code="run_not_steerable")
     if action == "pause" and record["status"] == run_store.WAITING:
         raise Conflict(f"Run '{record['_id']}' already waits; send continue, guide or end", code="run_waiting")
-    sent = await engine.steer(record["_id"], user=user, content=content, action=action)
+    try:
+        if run_store.inputs_full(record):
+            raise run_store.TooManyInputs(f"The run has been sent {record['inputs']} inputs, as many as a run takes")
+        sent = await engine.steer(record["_id"], user=user, content=content, action=action)
+    except run_store.TooManyInputs as exc:
+        raise Conflict(str(exc), code="too_many_inputs") from None
     if sent is None:
         current = await engine.get(record["_id"])
         raise Conflict(f"Run '{record['_id']}' has already ended ({current.get('concluding') or current['status']})",

@@ -27,6 +27,7 @@ from datetime import UTC, datetime, timedelta
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import bson
 from pymongo import ASCENDING, DESCENDING
 from pymongo.asynchronous.change_stream import AsyncChangeStream
 from pymongo.asynchronous.database import AsyncDatabase
@@ -34,6 +35,7 @@ from pymongo.database import Database
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from parley.core.clock import now  # also the runs' clock for their engine (`store.now()`)
+from parley.core.limits import MAX_EVENT_PAGE_BYTES, MAX_RUN_INPUTS
 from parley.store.cursors import encode_cursor, older_than
 from parley.store.group import DUPLICATE_KEY, Group, insert_each
 
@@ -64,6 +66,15 @@ INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
 
 class EventConflict(RuntimeError):
     """Another worker stored events under the same sequence numbers: it holds the run now."""
+
+
+class EventTooLarge(RuntimeError):
+    """One event of a run is larger than a page of events may be (`MAX_EVENT_PAGE_BYTES`): none of the run's events
+    of that batch are stored."""
+
+    def __init__(self, run_id: str, seq: int, size: int) -> None:
+        super().__init__(f"event {seq} is {size:,} bytes, more than a page of events holds ({MAX_EVENT_PAGE_BYTES:,})")
+        self.run_id, self.seq, self.size = run_id, seq, size
 
 
 def _lease(seconds: float) -> datetime:
@@ -127,11 +138,15 @@ async def claim_expired(db: AsyncDatabase, *, run: dict, worker: str, lease_seco
     at = now()
     if claimable_at(run, lease_seconds) >= at:
         return None
+    # A holder that handed the run over (`release`) left no heartbeat; one whose lease ran out stopped while
+    # executing it: a crash, counted until the run is handed over or waits (`crashes`, see `MAX_RUN_CRASHES`).
+    crashed = run.get("heartbeatAt") is not None
     taken = await db.runs.update_one(
         {"_id": run["_id"], "status": {"$in": list(ACTIVE)}, "leaseUntil": run["leaseUntil"],
          "heartbeatAt": run.get("heartbeatAt")},
         {"$set": {"worker": worker, "leaseUntil": at + timedelta(seconds=lease_seconds), "heartbeatAt": at,
-                  "claimedAt": at, "updatedAt": at}, "$inc": {"claims": 1}},
+                  "claimedAt": at, "updatedAt": at, **({} if crashed else {"crashes": 0})},
+         "$inc": {"claims": 1, **({"crashes": 1} if crashed else {})}},
     )
     if taken.modified_count != 1:
         return None
@@ -236,15 +251,36 @@ async def request_cancel(db: AsyncDatabase, *, run_id: str) -> tuple[dict | None
     return await db.runs.find_one({"_id": run_id}), asked.matched_count == 1
 
 
+class TooManyInputs(RuntimeError):
+    """The run was sent `MAX_RUN_INPUTS` inputs already."""
+
+
+def inputs_full(record: dict) -> bool:
+    """Whether the run `record` was sent as many inputs as a run takes (`MAX_RUN_INPUTS`): checked before an input is
+    stored, and held by `note_input` against inputs sent at once."""
+    return record.get("inputs", 0) >= MAX_RUN_INPUTS
+
+
 async def note_input(db: AsyncDatabase, *, run_id: str) -> dict | None:
     """Count an input stored for a run (the lease renewal of the worker executing it reads the count and fetches
     what is new); return the record as it now is, or None when the run has ended (or its end is being stored, or
-    it was cancelled): no one will read the input."""
+    it was cancelled): no one will read the input.
+
+    Raises:
+        TooManyInputs: the run holds `MAX_RUN_INPUTS` inputs already (this one is not counted).
+    """
     noted = await db.runs.update_one(
-        {"_id": run_id, "status": {"$in": list(UNFINISHED)}, "concluding": None, "cancelRequested": {"$ne": True}},
+        {"_id": run_id, "status": {"$in": list(UNFINISHED)}, "concluding": None, "cancelRequested": {"$ne": True},
+         "inputs": {"$not": {"$gte": MAX_RUN_INPUTS}}},
         {"$inc": {"inputs": 1}, "$set": {"updatedAt": now()}},
     )
-    return await db.runs.find_one({"_id": run_id}) if noted.matched_count == 1 else None
+    record = await db.runs.find_one({"_id": run_id})
+    if noted.matched_count == 1:
+        return record
+    if record is not None and record.get("status") in UNFINISHED and record.get("concluding") is None and \
+            not record.get("cancelRequested") and inputs_full(record):
+        raise TooManyInputs(f"The run has been sent {MAX_RUN_INPUTS} inputs, as many as a run takes")
+    return None
 
 
 async def park(db: AsyncDatabase, *, run_id: str, worker: str, waiting: dict[str, Any]) -> bool:
@@ -254,7 +290,7 @@ async def park(db: AsyncDatabase, *, run_id: str, worker: str, waiting: dict[str
     parked = await db.runs.update_one(
         {"_id": run_id, "worker": worker, "status": RUNNING, "concluding": None, "cancelRequested": {"$ne": True}},
         {"$set": {"status": WAITING, "worker": None, "leaseUntil": None, "heartbeatAt": None, "waiting": waiting,
-                  "waitingSince": at, "updatedAt": at}},
+                  "waitingSince": at, "updatedAt": at, "crashes": 0}},
     )
     return parked.modified_count == 1
 
@@ -330,37 +366,72 @@ async def append_events(db: AsyncDatabase, *, run_id: str, events: list[dict]) -
 
     Raises:
         EventConflict: the first number is taken: another worker took the run over (see `fence_events`).
+        EventTooLarge: an event is larger than a page of events may be.
     """
-    if run_id in await append_batches(db, [(run_id, events)]):
-        raise EventConflict(f"run {run_id}: event numbers already taken")
+    if (refused := (await append_batches(db, [(run_id, events)])).get(run_id)) is not None:
+        raise refused
+
+
+def _pages(run_id: str, events: list[dict], usage: list[UsageRecord], at: datetime) -> list[dict]:
+    """A run's next events as pages to store: one page (with its usage rows), or several in order when one would
+    hold more than `MAX_EVENT_PAGE_BYTES` (MongoDB refuses a document over 16 MB).
+
+    Raises:
+        EventTooLarge: a single event is larger than a page may be.
+    """
+    def page(chunk: list[dict], rows: list[UsageRecord]) -> dict:
+        return {"runId": run_id, "seq": chunk[0]["seq"], "last": chunk[-1]["seq"], "at": at, "events": chunk,
+                **({"usage": [asdict(r) for r in rows]} if rows else {})}
+
+    whole = page(events, usage)
+    if len(bson.encode(whole)) <= MAX_EVENT_PAGE_BYTES:  # nearly always: a page is a second or two of events
+        return [whole]
+    pages, chunk, size, room = [], [], 0, MAX_EVENT_PAGE_BYTES - len(bson.encode(page(events[:1], usage)))
+    for event in events:
+        weight = len(bson.encode({"e": event}))
+        if weight > room:
+            raise EventTooLarge(run_id, event["seq"], weight)
+        if chunk and size + weight > room:
+            pages.append(page(chunk, [] if pages else usage))
+            chunk, size = [], 0
+        chunk.append(event)
+        size += weight
+    pages.append(page(chunk, [] if pages else usage))
+    return pages
 
 
 async def append_batches(db: AsyncDatabase, batches: list[tuple[str, list[dict]]],
-                         usage: Mapping[str, list[UsageRecord]] | None = None) -> set[str]:
-    """Store the events of several runs in one command, a page each (each run at most once in `batches`, its
-    events in order, with its `usage` rows), and return the runs whose page conflicted: its first number is taken,
-    by another worker that took the run over (`fence_events`). A conflicting run's page is not stored; every other
-    run's is.
+                         usage: Mapping[str, list[UsageRecord]] | None = None) -> dict[str, Exception]:
+    """Store the events of several runs in one command, in pages (each run at most once in `batches`, its events in
+    order, with its `usage` rows; `_pages`), and return the runs whose events were not stored, each with why: its
+    first number is taken, by another worker that took the run over (`fence_events`: `EventConflict`), or one of
+    its events is too large to store (`EventTooLarge`). Every other run's events are stored.
     """
     at = now()
     usage = usage or {}
-    docs = [{"runId": run_id, "seq": events[0]["seq"], "last": events[-1]["seq"], "at": at, "events": events,
-             **({"usage": [asdict(r) for r in usage[run_id]]} if usage.get(run_id) else {})}
-            for run_id, events in batches if events]
-    conflicted: set[str] = set()
+    refused: dict[str, Exception] = {}
+    docs = []
+    for run_id, events in batches:
+        if events:
+            try:
+                docs += _pages(run_id, events, usage.get(run_id) or [], at)
+            except EventTooLarge as exc:
+                refused[run_id] = exc
     while docs:
         try:
             await db.run_events.insert_many(docs, ordered=True)
-            return conflicted
+            return refused
         except BulkWriteError as exc:
             errors = exc.details.get("writeErrors", [])
             if not errors or errors[0].get("code") != DUPLICATE_KEY:
                 raise
-            # Ordered: the pages before the first error are stored, none after it. Send the others again.
+            # Ordered: the pages before the first error are stored, none after it. Send the others again, but for
+            # the rest of the conflicting run's pages.
             index = errors[0]["index"]
-            conflicted.add(docs[index]["runId"])
-            docs = docs[index + 1:]
-    return conflicted
+            run_id = docs[index]["runId"]
+            refused[run_id] = EventConflict(f"run {run_id}: event numbers already taken")
+            docs = [doc for doc in docs[index + 1:] if doc["runId"] != run_id]
+    return refused
 
 
 def page_events(pages: Any) -> list[dict]:
@@ -484,6 +555,8 @@ async def store_batch(db: AsyncDatabase, *, run_id: str, events: list[dict], usa
     Raises:
         EventConflict: one of the events' numbers is taken (another worker took the run over); neither the rest
             of its events nor its usage rows are stored, while every other run's are.
+        EventTooLarge: one of the events is larger than a page of events may be; none of them, nor the usage
+            rows, are stored (every other run's are).
     """
     if events or usage:
         await _batches(db, (run_id, events, usage))
@@ -492,11 +565,10 @@ async def store_batch(db: AsyncDatabase, *, run_id: str, events: list[dict], usa
 async def _store_batches(db: AsyncDatabase, items: list[tuple[str, list[dict], list[UsageRecord]]]
                          ) -> list[EventConflict | None]:
     # Usage rows ride in their run's page; those that came without events go on their own.
-    conflicted = await append_batches(db, [(run_id, events) for run_id, events, _ in items if events],
-                                      {run_id: usage for run_id, events, usage in items if events})
+    refused = await append_batches(db, [(run_id, events) for run_id, events, _ in items if events],
+                                   {run_id: usage for run_id, events, usage in items if events})
     await add_usage_batches(db, [(run_id, usage) for run_id, events, usage in items if usage and not events])
-    return [EventConflict(f"run {run_id}: event numbers already taken") if run_id in conflicted else None
-            for run_id, _, _ in items]
+    return [refused.get(run_id) for run_id, _, _ in items]
 
 
 _batches: Group[tuple[str, list[dict], list[UsageRecord]], None] = Group("store event batches", send=_store_batches)

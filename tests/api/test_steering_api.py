@@ -371,3 +371,29 @@ def test_a_chat_completion_takes_its_budget_in_the_extra_body(parley, make_key, 
     assert answered.parse().choices[0].message.content
     run = sync_db.runs.find_one({"_id": answered.headers["x-run-id"]})
     assert run["budget"]["limits"] == {"maxCost": 0.5} and run["budget"]["spent"]["costUsd"] <= 0.5
+
+
+def test_inputs_are_capped_per_run_and_taken_in_a_few_at_a_boundary(http, key, llm, sync_db, monkeypatch):
+    """4,500 inputs once made one page of events MongoDB refused: a run takes at most MAX_RUN_INPUTS inputs (409
+    `too_many_inputs` past it, nothing stored), and a boundary takes in at most MAX_INPUTS_PER_BOUNDARY messages, the
+    others at the next (lowered here to 5 and 2)."""
+    monkeypatch.setattr("parley.store.runs.MAX_RUN_INPUTS", 5)
+    monkeypatch.setattr("parley.nodes.steer.MAX_INPUTS_PER_BOUNDARY", 2)
+    llm.script(match="Round 1 of 3.", reply=USER_REPLY, hold="turn", times=1)
+    script_duel(llm)
+    run_id = start_duel(http, key)
+    llm.wait_held("turn")
+    assert send(http, key, run_id, action="pause").status_code == 202
+    llm.release("turn")
+    eventually(lambda: run_of(http, key, run_id)["status"] == "waiting", "the duel waits after its first turn")
+    for i in range(3):
+        assert send(http, key, run_id, content=f"Message {i}.").status_code == 202
+    assert send(http, key, run_id, action="continue").status_code == 202  # the fifth input: it goes on
+    refused = send(http, key, run_id, content="One too many.")
+    assert refused.status_code == 409 and refused.json()["code"] == "too_many_inputs", refused.text
+    assert sync_db.run_inputs.count_documents({"runId": run_id}) == 5  # the refused one was not kept
+    eventually(lambda: run_of(http, key, run_id)["status"] == "completed", "the duel ends")
+    events = list(iter_sse(http.get(f"/v1/runs/{run_id}/events", headers=auth(key)).iter_lines()))
+    heard = [(e.json()["content"], e.json()["position"]) for e in events if e.event == "human"]
+    # Two messages (and the answer that lets the duel go on) at the wait after turn 1, the third at the next boundary.
+    assert heard == [("Message 0.", 1), ("Message 1.", 1), ("Message 2.", 2)], heard

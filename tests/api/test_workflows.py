@@ -273,3 +273,24 @@ def test_a_thousand_node_workflow_is_validated_and_stored(http, auth):
     checked = http.post("/v1/workflows/validate", headers=auth, json=document)
     assert checked.status_code == 200 and checked.json()["valid"] is True, checked.text
     assert create(http, auth, document)["name"] == "long"
+
+
+def test_an_event_too_large_to_store_fails_its_run_loudly(http, auth, llm, sync_db, monkeypatch):
+    """An event page over MongoDB's 16 MB was once dropped silently: an event larger than a page of events may be is
+    stored without its data and its run fails with `event_too_large` (the page size lowered here to 4 KB, so that
+    the node's 6 KB answer in its `node_end` event is too large)."""
+    monkeypatch.setattr("parley.store.runs.MAX_EVENT_PAGE_BYTES", 4096)
+    llm.script(reply="word " * 1200)
+    document = {"version": 1, "name": "Long answer", "state": {"q": {"type": "string"}, "a": {"type": "string"}},
+                "nodes": [{"id": "a", "type": "llm", "inputs": {"prompt": "{q}"}, "output_key": "a"}],
+                "edges": [], "entry": "a", "finish": ["a"]}
+    resp = http.post("/v1/workflows/runs", headers=auth, json={"workflow": document, "input": {"q": "Talk."}})
+    assert resp.status_code == 500, resp.text
+    body = resp.json()
+    assert body["code"] == "event_too_large" and "more than a page of events holds (4,096)" in body["error"], body
+    run = http.get(f"/v1/runs/{body['runId']}", headers=auth).json()
+    assert run["status"] == "failed" and run["error"]["code"] == "event_too_large"
+    stored = [e for page in sync_db.run_events.find({"runId": body["runId"]}) for e in page.get("events", [])]
+    ended = [e for e in stored if e["event"] == "node_end"]
+    assert len(ended) == 1 and "omitted" in ended[0]["data"]  # kept in order, without its data
+    assert stored[-1]["event"] == "error"

@@ -5,6 +5,7 @@ endpoints (tests/support/scripted_llm.py: `endless`, `end_after`, `status`)."""
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 
 import httpx
 import openai
@@ -12,6 +13,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 from pydantic import BaseModel
 
+from parley.llm.endpoints import retry_after
 from parley.llm.factory import ModelFactory
 from parley.llm.failures import (
     REDACTED,
@@ -173,3 +175,33 @@ def test_metrics_label_only_configured_model_ids(parley_env):
     for made_up in ("openai:" + "x" * 100_000, "openai:gpt-5-" + "x" * 50, "zzz:gpt-5", "openai:GPT-5",
                     "acme:other-model"):
         assert models.metric_label(made_up) == "other"
+
+
+# --- an answer asked for whole that trickles; a rate limit that says when ------------------
+
+
+async def test_an_answer_asked_for_whole_that_trickles_fails_after_the_request_timeout(parley_env, llm):
+    """A JSON body sent a space at a time once kept a call open until its deadline (each read came within the
+    per-read timeout): the whole body must arrive within the request timeout of its headers."""
+    llm.script(endless="drip", token_delay=0.05)
+    model = factory(parley_env, deadline=60.0, request_timeout=1.0).chat(MODEL)
+    started = time.monotonic()
+    with pytest.raises(Exception) as caught:
+        await call(model, "ainvoke")
+    assert time.monotonic() - started < 15  # the deadline is 60 s
+    assert classify_failure(caught.value) == "timeout"
+
+
+async def test_a_rate_limited_endpoint_is_not_called_again_before_its_retry_after(parley_env, llm):
+    """A 429's `Retry-After` holds the worker's next call to that endpoint (its node's retry comes half a second
+    later): the retry is sent once the time asked for has passed."""
+    llm.script(status=429, retry_after="2", times=1)
+    llm.script(reply="Fine now.")
+    model = factory(parley_env).chat(MODEL)
+    refused_at = time.monotonic()
+    with pytest.raises(openai.RateLimitError):
+        await call(model, "ainvoke")
+    assert await call(model, "ainvoke") == "Fine now."
+    assert time.monotonic() - refused_at >= 1.9
+    assert retry_after(SimpleNamespace(response=SimpleNamespace(headers={"retry-after-ms": "1500"}))) == 1.5
+    assert retry_after(SimpleNamespace(response=SimpleNamespace(headers={"retry-after": "soon"}))) is None

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
+from parley.core.limits import MAX_EVENT_PAGE_BYTES
 from parley.llm.usage import UsageRecord
 from parley.store import runs as run_store
 
@@ -25,7 +28,7 @@ async def test_a_conflicting_run_loses_its_page_and_no_other_run_its_own(db):
     await run_store.append_events(db, run_id="taken", events=events(0))  # another worker stored #0
     conflicted = await run_store.append_batches(db, [("first", events(0, 1, 2)), ("taken", events(0, 1, 2)),
                                                      ("last", events(0, 1))])
-    assert conflicted == {"taken"}
+    assert list(conflicted) == ["taken"] and isinstance(conflicted["taken"], run_store.EventConflict)
     assert await stored_seqs(db, "first") == [0, 1, 2]
     assert await stored_seqs(db, "taken") == [0]  # the other worker's #0; nothing of this batch
     assert await stored_seqs(db, "last") == [0, 1]
@@ -48,7 +51,7 @@ async def test_a_fence_keeps_the_earlier_execution_from_storing_more(db):
     assert await run_store.fence_events(db, run_id="r") == 2
     # The earlier execution's next page starts where its last ended: it is refused, whatever its length.
     conflicted = await run_store.append_batches(db, [("r", events(3, 4, 5, 6))])
-    assert conflicted == {"r"}
+    assert list(conflicted) == ["r"]
     # The execution that fenced it numbers its events past the fence (the engine leaves a gap).
     await run_store.append_events(db, run_id="r", events=events(260, 261))
     assert await stored_seqs(db, "r") == [0, 1, 2, 260, 261]
@@ -60,7 +63,7 @@ async def test_a_fence_goes_after_a_page_stored_while_it_was_being_put_up(db):
     await db.run_events.insert_one({"runId": "r", "seq": 1, "last": 1, "events": []})  # a fence another worker put up
     await run_store.append_events(db, run_id="r", events=events(2, 3))  # written by a third, after that one
     assert await run_store.fence_events(db, run_id="r") == 3
-    assert await run_store.append_batches(db, [("r", events(4))]) == {"r"}
+    assert list(await run_store.append_batches(db, [("r", events(4))])) == ["r"]
 
 
 async def test_events_are_voided_inside_their_pages(db):
@@ -121,3 +124,27 @@ async def test_usage_that_comes_without_events_is_stored_on_its_own_and_read_wit
     await run_store.store_batch(db, run_id="r", events=events(1), usage=[usage("c")])
     assert [u["model"] for u in await run_store.list_usage(db, run_id="r")] == ["a", "b", "c"]
     assert await db.run_usage.count_documents({"runId": "r"}) == 1
+
+
+def big(seq: int, size: int) -> dict:
+    return {"seq": seq, "event": "human", "data": {"content": "x" * size}, "origin": None}
+
+
+async def test_a_page_larger_than_a_document_may_be_is_split(db):
+    """4,500 inputs once made a 19 MB page that MongoDB refused, and the events were lost: a batch over the page
+    size is stored as several pages, in order, and reads back whole."""
+    batch = [big(seq, 3 * 1024 * 1024) for seq in range(7)]  # 21 MB in all
+    assert await run_store.append_batches(db, [("r", batch), ("other", events(0))]) == {}
+    pages = await db.run_events.find({"runId": "r"}).sort("seq", 1).to_list()
+    assert len(pages) > 1 and [(p["seq"], p["last"]) for p in pages][0][0] == 0 and pages[-1]["last"] == 6
+    assert [r["seq"] for r in await run_store.all_events(db, run_id="r")] == list(range(7))
+    assert await stored_seqs(db, "other") == [0]
+
+
+async def test_an_event_larger_than_a_page_is_refused_loudly_and_alone(db):
+    with pytest.raises(run_store.EventTooLarge) as caught:
+        await run_store.append_events(db, run_id="r", events=[big(0, 10), big(1, MAX_EVENT_PAGE_BYTES)])
+    assert caught.value.seq == 1 and caught.value.size > MAX_EVENT_PAGE_BYTES
+    assert await stored_seqs(db, "r") == []  # none of that batch: the writer stores it again without that event
+    refused = await run_store.append_batches(db, [("r", [big(0, MAX_EVENT_PAGE_BYTES)]), ("other", events(0))])
+    assert isinstance(refused["r"], run_store.EventTooLarge) and await stored_seqs(db, "other") == [0]

@@ -272,3 +272,47 @@ async def test_a_follower_of_a_run_elsewhere_backs_off_while_nothing_comes(parle
     # 0.05, 0.1, 0.2 s, then every 0.4 s: not every 0.05 s (forty looks in two seconds).
     assert quiet <= 3 + elapsed / 0.4 + 1, quiet
     assert [e.event for e in got] == ["message"]
+
+
+ONE_ANSWER = {"version": 1, "name": "One answer", "state": {"q": {"type": "string"}, "a": {"type": "string"}},
+              "nodes": [{"id": "a", "type": "llm", "inputs": {"prompt": "{q}"}, "output_key": "a"}],
+              "edges": [], "entry": "a", "finish": ["a"]}
+
+
+async def crashed_run(db, run_id: str, *, crashes: int) -> None:
+    """A workflow run whose worker stopped while executing it (its lease ran out with a heartbeat on it), after
+    `crashes` such stops in a row before."""
+    await run_store.create_run(
+        db, run_id=run_id, kind="workflow", workspace="ws1", user="u", title="t", ref=None, worker="gone",
+        lease_seconds=LEASE, input={"workflow": ONE_ANSWER, "initial": {"q": "Why?"}, "workflowId": None,
+                                    "workspaceAgents": None, "bill": {"usage": "workflow", "takes_allowance": True}})
+    past = run_store.now() - timedelta(seconds=10 * LEASE)
+    await db.runs.update_one({"_id": run_id}, {"$set": {"leaseUntil": past, "heartbeatAt": past, "claims": 1 + crashes,
+                                                        "crashes": crashes}})
+
+
+async def test_a_claim_counts_the_crashes_of_a_run_in_a_row(db):
+    """A run taken over from a worker whose lease ran out counts one crash more; one that was handed over (released,
+    or parked to wait for a person) starts counting again."""
+    await crashed_run(db, "crashed", crashes=1)
+    run = await run_store.next_expiring(db, exclude=[])
+    assert (await run_store.claim_expired(db, run=run, worker="w1", lease_seconds=LEASE))["crashes"] == 2
+    await run_store.release(db, run_id="crashed", worker="w1")
+    released = await db.runs.find_one({"_id": "crashed"}, {"leaseUntil": 1, "heartbeatAt": 1})
+    assert (await run_store.claim_expired(db, run=released, worker="w2", lease_seconds=LEASE))["crashes"] == 0
+
+
+async def test_a_run_whose_workers_keep_stopping_is_failed_not_resumed_again(parley_env, db, llm):
+    """A poison run (its worker stopped while executing it three times in a row) is failed with a clear error by the
+    worker that takes it over, without running a step or calling a model; one that crashed fewer times goes on."""
+    settings = short_leases(parley_env)
+    llm.script(reply="An answer.")
+    await crashed_run(db, "poison", crashes=2)
+    await crashed_run(db, "unlucky", crashes=1)
+    async with engine(settings, "w1") as runs:
+        poison = await asyncio.wait_for(runs.wait("poison"), 30)
+        unlucky = await asyncio.wait_for(runs.wait("unlucky"), 30)
+    assert poison["status"] == "failed" and poison["crashes"] == 3
+    assert poison["error"]["code"] == "run_crashed" and "3 times in a row" in poison["error"]["message"]
+    assert unlucky["status"] == "completed" and unlucky["crashes"] == 2
+    assert [r["messages"][-1]["content"] for r in llm.requests] == ["Why?"]  # the poison run called no model

@@ -72,7 +72,7 @@ class Rule:
 
     ``reply``/``replies`` give the text, ``json`` the payload for structured
     requests (and the text, serialised, for plain ones), ``status`` turns the
-    answer into an OpenAI-shaped HTTP error. ``tool_calls`` answers with those calls
+    answer into an OpenAI-shaped HTTP error (a 429 says ``Retry-After: 1``, or ``retry_after``). ``tool_calls`` answers with those calls
     (``[{"name", "arguments": {...} or a JSON text, "id"?}]``, after ``reply`` as its
     text if both are set), ``finish_reason`` "tool_calls". ``with_tools`` matches only
     requests that offer tools (true) or offer none (false). ``latency``/``token_delay`` override
@@ -96,6 +96,7 @@ class Rule:
     replies: list[str] | None = None
     json: dict[str, Any] | None = None
     status: int | None = None
+    retry_after: str | None = None
     latency: float | None = None
     token_delay: float | None = None
     hang: bool = False
@@ -450,10 +451,11 @@ _ERRORS = {
 }
 
 
-def error_response(status: int, message: str | None = None) -> JSONResponse:
+def error_response(status: int, message: str | None = None, retry_after: str | None = None) -> JSONResponse:
     kind, code = _ERRORS.get(status, ("server_error" if status >= 500 else "invalid_request_error", str(status)))
     body = {"error": {"message": message or f"Scripted error {status}.", "type": kind, "code": code, "param": None}}
-    return JSONResponse(body, status_code=status, headers={"Retry-After": "1"} if status == 429 else None)
+    wait = retry_after if retry_after is not None else "1" if status == 429 else None
+    return JSONResponse(body, status_code=status, headers={"Retry-After": wait} if wait is not None else None)
 
 
 # --------------------------------------------------------------------------- HTTP
@@ -617,7 +619,7 @@ async def chat_completions(request: Request) -> Any:
     if latency:
         await asyncio.sleep(latency)
     if rule is not None and rule.status:
-        return error_response(rule.status, reply)
+        return error_response(rule.status, reply, rule.retry_after)
 
     cid = f"chatcmpl-scripted-{next(_ids)}"
     if rule is not None and rule.endless:
