@@ -9,8 +9,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from parley import store
-from parley.api.deps import Db, Factory
+from parley.api.deps import Db, Factory, presented_key
 from parley.llm.failures import ModelError
+from parley.services import access
 
 router = APIRouter(tags=["health"])
 
@@ -47,11 +48,15 @@ async def _model_status(factory) -> dict:
 
 
 @router.get("/healthz", summary="Model and database reachability", responses={
-    200: {"description": "Both are reachable."},
+    200: {"description": "Both are reachable. The model endpoint's address is shown to an `admin` key only."},
     503: {"description": "The model endpoint or the database is unreachable; the body says which.",
           "content": {"application/json": {"schema": {"type": "object"}}}}})
 async def healthz(request: Request, db: Db, factory: Factory) -> JSONResponse:
+    # The endpoint's address is the deployment's business: shown to an admin key, not to whoever asks without one.
     model = await _model_status(factory)
+    principal = await access.authenticate(db, presented_key(request))
+    if principal is None or "admin" not in principal.scopes:
+        model.pop("endpoint", None)
     services = request.app.state.services
     database = {"ok": await store.ping(db), "embedded": services.embedded_database}
     ok = model["ok"] and database["ok"]

@@ -9,6 +9,7 @@ import httpx
 import pytest
 from fastapi import APIRouter, Depends
 
+import parley
 from parley.api.deps import Principal, require_scope
 from parley.api.main import create_app
 from parley.store import keys as key_store
@@ -16,16 +17,19 @@ from parley.store import workspaces as ws_store
 from tests.support.servers import ServerThread
 
 
-def test_healthz_reports_model_and_database(http, llm):
+def test_healthz_reports_model_and_database(http, llm, make_key):
     resp = http.get("/healthz")
     assert resp.status_code == 200, resp.text
     body = resp.json()
     assert body["status"] == "ok"
-    assert body["model"]["ok"] and body["model"]["endpoint"] == llm.base_url.rstrip("/")
+    # Without a key (or with one that is not an admin's) the model endpoint's address is not shown.
+    assert body["model"]["ok"] and "endpoint" not in body["model"] and llm.base_url not in resp.text
     assert body["database"] == {"ok": True, "embedded": False}
-    import parley
-
     assert body["versions"]["parley"] == parley.__version__ == importlib.metadata.version("parley")
+    reader = http.get("/healthz", headers={"Authorization": f"Bearer {make_key(['readonly'])}"}).json()
+    assert "endpoint" not in reader["model"]
+    admin = http.get("/healthz", headers={"Authorization": f"Bearer {make_key(['admin'])}"}).json()
+    assert admin["model"]["endpoint"] == llm.base_url.rstrip("/")
 
 
 def test_healthz_degraded_when_model_unreachable(monkeypatch, parley_env):
