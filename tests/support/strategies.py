@@ -1,0 +1,66 @@
+"""Hypothesis strategies for what a model (or a client) may write, and the one settings profile of the property tests.
+
+Text is drawn from every code point (lone surrogates and NULs included), from scripts a debate is held in (CJK,
+right-to-left, emoji with joiners), from fragments the parsers look for (answer markers, numbers, sentence marks),
+and as long runs of one piece (thousands of digits, deep brackets), within what a test on two shared cores affords.
+"""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+
+# Reproducible (the same examples every run, no example database), no deadline (two cores shared with others: a
+# slow example is no failure), and modest in number so that the whole set stays well under a minute.
+PROPERTY = settings(max_examples=150, deadline=None, derandomize=True, database=None, print_blob=False,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                           HealthCheck.large_base_example])
+
+# Any code point, surrogates (category Cs) and NUL included: Hypothesis leaves surrogates out unless told.
+ANY_CHAR = st.characters(exclude_categories=())
+SCRIPTS = list(
+    "我认为这是正确的。你呢？好！日本語のテキスト、韓国어문장"  # CJK, kana, hangul, CJK punctuation
+    "مرحبا بالعالم שלום עולם\u200f\u200e\u202e"  # right-to-left, with direction marks and an override
+    "😀👍🏽👨\u200d👩\u200d👧🇫🇷\ufe0f"  # emoji, a skin tone, a joined family, a flag
+    "\x00\ud800\udfff\ufeff\u2028\u0085\t\n\r "  # NUL, lone surrogates, BOM, line and paragraph breaks
+    "éß\u0301ſKİıﬁ½²١٢٣"  # combining marks, case-folding oddities, other digits
+)
+FRAGMENTS = [
+    "Answer:", "answer is", "ANSWER =", "Final answer: ", "\\boxed{", "}", "(", ")", "(B)", "C", " a ", "I",
+    "18", "-7", "$1,234.50", "3.14", ".5", "0.0", "1e5", "NaN", "Infinity", "٣", ",", ".", "!", "?", "…", "。",
+    "！", "？", "」", "\"", "'", " ", "\n", "\n\n", ";", ":", "，", "not", "no", "un", "safe", "unsafe", "is",
+    "isn't", "never", "Speaker A", "Speaker B", "Answer A", "tie",
+]
+LONG_PIECES = ["9", "1,", "[", "{\"a\":", "a ", ". ", "。", "😀", "\x00", "\ud800", "Answer: 5\n", "…"]
+
+text = st.one_of(
+    st.text(ANY_CHAR, max_size=80),
+    st.text(st.sampled_from(SCRIPTS), max_size=80),
+    st.lists(st.sampled_from(FRAGMENTS + SCRIPTS), max_size=30).map("".join),
+    st.builds(lambda piece, times: piece * times, st.sampled_from(LONG_PIECES), st.integers(1, 6000)),
+)
+
+# JSON as a client or a model sends it: keys with NULs and surrogates, integers past 64 bits, floats past finite.
+json_scalars = st.one_of(
+    st.none(), st.booleans(), st.text(ANY_CHAR, max_size=20),
+    st.integers(-(2**70), 2**70), st.floats(allow_nan=True, allow_infinity=True),
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda children: st.one_of(st.lists(children, max_size=4),
+                               st.dictionaries(st.text(ANY_CHAR, max_size=8), children, max_size=4)),
+    max_leaves=20,
+)
+
+
+def nested(value: object, depth: int, *, as_object: bool) -> object:
+    """`value` inside `depth` arrays (or objects with key "k")."""
+    for _ in range(depth):
+        value = {"k": value} if as_object else [value]
+    return value
+
+
+def finite(x: float) -> bool:
+    return not (math.isnan(x) or math.isinf(x))
