@@ -7,6 +7,8 @@ and as long runs of one piece (thousands of digits, deep brackets), within what 
 
 from __future__ import annotations
 
+import json
+
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
@@ -19,8 +21,8 @@ PROPERTY = settings(max_examples=150, deadline=None, derandomize=True, database=
 # Any code point, surrogates (category Cs) and NUL included: Hypothesis leaves surrogates out unless told.
 ANY_CHAR = st.characters(exclude_categories=())
 SCRIPTS = list(
-    "我认为这是正确的。你呢？好！日本語のテキスト、韓国어문장"  # CJK, kana, hangul, CJK punctuation
-    "مرحبا بالعالم שלום עולם\u200f\u200e\u202e"  # right-to-left, with direction marks and an override
+    "我认为这是正确的。你呢？好！日本語のテキスト、韓国어문장"  # CJK, kana, hangul, punctuation
+    "مرحبا بالعالم שלום עולם\u200f\u200e\u202e"  # right-to-left, direction marks, an override
     "😀👍🏽👨\u200d👩\u200d👧🇫🇷\ufe0f"  # emoji, a skin tone, a joined family, a flag
     "\x00\ud800\udfff\ufeff\u2028\u0085\t\n\r "  # NUL, lone surrogates, BOM, line and paragraph breaks
     "éß\u0301ſKİıﬁ½²١٢٣"  # combining marks, case-folding oddities, other digits
@@ -42,17 +44,22 @@ FRAGMENTS = [
     "isn't", "never", "Speaker A", "Speaker B", "Answer A", "tie",
 ]
 LONG_PIECES = ["9", "1,", "[", "{\"a\":", "a ", ". ", "。", "😀", "\x00", "\ud800", "Answer: 5\n", "…"]
+# How many times a piece is repeated: mostly few, and often just past a limit (JSON depth 64, Python's recursion near
+# 1000, its int-string conversion at 4300 digits).
+TIMES = st.one_of(st.integers(1, 6000), st.sampled_from([64, 65, 1000, 1001, 4300, 4301, 6000]))
+long_runs = st.builds(lambda piece, times: piece * times, st.sampled_from(LONG_PIECES), TIMES)
 
 text = st.one_of(
     strings(max_size=80),
     st.lists(st.sampled_from(FRAGMENTS + SCRIPTS), max_size=30).map("".join),
-    st.builds(lambda piece, times: piece * times, st.sampled_from(LONG_PIECES), st.integers(1, 6000)),
+    long_runs,
 )
 
 # JSON as a client or a model sends it: keys with NULs and surrogates, integers past 64 bits, floats past finite.
 json_scalars = st.one_of(
     st.none(), st.booleans(), strings(max_size=20),
-    st.integers(-(2**70), 2**70), st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(-(2**70), 2**70), st.sampled_from([10**400, -(10**400)]),
+    st.floats(allow_nan=True, allow_infinity=True),
 )
 json_values = st.recursive(
     json_scalars,
@@ -62,9 +69,8 @@ json_values = st.recursive(
 )
 
 
-def nested(value: object, depth: int, *, as_object: bool) -> object:
-    """`value` inside `depth` arrays (or objects with key "k")."""
-    for _ in range(depth):
-        value = {"k": value} if as_object else [value]
-    return value
-
+def deep_json(value: object, depth: int, *, as_object: bool) -> str:
+    """`value`'s JSON inside `depth` arrays (or objects with key "k"), written out: `json.dumps` itself gives up
+    near a thousand levels."""
+    opening, closing = ('{"k":', "}") if as_object else ("[", "]")
+    return opening * depth + json.dumps(value) + closing * depth
