@@ -58,7 +58,7 @@ text = st.one_of(
 # JSON as a client or a model sends it: keys with NULs and surrogates, integers past 64 bits, floats past finite.
 json_scalars = st.one_of(
     st.none(), st.booleans(), strings(max_size=20),
-    st.integers(-(2**70), 2**70), st.sampled_from([10**400, -(10**400)]),
+    st.integers(-(2**70), 2**70), st.sampled_from([2**63 - 1, 2**63, -(2**63), -(2**63) - 1, 10**400, -(10**400)]),
     st.floats(allow_nan=True, allow_infinity=True),
 )
 json_values = st.recursive(
