@@ -1,11 +1,12 @@
-"""Verdicts, rankings, opponents and structured answers hold for anything a model answers: a schema gives a bounded
-value or a ValidationError, a winner is one of the candidates, Borda points are conserved, and a structured call
-answers with its fallback only where documented (nodes/rank.py, judge.py, select_opponent.py, structured.py,
-anonymise.py)."""
+"""Verdicts, rankings, opponents, structured answers and tool calls hold for anything a model answers: a schema gives
+a bounded value or a ValidationError, a winner is one of the candidates, Borda points are conserved, a structured call
+answers with its fallback only where documented, and a tool call's arguments run it or are an error the model reads
+(nodes/rank.py, judge.py, select_opponent.py, structured.py, anonymise.py, tools.py, speak.py)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 
 import httpx
 import openai
@@ -16,13 +17,16 @@ from langchain_core.exceptions import OutputParserException
 from pydantic import ValidationError
 
 from parley.llm.budget import BudgetExceeded
+from parley.llm.mcp import ToolOutput
 from parley.nodes.anonymise import Anonymiser
 from parley.nodes.arbitrate import ANSWER_LETTERS
 from parley.nodes.judge import Judgement, agreed_winner, pick_schema, verdicts_by_order
 from parley.nodes.rank import borda, ranking_schema, review_orders
 from parley.nodes.select_opponent import OpponentProfile, usable_opponent
+from parley.nodes.speak import _asked
 from parley.nodes.structured import ask_structured, is_unreadable, is_unusable
-from tests.support.strategies import PROPERTY, json_values, strings, text
+from parley.nodes.tools import AgentTool, Toolbox
+from tests.support.strategies import PROPERTY, TIMES, deep_json, json_values, long_runs, strings, text
 
 letter_sets = st.integers(1, len(ANSWER_LETTERS)).map(lambda n: ANSWER_LETTERS[:n])
 short_texts = st.one_of(text, strings(max_size=400))
@@ -238,3 +242,35 @@ def test_a_failed_structured_call_gives_the_fallback_only_where_documented(failu
         assert not expected and raised is exc
     else:
         assert expected and answer == ("fallback", exc)
+
+
+# --- tool calls -------------------------------------------------------------------------------------------------
+
+arguments = st.one_of(text, long_runs, json_values.map(json.dumps),
+                      st.builds(deep_json, json_values, TIMES, as_object=st.booleans()))
+
+
+async def echo(args: dict) -> ToolOutput:
+    return ToolOutput(text=json.dumps(sorted(args)), is_error=False)
+
+
+@PROPERTY
+@given(args=arguments, most=st.integers(1, 300))
+def test_a_tool_call_runs_or_answers_an_error_whatever_its_arguments(args, most):
+    box = Toolbox([AgentTool("echo", "", {"type": "object"}, "test/echo", echo)], max_chars=most)
+    run = asyncio.run(box.run({"id": "call_1", "function": {"name": "echo", "arguments": args}}))
+    assert len(run.result) <= most and run.arguments == args
+    try:
+        parsed = json.loads(args) if args.strip() else {}
+    except (ValueError, RecursionError):
+        parsed = None
+    assert run.is_error == (not isinstance(parsed, dict))
+
+
+@PROPERTY
+@given(said=text, made=st.lists(arguments, max_size=3))
+def test_the_calls_a_model_made_are_read_back_valid_or_invalid(said, made):
+    message = _asked(said, [{"id": f"call_{i}", "function": {"name": "echo", "arguments": a}} for i, a in
+                            enumerate(made)])
+    assert len(message.tool_calls) + len(message.invalid_tool_calls) == len(made)
+    assert all(isinstance(call["args"], dict) for call in message.tool_calls)
