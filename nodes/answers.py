@@ -50,7 +50,11 @@ class AnswerRule:
         }[self.kind]
 
     def extract(self, text: str | None) -> str | None:
-        """The canonical answer in `text`, or None when it holds none this rule can read."""
+        """The canonical answer in `text`, or None when it holds none this rule can read.
+
+        A reading read again gives itself, except an exact reading that holds answer syntax of its own once
+        case-folded ("İANSWER:0" reads "i̇answer:0", where folding put a word edge before "answer"; that reads "0").
+        """
         if not text:
             return None
         if self.kind == "regex":
