@@ -30,7 +30,11 @@ from parley.core.limits import (
 
 def check_json(raw: bytes, path: str, *, max_depth: int = MAX_JSON_DEPTH) -> Refusal | None:
     """Why `raw` is not an acceptable JSON body for `path`, or None when it is (an empty body is left to the
-    route)."""
+    route).
+
+    Never raises. An integer beyond 64 bits is `unstorable_value`, but one of more than 4300 digits is `invalid_json`:
+    Python's parser refuses it (its int-string limit) before the value can be looked at.
+    """
     if not raw.strip():
         return None
     try:

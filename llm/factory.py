@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from langchain_core.messages import BaseMessage, SystemMessage
-from langchain_core.output_parsers import PydanticOutputParser
 from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig, RunnableLambda
 from langchain_core.runnables.config import ensure_config, merge_configs
 from openai import DEFAULT_CONNECTION_LIMITS, DefaultAsyncHttpxClient
@@ -29,7 +28,7 @@ from parley.core.settings import Settings, get_settings
 from parley.llm.budget import Budget, BudgetGuard, CallEstimate, estimate_call
 from parley.llm.client import HAS_CHUNK_TIMEOUT, BoundedChatOpenAI, WholeAnswerTransport
 from parley.llm.failures import ModelError, register_secret
-from parley.llm.formats import AnswerFormat, cap_strings, schema_note
+from parley.llm.formats import AnswerFormat, StructuredAnswerParser, cap_strings, schema_note
 from parley.llm.prices import BUILTIN_PRICES, Price, lookup_price
 from parley.llm.providers import BUILTIN_PROVIDERS, DEFAULT_PROVIDER, Provider, split_model_id
 from parley.llm.tokens import answer_reserve, context_guard, prompt_limit
@@ -330,7 +329,7 @@ class ModelFactory:
         if quirks.structured_method == "json_object_schema":
             grammar = cap_strings(json_schema, quirks.json_string_cap) if quirks.json_string_cap else json_schema
             fmt = {"type": "json_object", "schema": grammar}
-            answer = client.bind(response_format=fmt) | PydanticOutputParser(pydantic_object=schema)
+            answer = client.bind(response_format=fmt) | StructuredAnswerParser(pydantic_object=schema)
         else:
             answer = client.with_structured_output(schema, method=quirks.structured_method)
         return self._noted(quirks, json_schema, self._guarded(resolved, max_tokens, answer))

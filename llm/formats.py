@@ -23,6 +23,8 @@ from typing import Any, Literal
 from urllib.parse import unquote
 
 import jsonschema_rs
+from langchain_core.exceptions import OutputParserException
+from langchain_core.output_parsers import PydanticOutputParser
 
 from parley.core.limits import (
     MAX_PATTERN_CHARS,
@@ -197,7 +199,14 @@ def check_schema(schema: Any, where: str) -> None:
 SCHEMA_NOTE = "Answer with one JSON object with these fields:\n{fields}"
 
 
-def _resolve(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+# The most schemas a note describes for one field: a schema may refer to itself (a list of lists of ...), or its
+# $defs to each other many times over, and would otherwise be described without end.
+NOTE_PARTS = 20
+
+
+def _resolve(schema: Any, root: dict[str, Any]) -> dict[str, Any]:
+    if not isinstance(schema, dict):  # `true` (anything) or `false` (nothing): described as any value
+        return {}
     ref = schema.get("$ref")
     if not isinstance(ref, str) or not ref.startswith("#/"):
         return schema
@@ -207,19 +216,23 @@ def _resolve(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
     return target if isinstance(target, dict) else {}
 
 
-def _kind(schema: dict[str, Any], root: dict[str, Any]) -> str:
-    """A few words on the values `schema` admits: `text of at most 120 characters`, `one of "A", "B"`, ..."""
+def _kind(schema: Any, root: dict[str, Any], parts: list[int]) -> str:
+    """A few words on the values `schema` admits: `text of at most 120 characters`, `one of "A", "B"`, ...
+    (`parts` counts down the schemas a note may still describe, see `NOTE_PARTS`)."""
+    if parts[0] <= 0:
+        return "…"
+    parts[0] -= 1
     schema = _resolve(schema, root)
     if "enum" in schema:
         return "one of " + ", ".join(json.dumps(v) for v in schema["enum"])
     if "const" in schema:
         return json.dumps(schema["const"])
     if options := schema.get("anyOf") or schema.get("oneOf"):
-        return " or ".join(_kind(o, root) for o in options if isinstance(o, dict))
+        return " or ".join(_kind(o, root, parts) for o in options if isinstance(o, dict))
     kind = schema.get("type")
     if kind == "array":
         most = f" (at most {schema['maxItems']})" if "maxItems" in schema else ""
-        return f"a list{most} of {_kind(schema.get('items') or {}, root)}"
+        return f"a list{most} of {_kind(schema.get('items') or {}, root, parts)}"
     if kind == "object" or "properties" in schema:
         keys = ", ".join(json.dumps(k) for k in schema.get("properties") or {})
         return f"an object with {keys}" if keys else "an object"
@@ -236,7 +249,8 @@ def schema_note(schema: dict[str, Any]) -> str:
     for name, field in (root.get("properties") or {}).items():
         if isinstance(field, dict):
             about = field.get("description") or _resolve(field, schema).get("description")
-            lines.append(f"- {json.dumps(name)}: {_kind(field, schema)}" + (f". {about}" if about else ""))
+            kind = _kind(field, schema, [NOTE_PARTS])
+            lines.append(f"- {json.dumps(name)}: {kind}" + (f". {about}" if about else ""))
     return SCHEMA_NOTE.format(fields="\n".join(lines) or "- any fields")
 
 
@@ -247,13 +261,25 @@ def cap_strings(schema: Any, most: int) -> Any:
         return [cap_strings(item, most) for item in schema]
     if not isinstance(schema, dict):
         return schema
-    capped = {key: cap_strings(value, most) if key not in ("enum", "const", "default", "examples") else value
+    capped = {key: _cap_named(value, most) if key in _SCHEMA_MAPS else
+              cap_strings(value, most) if key not in ("enum", "const", "default", "examples") else value
               for key, value in schema.items()}
     kinds = schema.get("type")
     if (kinds == "string" or (isinstance(kinds, list) and "string" in kinds)) and not (
             {"maxLength", "enum", "const", "format"} & set(schema)):
         capped["maxLength"] = most
     return capped
+
+
+# Keywords whose value maps names to schemas: a property may be called "default" or "enum" and is a schema all the
+# same (read as the keyword, its strings went uncapped).
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+
+
+def _cap_named(schemas: Any, most: int) -> Any:
+    if not isinstance(schemas, dict):
+        return cap_strings(schemas, most)
+    return {name: cap_strings(schema, most) for name, schema in schemas.items()}
 
 
 def json_path(path: Any) -> str:
@@ -356,6 +382,8 @@ class AnswerFormat:
         """Why `text` is not an answer in this format (a sentence naming where), or None when it is."""
         try:
             value = json.loads(text)
+        except RecursionError:  # nested past Python's recursion limit: no ValueError says so
+            return "the answer is not valid JSON: it nests too deep to be read"
         except ValueError as exc:
             return f"the answer is not valid JSON: {exc}"
         if self.schema is None:
@@ -366,3 +394,22 @@ class AnswerFormat:
             if len(errors) == MAX_PROBLEMS:
                 break
         return "; ".join(errors) or None
+
+
+class StructuredAnswerParser(PydanticOutputParser):
+    """The parser of a grammar-constrained endpoint's structured answer (`json_object_schema`): an answer it cannot
+    read is always an `OutputParserException`, so the node counts it unreadable (retried, then its fallback).
+
+    langchain's parser lets two of `json.loads`'s own errors through: RecursionError (nesting past Python's limit)
+    and ValueError (an integer of more than 4300 digits, a small model repeating a digit to its token cap); either
+    would fail the run.
+    """
+
+    def parse_result(self, result: list[Any], *, partial: bool = False) -> Any:
+        try:
+            return super().parse_result(result, partial=partial)
+        except OutputParserException:
+            raise
+        except (RecursionError, ValueError) as exc:
+            text = result[0].text if result else ""
+            raise OutputParserException(f"Invalid json output: {str(exc)[:200]}", llm_output=text) from exc

@@ -20,8 +20,9 @@ from parley.nodes.prompts import answers as prompts
 
 __all__ = ["AnswerRule", "Ballot", "Vote", "majority_answer", "majority_vote", "parse_rule", "vote_record"]
 
-# "Answer: 42", "answer is 42", "final answer: (B)": the explicit marker the instructions ask for.
-_MARKER = re.compile(r"\banswer\s*(?:is|:|=)\s*", re.IGNORECASE)
+# "Answer: 42", "answer is 42", "final answer: (B)": the explicit marker the instructions ask for. "is" is a whole
+# word: "the answer isn't 5" or "answer island" holds no marker.
+_MARKER = re.compile(r"\banswer\s*(?:is\b|:|=)\s*", re.IGNORECASE)
 _BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
 # A number as people write it: signs, thousands separators, decimals, a leading currency sign.
 _NUMBER = re.compile(r"-?\$?\s?\d[\d,]*(?:\.\d+)?|-?\$?\s?\.\d+")
@@ -50,7 +51,11 @@ class AnswerRule:
         }[self.kind]
 
     def extract(self, text: str | None) -> str | None:
-        """The canonical answer in `text`, or None when it holds none this rule can read."""
+        """The canonical answer in `text`, or None when it holds none this rule can read.
+
+        A reading read again gives itself, except an exact reading that holds answer syntax of its own once
+        case-folded ("İANSWER:0" reads "i̇answer:0", where folding put a word edge before "answer"; that reads "0").
+        """
         if not text:
             return None
         if self.kind == "regex":
@@ -86,6 +91,10 @@ class AnswerRule:
             return _read_choice(text, whole=whole)
         # exact: a marker's line, else the response's last non-empty line.
         line = text.strip().splitlines()[-1 if whole else 0] if text.strip() else ""
+        if whole and _MARKER.search(line):
+            # The last line is a marker left empty ("Answer: ."): read whole it would give the marker's own words
+            # ("answer"), and blank answers would vote together for them.
+            return None
         return normalise_text(line) or None
 
     def _extract_regex(self, text: str) -> str | None:
@@ -120,8 +129,18 @@ def _after_markers(text: str) -> list[str]:
     return [text[m.end():end].split("\n", 1)[0] for m, end in zip(marks, ends)]
 
 
+# The most digits a number spells out on either side of its point: Python's own limit on reading an int from text.
+# Past it a number ("1e999999", or a model repeating a digit to its token cap) is no answer anyone means.
+MAX_NUMBER_DIGITS = 4300
+
+
 def canonical_number(text: str) -> str | None:
-    """`"$1,234.50"` → `"1234.5"`, `"18."` → `"18"`, `"-0.0"` → `"0"`; None when `text` is no number."""
+    """`"$1,234.50"` → `"1234.5"`, `"18."` → `"18"`, `"-0.0"` → `"0"`; None when `text` is no number (or one of more
+    than `MAX_NUMBER_DIGITS` digits before or after its point).
+
+    The value is kept exactly, every digit written (not rounded to Decimal's 28 digits), so a canonical number
+    reads back as itself.
+    """
     cleaned = text.replace(",", "").replace("$", "").replace(" ", "").rstrip(".")
     try:
         value = Decimal(cleaned)
@@ -129,9 +148,13 @@ def canonical_number(text: str) -> str | None:
         return None
     if not value.is_finite():
         return None
-    if value == value.to_integral_value():
-        return str(int(value))
-    return format(value.normalize(), "f")
+    # Spelled out, an exponent ("1e999999") is that many digits; and str(int(value)) raised past 4300 of them.
+    if value.adjusted() >= MAX_NUMBER_DIGITS or -value.as_tuple().exponent > MAX_NUMBER_DIGITS:
+        return None
+    digits = format(value, "f")
+    if "." in digits:
+        digits = digits.rstrip("0").rstrip(".")
+    return "0" if digits == "-0" else digits
 
 
 def normalise_text(text: str) -> str:

@@ -79,8 +79,9 @@ def contradicts(a: str, b: str) -> bool:
     """True when two claims say mostly the same thing with opposite polarity ("is safe" / "is not safe")."""
     terms_a, neg_a = _claim_terms(a)
     terms_b, neg_b = _claim_terms(b)
-    terms_a, neg_a = _fold_prefix(terms_a, neg_a, terms_b)
-    terms_b, neg_b = _fold_prefix(terms_b, neg_b, terms_a)
+    # Each is folded against the other as written: folding b against an already folded a made the answer depend on
+    # which claim came first ("unsafe" / "safe unsafe" contradicted one way round only).
+    (terms_a, neg_a), (terms_b, neg_b) = _fold_prefix(terms_a, neg_a, terms_b), _fold_prefix(terms_b, neg_b, terms_a)
     if neg_a == neg_b or not terms_a or not terms_b:
         return False
     return len(terms_a & terms_b) / len(terms_a | terms_b) >= 0.5

@@ -187,7 +187,11 @@ def judge(
 
 
 def verdicts_by_order(verdicts: Sequence[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The verdict as debated and the swapped one (the first twice when there is one only)."""
+    """The verdict as debated and the swapped one (the first twice when there is one only).
+
+    Raises:
+        IndexError: `verdicts` is empty (a judging always records one verdict, an abstention included).
+    """
     ordered = sorted(verdicts, key=lambda v: v.get("order") != "as_debated")
     return ordered[0], ordered[1] if len(ordered) > 1 else ordered[0]
 

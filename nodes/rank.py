@@ -61,7 +61,9 @@ def review_orders(count: int, seed: int | str) -> list[list[int]]:
     orders = []
     for reviewer in range(count):
         others = [i for i in range(count) if i != reviewer]
-        random.Random(f"{seed}:{reviewer}").shuffle(others)
+        # Seeded with the text's UTF-8 bytes, as random.Random does with a str, but a lone surrogate (no character,
+        # so no UTF-8) is kept rather than refused: every other seed reads the same orders as before.
+        random.Random(f"{seed}:{reviewer}".encode("utf-8", "surrogatepass")).shuffle(others)
         orders.append(others)
     return orders
 
@@ -192,7 +194,8 @@ def public_review(record: dict[str, Any], answers: Sequence[dict[str, Any]]) -> 
 
 
 def borda(rankings: Sequence[Sequence[int] | None], count: int) -> list[dict[str, Any]]:
-    """The Borda count of `rankings` (each a list of positions among `count` answers, best first; None abstains):
+    """The Borda count of `rankings` (each a list of distinct positions in `range(count)`, best first, as the reviewers'
+    validated rankings are; None abstains):
     a ranking of m answers gives m - 1 points to its first, m - 2 to its second, ... 0 to its last. An answer's
     score is its points over the reviews it received, so answers compare fairly when a reviewer abstained.
 

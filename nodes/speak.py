@@ -311,7 +311,7 @@ def _asked(said: str, made: Sequence[dict[str, Any]]) -> AIMessage:
         function = call["function"]
         try:
             args = json.loads(function["arguments"] or "{}")
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested past Python's limit, as unreadable as bad JSON
             args = None
         if isinstance(args, dict):
             valid.append({"type": "tool_call", "id": call["id"], "name": function["name"], "args": args})

@@ -58,10 +58,13 @@ def soft_cut(text: str, lo: int, hi: int) -> str:
     """Cut `text` to between `lo` and `hi` characters at the best break there.
 
     A sentence end is preferred; failing that a clause or word break, marked with an ellipsis;
-    failing that a hard cut, also marked. Text already within `hi` is returned unchanged.
+    failing that a hard cut, also marked. Text already within `hi` is returned unchanged; a `hi` below 1 leaves
+    nothing of a longer text.
     """
     if len(text) <= hi:
         return text
+    if hi < 1:  # no room even for the ellipsis marking the cut (text[:hi - 1] would keep all but one character)
+        return ""
     lo = min(lo, hi - 1)
     ends = [end for end in sentence_ends(text) if lo <= end <= hi]
     if ends:

@@ -122,6 +122,8 @@ class Toolbox:
             return answer(f"There is no tool named {name!r}; the tools are: {', '.join(self.by_name)}.", True)
         try:
             parsed = json.loads(arguments) if arguments.strip() else {}
+        except RecursionError:  # nested past Python's own limit, which raises no ValueError
+            return answer("The arguments nest too deep to be read; send a flat JSON object.", True)
         except ValueError as exc:
             return answer(f"The arguments are not valid JSON ({exc}); send a JSON object.", True)
         if not isinstance(parsed, dict):

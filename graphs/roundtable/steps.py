@@ -374,7 +374,8 @@ def fallback_synthesis(seats: list[dict[str, Any]], transcript: list[dict[str, A
     final_round = max((m["roundNumber"] for m in transcript), default=0)
     final = [m for m in transcript if m["roundNumber"] == final_round and not m["isDevilsAdvocate"]]
     stances = [m["stance"] for m in final]
-    majority = max(set(stances), key=stances.count) if stances else "neutral"
+    # Ties go to the stance given first: max over a set broke them by string hashes, which differ from run to run.
+    majority = max(stances, key=stances.count) if stances else "neutral"
     attack = next((m for m in reversed(transcript) if m["isDevilsAdvocate"]), None)
     return SynthesisDraft(
         summary=f"The synthesizer's answer could not be read; at the end the table leaned {majority} "
