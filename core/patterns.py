@@ -20,7 +20,32 @@ _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # a refused pattern is the caller's error, not a line on the server's stderr
 _OPTIONS.max_mem = 8 << 20  # bytes for one compiled pattern (RE2's default); past it, the pattern is refused
 
-Pattern = Any  # re2's compiled pattern: `.search`, `.fullmatch`, `.finditer`, `.pattern`, like `re.Pattern`
+
+def _utf8(text: str) -> str:
+    """`text` as RE2 can read it: a lone surrogate (no character, so no UTF-8) becomes `?`, one for one, so every
+    position in the text stays where it was."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
+class Pattern:
+    """A pattern compiled by RE2, matched like `re.Pattern` (`search`, `fullmatch`, `finditer`) on any text."""
+
+    def __init__(self, compiled: Any) -> None:
+        self._compiled = compiled
+        self.pattern: str = compiled.pattern
+
+    def search(self, text: str) -> Any:
+        return self._compiled.search(_utf8(text))
+
+    def fullmatch(self, text: str) -> Any:
+        return self._compiled.fullmatch(_utf8(text))
+
+    def finditer(self, text: str) -> Any:
+        return self._compiled.finditer(_utf8(text))
 
 
 class PatternError(ValueError):
@@ -41,7 +66,7 @@ def user_pattern(source: str) -> Pattern:
     if len(source) > MAX_PATTERN_CHARS:
         raise PatternError(f"the pattern is {len(source)} characters long; at most {MAX_PATTERN_CHARS} are accepted")
     try:
-        return re2.compile(source, options=_OPTIONS)
+        return Pattern(re2.compile(_utf8(source), options=_OPTIONS))
     except re2.error as exc:
         reason = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
         raise PatternError(f"{source!r} is not a valid regular expression here ({reason}): patterns are matched "

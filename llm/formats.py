@@ -389,10 +389,14 @@ class AnswerFormat:
         if self.schema is None:
             return None if isinstance(value, dict) else f"the answer is JSON but not an object: {text[:80]}"
         errors = []
-        for error in _cached_validator(json.dumps(self.schema, sort_keys=True)).iter_errors(value):
-            errors.append(f"at {json_path(error.instance_path)}: {error.message}")
-            if len(errors) == MAX_PROBLEMS:
-                break
+        try:  # a format's schema was checked when the request came in (`check_schema`); this guards any other
+            validator = _cached_validator(json.dumps(self.schema, sort_keys=True))
+            for error in validator.iter_errors(value):
+                errors.append(f"at {json_path(error.instance_path)}: {error.message}")
+                if len(errors) == MAX_PROBLEMS:
+                    break
+        except (ValueError, jsonschema_rs.ReferencingError) as exc:
+            return f"the answer cannot be checked against the schema ({str(exc).splitlines()[0][:200]})"
         return "; ".join(errors) or None
 
 

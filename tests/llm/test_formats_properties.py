@@ -74,7 +74,11 @@ def admits_strings(schema) -> bool:
 @PROPERTY
 @given(schema=schemas, most=st.integers(1, 500))
 def test_a_grammars_schema_bounds_every_string_and_stays_a_schema(schema, most):
-    check_schema(schema, "schema")
+    try:
+        check_schema(schema, "schema")
+    except ValueError as exc:  # refused (a reference to nowhere or looping in place, text that is not UTF-8): named
+        assert str(exc).startswith("schema ")
+        return
     capped = cap_strings(schema, most)
     check_schema(capped, "capped")
     assert cap_strings(capped, most) == capped
@@ -108,9 +112,20 @@ def test_a_problem_is_none_or_a_sentence_never_an_exception(schema, answer):
     problem = fmt.problem(answer)
     assert problem is None or (isinstance(problem, str) and problem)
     assert fmt.problem(answer) == problem
-    if problem is None:  # it is JSON, and conforms
+    if problem is None:  # it is JSON, and conforms (by the reference validator, for a schema a request may send)
         value = json.loads(answer)
-        assert isinstance(value, dict) if schema is None else Draft202012Validator(schema).is_valid(value)
+        if schema is None:
+            assert isinstance(value, dict)
+        elif accepted(schema):
+            assert Draft202012Validator(schema).is_valid(value)
+
+
+def accepted(schema) -> bool:
+    try:
+        check_schema(schema, "schema")
+    except ValueError:
+        return False
+    return True
 
 
 @PROPERTY
