@@ -13,6 +13,7 @@ from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 from parley import store
 from parley.api.entry import EntryGuard
 from parley.api.errors import install_error_handlers
+from parley.api.logs import redact_access_log
 from parley.api.mcp_server import PATH as MCP_PATH
 from parley.api.mcp_server import McpEndpoint
 from parley.api.openapi import install_openapi
@@ -50,6 +51,7 @@ def create_app(settings: Settings | None = None, *, services: EmbeddedServices |
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        redact_access_log()  # here, once uvicorn has configured its loggers
         owned = services is None
         running = services or await asyncio.to_thread(EmbeddedServices.start, settings, log.info)
         uri = running.mongodb_uri(settings)

@@ -110,8 +110,12 @@ def test_serve_starts_embedded_database_and_stops_it_on_sigterm(tmp_path, llm):
         assert health["database"] == {"ok": True, "embedded": True}
         db_pid = serve.database_pid()
         assert _alive(db_pid)
+        # A duel's stream token is a credential: the access log shows where it was, never what it was.
+        httpx.get(serve.url + "/api/debate/debate_1/events?lastEventId=3&token=SECRET-TOKEN-1234")
+        eventually(lambda: "token=[redacted]" in serve.output, "the request is in the access log")
     finally:
         output = serve.close()
+    assert "SECRET-TOKEN-1234" not in output
     assert serve.proc.returncode is not None
     assert "A first key for this local install" in output and "curl" in output
     eventually(lambda: not _alive(db_pid), "the embedded database stopped with parley serve", timeout=15)
