@@ -374,11 +374,23 @@ def _mongo_ok(uri: str) -> Callable[[], bool]:
 
 @dataclass
 class EmbeddedServices:
-    """The embedded servers one Parley process started, and the addresses to reach them."""
+    """The embedded servers one Parley process started, and the addresses to reach them.
+
+    A process that shares the embedded database another one runs on its PARLEY_HOME (`running_database`) watches it:
+    when it has not answered for `ADOPT_AFTER_MISSES` checks in a row (its owner died, and the database with it), the
+    process starts it again itself, on the same data and the same port, so its clients reconnect as they would after
+    a restart (`_adopt_when_gone`); a process that loses that race goes on sharing the winner's.
+    """
+
+    # Seconds between the looks of a process sharing the database at it, and the failed looks before it takes it over.
+    WATCH_EVERY = 1.0
+    ADOPT_AFTER_MISSES = 3
 
     model: ManagedProcess | None = None
     database: ManagedProcess | None = None
     shared_db_uri: str | None = None
+    _stopping: threading.Event = field(default_factory=threading.Event, repr=False)
+    _watcher: threading.Thread | None = field(default=None, repr=False)
 
     @classmethod
     def start(cls, settings, report: Callable[[str], None] = lambda _msg: None) -> EmbeddedServices:
@@ -392,6 +404,9 @@ class EmbeddedServices:
                 services.shared_db_uri = running_database(settings.parley_home)
                 if services.shared_db_uri:
                     report(f"Using the embedded database another Parley process runs at {services.shared_db_uri}")
+                    services._watcher = threading.Thread(target=services._adopt_when_gone, args=(settings.parley_home,),
+                                                         name="watch the shared database", daemon=True)
+                    services._watcher.start()
                 else:
                     report(f"Starting the embedded database (data in {settings.parley_home / 'db'})…")
                     services.database = database_server(settings.parley_home, settings.parley_db_port).supervise(
@@ -420,7 +435,34 @@ class EmbeddedServices:
     def embedded_database(self) -> bool:
         return self.database is not None or self.shared_db_uri is not None
 
+    def _adopt_when_gone(self, home: Path) -> None:
+        """Watch the shared database; start it here once it is gone (see the class's docstring)."""
+        port = int(self.shared_db_uri.split("//", 1)[1].split("/", 1)[0].rsplit(":", 1)[1])
+        answers, misses = _mongo_ok(self.shared_db_uri), 0
+        while not self._stopping.wait(self.WATCH_EVERY):
+            misses = 0 if answers() else misses + 1
+            if misses < self.ADOPT_AFTER_MISSES:
+                continue
+            log.warning("the embedded database at %s has not answered for %d checks: starting it here", port, misses)
+            try:
+                database = database_server(home, port).supervise(
+                    timeout=60, on_restart=lambda server: _write_pidfile(home, server))
+            except EmbeddedServerError as exc:  # another process took it over first, or the port is taken
+                log.warning("the embedded database could not be started here (%s); still sharing it", exc)
+                misses = 0
+                continue
+            if self._stopping.is_set():
+                database.stop()
+                return
+            self.database = database
+            _write_pidfile(home, database)
+            log.warning("the embedded database runs here now (pid %s), at %s", database.process.pid, database.url)
+            return
+
     def stop(self) -> None:
+        self._stopping.set()
+        if self._watcher is not None and self._watcher is not threading.current_thread():
+            self._watcher.join(timeout=70)
         for server in (self.model, self.database):
             if server is not None:
                 server.stop()

@@ -253,3 +253,38 @@ def test_workers_that_start_slowly_on_a_busy_machine_are_not_killed(tmp_path, ll
         serve.close()
     assert "died" not in served and "Terminated child process" not in served, served
     assert served.count("Started server process") == 2, served
+
+
+def test_a_second_serve_takes_the_database_over_when_the_first_dies(tmp_path, llm):
+    """A second `parley serve` on the same PARLEY_HOME shares the first's embedded database; when the first dies (and
+    its database with it), the second starts the database itself, on the same data and port, and serves again,
+    where it once answered 503 forever."""
+    env = scripted_env(llm)
+    first = Serve(tmp_path, env=env)
+    second = None
+    try:
+        first.wait_healthy(60)
+        key = first.first_key()
+        second = Serve(tmp_path, env=env)
+        second.wait_healthy(60)
+        assert "Using the embedded database another Parley process runs at" in second.output
+        database = first.database_pid()
+        first.proc.kill()
+        first.proc.wait()
+        eventually(lambda: not _alive(database), "the first serve's database died with it", timeout=15)
+
+        def served() -> bool:
+            try:
+                return httpx.get(second.url + "/api/debates", headers={"Authorization": f"Bearer {key}"},
+                                 timeout=5).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        eventually(served, "the second serve answers again, the key stored before still known", timeout=60)
+        assert second.wait_healthy(10)["database"]["ok"] is True
+        assert _alive(second.database_pid()) and second.database_pid() != database
+        assert "the embedded database runs here now" in second.output
+    finally:
+        first.close()
+        if second is not None:
+            second.close()
