@@ -24,7 +24,7 @@ from parley.llm.usage import UsageLedger, UsageRecord, usage_view
 from parley.nodes.events import EVENT_SINK, TaskEvent
 from parley.nodes.inbox import Steering
 from parley.runs import resume
-from parley.runs.checkpoints import EventBarrier
+from parley.runs.survival import EventBarrier
 from parley.runs.following import Following
 from parley.runs.held import HeldRuns
 from parley.runs.inputs import Inputs

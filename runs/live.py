@@ -13,14 +13,14 @@ from pymongo.errors import PyMongoError
 
 from parley.llm.usage import UsageRecord
 from parley.nodes.events import Origin
-from parley.runs.checkpoints import EventBarrier
+from parley.runs.survival import EventBarrier
 from parley.runs.events import Event, Signal, listener_view
 from parley.runs.modes.base import Emit
 from parley.store import runs as store
 
 
 def origin_row(origin: Origin | None) -> dict | None:
-    """How an event's origin (the task that sent it, see `runs.checkpoints`) is stored with it."""
+    """How an event's origin (the task that sent it, see `runs.survival`) is stored with it."""
     return None if origin is None else {"task": origin.task, "checkpoints": [list(p) for p in origin.checkpoints]}
 
 

@@ -15,7 +15,7 @@ from langgraph.types import Command
 from pymongo.asynchronous.database import AsyncDatabase
 
 from parley.nodes.inbox import RELEASES, Steering
-from parley.runs.checkpoints import namespaces, saved_graphs, survives
+from parley.runs.survival import namespaces, saved_graphs, survives
 from parley.runs.events import RETRACT
 from parley.runs.live import EventWriter, origin_of
 from parley.runs.modes.base import Emit, ModeRun

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from parley.nodes.events import Origin
-from parley.runs.checkpoints import EventBarrier, SavedGraph, namespaces, survives
+from parley.runs.survival import EventBarrier, SavedGraph, namespaces, survives
 from parley.runs.events import listener_view
 
 

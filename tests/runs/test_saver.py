@@ -15,7 +15,9 @@ from langgraph.checkpoint.base.id import uuid6
 from langgraph.graph import START, StateGraph
 from pymongo import MongoClient, monitoring
 
-from parley.runs.checkpoints import COLLECTION, EventBarrier, RunSaver, _unpack, mongodb_saver, saved_graphs
+from parley.runs.checkpoint_docs import _unpack
+from parley.runs.checkpoints import COLLECTION, RunSaver, mongodb_saver
+from parley.runs.survival import EventBarrier, saved_graphs
 from parley.store import INDEXES
 
 

@@ -16,7 +16,8 @@ import httpx
 from pymongo.database import Database
 
 from parley.core.embedded import free_port
-from parley.runs.checkpoints import COLLECTION, namespaces, read_saved, survives
+from parley.runs.checkpoints import COLLECTION, read_saved
+from parley.runs.survival import namespaces, survives
 from parley.runs.live import origin_of
 from parley.store.runs import page_events
 from tests.support.sse import SseEvent, iter_sse
