@@ -1,12 +1,12 @@
 """The LangGraph checkpointer of runs (thread id = run id), `RunSaver`; which events survive a crash is
 `runs.survival`'s.
 
-`RunSaver` sends and reads what `runs.checkpoint_docs.GraphDocs` builds, and keeps only what a resume needs. A run
-never goes back in time (nothing in Parley lists a thread's history or starts from an older checkpoint: no
-`aget_state_history`, no `checkpoint_id` in a run's config), and LangGraph resumes a graph from its latest checkpoint and the
-writes saved against it; `survives` needs, besides, the ids of every checkpoint ever saved (a task that
-started from one is known to have run from a saved step). So each graph of a run (per thread and
-namespace) is one document of `run_checkpoints`:
+`RunSaver` sends and reads what `runs.checkpoint_docs.GraphDocs` builds, and keeps only what a resume needs. A run never
+goes back in time (nothing in Parley lists a thread's history or starts from an older checkpoint: no
+`aget_state_history`, no `checkpoint_id` in a run's config), and LangGraph resumes a graph from its latest checkpoint
+and the writes saved against it; `survives` needs, besides, the ids of every checkpoint ever saved (a task that started
+from one is known to have run from a saved step). So each graph of a run (per thread and namespace) is one document of
+`run_checkpoints`:
 
     _id            {thread_id, checkpoint_ns}
     thread_id, checkpoint_ns

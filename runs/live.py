@@ -77,13 +77,13 @@ async def _nothing() -> None:
 class EventWriter:
     """Number one execution's events, show them to this worker's listeners, and store them in batches.
 
-    An event is shown at once, unless it (or one before it) carries a change of the mode's records or is
-    `durable`: then it is shown once that change and the events up to it are stored (a client that sees a duel's
-    `message` can read it back). Events are stored in batches: every `write_after` seconds (the mode's `store_every`), at once when an
-    event carries a record change or LangGraph waits to save a task's results (`EventBarrier`), and never more
-    than `SHOWN_UNSTORED` events are shown before they are stored. A worker that resumes the run after this one
-    died numbers its events from `SHOWN_UNSTORED` past the last stored one, so an id a listener saw here is
-    never given to another event, and retracts the ids in between (see `runs.resume`).
+    An event is shown at once, unless it (or one before it) carries a change of the mode's records or is `durable`: then
+    it is shown once that change and the events up to it are stored (a client that sees a duel's `message` can read it
+    back). Events are stored in batches: every `write_after` seconds (the mode's `store_every`), at once when an event
+    carries a record change or LangGraph waits to save a task's results (`EventBarrier`), and never more than
+    `SHOWN_UNSTORED` events are shown before they are stored. A worker that resumes the run after this one died numbers
+    its events from `SHOWN_UNSTORED` past the last stored one, so an id a listener saw here is never given to another
+    event, and retracts the ids in between (see `runs.resume`).
     """
 
     SHOWN_UNSTORED = 256
