@@ -2965,7 +2965,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Both are reachable. */
+            /** @description Both are reachable. The model endpoint's address is shown to an `admin` key only. */
             200: {
                 headers: {
                     [name: string]: unknown;
