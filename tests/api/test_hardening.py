@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 
 import httpx
 import pytest
 
 from tests.cli.test_serve import Serve
+from tests.support.wait import Watch
 
 CATASTROPHIC = "^(a+)+$"
 NEAR_MATCH = "a" * 40 + "b"  # 28 characters held Python's `re` 21 s; each more doubles it
@@ -43,35 +43,6 @@ def chat(http: httpx.Client, key: str, **body) -> httpx.Response:
     return http.post("/v1/chat/completions", json=payload, headers=auth(key), timeout=60)
 
 
-class HealthWatch:
-    """`/healthz` asked every 0.1 s from a thread while the test does its worst: the slowest answer, and any
-    failure."""
-
-    def __init__(self, url: str) -> None:
-        self.url, self.slowest, self.failures = url, 0.0, []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True)
-
-    def _watch(self) -> None:
-        with httpx.Client(timeout=30) as client:
-            while not self._stop.is_set():
-                started = time.monotonic()
-                try:
-                    client.get(self.url + "/healthz")
-                except httpx.HTTPError as exc:
-                    self.failures.append(repr(exc))
-                self.slowest = max(self.slowest, time.monotonic() - started)
-                self._stop.wait(0.1)
-
-    def __enter__(self) -> HealthWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(30)
-
-
 # --- patterns -------------------------------------------------------------------------------
 
 
@@ -80,13 +51,13 @@ def test_a_catastrophic_pattern_is_checked_in_linear_time(parley, http, make_key
     format's own verdict (one repair, then 502 `invalid_structured_answer`) while `/healthz` keeps answering."""
     key = make_key(["chat"])
     llm.script(json={"word": NEAR_MATCH})
-    with HealthWatch(parley.url) as watch:
+    with Watch(parley.url + "/healthz") as watch:
         started = time.monotonic()
         resp = chat(http, key, response_format=pattern_format(CATASTROPHIC))
         took = time.monotonic() - started
     assert resp.status_code == 502 and resp.json()["error"]["code"] == "invalid_structured_answer", resp.text
     assert f"does not match \"{CATASTROPHIC}\"" in resp.json()["error"]["message"]
-    assert took < 20 and watch.slowest < 1.0 and not watch.failures, (took, watch.slowest, watch.failures)
+    assert took < 20 and watch.longest < 1.0 and not watch.failures, (took, watch.longest, watch.failures)
 
 
 def test_a_pattern_that_needs_backtracking_is_refused_naming_it(http, make_key, llm):
@@ -144,10 +115,10 @@ def test_a_large_tools_body_leaves_other_requests_served(parley, http, make_key,
                                                for i in range(110)}}
     tools = [{"type": "function", "function": {"name": f"tool_{i}", "parameters": schema}} for i in range(128)]
     assert len(json.dumps(tools)) > 900_000
-    with HealthWatch(parley.url) as watch:
+    with Watch(parley.url + "/healthz") as watch:
         resp = chat(http, key, tools=tools)
     assert resp.status_code == 200, resp.text[:300]
-    assert watch.slowest < 1.0 and not watch.failures, (watch.slowest, watch.failures)
+    assert watch.longest < 1.0 and not watch.failures, (watch.longest, watch.failures)
 
 
 # --- workflows ------------------------------------------------------------------------------
@@ -217,7 +188,7 @@ def test_two_workers_stay_up_while_one_checks_a_catastrophic_pattern(tmp_path, l
         serve.wait_healthy(120)
         key = make_key(["chat"])
         llm.script(json={"word": NEAR_MATCH})
-        with HealthWatch(serve.url) as watch:
+        with Watch(serve.url + "/healthz") as watch:
             answers = [httpx.post(serve.url + "/v1/chat/completions", headers=auth(key), timeout=60, json={
                 "model": "openai:gpt-4o-mini", "messages": [{"role": "user", "content": "A word?"}],
                 "response_format": pattern_format(CATASTROPHIC)}) for _ in range(3)]
@@ -226,5 +197,5 @@ def test_two_workers_stay_up_while_one_checks_a_catastrophic_pattern(tmp_path, l
     finally:
         serve.close()
     assert all(a.status_code == 502 for a in answers), [a.text for a in answers]
-    assert watch.slowest < 1.0 and not watch.failures, (watch.slowest, watch.failures)
+    assert watch.longest < 1.0 and not watch.failures, (watch.longest, watch.failures)
     assert "died" not in served and "taken over" not in served, served

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -19,6 +17,7 @@ import pytest
 
 from parley.api.errors import SEED_EXACT_MESSAGES
 from parley.api.main import create_app
+from tests.support.wait import Watch
 
 SPEC = create_app().openapi()
 OPERATIONS = [(method.upper(), path, op) for path, item in SPEC["paths"].items() for method, op in item.items()]
@@ -106,33 +105,6 @@ def assert_refused(resp: httpx.Response, what: str) -> None:
     assert error_code(str(resp.url.path), resp.json()), f"{what}: no code in {resp.text[:300]}"
 
 
-class Watch:
-    """Times a cheap request every 50 ms in the background: the longest wait says whether the server kept
-    serving others while it was sent the hostile requests."""
-
-    def __init__(self, url: str) -> None:
-        self.url, self.longest, self.count = url, 0.0, 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        with httpx.Client(timeout=30) as client:
-            while not self._stop.is_set():
-                started = time.perf_counter()
-                assert client.get(self.url).status_code == 200
-                self.longest = max(self.longest, time.perf_counter() - started)
-                self.count += 1
-                self._stop.wait(0.05)
-
-    def __enter__(self) -> Watch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
-
-
 def credit(sync_db, workspace: str = "ws1") -> float:
     return (sync_db.workspaces.find_one({"_id": workspace}) or {}).get("creditUsd", 0.0)
 
@@ -178,7 +150,7 @@ def test_every_operation_refuses_every_hostile_body(parley, http, key, sync_db, 
         resp = http.post("/v1/chat/completions", json={"model": "openai:gpt-4o", "messages": messages},
                          headers=headers)
         assert_refused(resp, "a 60,000-message chat")
-    assert sent > 300 and watch.count > 0
+    assert sent > 300 and watch.count > 0 and not watch.failures
     assert watch.longest < 1.0, f"another request waited {watch.longest:.2f} s"
     assert not llm.requests, "a hostile request reached the model"
     assert sync_db.runs.count_documents({"status": {"$in": ["queued", "running"]}}) == 0

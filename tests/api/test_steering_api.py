@@ -224,7 +224,8 @@ def test_inputs_are_checked_and_refused_where_no_one_can_take_them(http, key, ll
     assert resp.status_code == 409 and resp.json()["code"] == "run_finished"
 
 
-def test_a_duel_paused_on_request_waits_and_ends_with_its_verdict_on_end(http, key, llm, sync_db):
+def paused_duel(http, key, llm) -> str:
+    """A duel asked to pause during its first turn, once it waits after it; its id."""
     llm.script(match="Round 1 of 3.", reply=USER_REPLY, hold="turn", times=1)
     script_duel(llm)
     run_id = start_duel(http, key)
@@ -232,6 +233,11 @@ def test_a_duel_paused_on_request_waits_and_ends_with_its_verdict_on_end(http, k
     assert send(http, key, run_id, action="pause").status_code == 202
     llm.release("turn")
     eventually(lambda: run_of(http, key, run_id)["status"] == "waiting", "the duel waits after its first turn")
+    return run_id
+
+
+def test_a_duel_paused_on_request_waits_and_ends_with_its_verdict_on_end(http, key, llm, sync_db):
+    run_id = paused_duel(http, key, llm)
     assert run_of(http, key, run_id)["waiting"]["position"] == 1
     assert send(http, key, run_id, action="pause").json()["code"] == "run_waiting"
     asked = len(llm.requests)
@@ -379,13 +385,7 @@ def test_inputs_are_capped_per_run_and_taken_in_a_few_at_a_boundary(http, key, l
     others at the next (lowered here to 5 and 2)."""
     monkeypatch.setattr("parley.store.runs.MAX_RUN_INPUTS", 5)
     monkeypatch.setattr("parley.nodes.steer.MAX_INPUTS_PER_BOUNDARY", 2)
-    llm.script(match="Round 1 of 3.", reply=USER_REPLY, hold="turn", times=1)
-    script_duel(llm)
-    run_id = start_duel(http, key)
-    llm.wait_held("turn")
-    assert send(http, key, run_id, action="pause").status_code == 202
-    llm.release("turn")
-    eventually(lambda: run_of(http, key, run_id)["status"] == "waiting", "the duel waits after its first turn")
+    run_id = paused_duel(http, key, llm)
     for i in range(3):
         assert send(http, key, run_id, content=f"Message {i}.").status_code == 202
     assert send(http, key, run_id, action="continue").status_code == 202  # the fifth input: it goes on
