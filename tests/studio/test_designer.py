@@ -46,7 +46,7 @@ def test_an_imported_file_round_trips_and_a_broken_one_shows_the_error_on_its_no
     path.write_text(json.dumps(broken))
     page.get_by_test_id("import-file").set_input_files(path)
 
-    expect(page.get_by_role("status").filter(has_text="1 problem(s) found.")).to_be_visible()
+    expect(page.get_by_role("status").filter(has_text="1 problem found.")).to_be_visible()
     issues = node(page, "summarize").locator(".node-issues")
     expect(issues).to_contain_text("nodes[1].inputs.prompt")
     expect(issues).to_contain_text("unknown state key 'verdit' (did you mean 'verdict'?)")
@@ -112,7 +112,7 @@ def test_a_run_highlights_nodes_in_order_with_their_tokens(studio, llm):
     expect(node(page, "summarize").locator(".node-tokens")).to_have_text("Try it ")
     llm.release("summarize")
     expect(node(page, "summarize")).to_have_attribute("data-status", "done")
-    expect(page.get_by_role("status").filter(has_text="Done: 2 node run(s)")).to_be_visible()
+    expect(page.get_by_role("status").filter(has_text="Done: 2 node runs")).to_be_visible()
     log = page.get_by_role("list", name="Run log").locator("li")
     assert [log.nth(i).get_attribute("data-node") for i in range(log.count())] == ["debate", "summarize"]
     final = page.locator("details").filter(has=page.get_by_text("Final state", exact=True)).locator("pre")
@@ -144,7 +144,7 @@ def test_the_multiagent_debate_example_runs_from_capability_nodes(studio, llm):
     expect(node(page, "majority")).to_contain_text("majority of {final}")
     page.get_by_role("tab", name="Run").click()
     page.get_by_role("button", name="Run workflow").click()
-    expect(page.get_by_role("status").filter(has_text="Done: 3 node run(s)")).to_be_visible()
+    expect(page.get_by_role("status").filter(has_text="Done: 3 node runs")).to_be_visible()
     log = page.get_by_role("list", name="Run log").locator("li")
     assert [log.nth(i).get_attribute("data-node") for i in range(log.count())] == \
         ["answer_alone", "revise", "majority"]
@@ -167,3 +167,66 @@ def test_a_fan_out_node_is_added_from_the_palette_and_set_in_the_inspector(studi
     panel.get_by_label("Minimum answers").fill("1")
     expect(node(page, "fan_out")).to_contain_text("2 branches")
     expect(node(page, "fan_out").locator(".node-issues")).not_to_contain_text("min_successes")
+
+
+def chain(steps: int) -> dict:
+    """A valid workflow of `steps` llm nodes, one after another."""
+    keys = [f"draft{i}" for i in range(1, steps + 1)]
+    return {
+        "version": 1,
+        "name": f"{steps} drafts",
+        "state": {"topic": {"type": "string", "required": True}, **{key: {"type": "string"} for key in keys}},
+        "nodes": [{"id": f"step{i}", "type": "llm", "inputs": {"prompt": f"Improve {{{keys[i - 2]}}}." if i > 1 else
+                                                               "Draft a line on {topic}."}, "output_key": keys[i - 1]}
+                  for i in range(1, steps + 1)],
+        "edges": [{"from": f"step{i}", "to": f"step{i + 1}"} for i in range(1, steps)],
+        "entry": "step1",
+        "finish": [f"step{steps}"],
+    }
+
+
+def zoom_of(page) -> float:
+    transform = page.locator(".react-flow__viewport").evaluate("el => getComputedStyle(el).transform")
+    return float(transform.removeprefix("matrix(").split(",")[0])  # matrix(zoom, 0, 0, zoom, x, y)
+
+
+def smallest_text_px(page) -> float:
+    """The smallest font size of any text on the canvas, as drawn (its CSS size times the zoom)."""
+    return page.evaluate("""() => {
+        const sizes = [];
+        for (const el of document.querySelectorAll('.react-flow__node *, .react-flow__edge-text')) {
+            if ([...el.childNodes].some((n) => n.nodeType === Node.TEXT_NODE && n.textContent.trim())) {
+                sizes.push(parseFloat(getComputedStyle(el).fontSize));
+            }
+        }
+        return Math.min(...sizes);
+    }""") * zoom_of(page)
+
+
+def test_a_big_workflow_is_panned_at_a_readable_size_not_shrunk(studio, tmp_path):
+    path = tmp_path / "chain.json"
+    path.write_text(json.dumps(chain(8)))  # with start and end, ten nodes: more than the canvas holds readably
+    page = studio.open("/designer")
+    page.get_by_test_id("import-file").set_input_files(path)
+    expect(page.get_by_role("status").filter(has_text="Valid workflow.")).to_be_visible()
+    expect(node(page, "step8")).to_be_attached()
+    canvas = page.get_by_role("region", name="Workflow canvas")
+    expect(canvas.get_by_text("Drag or scroll to see the rest of the workflow")).to_be_visible()
+    assert round(smallest_text_px(page), 2) >= 10  # MIN_ZOOM × 12 px (Canvas.tsx)
+    expect(node(page, "step1")).to_be_in_viewport()  # shown from its start
+    zoom = zoom_of(page)
+
+    def shown(node_id: str) -> bool:
+        frame, drawn = canvas.bounding_box(), node(page, node_id).bounding_box()
+        return frame["y"] <= drawn["y"] and drawn["y"] + drawn["height"] <= frame["y"] + frame["height"]
+
+    assert not shown("step8")
+    box = canvas.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    for _ in range(40):  # scrolling pans to the end; the zoom stays
+        if shown("step8"):
+            break
+        page.mouse.wheel(0, 150)
+    assert shown("step8")
+    assert zoom_of(page) == zoom
+    studio.shot("designer-big")

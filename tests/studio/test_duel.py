@@ -6,6 +6,7 @@ import re
 
 from playwright.sync_api import Request, Route, expect
 
+from parley.core.limits import DEFAULT_DUEL_ROUNDS, MAX_DUEL_ROUNDS, MIN_DUEL_ROUNDS
 from tests.studio.conftest import PHONE
 from tests.support.duel import OPPONENT, OPPONENT_REPLY, USER_REPLY, script_duel
 
@@ -17,6 +18,19 @@ def fill_duel_form(page, *, topic="Should remote work be the default?", rounds=2
     page.get_by_label("Traits").fill("rational, curious")
     page.get_by_label("Interests").fill("remote teams")
     page.get_by_label("Rounds").fill(str(rounds))
+
+
+def test_the_form_offers_the_rounds_the_api_takes_and_defaults_to_its_default(studio):
+    # studio/src/api/limits.ts keeps these; a request that names no rounds gets DEFAULT_DUEL_ROUNDS from the API
+    # and the CLI, so the form starts there too.
+    page = studio.open("/duel")
+    rounds = page.get_by_label("Rounds")
+    expect(rounds).to_have_value(str(DEFAULT_DUEL_ROUNDS))
+    expect(rounds).to_have_attribute("min", str(MIN_DUEL_ROUNDS))
+    expect(rounds).to_have_attribute("max", str(MAX_DUEL_ROUNDS))
+    schema = studio.api().get("/openapi.json").json()["components"]["schemas"]["DebateBody"]["properties"]["rounds"]
+    bounds = next(option for option in schema["anyOf"] if option.get("type") == "integer")
+    assert (bounds["minimum"], bounds["maximum"]) == (MIN_DUEL_ROUNDS, MAX_DUEL_ROUNDS)
 
 
 def test_tokens_appear_before_the_debate_ends_then_the_verdict(studio, llm):

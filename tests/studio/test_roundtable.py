@@ -103,3 +103,31 @@ def test_agents_are_edited_given_documents_and_forget_memories(studio, llm):
         assert agent["role"] == "Chief financial officer"
     row.get_by_role("button", name="Memories").click()
     expect(row).to_contain_text("Nothing remembered yet.")
+
+
+def test_a_table_that_converges_early_says_one_round_and_charts_only_it(studio, llm):
+    # Claire and Marc agree, too unsure in round 0 to skip the debate: the table converges after its first round.
+    agreed = {"stance": "for", "confidence": 0.6}
+    llm.script(match="Record Claire's stance", json={**agreed, "keyPoint": "The cash covers the lease."})
+    llm.script(match="Record Marc's stance", json={**agreed, "keyPoint": "The pipeline will follow."})
+    llm.script(match="Record Devil's Advocate's stance", json=stance("against", "Costs double."))
+    llm.script(match="You are the synthesizer of a round-table debate", json=SYNTHESIS)
+    page = studio.open("/roundtable")
+    create_agent(page, "Claire", "Finance", "Cash first.")
+    create_agent(page, "Marc", "Sales", "Growth first.")
+    page.get_by_label("New conversation title").fill("Lyon, agreed")
+    page.get_by_role("button", name="Create conversation").click()
+    page.get_by_label("Question for the table").fill("Should we open a second office in Lyon?")
+    page.get_by_role("button", name="Ask the table").click()
+
+    expect(page.get_by_role("region", name="Synthesis")).to_contain_text("Hire the Lyon sales lead first")
+    expect(page.locator(".rt-round")).to_have_count(2)  # round 0 and the one debate round
+    expect(page.locator(".convergence-point")).to_have_count(1)
+    ticks = page.locator(".convergence-chart .visx-axis-bottom .visx-axis-tick")
+    expect(ticks).to_have_text(["round 1"])  # the round the table ran, and none it never had
+
+    # Its run, replayed from History, says how it ended.
+    page.get_by_role("link", name="History").click()
+    page.get_by_role("link", name="Should we open a second office in Lyon?").click()
+    expect(page.get_by_role("status").filter(has_text="Done after")).to_have_text("Done after 1 debate round.")
+    expect(ticks).to_have_text(["round 1"])

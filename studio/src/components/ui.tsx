@@ -1,7 +1,8 @@
-/** Small shared pieces: error notes, status lines, badges, number formats, lists from text. */
+/** Small shared pieces: error notes, status lines, badges, counted words, number formats, lists from text. */
 import type { ReactNode } from "react";
 
 import { describeError } from "../api/client";
+import type { FollowState } from "../streams/useFollow";
 
 export function ErrorNote({ error }: { error: unknown }) {
   if (!error) return null;
@@ -19,6 +20,30 @@ export function StatusLine({ children }: { children: ReactNode }) {
       {children}
     </p>
   );
+}
+
+/** Where a followed stream stands when it is not simply reading: reconnecting after a drop, or waiting out a
+ * storage outage (the run goes on once storage is back, and the page reads on to its end). */
+export function FollowNote({ stream }: { stream: FollowState }) {
+  if (!stream.running) return null;
+  if (stream.outage) {
+    return (
+      <p className="note" aria-live="polite" data-testid="follow-note">
+        Storage is unavailable for now. The run goes on once it is back, and this page follows it to its end.
+      </p>
+    );
+  }
+  if (stream.reconnects === 0) return null;
+  return (
+    <p className="muted" aria-live="polite" data-testid="follow-note">
+      Connection lost; resuming (attempt {stream.reconnects})…
+    </p>
+  );
+}
+
+/** "1 round", "3 rounds": a count and its noun, singular or plural (`plural` for the irregular ones). */
+export function count(n: number, singular: string, plural = `${singular}s`): string {
+  return `${n} ${n === 1 ? singular : plural}`;
 }
 
 export function Badge({ tone, children, label }: { tone: string; children: ReactNode; label?: string }) {

@@ -1,9 +1,15 @@
-/** The workflow drawn as a graph: drag nodes, connect them, select one to edit; a run paints its progress. */
+/**
+ * The workflow drawn as a graph: drag nodes, connect them, select one to edit; a run paints its progress. The text
+ * on the canvas stays readable: a workflow too big for the canvas is shown from its start at a readable size and
+ * panned (drag, or scroll), never shrunk below `MIN_ZOOM`.
+ */
 import {
   applyNodeChanges,
   Background,
+  ControlButton,
   Controls,
   Handle,
+  Panel,
   Position,
   ReactFlow,
   type Connection,
@@ -12,10 +18,13 @@ import {
   type NodeChange,
   type NodeProps,
   type ReactFlowInstance,
+  type Rect,
+  type Viewport,
 } from "@xyflow/react";
 import "@xyflow/react/dist/style.css";
-import { memo, useEffect, useMemo, useRef, useState } from "react";
+import { memo, useCallback, useEffect, useMemo, useRef, useState } from "react";
 
+import { count } from "../../components/ui";
 import { stepText, type Step } from "../../streams/workflow";
 import { END, type WfNode, type WorkflowDoc } from "./doc";
 import {
@@ -50,7 +59,8 @@ function summary(node: WfNode): string {
     case "duel":
       return `on ${inputs.topic ?? "{topic}"}`;
     case "roundtable":
-      return Array.isArray(config.agents) ? `${config.agents.length} agents` : `${config.agents ?? "?"} agents`;
+      if (Array.isArray(config.agents)) return count(config.agents.length, "agent");
+      return typeof config.agents === "number" ? count(config.agents, "agent") : `${config.agents ?? "?"} agents`;
     case "select_opponent":
       return `casts for ${inputs.topic ?? "{topic}"}`;
     case "synthesize":
@@ -59,7 +69,8 @@ function summary(node: WfNode): string {
       return `scores ${inputs.transcript ?? "{transcript}"}`;
     case "fan_out": {
       const branches = config.branches ?? (Array.isArray(config.models) ? config.models.length : "?");
-      return `${branches} branches${inputs.previous ? ` revising ${inputs.previous}` : ""}`;
+      const counted = typeof branches === "number" ? count(branches, "branch", "branches") : `${branches} branches`;
+      return `${counted}${inputs.previous ? ` revising ${inputs.previous}` : ""}`;
     }
     case "arbitrate":
       return `arbitrates ${inputs.answers ?? "?"}`;
@@ -150,6 +161,36 @@ function Terminal({ id, data }: NodeProps<TerminalNode>) {
 
 const NODE_TYPES = { card: Card, terminal: Terminal };
 
+// The smallest text on the canvas is 12 px at zoom 1 (styles.css, "Designer"); no zoom draws it below 10 px.
+export const MIN_TEXT_PX = 12;
+export const MIN_ZOOM = 10 / MIN_TEXT_PX;
+const MAX_ZOOM = 2;
+const FIT_MARGIN = 24; // px between the workflow and the canvas's edge
+
+/**
+ * Where to look at the workflow (`bounds`) on a canvas of `width` × `height` px: the whole of it, at up to its
+ * natural size, when it fits at a readable zoom; else at `MIN_ZOOM` from its start (top left), the rest a pan away.
+ */
+export function viewportFor(bounds: Rect, width: number, height: number): { viewport: Viewport; overflows: boolean } {
+  const fitted = Math.min((width - 2 * FIT_MARGIN) / bounds.width, (height - 2 * FIT_MARGIN) / bounds.height);
+  const zoom = Math.min(1, Math.max(MIN_ZOOM, fitted));
+  const along = (size: number, start: number, extent: number) =>
+    extent * zoom <= size - 2 * FIT_MARGIN ? (size - extent * zoom) / 2 - start * zoom : FIT_MARGIN - start * zoom;
+  return {
+    viewport: { x: along(width, bounds.x, bounds.width), y: along(height, bounds.y, bounds.height), zoom },
+    overflows: fitted < MIN_ZOOM,
+  };
+}
+
+/** React Flow's "fit view" frame, for the button that shows the workflow from its start. */
+function FitIcon() {
+  return (
+    <svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 30" aria-hidden="true">
+      <path d="M3.692 4.63c0-.53.4-.938.939-.938h5.215V0H4.708C2.13 0 0 2.054 0 4.63v5.216h3.692V4.631zM27.354 0h-5.2v3.692h5.17c.53 0 .984.4.984.939v5.215H32V4.631A4.624 4.624 0 0027.354 0zm.954 24.83c0 .532-.4.94-.939.94h-5.215v3.768h5.215c2.577 0 4.631-2.13 4.631-4.707v-5.139h-3.692v5.139zm-23.677.94c-.531 0-.939-.4-.939-.94v-5.138H0v5.139c0 2.577 2.13 4.707 4.708 4.707h5.138V25.77H4.631z" />
+    </svg>
+  );
+}
+
 export interface CanvasProps {
   doc: WorkflowDoc;
   issues: Issue[];
@@ -175,6 +216,18 @@ export function Canvas(props: CanvasProps) {
   // Nodes keep what React Flow measured and where the user dragged them; new ones are placed by dagre.
   const [nodes, setNodes] = useState<CanvasNode[]>([]);
   const flow = useRef<ReactFlowInstance<CanvasNode> | null>(null);
+  const box = useRef<HTMLDivElement | null>(null);
+  const [overflows, setOverflows] = useState(false);
+
+  /** Show the workflow from its start at a readable size (`viewportFor`). */
+  const fit = useCallback(() => {
+    const instance = flow.current;
+    const el = box.current;
+    if (!instance || !el || instance.getNodes().length === 0) return;
+    const { viewport, overflows } = viewportFor(instance.getNodesBounds(instance.getNodes()), el.clientWidth, el.clientHeight);
+    void instance.setViewport(viewport);
+    setOverflows(overflows);
+  }, []);
   // Laid out once more when every node has been measured, so the real sizes are spaced, then fitted.
   const [sized, setSized] = useState(false);
   const layoutKey = `${props.layoutVersion}:${sized}`;
@@ -194,12 +247,28 @@ export function Canvas(props: CanvasProps) {
         return { ...n, position, measured: old?.measured } as CanvasNode;
       });
     });
-    if (relayout && sized) requestAnimationFrame(() => void flow.current?.fitView({ padding: 0.15 }));
-  }, [derived, edges, layoutKey, sized]);
+    if (relayout && sized) requestAnimationFrame(fit);
+  }, [derived, edges, layoutKey, sized, fit]);
 
   useEffect(() => {
     if (!sized && nodes.length > 0 && nodes.every((n) => n.measured?.height)) setSized(true);
   }, [nodes, sized]);
+
+  // A node chosen off the canvas (the node list, a problem's button) is brought into view if it is out of it.
+  useEffect(() => {
+    const instance = flow.current;
+    const el = box.current;
+    const node = selectedNode ? instance?.getNode(selectedNode) : undefined;
+    if (!instance || !el || !node?.measured?.width || !node.measured.height) return;
+    const { x, y, zoom } = instance.getViewport();
+    const left = node.position.x * zoom + x;
+    const top = node.position.y * zoom + y;
+    const inside = left >= 0 && top >= 0 && left + node.measured.width * zoom <= el.clientWidth &&
+      top + node.measured.height * zoom <= el.clientHeight;
+    if (!inside) {
+      void instance.setCenter(node.position.x + node.measured.width / 2, node.position.y + node.measured.height / 2, { zoom });
+    }
+  }, [selectedNode, sized]);
 
   function onNodesChange(changes: NodeChange<CanvasNode>[]) {
     const removed = changes.filter((c) => c.type === "remove").map((c) => c.id).filter((id) => id !== START && id !== END);
@@ -219,7 +288,7 @@ export function Canvas(props: CanvasProps) {
   }
 
   return (
-    <div className="canvas" aria-label="Workflow canvas" role="region">
+    <div className="canvas" aria-label="Workflow canvas" role="region" ref={box}>
       <ReactFlow
         nodes={nodes}
         edges={edges}
@@ -237,13 +306,22 @@ export function Canvas(props: CanvasProps) {
           props.onSelectEdge(null);
         }}
         deleteKeyCode={["Delete", "Backspace"]}
-        fitView
-        fitViewOptions={{ padding: 0.15 }}
-        minZoom={0.2}
+        minZoom={MIN_ZOOM}
+        maxZoom={MAX_ZOOM}
+        panOnScroll
         proOptions={{ hideAttribution: true }}
       >
         <Background />
-        <Controls showInteractive={false} />
+        <Controls showInteractive={false} showFitView={false}>
+          <ControlButton onClick={fit} title="Show the workflow from its start" aria-label="Show the workflow from its start">
+            <FitIcon />
+          </ControlButton>
+        </Controls>
+        {overflows && (
+          <Panel position="top-right" className="canvas-hint">
+            Drag or scroll to see the rest of the workflow
+          </Panel>
+        )}
       </ReactFlow>
     </div>
   );

@@ -6,7 +6,7 @@ import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 
 import { describeError } from "../../api/client";
 import { TERMINAL_EVENTS } from "../../api/sse";
-import { ErrorNote, StatusLine } from "../../components/ui";
+import { count, ErrorNote, FollowNote, StatusLine } from "../../components/ui";
 import { useSession } from "../../session/session";
 import { useFollow } from "../../streams/useFollow";
 import { useStreamReducer } from "../../streams/useStream";
@@ -305,7 +305,7 @@ export default function DesignerPage() {
             ? "Checking the workflow…"
             : validation.valid
               ? "Valid workflow."
-              : `${problems.length} problem(s) found.`}
+              : `${count(problems.length, "problem")} found.`}
       </StatusLine>
       <div className="designer-grid">
         <div className="designer-main">
@@ -396,6 +396,7 @@ export default function DesignerPage() {
             {tab === "run" && <RunPanel doc={doc} run={run} running={stream.running} onRun={startRun} onStop={stopRun} />}
             {tab === "json" && <JsonPanel doc={doc} onChange={setDoc} />}
             <ErrorNote error={stream.error} />
+            <FollowNote stream={stream} />
           </div>
         </aside>
       </div>

@@ -2,7 +2,7 @@
 import { useEffect, useState } from "react";
 
 import { ToolCalls } from "../../components/ToolCalls";
-import { Badge, StatusLine } from "../../components/ui";
+import { Badge, count, StatusLine } from "../../components/ui";
 import { stepText, type WorkflowRunView } from "../../streams/workflow";
 import { stateOf, writtenKeys, type Json, type WfStateKey, type WorkflowDoc } from "./doc";
 
@@ -130,7 +130,7 @@ function runStatus(run: WorkflowRunView): string {
     case "running":
       return current.length ? `Running ${current.join(", ")}…` : "Running…";
     case "done":
-      return `Done: ${run.steps.length} node run(s)${run.usage?.totalTokens ? `, ${run.usage.totalTokens} tokens` : ""}.`;
+      return `Done: ${count(run.steps.length, "node run")}${run.usage?.totalTokens ? `, ${count(run.usage.totalTokens, "token")}` : ""}.`;
     case "cancelled":
       return "Cancelled.";
     default:

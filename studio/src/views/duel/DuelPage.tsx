@@ -3,9 +3,10 @@ import { useEffect, useState } from "react";
 import { Link, useParams } from "react-router";
 
 import { describeError, type Api } from "../../api/client";
+import { DUEL_ROUNDS } from "../../api/limits";
 import { TERMINAL_EVENTS } from "../../api/sse";
 import { budgetBody, SteerPanel, type SteerState } from "../../components/SteerPanel";
-import { ErrorNote, splitList } from "../../components/ui";
+import { ErrorNote, FollowNote, splitList } from "../../components/ui";
 import { useSession } from "../../session/session";
 import { duelReducer, emptyDuel, type DuelView } from "../../streams/duel";
 import { useFollow } from "../../streams/useFollow";
@@ -23,7 +24,7 @@ interface DuelForm {
   wait: boolean;
 }
 
-const BLANK: DuelForm = { topic: "", name: "", bio: "", traits: "", interests: "", rounds: 3, budget: "", wait: false };
+const BLANK: DuelForm = { topic: "", name: "", bio: "", traits: "", interests: "", rounds: DUEL_ROUNDS.default, budget: "", wait: false };
 
 /** Where the viewer's run stands for steering: from its events, and the pause or end just asked for. */
 function steerState(view: DuelView, asked: string | null): SteerState {
@@ -86,8 +87,8 @@ export function DuelPage() {
       setProblem("A topic and your persona's name are both needed.");
       return;
     }
-    if (!Number.isInteger(form.rounds) || form.rounds < 1 || form.rounds > 10) {
-      setProblem("Rounds must be a whole number from 1 to 10.");
+    if (!Number.isInteger(form.rounds) || form.rounds < DUEL_ROUNDS.min || form.rounds > DUEL_ROUNDS.max) {
+      setProblem(`Rounds must be a whole number from ${DUEL_ROUNDS.min} to ${DUEL_ROUNDS.max}.`);
       return;
     }
     if (form.budget.trim() && !budgetBody(form.budget).maxCost) {
@@ -154,7 +155,8 @@ export function DuelPage() {
         <span />
         <p id="duel-list-help" className="hint">Traits and interests: separate them with commas.</p>
         <label htmlFor="duel-rounds">Rounds</label>
-        <input id="duel-rounds" type="number" min={1} max={10} value={form.rounds} onChange={field("rounds")} />
+        <input id="duel-rounds" type="number" min={DUEL_ROUNDS.min} max={DUEL_ROUNDS.max} value={form.rounds}
+               onChange={field("rounds")} />
         <label htmlFor="duel-budget">Budget (USD)</label>
         <input id="duel-budget" inputMode="decimal" value={form.budget} onChange={field("budget")} aria-describedby="duel-budget-help" />
         <span />
@@ -177,11 +179,7 @@ export function DuelPage() {
       </form>
       <ErrorNote error={problem} />
       <ErrorNote error={stream.error} />
-      {stream.reconnects > 0 && stream.running && (
-        <p className="muted" role="status">
-          Connection lost; resuming (attempt {stream.reconnects})…
-        </p>
-      )}
+      <FollowNote stream={stream} />
       {debateId && (
         <p className="muted">
           Debate <Link to={`/duel/${encodeURIComponent(debateId)}`}>{debateId}</Link>
@@ -230,8 +228,9 @@ export function DuelRecordPage() {
       </p>
       <h1>Duel {id}</h1>
       <ErrorNote error={error ?? stream.error} />
+      <FollowNote stream={stream} />
       {record && stream.running && <SteerPanel runId={id} state={steerState(view, null)} step="turn" scope="debate" />}
-      {record && <DuelViewer view={view} rounds={record.rounds} verdicts={verdicts} />}
+      {record && <DuelViewer view={view} rounds={record.rounds ?? DUEL_ROUNDS.default} verdicts={verdicts} />}
     </div>
   );
 }

@@ -3,7 +3,7 @@ import { memo } from "react";
 
 import { stoppedText } from "../../components/SteerPanel";
 import { ToolCalls } from "../../components/ToolCalls";
-import { Badge, BulletList, StatusLine } from "../../components/ui";
+import { Badge, BulletList, count, StatusLine } from "../../components/ui";
 import { turnText, type DuelTurn, type DuelView, type Profile } from "../../streams/duel";
 
 /** One of the two judgements the verdict was drawn from (`verdicts` of `GET /api/debate/{id}`). */
@@ -44,7 +44,7 @@ export function DuelViewer({ view, rounds, verdicts }: { view: DuelView; rounds:
       status = `The debate is over; the judges are deliberating…${early ? ` ${early}` : ""}`;
       break;
     case "done":
-      status = `Finished after ${Math.ceil(started / 2)} round${started > 2 ? "s" : ""}.${early ? ` ${early}` : ""}`;
+      status = `Finished after ${count(Math.ceil(started / 2), "round")}.${early ? ` ${early}` : ""}`;
       break;
     case "cancelled":
       status = "Cancelled.";

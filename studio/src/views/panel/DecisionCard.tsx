@@ -31,14 +31,17 @@ function decidedBy(d: Decision): string {
   }
 }
 
+/** `familyNote`: show the decision's note on a decider of a panelist's family (where the user could choose another). */
 export function DecisionCard({
   decision,
   reviews,
   verdicts,
+  familyNote,
 }: {
   decision: Decision | null;
   reviews: Review[];
   verdicts: Verdict[];
+  familyNote: boolean;
 }) {
   const rule = decision?.rule ?? (verdicts.length > 0 ? "best-of-n" : "rank");
   const allReviews = decision?.reviews ?? reviews;
@@ -47,7 +50,7 @@ export function DecisionCard({
     <section className="card decision" aria-labelledby="decision-title">
       <h3 id="decision-title">Decision: {RULE_NAMES[rule] ?? rule}</h3>
       <p data-testid="decided-by">{decision ? decidedBy(decision) : "Deciding…"}</p>
-      {decision?.independent === false && decision.note && (
+      {familyNote && decision?.independent === false && decision.note && (
         <p role="note" aria-label="Not an outside family" className="note">
           {decision.note}
         </p>

@@ -30,6 +30,15 @@ function choiceOf({ id, metadata }: ModelEntry): ModelChoice {
 
 export const isRouter = (choice: ModelChoice | undefined) => choice?.kind !== "model";
 
+/**
+ * Whether a warning about families is one the user can act on: the models listed span more than one family, so a
+ * router may seat an arbitrator (or a judge) of a family outside its panel's. Not on a one-model install (the
+ * embedded model alone: every seat and the arbitrator are one model), nor while the list is unread.
+ */
+export function familiesToChoose(models: ModelChoice[]): boolean {
+  return new Set(models.filter((m) => m.kind === "model").map((m) => m.family)).size > 1;
+}
+
 /** What `GET /v1/models` lists for this key: its routers, the Self-MoA preset, plain models. The preset alone
  * if the list cannot be read (the request itself may still work). */
 export function useModels(): { models: ModelChoice[]; error: unknown } {
@@ -74,8 +83,10 @@ export function ModelOptions({ models }: { models: ModelChoice[] }) {
   );
 }
 
-/** What a request to the chosen model does: a router's panel, arbitrator and rule, or one plain model. */
-export function ModelSummary({ id, choice }: { id: string; choice: ModelChoice | undefined }) {
+/** What a request to the chosen model does: a router's panel, arbitrator and rule, or one plain model; and, where
+ * another family could be chosen (`familyNotes`), an arbitrator of a panelist's family noted. */
+export function ModelSummary({ id, choice, familyNotes }: { id: string; choice: ModelChoice | undefined;
+                               familyNotes: boolean }) {
   if (!choice) return null;
   if (choice.kind === "model") {
     return (
@@ -101,7 +112,7 @@ export function ModelSummary({ id, choice }: { id: string; choice: ModelChoice |
         <dt>Rule</dt>
         <dd>{rule}</dd>
       </dl>
-      {router.arbitrator && !router.independentArbitrator && (
+      {familyNotes && router.arbitrator && !router.independentArbitrator && (
         <p role="note" className="note">
           The arbitrator {router.arbitrator} is of a panelist's family, and judges favour their own family's
           answers: give the router an arbitrator of another family.

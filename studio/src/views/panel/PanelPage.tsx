@@ -7,13 +7,13 @@ import { useEffect, useRef, useState } from "react";
 
 import { authHeaders, ApiError, describeError, errorMessage } from "../../api/client";
 import { TERMINAL_EVENTS } from "../../api/sse";
-import { ErrorNote } from "../../components/ui";
+import { ErrorNote, FollowNote } from "../../components/ui";
 import { useSession } from "../../session/session";
 import { emptyPanel, panelReducer } from "../../streams/panel";
 import { useFollow } from "../../streams/useFollow";
 import { useStreamReducer } from "../../streams/useStream";
 import { RULE_NAMES } from "./DecisionCard";
-import { isRouter, ModelOptions, ModelSummary, PRESET, useModels } from "./ModelPicker";
+import { familiesToChoose, isRouter, ModelOptions, ModelSummary, PRESET, useModels } from "./ModelPicker";
 import { PanelViewer } from "./PanelViewer";
 
 const ANSWER_RULES = [
@@ -93,6 +93,7 @@ export function PanelPage() {
   const choice = models.find((m) => m.id === model);
   const router = isRouter(choice);
   const routerRule = choice?.router?.rule ?? "synthesis"; // the preset's, until the list is read
+  const familyNotes = familiesToChoose(models);
 
   /** Choose a model; the rule and answer rule start as the router's own (a request may change them). */
   function pick(id: string) {
@@ -173,7 +174,7 @@ export function PanelPage() {
           {listError ? (
             <p className="hint">The models could not be listed ({describeError(listError)}); the preset still answers.</p>
           ) : null}
-          <ModelSummary id="panel-model-summary" choice={choice} />
+          <ModelSummary id="panel-model-summary" choice={choice} familyNotes={familyNotes} />
         </div>
         {router && (
           <>
@@ -270,7 +271,8 @@ export function PanelPage() {
         </div>
       </form>
       <ErrorNote error={error ?? stream.error} />
-      {(busy || view.seats.length > 0 || view.status !== "waiting") && <PanelViewer view={view} />}
+      <FollowNote stream={stream} />
+      {(busy || view.seats.length > 0 || view.status !== "waiting") && <PanelViewer view={view} familyNotes={familyNotes} />}
     </div>
   );
 }

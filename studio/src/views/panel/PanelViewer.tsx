@@ -1,6 +1,6 @@
 /** A panel run side by side: each panelist's answer as it arrives, the arbitrator's answer streaming, `_meta`. */
 import { ToolCalls as ToolRuns } from "../../components/ToolCalls";
-import { Badge, formatCost, formatMs, StatusLine } from "../../components/ui";
+import { Badge, count, formatCost, formatMs, StatusLine } from "../../components/ui";
 import { answerText, type PanelView, type Call, type Seat } from "../../streams/panel";
 import { DecisionCard } from "./DecisionCard";
 
@@ -10,11 +10,11 @@ function statusText(view: PanelView): string {
     case "waiting":
       return "Choosing the panel…";
     case "panel":
-      return `${answered} of ${view.seats.length} panelists have answered`;
+      return `${answered} of ${count(view.seats.length, "panelist")} ${answered === 1 ? "has" : "have"} answered`;
     case "deciding": {
-      if (view.verdicts.length > 0) return `The judge has read the answers ${view.verdicts.length} of 2 times`;
+      if (view.verdicts.length > 0) return `The judge has read the answers in ${view.verdicts.length} of its 2 orders`;
       const reviewers = view.seats.filter((s) => s.status === "answered").length;
-      return `${view.reviews.length} of ${reviewers} reviewers have ranked the others' answers`;
+      return `${view.reviews.length} of ${count(reviewers, "reviewer")} ${view.reviews.length === 1 ? "has" : "have"} ranked the others' answers`;
     }
     case "answering":
       return view.answering ? `${view.answering.model} is writing the answer (${view.answering.role})` : "Answering…";
@@ -27,7 +27,9 @@ function statusText(view: PanelView): string {
   }
 }
 
-export function PanelViewer({ view }: { view: PanelView }) {
+/** `familyNotes`: show the note on an arbitrator or judge of a panelist's family (only where another family could be
+ * chosen: `familiesToChoose`). */
+export function PanelViewer({ view, familyNotes }: { view: PanelView; familyNotes: boolean }) {
   const text = answerText(view);
   return (
     <section aria-label="Panel run" className="panel-run">
@@ -56,7 +58,7 @@ export function PanelViewer({ view }: { view: PanelView }) {
       )}
       {view.calls.length > 0 && <ToolCalls calls={view.calls} />}
       {(view.decision || view.reviews.length > 0 || view.verdicts.length > 0) && (
-        <DecisionCard decision={view.decision} reviews={view.reviews} verdicts={view.verdicts} />
+        <DecisionCard decision={view.decision} reviews={view.reviews} verdicts={view.verdicts} familyNote={familyNotes} />
       )}
       {view.error && view.status === "failed" && (
         <p role="alert" className="error">

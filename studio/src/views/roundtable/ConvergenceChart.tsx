@@ -1,4 +1,6 @@
-/** Convergence across the debate rounds of one question, with the threshold at which the table stops. */
+/** Convergence across the debate rounds of one question, with the threshold at which the table stops. The axis
+ * has the rounds the table ran (a table that stopped early draws no round it never had), each in the middle of
+ * its own slot. */
 import { AxisBottom, AxisLeft } from "@visx/axis";
 import { Group } from "@visx/group";
 import { scaleLinear } from "@visx/scale";
@@ -13,10 +15,10 @@ const MARGIN = { top: 16, right: 24, bottom: 36, left: 44 };
 const INNER_W = WIDTH - MARGIN.left - MARGIN.right;
 const INNER_H = HEIGHT - MARGIN.top - MARGIN.bottom;
 
-export function ConvergenceChart({ points, threshold }: { points: RtPoint[]; threshold: number }) {
+export function ConvergenceChart({ points, rounds, threshold }: { points: RtPoint[]; rounds: number; threshold: number }) {
   if (points.length === 0) return <p className="muted">No debate round has been scored yet.</p>;
-  const last = Math.max(3, ...points.map((p) => p.roundNumber));
-  const x = scaleLinear<number>({ domain: [1, last], range: [0, INNER_W] });
+  const last = Math.max(1, rounds, ...points.map((p) => p.roundNumber));
+  const x = scaleLinear<number>({ domain: [0.5, last + 0.5], range: [0, INNER_W] });
   const y = scaleLinear<number>({ domain: [0, 1], range: [INNER_H, 0] });
   const summary = points.map((p) => `round ${p.roundNumber}: ${p.score.toFixed(2)}`).join(", ");
   return (

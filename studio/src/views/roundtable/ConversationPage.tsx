@@ -4,7 +4,7 @@ import { Link, useParams } from "react-router";
 
 import { TERMINAL_EVENTS } from "../../api/sse";
 import { budgetBody, SteerPanel, type SteerState } from "../../components/SteerPanel";
-import { ErrorNote } from "../../components/ui";
+import { ErrorNote, FollowNote } from "../../components/ui";
 import { useSession } from "../../session/session";
 import { emptyExchange, exchangeReducer, exchangesOf, type Conversation, type Exchange } from "../../streams/roundtable";
 import { useFollow } from "../../streams/useFollow";
@@ -102,6 +102,7 @@ export default function ConversationPage() {
         <SteerPanel runId={runId} state={steerState(live, steered)} step="round" scope="conversations" onSent={setSteered} />
       )}
       <ErrorNote error={stream.error} />
+      <FollowNote stream={stream} />
       {conversation && (
         <form className="card" onSubmit={ask} aria-label="Ask the table">
           <label htmlFor="follow-up">{exchanges.length ? "Follow-up question" : "Question for the table"}</label>

@@ -1,7 +1,7 @@
 /** One question put to the table: the transcript grouped by round, stances, convergence and the synthesis. */
 import { memo } from "react";
 
-import { Badge, BulletList, StatusLine } from "../../components/ui";
+import { Badge, BulletList, count, StatusLine } from "../../components/ui";
 import { stoppedText } from "../../components/SteerPanel";
 import { ToolCalls } from "../../components/ToolCalls";
 import { turnText, type Exchange, type Guidance, type RtRound, type RtSynthesis, type RtTurn } from "../../streams/roundtable";
@@ -144,9 +144,14 @@ function GuidanceNotes({ guidance }: { guidance: Guidance[] }) {
   );
 }
 
+/** The debate rounds the table ran (or is running), round 0's initial positions not counted. */
+export function debateRounds(exchange: Exchange): number {
+  return Math.max(0, ...exchange.rounds.map((r) => r.roundNumber), ...exchange.convergence.map((p) => p.roundNumber));
+}
+
 function statusOf(exchange: Exchange): string {
   const early = stoppedText(exchange.stoppedBy);
-  if (exchange.status === "done") return `Done after ${exchange.convergence.length} debate round(s).${early ? ` ${early}` : ""}`;
+  if (exchange.status === "done") return `Done after ${count(debateRounds(exchange), "debate round")}.${early ? ` ${early}` : ""}`;
   if (exchange.status === "failed") return exchange.error ?? "Failed.";
   if (exchange.status === "waiting") return `Waiting for you after round ${exchange.waitingAfter ?? 0}.`;
   const last = exchange.rounds[exchange.rounds.length - 1];
@@ -172,7 +177,7 @@ export function ExchangeView({ exchange, index, live = false }: { exchange: Exch
       <GuidanceNotes guidance={exchange.guidance.filter((g) => !exchange.rounds.some((r) => r.roundNumber === g.roundNumber))} />
       {!live && exchange.stoppedBy && <p className="muted">{stoppedText(exchange.stoppedBy)}</p>}
       <h4>Convergence</h4>
-      <ConvergenceChart points={exchange.convergence} threshold={exchange.threshold} />
+      <ConvergenceChart points={exchange.convergence} rounds={debateRounds(exchange)} threshold={exchange.threshold} />
       {exchange.synthesis && <SynthesisCard synthesis={exchange.synthesis} />}
     </article>
   );

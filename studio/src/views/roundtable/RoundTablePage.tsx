@@ -2,7 +2,7 @@
 import { useCallback, useEffect, useState } from "react";
 import { Link, useNavigate } from "react-router";
 
-import { ErrorNote, formatDate } from "../../components/ui";
+import { count, ErrorNote, formatDate } from "../../components/ui";
 import { useSession } from "../../session/session";
 import { AgentsPanel } from "./AgentsPanel";
 
@@ -79,7 +79,7 @@ function ConversationsPanel() {
             <li key={c.id}>
               <Link to={`/roundtable/${encodeURIComponent(c.id)}`}>{c.title}</Link>{" "}
               <span className="muted">
-                {formatDate(c.createdAt)} · {c._count?.messages ?? 0} messages
+                {formatDate(c.createdAt)} · {count(c._count?.messages ?? 0, "message")}
               </span>
             </li>
           ))}
