@@ -76,7 +76,7 @@ def debate(
                 context.budget = Budget(limits, context.ledger)
             result = asyncio.run(stream_debate(topic, profile, context))
         except ServiceError as exc:
-            raise fail(escape(exc.message), code=2) from exc
+            raise fail(exc.message, code=2) from exc
         except ModelError as exc:
             raise fail(failure_message(exc)) from exc
         except openai.OpenAIError as exc:

@@ -239,12 +239,12 @@ def roundtable(
     try:
         question = MessageCreate(content=question).content
     except ValidationError as exc:
-        raise fail(escape(describe_validation(exc.errors()).replace("content", "question")), code=2) from None
+        raise fail(describe_validation(exc.errors()).replace("content", "question"), code=2) from None
     try:
         options = parse_options({"await": "after_round" if steer else None,
                                  **budget_fields(max_tokens, max_cost, max_seconds)}, boundary="after_round")
     except ServiceError as exc:
-        raise fail(escape(exc.message), code=2) from exc
+        raise fail(exc.message, code=2) from exc
 
     with database_uri() as uri:
         async def agents() -> list[dict]:
@@ -279,6 +279,6 @@ def roundtable(
             try:
                 asyncio.run(run(factory))
             except ServiceError as exc:
-                raise fail(escape(exc.message)) from exc
+                raise fail(exc.message) from exc
             except RoundTableFailed as exc:
-                raise fail(escape(str(exc))) from exc
+                raise fail(str(exc)) from exc
