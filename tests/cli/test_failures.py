@@ -67,3 +67,19 @@ def test_serve_without_llama_cpp_names_the_embedded_extra(parley_env, monkeypatc
     assert lines[-1].startswith("error: the embedded model server (llama-cpp-python) is not installed: "
                                 "`pip install 'parley[embedded]'`"), result.output
     assert "Traceback" not in result.output
+
+
+def test_eval_without_matplotlib_refuses_before_asking_any_item(parley_env, llm, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError, as uninstalled
+    args = ["eval", "run", "--task", "arithmetic", "--methods", "single", "--n", "2", "--out", str(tmp_path / "out")]
+    result = runner.invoke(app, args, terminal_width=400)
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "`pip install 'parley[eval]'`, or add --no-plot" in lines[0], result.output
+    assert llm.requests == []
+
+    llm.script(reply="Answer: 12")
+    plotless = runner.invoke(app, [*args, "--no-plot"], terminal_width=400)
+    assert plotless.exit_code == 0, plotless.output
+    assert not (tmp_path / "out" / "accuracy_vs_tokens.png").exists()
+    assert (tmp_path / "out" / "results.md").exists() and "single" in plotless.output
