@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Iterator
@@ -22,7 +23,13 @@ from rich.console import Console
 from rich.text import Text
 
 from parley import store
-from parley.core.embedded import EmbeddedServerError, database_server, model_server, running_database
+from parley.core.embedded import (
+    EmbeddedServerError,
+    database_server,
+    model_server,
+    running_database,
+    running_model,
+)
 from parley.core.settings import Settings, get_settings
 from parley.llm.factory import ModelFactory
 
@@ -160,11 +167,17 @@ def with_db(fn: Callable[[AsyncDatabase], Awaitable[T]]) -> T:
 
 @contextmanager
 def model_factory(model_ids: Iterable[str]) -> Iterator[ModelFactory]:
-    """The model factory for a command that calls `model_ids`; when one of them is the embedded model, it is
-    started for the block (and stopped after)."""
+    """The model factory for a command that calls `model_ids`. When one of them is the embedded model, it is the one
+    PARLEY_LOCAL_BASE_URL names, or the one a `parley serve` runs on this PARLEY_HOME (`running_model`); only when
+    neither is there is one started for the block (and stopped after)."""
     settings = get_settings()
     if not any(m.startswith("local:") for m in model_ids):
         yield ModelFactory(settings)
+        return
+    running = os.environ.get("PARLEY_LOCAL_BASE_URL") or running_model(settings.parley_home)
+    if running:
+        err_console.print(f"[dim]Using the embedded model at {running}[/]")
+        yield ModelFactory(settings, local_base_url=running)
         return
     err_console.print("[dim]Starting the embedded model…[/]")
     try:

@@ -43,7 +43,7 @@ from parley.cli.common import (
     with_db,
 )
 from parley.cli.worker import SERVE_PID
-from parley.core.embedded import EmbeddedServerError, EmbeddedServices, model_server
+from parley.core.embedded import EmbeddedServerError, EmbeddedServices, forget_model, model_server, record_model
 from parley.core.settings import get_settings
 from parley.llm.budget import BudgetLimits, InvalidBudget
 from parley.llm.factory import ModelFactory
@@ -203,12 +203,14 @@ def _raise_system_exit(signum: int, frame: object) -> None:
 
 @model_app.command("serve")
 def model_serve(port: int = typer.Option(0, help="Port; 0 picks a free one.")) -> None:
-    """Run the embedded model server alone (OpenAI-compatible, on 127.0.0.1) until Ctrl-C."""
+    """Run the embedded model server alone (OpenAI-compatible, on 127.0.0.1) until Ctrl-C; the other commands on this
+    PARLEY_HOME use it meanwhile."""
     settings = get_settings()
     try:
         server = model_server(settings.parley_home, port or settings.parley_model_port).start(timeout=120)
     except EmbeddedServerError as exc:
         raise fail(str(exc)) from exc
+    record_model(settings.parley_home, server)  # the other commands on this home use it
     console.print(f"Embedded model at [bold]{server.url}[/] (model `smollm2`); log: {server.log_path}. Ctrl-C stops it.")
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -218,6 +220,7 @@ def model_serve(port: int = typer.Option(0, help="Port; 0 picks a free one.")) -
     except KeyboardInterrupt:
         pass
     finally:
+        forget_model(settings.parley_home, server)
         server.stop()
 
 
