@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from rich.markup import escape
 from rich.table import Table
 
-from parley.cli.common import console, fail, with_db
+from parley.cli.common import CLI_WORKSPACE, console, fail, with_db
 from parley.core.settings import get_settings
 from parley.llm.factory import ModelFactory
 from parley.llm.failures import ModelError
@@ -63,9 +63,9 @@ def _run(fn) -> Any:
     try:
         return with_db(fn)
     except Refused as exc:
-        raise fail(escape(str(exc)), code=2) from None
+        raise fail(str(exc), code=2) from None
     except ValidationError as exc:
-        raise fail(escape(describe_validation(exc.errors())), code=2) from None
+        raise fail(describe_validation(exc.errors()), code=2) from None
 
 
 def _agents_table(agents: list[dict], documents: dict[str, int], memories: dict[str, int]) -> Table:
@@ -78,7 +78,7 @@ def _agents_table(agents: list[dict], documents: dict[str, int], memories: dict[
 
 
 @app.command("list")
-def list_agents(workspace: str = typer.Option("default", help=WORKSPACE_HELP)) -> None:
+def list_agents(workspace: str = typer.Option(CLI_WORKSPACE, help=WORKSPACE_HELP)) -> None:
     """List the workspace's agents in creation order (the first five sit at the table)."""
 
     async def read(db):
@@ -104,7 +104,7 @@ def add(
     role: str = typer.Option("", help="Its expertise or function, e.g. 'Head of sales'."),
     persona: str = typer.Option("", help="Instructions: priorities, tone, what it argues from."),
     model: str = typer.Option(None, help="`provider:model`; the deployment's default when omitted."),
-    workspace: str = typer.Option("default", help=WORKSPACE_HELP),
+    workspace: str = typer.Option(CLI_WORKSPACE, help=WORKSPACE_HELP),
 ) -> None:
     """Add an agent at the end of the seating order; its id is printed last."""
 
@@ -126,7 +126,7 @@ def edit(
     persona: str = typer.Option(None, help="New persona instructions ('' empties them)."),
     model: str = typer.Option(None, help="New model (`provider:model`)."),
     default_model: bool = typer.Option(False, "--default-model", help="Use the deployment's default model again."),
-    workspace: str = typer.Option("default", help=WORKSPACE_HELP),
+    workspace: str = typer.Option(CLI_WORKSPACE, help=WORKSPACE_HELP),
 ) -> None:
     """Change an agent's name, role, persona or model."""
     if model is not None and default_model:
@@ -154,7 +154,7 @@ def documents(
     file: Path = typer.Option(None, exists=True, dir_okay=False, readable=True,
                               help="Add a document with this file's text (UTF-8)."),
     title: str = typer.Option(None, help="The added document's title; the file's name by default."),
-    workspace: str = typer.Option("default", help=WORKSPACE_HELP),
+    workspace: str = typer.Option(CLI_WORKSPACE, help=WORKSPACE_HELP),
 ) -> None:
     """List an agent's documents; with --text or --file, add one first (at most 100,000 characters)."""
     if text is not None and file is not None:
@@ -202,7 +202,7 @@ def documents(
 def memories(
     agent: str = typer.Argument(..., help=AGENT_HELP),
     forget: bool = typer.Option(False, "--forget", help="Forget them all."),
-    workspace: str = typer.Option("default", help=WORKSPACE_HELP),
+    workspace: str = typer.Option(CLI_WORKSPACE, help=WORKSPACE_HELP),
 ) -> None:
     """List what an agent remembers from earlier debates, newest first; --forget clears it."""
 

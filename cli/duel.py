@@ -1,15 +1,14 @@
-"""`parley debate`: run a duel in-process (no HTTP, no database) and stream it in the terminal; with `--steer`, you
-add your own messages, or end it, after every turn (docs/steering.md)."""
+"""`parley debate`: run a duel through the run engine, as `POST /api/debate` does (stored, and listed in History), and
+stream its events in the terminal; with `--steer`, you add your own messages, or end it, after every turn
+(docs/steering.md)."""
 
 from __future__ import annotations
 
-import asyncio
+import dataclasses
+from collections.abc import AsyncIterator
 from typing import Any
 
-import openai
 import typer
-from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.types import Command
 from rich.markup import escape
 from rich.table import Table
 
@@ -20,19 +19,18 @@ from parley.cli.common import (
     ask_at_boundary,
     budget_fields,
     console,
+    database_uri,
     fail,
     model_factory,
     show_stopped,
 )
-from parley.core import clock
+from parley.cli.runs import RunFailed, WireEvent, failure_of, follow_run, principal, run_here
 from parley.core.limits import DEFAULT_DUEL_ROUNDS, MAX_DUEL_ROUNDS, MIN_DUEL_ROUNDS
 from parley.core.settings import get_settings
-from parley.graphs.duel import DuelContext, build_duel_graph, graph, minimum_calls
-from parley.llm.budget import Budget, BudgetLimits, InvalidBudget
-from parley.llm.failures import ModelError, failure_message
-from parley.nodes.inbox import Steering
-from parley.services import steering
+from parley.services import duel as service
+from parley.services.backend import Backend
 from parley.services.errors import ServiceError
+from parley.store import debates as debate_store
 
 COLOURS = {"user": "bold cyan", "opponent": "bold magenta"}
 
@@ -57,102 +55,86 @@ def debate(
     max_cost: float = MAX_COST,
     max_seconds: float = MAX_SECONDS,
 ) -> None:
-    """Debate TOPIC: your persona agent against an opponent chosen for it, then a judge's verdict."""
+    """Debate TOPIC: your persona agent against an opponent chosen for it, then a judge's verdict.
+
+    The debate is stored for user `local` in workspace `default`, as one the API started (History lists it).
+    """
     settings = get_settings()
     model_id = model or settings.default_model
     profile = {"name": name, "bio": bio, "softMemory": {"traits": trait or [], "interests": interest or []}}
     try:
-        limits = BudgetLimits.parse(budget_fields(max_tokens, max_cost, max_seconds))
-    except InvalidBudget as exc:
-        raise fail(str(exc), code=2) from exc
-    with model_factory([model_id]) as factory:
-        context = DuelContext(models=factory, model=model_id, rounds=rounds,
-                              steering=Steering(await_at="after_turn") if steer else None)
+        request = service.check_debate_request({
+            "topic": topic, "userProfile": profile, "rounds": rounds, "await": "after_turn" if steer else None,
+            **budget_fields(max_tokens, max_cost, max_seconds)})
+    except ServiceError as exc:
+        raise fail(exc.message, code=2) from exc
+    request = dataclasses.replace(request, model=model_id)
+
+    async def run(backend: Backend) -> tuple[dict, dict, dict]:
+        debate = await service.start_duel(backend.runs, principal().caller, request)
+        # Your messages are sent as `name`, the persona's (the API sends them as the key's user).
+        events = follow_run(backend.runs, debate["_id"], user=name, ask=ask_at_boundary if steer else None)
+        done = await render_duel(events, rounds)
+        stored = await debate_store.get_debate(backend.db, debate_id=debate["_id"])
+        return done, stored, await backend.runs.get(debate["_id"])
+
+    with database_uri() as uri, model_factory([model_id]) as factory:
         try:
-            if limits:
-                inputs = {"topic": topic, "user_profile": profile, "rounds": rounds}
-                steering.require_minimum(limits, steering.spend_of(minimum_calls(inputs, context)),
-                                         what="one round of this duel and its verdict")
-                context.budget = Budget(limits, context.ledger)
-            result = asyncio.run(stream_debate(topic, profile, context))
-        except ServiceError as exc:
-            raise fail(escape(exc.message), code=2) from exc
-        except ModelError as exc:
-            raise fail(failure_message(exc)) from exc
-        except openai.OpenAIError as exc:
-            raise fail(failure_message(exc, model="the model call failed: {detail}")) from exc
-    show_synthesis(result)
-    show_stopped(result.get("stopped_by"), context.budget.figures() if context.budget else None)
-    ledger = context.ledger
-    console.print(f"[dim]{model_id}: {len(ledger.records)} calls, {ledger.total_tokens} tokens, "
-                  f"${ledger.total_cost:.6f}[/]")
+            done, stored, record = run_here(uri, factory, run)
+        except ServiceError as exc:  # refused before it started: a budget too small for one round
+            raise fail(exc.message, code=2) from exc
+        except RunFailed as exc:
+            raise fail(str(exc)) from exc
+    show_synthesis(stored)
+    show_stopped(done.get("stoppedBy"), record.get("budget"))
+    usage = record.get("usage") or {}
+    console.print(f"[dim]{model_id}: {usage.get('calls', 0)} calls, {usage.get('totalTokens', 0)} tokens, "
+                  f"${usage.get('costUsd', 0):.6f}; debate {record['_id']}[/]", soft_wrap=True)
 
 
-async def stream_debate(topic: str, profile: dict, context: DuelContext) -> dict:
-    """Run the duel graph, printing turns as they stream; return its final state. With the context's steering, the
-    graph (checkpointed in memory) stops after every turn and the person at the terminal answers
-    (`ask_at_boundary`), which resumes it (`Command(resume=...)`)."""
-    state: dict = {"topic": topic, "user_profile": profile, "messages": [], "verdicts": [], "human": []}
-    steered = context.steering is not None
-    compiled = build_duel_graph().compile(checkpointer=InMemorySaver()) if steered else graph
-    config = {"configurable": {"thread_id": "parley-debate"}}
-    shown: dict[str, Any] = {"round": 0, "speaking": None}
-    inputs: Any = {"topic": topic, "user_profile": profile, "rounds": context.rounds}
-    while True:
-        waiting = None
-        async for mode, payload in compiled.astream(inputs, config, context=context,
-                                                    stream_mode=["custom", "updates"]):
-            if mode == "updates" and "__interrupt__" in payload:
-                waiting = payload["__interrupt__"][0].value
-            elif mode == "updates":
-                show_update(payload, state, topic, profile)
-            else:
-                show_event(payload, shown)
-        if waiting is None:
-            return state
-        reply = await asyncio.to_thread(ask_at_boundary, f"after turn {waiting['position']}")
-        given = {"id": f"in_{len(context.steering.inbox)}", "user": profile["name"],
-                 "at": clock.iso(clock.now()), **reply}
-        context.steering.deliver([given])
-        inputs = Command(resume=given)
+async def render_duel(events: AsyncIterator[WireEvent], rounds: int) -> dict[str, Any]:
+    """Print a duel's wire events as they come (the opponent, each round's turns as they stream, a person's messages,
+    the judging); return the `done` payload.
+
+    Raises:
+        RunFailed: the duel ended with `error` or `cancelled`, or without `done`.
+    """
+    said, shown_round, speaking = 0, 0, None  # turns said; the round shown; the side whose turn is printing
+    async for event, data in events:
+        if event == "init":
+            opponent = data["opponentProfile"]
+            console.print(f"[bold]{escape(data['topic'])}[/]")
+            console.print(f"{escape(data['userProfile']['name'])} vs [bold magenta]{escape(opponent['name'])}[/], "
+                          f"{escape(opponent.get('title', ''))}")
+            console.print(f"[dim]{escape(opponent.get('stance', ''))}[/]")
+        elif event == "start" and speaking != data["role"]:
+            speaking = data["role"]
+            if said // 2 + 1 != shown_round:  # a round is one turn per side
+                shown_round = said // 2 + 1
+                console.rule(f"Round {shown_round} of {rounds}")
+            console.print(f"[{COLOURS[data['role']]}]{escape(data['name'])}:[/] ", end="")
+        elif event == "chunk":
+            console.print(data["content"], end="", markup=False, highlight=False)
+        elif event == "message":
+            said, speaking = said + 1, None
+            console.print()
+        elif event == "human":
+            console.print(f"[bold green]{escape(data['name'])} (you):[/] {escape(data['content'])}")
+        elif event == "synthesizing":
+            console.rule("Judging (twice, with the speakers' order swapped)")
+        elif event == "done":
+            return data
+        elif (failure := failure_of(event, data)) is not None:
+            if speaking:
+                console.print()  # the error line goes under the turn it cut short
+            raise failure
+    raise RunFailed("the debate ended without a result")
 
 
-def show_update(payload: dict, state: dict, topic: str, profile: dict) -> None:
-    """Fold one step's update into `state`; announce the opponent once chosen."""
-    for node, update in payload.items():
-        for key, value in (update or {}).items():
-            state[key] = state.get(key, []) + value if key in ("messages", "verdicts", "human", "consumed") else value
-        if node == "select_opponent":
-            opponent = update["opponent_profile"]
-            console.print(f"[bold]{topic}[/]")
-            console.print(f"{profile['name']} vs [bold magenta]{opponent['name']}[/], {opponent.get('title', '')}")
-            console.print(f"[dim]{opponent.get('stance', '')}[/]")
-
-
-def show_event(payload: dict, shown: dict[str, Any]) -> None:
-    """Print one of the graph's events: a turn as it streams, a person's message, the judging."""
-    kind = payload.get("event")
-    if kind == "start" and shown["speaking"] != payload["role"]:
-        shown["speaking"] = payload["role"]
-        if payload["round"] != shown["round"]:
-            shown["round"] = payload["round"]
-            console.rule(f"Round {shown['round']} of {payload['rounds']}")
-        console.print(f"[{COLOURS[payload['role']]}]{payload['name']}:[/] ", end="")
-    elif kind == "chunk" and payload["speaker"]["id"] != "human":
-        console.print(payload["content"], end="", markup=False, highlight=False)
-    elif kind == "message":
-        shown["speaking"] = None
-        console.print()
-    elif kind == "human":
-        console.print(f"[bold green]{escape(payload['speaker']['name'])} (you):[/] {escape(payload['content'])}")
-    elif kind == "synthesizing":
-        console.rule("Judging (twice, with the speakers' order swapped)")
-
-
-def show_synthesis(state: dict) -> None:
-    """Print the verdict as a table."""
-    synthesis = state["synthesis"]
-    names = {"user": state["user_profile"]["name"], "opponent": state["opponent_profile"]["name"], "tie": "tie"}
+def show_synthesis(debate: dict) -> None:
+    """Print a stored debate's verdict as a table."""
+    synthesis = debate["synthesis"]
+    names = {"user": debate["userProfile"]["name"], "opponent": debate["opponentProfile"]["name"], "tie": "tie"}
     table = Table(title="Synthesis", show_header=False, expand=True)
     table.add_column(style="bold", no_wrap=True)
     table.add_column(overflow="fold")
@@ -163,7 +145,7 @@ def show_synthesis(state: dict) -> None:
     table.add_row("Disagreements", "\n".join(f"• {item}" for item in synthesis["disagreements"]) or "—")
     table.add_row("Recommendations", "\n".join(f"• {item}" for item in synthesis["recommendations"]) or "—")
     verdicts = ", ".join(f"{v['order'].replace('_', ' ')} → {names.get(v['winner'], v['winner'])}"
-                         for v in sorted(state.get("verdicts", []), key=lambda v: v["order"] != "as_debated"))
+                         for v in sorted(debate.get("verdicts") or [], key=lambda v: v["order"] != "as_debated"))
     if verdicts:
         table.add_row("Judgements", verdicts)
     console.print(table)

@@ -5,6 +5,7 @@ process (no HTTP, no database)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,12 +21,14 @@ from parley.core.limits import MAX_PANEL_SIZE, MAX_TABLE_SEATS, MIN_PANEL_SIZE
 from parley.core.settings import get_settings
 from parley.evals.judge import JUDGE_JSON, JUDGE_MD, judge_pairs, load_pairs
 from parley.evals.methods import METHODS, PANEL_METHODS, WORKFLOW_PREFIX, MethodOptions, workflow_spec
-from parley.evals.report import EMBEDDED_MODEL_NOTE, PLOT_FILE, RESULTS_JSON, RESULTS_MD, write_reports
+from parley.evals.report import EMBEDDED_MODEL_NOTE, PLOT_FILE, RESULTS_JSON, RESULTS_MD, write_plot, write_reports
 from parley.evals.runner import MATCHED_METHODS, EvalAborted, Observer, RunSettings, RunSettingsMismatch, run_eval
 from parley.graphs.panel.rules import MIN_RANK_ANSWERS
 from parley.evals.tasks import TaskError, load_task
 from parley.llm.factory import ModelFactory
 from parley.llm.failures import ModelError
+
+log = logging.getLogger("parley.cli.eval")
 
 app = typer.Typer(help="Measure whether debate beats simpler methods on your model, at equal compute.",
                   no_args_is_help=True)
@@ -69,6 +72,17 @@ def _check_methods(methods: list[str], agents: int, match_budget: bool, samples:
                        f"add {', '.join(missing)} to --methods", code=2)
         if samples is not None:
             raise fail("--match-budget chooses self-consistency's k itself: leave out --samples", code=2)
+
+
+def _check_plotting(no_plot: bool) -> None:
+    """Refuse before any item is asked when the plot could not be drawn at the end (matplotlib is the `eval` extra)."""
+    if no_plot:
+        return
+    try:
+        import matplotlib  # noqa: F401  (pyplot is imported when the plot is drawn)
+    except ImportError as exc:
+        raise fail(f"`parley eval run` draws {PLOT_FILE} with matplotlib, which cannot be imported ({exc}): "
+                   "`pip install 'parley[eval]'`, or add --no-plot", code=2) from None
 
 
 @contextmanager
@@ -140,6 +154,16 @@ def _results_table(doc: dict[str, Any]) -> Table:
     return table
 
 
+def _plot(doc: dict[str, Any], path: Path) -> bool:
+    """Draw the plot; False (its traceback logged) when it cannot be, since the results are written already."""
+    try:
+        write_plot(doc, path)
+    except Exception:  # matplotlib fails in many ways (a font, a backend, the disk): none may lose the table
+        log.exception("the plot %s could not be drawn", path)
+        return False
+    return True
+
+
 @app.command("run")
 def run(
     task: str = typer.Option(..., "--task", help="arithmetic, gsm8k, or the path of a JSONL of {question, answer}."),
@@ -164,10 +188,12 @@ def run(
                                       help="Sampling temperature of the sampled methods."),
     max_tokens: int = typer.Option(512, "--max-tokens", min=16, help="Output cap of every call."),
     concurrency: int = typer.Option(4, "--concurrency", min=1, help="Items asked at once."),
+    no_plot: bool = typer.Option(False, "--no-plot", help=f"Write no {PLOT_FILE} (and need no matplotlib)."),
 ) -> None:
     """Run METHODS over a task and write results.json, results.md and accuracy_vs_tokens.png under --out."""
     method_list = _comma_list(methods)
     _check_methods(method_list, agents, match_budget, samples)
+    _check_plotting(no_plot)
     try:
         loaded = load_task(task, n=n, seed=seed, rule=answer_rule)
     except TaskError as exc:
@@ -192,16 +218,23 @@ def run(
                    TextColumn("accuracy {task.fields[accuracy]}"), TimeRemainingColumn()]
         with Progress(*columns, console=console) as progress:
             bars = ProgressBars(progress)
-            records = _run(run_eval(loaded, settings, out, factory=factory, concurrency=concurrency,
-                                    observer=bars), out)
-    doc = write_reports(settings, records, out)
+            records = _run(run_eval(loaded, settings, out, factory=factory,
+                                    concurrency=concurrency, observer=bars), out)
+    doc = write_reports(settings, records, out, plot=False)
     console.print(_results_table(doc))
     if embedded:
         console.print(f"[bold yellow]Note:[/] {EMBEDDED_MODEL_NOTE}")
-    console.print(f"Wrote {out / RESULTS_JSON}, {out / RESULTS_MD} and {out / PLOT_FILE}.")
+    plotted = not no_plot and _plot(doc, out / PLOT_FILE)
+    console.print(f"Wrote {out / RESULTS_JSON}, {out / RESULTS_MD}" + (f" and {out / PLOT_FILE}." if plotted else "."))
+    failed = None
+    if not no_plot and not plotted:
+        failed = fail(f"{PLOT_FILE} could not be drawn; the results above are in {out / RESULTS_JSON} and "
+                      f"{out / RESULTS_MD}")
     if bars.failures:
-        raise fail(f"{len(bars.failures)} item(s) failed and are not in the results; run the same command "
-                   "again to retry them.")
+        failed = fail(f"{len(bars.failures)} item(s) failed and are not in the results; run the same command "
+                      "again to retry them.")
+    if failed:
+        raise failed
 
 
 @app.command("judge")

@@ -6,6 +6,7 @@ import asyncio
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 
@@ -13,8 +14,10 @@ import typer
 import uvicorn
 from langchain_core.messages import HumanMessage
 from openai import OpenAIError
+from pydantic import ValidationError
 from rich.markup import escape
 from rich.table import Table
+from typer.core import TyperGroup
 
 from parley.cli import agents as agents_cli
 from parley.cli import duel as duel_cli
@@ -24,18 +27,23 @@ from parley.cli import panel as panel_cli
 from parley.cli import roundtable as roundtable_cli
 from parley.cli import workflow as workflow_cli
 from parley.cli.common import (
+    CLI_USER,
+    CLI_WORKSPACE,
     MAX_COST,
     MAX_SECONDS,
     MAX_TOKENS,
     budget_fields,
     console,
     describe_budget,
+    describe_unexpected,
     fail,
     model_factory,
+    report_to,
+    unexpected,
     with_db,
 )
 from parley.cli.worker import SERVE_PID
-from parley.core.embedded import EmbeddedServerError, EmbeddedServices, model_server
+from parley.core.embedded import EmbeddedServerError, EmbeddedServices, forget_model, model_server, record_model
 from parley.core.settings import get_settings
 from parley.llm.budget import BudgetLimits, InvalidBudget
 from parley.llm.factory import ModelFactory
@@ -44,7 +52,22 @@ from parley.llm.usage import UsageLedger
 from parley.store import keys as key_store
 from parley.store import workspaces as ws_store
 
-app = typer.Typer(help="Parley: multi-agent LLM debates.", no_args_is_help=True, add_completion=False)
+class ParleyGroup(TyperGroup):
+    """The `parley` command: an exception no command turned into a message is still one `error:` line (its traceback
+    in the log file), never Typer's page of traceback with every local variable."""
+
+    def main(self, *args, **kwargs):
+        if not kwargs.get("standalone_mode", True):
+            return super().main(*args, **kwargs)
+        try:
+            return super().main(*args, **kwargs)  # exits itself for usage errors, `fail`'s Exit, Ctrl-C
+        except Exception as exc:
+            unexpected(exc)
+            sys.exit(1)
+
+
+app = typer.Typer(help="Parley: multi-agent LLM debates.", cls=ParleyGroup, no_args_is_help=True,
+                  add_completion=False, pretty_exceptions_enable=False)
 model_app = typer.Typer(help="The model layer and the embedded model.", no_args_is_help=True)
 keys_app = typer.Typer(help="API keys.", no_args_is_help=True)
 workspaces_app = typer.Typer(help="Workspace credit, allowance and default budget.", no_args_is_help=True)
@@ -60,22 +83,48 @@ roundtable_cli.register(app)
 mcp_cli.register(app)
 
 
-def _first_local_key(services: EmbeddedServices) -> str | None:
-    """On an empty embedded database, create an all-scopes key so a new user can call the API at once."""
+# Servers whose terminal is their log: their records stay on stderr, as uvicorn's do.
+SERVERS = ("serve", "mcp")
+
+
+@app.callback()
+def main(
+    ctx: typer.Context,
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="Show warnings and tracebacks on the terminal too; they always go to "
+        "PARLEY_HOME/logs/cli.log, and a failure is one `error:` line."),
+) -> None:
+    """Parley: multi-agent LLM debates."""
+    try:
+        settings = get_settings()
+    except ValidationError as exc:
+        raise fail(describe_unexpected(exc), code=2) from None
+    if ctx.invoked_subcommand not in SERVERS:
+        report_to(settings.parley_home, verbose=verbose)
+
+
+def _first_local_key(services: EmbeddedServices) -> tuple[str, float] | None:
+    """On an empty embedded database, create an all-scopes key so a new user can call the API at once, and give its
+    workspace the starting credit (`PARLEY_FIRST_CREDIT_USD`) so that a priced model answers too; return the key and
+    that credit (None when the database already had keys, or is not the embedded one)."""
     if not services.database:
         return None
+    credit = get_settings().parley_first_credit_usd
 
-    async def create(db) -> str | None:
+    async def create(db) -> tuple[str, float] | None:
         if await db.api_keys.count_documents({}, limit=1):
             return None
         _, plaintext = await key_store.create_key(
-            db, user="local", workspace="default", scopes=["admin", "chat", "conversations", "debate", "workflows"]
+            db, user=CLI_USER, workspace=CLI_WORKSPACE,
+            scopes=["admin", "chat", "conversations", "debate", "workflows"],
         )
-        return plaintext
+        if credit > 0:
+            await ws_store.add_credit(db, CLI_WORKSPACE, credit)
+        return plaintext, credit
 
     from parley import store
 
-    async def run() -> str | None:
+    async def run() -> tuple[str, float] | None:
         client, db = store.connect(services.database.url, get_settings().mongodb_db)
         try:
             await store.ensure_indexes(db)
@@ -104,12 +153,16 @@ def serve(
 
     metrics_dir = None  # one made here for the workers' metrics, removed at the end
     try:
-        key = _first_local_key(services)
+        first = _first_local_key(services)
+        key = first[0] if first else None
         url = f"http://{host}:{port}"
         console.print(f"\n[bold green]Parley[/] on {url}  (Studio: {url}/, API docs: {url}/docs, "
                       f"model: {settings.default_model})")
-        if key:
-            console.print(f"A first key for this local install (all scopes), shown once:\n  [bold]{key}[/]")
+        if first:
+            credit = (f"${first[1]:.2f} of credit for priced models (PARLEY_FIRST_CREDIT_USD)" if first[1]
+                      else "no credit: add some with `parley workspaces credit default --add USD`")
+            console.print(f"A first key for this local install (user {CLI_USER}, workspace {CLI_WORKSPACE}, all "
+                          f"scopes; {credit}), shown once:\n  [bold]{key}[/]", soft_wrap=True)
         shown = key or "$PARLEY_KEY"
         console.print("Try it:")
         console.print(f"  curl {url}/healthz")
@@ -150,12 +203,14 @@ def _raise_system_exit(signum: int, frame: object) -> None:
 
 @model_app.command("serve")
 def model_serve(port: int = typer.Option(0, help="Port; 0 picks a free one.")) -> None:
-    """Run the embedded model server alone (OpenAI-compatible, on 127.0.0.1) until Ctrl-C."""
+    """Run the embedded model server alone (OpenAI-compatible, on 127.0.0.1) until Ctrl-C; the other commands on this
+    PARLEY_HOME use it meanwhile."""
     settings = get_settings()
     try:
         server = model_server(settings.parley_home, port or settings.parley_model_port).start(timeout=120)
     except EmbeddedServerError as exc:
         raise fail(str(exc)) from exc
+    record_model(settings.parley_home, server)  # the other commands on this home use it
     console.print(f"Embedded model at [bold]{server.url}[/] (model `smollm2`); log: {server.log_path}. Ctrl-C stops it.")
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -165,6 +220,7 @@ def model_serve(port: int = typer.Option(0, help="Port; 0 picks a free one.")) -
     except KeyboardInterrupt:
         pass
     finally:
+        forget_model(settings.parley_home, server)
         server.stop()
 
 
@@ -250,7 +306,7 @@ def keys_revoke(key_id: str = typer.Argument(..., help="The key's id (`key_…`,
     """Revoke a key: every request with it is refused (401) from now on, by every Parley process."""
     record, revoked_now = with_db(lambda db: key_store.revoke_key(db, key_id=key_id))
     if record is None:
-        raise fail(f"no key {escape(key_id)} (see `parley keys list`)", code=2)
+        raise fail(f"no key {key_id} (see `parley keys list`)", code=2)
     owner = f"{escape(record['user'])} in {escape(record['workspace'])}"
     if revoked_now:
         console.print(f"Revoked {key_id} ({owner}).")

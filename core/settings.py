@@ -90,6 +90,11 @@ class Settings(BaseSettings):
         3600.0, ge=0, description="Seconds a duel's stream token (`?token=` of its events URL) keeps working after "
         "the duel ended; it works throughout the duel itself.")
 
+    parley_first_credit_usd: float = Field(
+        5.0, ge=0, description="USD of credit that workspace `default` gets with the first key `parley serve` makes "
+        "on an empty embedded database, so that a fresh install answers chat completions on a priced model at once "
+        "(they reserve their estimated cost from the workspace's credit); 0 gives none.")
+
     parley_worker_timeout: float = Field(
         30.0, ge=1, description="Seconds a worker of `parley serve --workers N` has to start serving, and to answer "
         "each of uvicorn's health pings, before uvicorn replaces it.")

@@ -171,10 +171,14 @@ def write_plot(doc: dict[str, Any], path: Path) -> None:
         plt.close(figure)
 
 
-def write_reports(settings: RunSettings, records: list[dict[str, Any]], folder: Path) -> dict[str, Any]:
-    """Write results.json, results.md and the plot under `folder`; return the results document."""
+def write_reports(settings: RunSettings, records: list[dict[str, Any]], folder: Path, *,
+                  plot: bool = True) -> dict[str, Any]:
+    """Write results.json, results.md and (with `plot`) the plot under `folder`; return the results document.
+
+    The plot comes last, so that a plot that cannot be drawn (no matplotlib) leaves the results written."""
     doc = summarise(settings, records)
     (folder / RESULTS_JSON).write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     (folder / RESULTS_MD).write_text(markdown(doc), encoding="utf-8")
-    write_plot(doc, folder / PLOT_FILE)
+    if plot:
+        write_plot(doc, folder / PLOT_FILE)
     return doc

@@ -71,6 +71,7 @@ class DebateRequest:
     user_profile: dict
     rounds: int | None = None
     steer: SteerOptions = SteerOptions()  # `await: "after_turn"` and the budget (`services.steering`)
+    model: str | None = None  # every speaker's and judge's model (`parley debate --model`); None: the default
 
 
 class SoftMemory(BaseModel):
@@ -171,7 +172,7 @@ async def start_duel(engine: RunEngine, caller: Caller, request: DebateRequest) 
         PaymentRequired, InvalidRequest: its budget (or the workspace's default) is too small for one round and the
             verdict (`budget_too_small`).
     """
-    context = DuelContext(models=engine.services.factory)
+    context = DuelContext(models=engine.services.factory, model=request.model)
     rounds = request.rounds or context.rounds
     inputs = {"topic": request.topic, "user_profile": request.user_profile, "rounds": rounds}
     try:
@@ -188,7 +189,8 @@ async def start_duel(engine: RunEngine, caller: Caller, request: DebateRequest) 
                                                subjects=[duel_subject(side) for side in DUEL_SIDES])
         tools = {side: granted[duel_subject(side)] for side in DUEL_SIDES if duel_subject(side) in granted}
         steer = SteerOptions(request.steer.await_at, limits).dump()
-        extra = {**({"steer": steer} if steer else {}), **({"tools": tools} if tools else {})}
+        extra = {**({"steer": steer} if steer else {}), **({"tools": tools} if tools else {}),
+                 **({"model": request.model} if request.model else {})}
         await engine.submit("duel", caller=caller, run_id=debate["_id"], title=request.topic,
                             ref={"debateId": debate["_id"]}, input={**inputs, **extra})
     except ModelError as exc:

@@ -283,8 +283,11 @@ class Plan:
         return self.panelists + (self.arbitrators if self.mode == "debate" else [])
 
 
-async def plan_request(backend: Backend, body: ChatCompletionRequest, *, workspace: str) -> Plan:
-    """Resolve the target (router, preset, a model's Self-MoA preset or plain model) and the mode.
+async def plan_request(backend: Backend, body: ChatCompletionRequest, *, workspace: str,
+                       **overrides: Any) -> Plan:
+    """Resolve the target (router, preset, a model's Self-MoA preset or plain model) and the mode; `overrides`
+    (`parley ask`'s flags: `models`, `arbitrator`, `panel_size`, `allow_same_family`, `system_prompt`) replace the
+    router's settings, as `plan_for_router` takes them.
 
     Raises:
         InvalidRequest: `debate`/`panel` without a router, a router that cannot fill its panel, or a raw panel asked
@@ -303,7 +306,7 @@ async def plan_request(backend: Backend, body: ChatCompletionRequest, *, workspa
                                  f"'router/<id>', not '{body.model}'", code="router_required")
         return Plan(mode="single", router_mode="direct", models=[body.model])
     plan = plan_for_router(router, settings, debate=body.debate, panel=bool(body.panel), rule=body.rule,
-                           answer_rule=body.answer_rule)
+                           answer_rule=body.answer_rule, **overrides)
     tools, answer_format = body.toolset, body.answer_format
     if reason := unanswerable(plan.mode, tools and tools.dump(), answer_format and answer_format.dump()):
         raise InvalidRequest(reason, code="unsupported_in_panel_mode")
@@ -451,8 +454,9 @@ def completion_id(mode: str) -> str:
     return "chatcmpl-" + uuid.uuid4().hex[:24]
 
 
-async def start_completion(backend: Backend, caller: Caller, body: ChatCompletionRequest) -> dict:
-    """Plan one chat completion, reserve its credit and start its run; return the run record.
+async def start_completion(backend: Backend, caller: Caller, body: ChatCompletionRequest, **overrides: Any) -> dict:
+    """Plan one chat completion (`overrides`: as `plan_request`'s), reserve its credit and start its run; return the
+    run record.
 
     With `body.stream` the client reads the answer as it comes, so a candidate that fails midway cannot hand over
     to the next one (the client already has part of an answer); without it, the next candidate answers.
@@ -462,7 +466,7 @@ async def start_completion(backend: Backend, caller: Caller, body: ChatCompletio
         PaymentRequired: the workspace's credit cannot cover the estimate, or the budget its calls.
     """
     await asyncio.to_thread(body.check_schemas)
-    plan = await plan_request(backend, body, workspace=caller.workspace)
+    plan = await plan_request(backend, body, workspace=caller.workspace, **overrides)
     limits = await budget_of(backend, plan, body, workspace=caller.workspace)
     completion = {"id": completion_id(plan.mode), "created": int(time.time())}
     bill = billing.Bill(usage="chat" if plan.mode == "single" else plan.mode, request_id=completion["id"],

@@ -98,10 +98,12 @@ class DuelRun(ModeRun):
         return with_checkpointer(duel_graph, checkpointer)
 
     def context(self, ledger: UsageLedger) -> DuelContext:
-        return DuelContext(models=self.services.factory, ledger=ledger, tools=self.tool_access())
+        return DuelContext(models=self.services.factory, model=self.input.get("model"), ledger=ledger,
+                           tools=self.tool_access())
 
     def graph_input(self) -> dict[str, Any]:
-        return {key: value for key, value in self.input.items() if key != "steer"}  # the engine reads `steer`
+        # The engine reads `steer`, the context `model`.
+        return {key: value for key, value in self.input.items() if key not in ("steer", "model")}
 
     def translate(self, mode: str, part: Any) -> Iterable[Emit]:
         kind = part.get("event")

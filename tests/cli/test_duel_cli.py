@@ -28,7 +28,7 @@ def test_debate_reports_a_model_failure_clearly(parley_env, llm):
     script_duel(llm, opponent_turn={"status": 400})
     result = CliRunner().invoke(app, ["debate", "Should remote work be the default?", "--rounds", "1"])
     assert result.exit_code == 1
-    assert "the model call failed" in result.output
+    assert "Margaret Hale: \nerror: Debate generation failed: the model failed (HTTP 400" in result.output  # the API's
 
 
 def test_debate_with_steer_asks_after_every_turn_and_takes_a_message_then_the_end(parley_env, llm):

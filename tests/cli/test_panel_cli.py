@@ -16,6 +16,8 @@ def env(parley_env, monkeypatch):
     monkeypatch.setenv("PARLEY_DEBATE_MODELS", PANEL)
     monkeypatch.setenv("PARLEY_ARBITRATOR_MODEL", "openai:gpt-4o")
     get_settings.cache_clear()
+    # The panel's models are priced: a question reserves its estimate from workspace default's credit, as the API's.
+    assert CliRunner().invoke(app, ["workspaces", "credit", "default", "--add", "5"]).exit_code == 0
     yield get_settings()
     get_settings.cache_clear()
 

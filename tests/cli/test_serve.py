@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -288,3 +289,27 @@ def test_a_second_serve_takes_the_database_over_when_the_first_dies(tmp_path, ll
         first.close()
         if second is not None:
             second.close()
+
+
+def test_a_fresh_install_on_a_priced_model_answers_a_panel_debate_at_once(tmp_path, llm):
+    """The README's `OPENAI_API_KEY=sk-... make run`, its endpoint the scripted server: the `router/debate` preset is
+    three priced hosted models, and the first key's workspace comes with the starting credit, so the first panel
+    debate is answered (it was 402, the workspace at $0) and paid from that credit."""
+    serve = Serve(tmp_path, env=scripted_env(llm))
+    try:
+        serve.wait_healthy(60)
+        answer = httpx.post(serve.url + "/v1/chat/completions", headers={"Authorization": f"Bearer {serve.first_key()}"},
+                            json={"model": "router/debate",
+                                  "messages": [{"role": "user", "content": "Monolith or microservices?"}]}, timeout=120)
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["choices"][0]["message"]["content"]
+        models = {request["model"] for request in llm.requests}
+        assert {"gpt-4o-mini", "claude-sonnet-4-5", "gemini-2.5-flash"} <= models  # priced, as the README's are
+        shown = subprocess.run([sys.executable, "-m", "parley.cli.main", "workspaces", "show", "default"], cwd=ROOT,
+                               env={**scripted_env(llm), "PARLEY_HOME": str(tmp_path), "COLUMNS": "200"},
+                               capture_output=True, text=True, timeout=60)
+        credit = re.search(r"\b(\d+\.\d{6})\b", shown.stdout)  # the credit column, to the micro-dollar
+        assert credit and 0 < float(credit[1]) < 5, shown.stdout + shown.stderr  # the debate was paid from it
+        assert "workspace default, all scopes; $5.00 of credit for priced models" in serve.output
+    finally:
+        serve.close()
