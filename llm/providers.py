@@ -66,6 +66,13 @@ class Provider(BaseModel):
         "deprecated `function_call` beside `tool_calls` (llama-cpp-python's function calling): Parley keeps the first "
         "piece's name and id, as OpenAI streams them, and drops `function_call`.",
     )
+    max_concurrent: int | None = Field(
+        None,
+        ge=1,
+        description="Calls the endpoint answers at once; Parley holds the others in line (first come, first sent) "
+        "and starts their read timeout and deadline when they are sent (`llm.endpoints`). None: no limit. The "
+        "embedded llama.cpp server answers one at a time and leaves the rest waiting, unanswered, on the timeout.",
+    )
     json_extra_body: dict[str, Any] = Field(
         default_factory=dict,
         description="Request fields that replace `extra_body`'s in calls that must answer JSON (Parley's structured "
@@ -102,6 +109,7 @@ BUILTIN_PROVIDERS: dict[str, Provider] = {
         tool_choice_required=False,
         null_assistant_content=False,
         repeats_tool_call_names=True,
+        max_concurrent=1,  # llama-cpp-python's server answers one request at a time
     ),
 }
 
