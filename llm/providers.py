@@ -104,8 +104,8 @@ BUILTIN_PROVIDERS: dict[str, Provider] = {
         # penalty made it write `]}`, `[6]` and `{{` inside the strings of every other verdict.
         extra_body={"repeat_penalty": 1.3},
         json_extra_body={"repeat_penalty": 1.0},
-        # The embedded server formats chats as ChatML with llama-cpp-python's function calling
-        # (`--chat_format chatml-function-calling`, core/embedded.py): tool calls grammar-constrained, in OpenAI's shape.
+        # The embedded server formats chats as ChatML with llama-cpp-python's function calling, each message as written
+        # (`core/llama_server.py`): tool calls grammar-constrained, in OpenAI's shape.
         tool_choice_required=False,
         null_assistant_content=False,
         repeats_tool_call_names=True,
