@@ -1,7 +1,7 @@
 """`parley roundtable`: put a question to a workspace's agents and watch the debate in the terminal; with `--steer`,
 add your own messages, or end it, after every round (docs/steering.md).
 
-Two parts: `render_round_table` prints a round table's wire events (`round_start`, `chunk`, `message`,
+Two parts: `render_round_table` prints a round table's wire events (`round_start`, `chunk`, `message`, `queued`,
 `convergence`, `synthesis`, `done`, `error`, the payloads of the conversation message SSE) as they
 come, whatever produced them; `round_table_events` produces them for one question of a conversation, run through
 the run engine (`cli.runs`).
@@ -42,6 +42,7 @@ from parley.nodes.text import clip
 from parley.services import roundtable as service
 from parley.services.backend import Backend
 from parley.services.errors import ServiceError, describe_validation
+from parley.services.progress import queued_line
 from parley.services.roundtable import NO_AGENTS
 from parley.services.steering import SteerOptions, parse_options
 from parley.store import agents as agent_store
@@ -94,6 +95,8 @@ def _line(event: str, data: dict[str, Any]) -> str | None:
         return (f"  [bold]convergence {data['score']:.2f}[/] (threshold {data['threshold']:.2f}): {verdict}")
     if event == "human":
         return f"  [bold green]{escape(data['name'])} (you)[/]: {escape(_short(data['content']))}"
+    if event == "queued":  # the embedded model answers one call at a time: the others wait, in line
+        return f"  [dim]{escape(queued_line(data))}…[/]"
     if event == "stopping":
         return f"  [yellow]to the synthesis now ({escape(data['by'])}): {STOPPED.get(data['by'], data['by'])}[/]"
     return None

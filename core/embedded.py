@@ -29,6 +29,8 @@ from pathlib import Path
 
 import httpx
 
+from parley.core.llama_server import CHAT_FORMAT
+
 log = logging.getLogger("parley.embedded")
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -319,7 +321,8 @@ def model_server(home: Path, port: int = 0, n_ctx: int = 2048) -> ManagedProcess
             "in a clone installs it), or point Parley at a model with OPENAI_API_KEY or OPENAI_BASE_URL")
     port = port or free_port()
     command = [
-        sys.executable, "-m", "llama_cpp.server",
+        # llama-cpp-python's server, with Parley's chat format registered (`core.llama_server`).
+        sys.executable, "-m", "parley.core.llama_server",
         "--model", str(smollm2_path()),
         "--model_alias", EMBEDDED_MODEL_ALIAS,
         "--host", "127.0.0.1",
@@ -330,8 +333,9 @@ def model_server(home: Path, port: int = 0, n_ctx: int = 2048) -> ManagedProcess
         # panel, a round of the round table) with empty answers; queue them instead.
         "--interrupt_requests", "false",
         # SmolLM2 speaks ChatML; this chat format also answers `tools` with tool calls in OpenAI's shape (the call
-        # grammar-constrained), so agent frameworks work against a fresh install (quirks: llm/providers.py).
-        "--chat_format", "chatml-function-calling",
+        # grammar-constrained), so agent frameworks work against a fresh install (quirks: llm/providers.py). It is
+        # llama-cpp-python's `chatml-function-calling` without the HTML escaping of every message (`&#39;`).
+        "--chat_format", CHAT_FORMAT,
     ]
     return ManagedProcess(
         "embedded model server",

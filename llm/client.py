@@ -62,7 +62,9 @@ class BoundedChatOpenAI(ChatOpenAI):
     Every model call of every mode goes through one of these (`ModelFactory._build`), so these guarantees
     hold everywhere. A streamed call also fails once `chunk_gap` seconds pass without a chunk (keep-alive comments
     do not count): one timer per chunk bounds both, where langchain-openai's `stream_chunk_timeout` (turned off by
-    `ModelFactory`) would wrap each chunk's wait in a task of its own.
+    `ModelFactory`) would wrap each chunk's wait in a task of its own. A call to an endpoint that answers
+    `max_concurrent` calls at once waits in its line before it is sent (`llm.endpoints.Endpoint.slot`); the
+    deadline and the read timeout count from the sending.
     """
 
     call_deadline: float = Field(300.0, gt=0, exclude=True)
@@ -73,60 +75,68 @@ class BoundedChatOpenAI(ChatOpenAI):
     # name and id in its first piece only and drops the deprecated `function_call`.
     null_assistant_content: bool = Field(True, exclude=True)
     repeats_tool_call_names: bool = Field(False, exclude=True)
+    # Calls the endpoint answers at once (`Provider.max_concurrent`; None: no limit): more wait in its line
+    # (`llm.endpoints.Endpoint.slot`), and their deadline and read timeout start when they are sent.
+    max_concurrent: int | None = Field(None, ge=1, exclude=True)
 
     async def _astream(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None,
                        **kwargs: Any) -> Any:
-        await endpoint(self.openai_api_base).ready()
-        deadline = asyncio.get_running_loop().time() + self.call_deadline
-        await self._convert_off_loop(messages)
-        source = super()._astream(messages, stop, run_manager, **kwargs)
-        if self.repeats_tool_call_names:
-            source = _named_once(source)
-        loop, gap = asyncio.get_running_loop(), self.chunk_gap
-        chunks, finished = 0, False
-        try:
-            while True:
-                limit = deadline if gap is None else min(deadline, loop.time() + gap)
-                bound = asyncio.timeout_at(limit)
-                try:
-                    async with bound:
-                        chunk = await anext(source)
-                except StopAsyncIteration:
-                    break
-                except TimeoutError as exc:
-                    raise self._timed_out(exc, bound.expired() and limit == deadline, chunks) from exc
-                chunks += 1
-                finished = finished or bool((chunk.generation_info or {}).get("finish_reason"))
-                yield chunk
-        except Exception as exc:
-            self._refused(exc)
-            raise
-        finally:
-            await source.aclose()
-        if not finished:  # the SDK takes a stream that just stops for a complete one
-            raise IncompleteAnswerError(self._model_id, chunks)
+        # In line for a place at the endpoint first: the deadline (and the read timeout) count from the sending.
+        place = endpoint(self.openai_api_base)
+        async with place.slot(self.max_concurrent, model=self._model_id):
+            await place.ready()
+            deadline = asyncio.get_running_loop().time() + self.call_deadline
+            await self._convert_off_loop(messages)
+            source = super()._astream(messages, stop, run_manager, **kwargs)
+            if self.repeats_tool_call_names:
+                source = _named_once(source)
+            loop, gap = asyncio.get_running_loop(), self.chunk_gap
+            chunks, finished = 0, False
+            try:
+                while True:
+                    limit = deadline if gap is None else min(deadline, loop.time() + gap)
+                    bound = asyncio.timeout_at(limit)
+                    try:
+                        async with bound:
+                            chunk = await anext(source)
+                    except StopAsyncIteration:
+                        break
+                    except TimeoutError as exc:
+                        raise self._timed_out(exc, bound.expired() and limit == deadline, chunks) from exc
+                    chunks += 1
+                    finished = finished or bool((chunk.generation_info or {}).get("finish_reason"))
+                    yield chunk
+            except Exception as exc:
+                self._refused(exc)
+                raise
+            finally:
+                await source.aclose()
+            if not finished:  # the SDK takes a stream that just stops for a complete one
+                raise IncompleteAnswerError(self._model_id, chunks)
 
     async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None,
                          **kwargs: Any) -> Any:
         if self.streaming:  # answered through `_astream`, which keeps the deadline itself
             return await super()._agenerate(messages, stop, run_manager, **kwargs)
-        await endpoint(self.openai_api_base).ready()
-        await self._convert_off_loop(messages)
-        bound = asyncio.timeout(self.call_deadline)
-        try:
-            async with bound:
-                result = await super()._agenerate(messages, stop, run_manager, **kwargs)
-            if self.repeats_tool_call_names:
-                for generation in result.generations:
-                    generation.message.additional_kwargs.pop("function_call", None)
-            return result
-        except TimeoutError as exc:
-            raise self._timed_out(exc, bound.expired(), None) from exc
-        except json.JSONDecodeError as exc:  # the SDK's, reading a body that broke off (or was never JSON)
-            raise IncompleteAnswerError(self._model_id, body=exc) from exc
-        except Exception as exc:
-            self._refused(exc)
-            raise
+        place = endpoint(self.openai_api_base)
+        async with place.slot(self.max_concurrent, model=self._model_id):
+            await place.ready()
+            await self._convert_off_loop(messages)
+            bound = asyncio.timeout(self.call_deadline)
+            try:
+                async with bound:
+                    result = await super()._agenerate(messages, stop, run_manager, **kwargs)
+                if self.repeats_tool_call_names:
+                    for generation in result.generations:
+                        generation.message.additional_kwargs.pop("function_call", None)
+                return result
+            except TimeoutError as exc:
+                raise self._timed_out(exc, bound.expired(), None) from exc
+            except json.JSONDecodeError as exc:  # the SDK's, reading a body that broke off (or was never JSON)
+                raise IncompleteAnswerError(self._model_id, body=exc) from exc
+            except Exception as exc:
+                self._refused(exc)
+                raise
 
     async def _convert_off_loop(self, messages: list[BaseMessage]) -> None:
         """Turn a long conversation into the request's message dicts on a worker thread (`_get_request_payload`

@@ -294,6 +294,7 @@ class ModelFactory:
             "stream_usage": quirks.stream_usage,
             "null_assistant_content": quirks.null_assistant_content,
             "repeats_tool_call_names": quirks.repeats_tool_call_names,
+            "max_concurrent": quirks.max_concurrent,
         }
         if HAS_CHUNK_TIMEOUT:
             # langchain-openai's own limit on the gap between streamed chunks (120 s unless told) is off: `chunk_gap`

@@ -66,6 +66,13 @@ class Provider(BaseModel):
         "deprecated `function_call` beside `tool_calls` (llama-cpp-python's function calling): Parley keeps the first "
         "piece's name and id, as OpenAI streams them, and drops `function_call`.",
     )
+    max_concurrent: int | None = Field(
+        None,
+        ge=1,
+        description="Calls the endpoint answers at once; Parley holds the others in line (first come, first sent) "
+        "and starts their read timeout and deadline when they are sent (`llm.endpoints`). None: no limit. The "
+        "embedded llama.cpp server answers one at a time and leaves the rest waiting, unanswered, on the timeout.",
+    )
     json_extra_body: dict[str, Any] = Field(
         default_factory=dict,
         description="Request fields that replace `extra_body`'s in calls that must answer JSON (Parley's structured "
@@ -97,11 +104,12 @@ BUILTIN_PROVIDERS: dict[str, Provider] = {
         # penalty made it write `]}`, `[6]` and `{{` inside the strings of every other verdict.
         extra_body={"repeat_penalty": 1.3},
         json_extra_body={"repeat_penalty": 1.0},
-        # The embedded server formats chats as ChatML with llama-cpp-python's function calling
-        # (`--chat_format chatml-function-calling`, core/embedded.py): tool calls grammar-constrained, in OpenAI's shape.
+        # The embedded server formats chats as ChatML with llama-cpp-python's function calling, each message as written
+        # (`core/llama_server.py`): tool calls grammar-constrained, in OpenAI's shape.
         tool_choice_required=False,
         null_assistant_content=False,
         repeats_tool_call_names=True,
+        max_concurrent=1,  # llama-cpp-python's server answers one request at a time
     ),
 }
 

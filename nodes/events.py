@@ -5,16 +5,22 @@ Every consumer still sees plain dicts. A durable runner (`runs/`) also reads `Ta
 after a crash, which events came from tasks whose results were saved in a checkpoint and which came from
 tasks that will run again; and it may take the events itself, the moment they are sent, by setting
 `EVENT_SINK` around a run (so it can store a task's events before LangGraph saves the task's results).
+
+A model call that waits in its endpoint's line (`llm.endpoints`) is told as a `queued` event of the task making it
+(`report_queued`, which a runner sets as the run's `QUEUE_WATCH`), naming the speaker the task speaks for (`speaking`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
 from langgraph.config import get_config, get_stream_writer
+
+from parley.llm.endpoints import Queued
 
 
 @dataclass(frozen=True)
@@ -86,3 +92,36 @@ def relay(event: Mapping[str, Any], data: Mapping[str, Any]) -> TaskEvent:
     """`data` as an event with the origin of `event`: a graph re-sending a nested graph's events keeps
     each one's true origin, so a resumed run can still tell whose it was."""
     return TaskEvent(data, getattr(event, "origin", None))
+
+
+# Who the model calls of the running task are made for (`speaking`), named in their `queued` events.
+SPEAKER: ContextVar[Mapping[str, Any] | None] = ContextVar("parley_speaker", default=None)
+
+
+@contextmanager
+def speaking(speaker: Mapping[str, Any] | None) -> Iterator[None]:
+    """Make the model calls inside the block `speaker`'s (`{"id", "name"}`): a call that waits for its endpoint
+    names them in its `queued` event."""
+    token = SPEAKER.set(speaker)
+    try:
+        yield
+    finally:
+        SPEAKER.reset(token)
+
+
+def queued_event(queued: Queued) -> dict[str, Any]:
+    """The `queued` event of a call waiting in its endpoint's line: `{"event": "queued", "model", "position"}`
+    (`position` 1: it is sent next), with the `speaker` it is made for when there is one."""
+    speaker = SPEAKER.get()
+    return {"event": "queued", "model": queued.model, "position": queued.position,
+            **({"speaker": {"id": speaker["id"], "name": speaker["name"]}} if speaker else {})}
+
+
+def report_queued(queued: Queued) -> None:
+    """Send the `queued` event of a call of the running task (`llm.endpoints.QUEUE_WATCH`, set by a runner); a call
+    made outside a graph task is not reported."""
+    try:
+        write = event_writer()
+    except RuntimeError:  # not inside a graph task: no run to tell
+        return
+    write(queued_event(queued))

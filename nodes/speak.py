@@ -44,7 +44,7 @@ from parley.core.limits import STREAM_FAIR_SHARE
 from parley.llm.tools import new_call_id, tool_call
 from parley.nodes.context import RunContext
 from parley.nodes.capability import mark
-from parley.nodes.events import event_writer
+from parley.nodes.events import event_writer, speaking
 from parley.nodes.text import LengthGate, is_cjk
 from parley.nodes.tools import ToolRun, Toolbox, tool_result_event
 
@@ -285,21 +285,22 @@ async def say(
 
     calls = _ToolCalls(None if toolbox else out, speaker, round)
     runs: list[ToolRun] = []
-    try:
-        await _stream(chat, messages, gate, send, calls, whole=whole)
-        if toolbox:
-            calls = await _use_tools(chat, spent or chat, [*messages], gate, send, out, calls, toolbox, runs,
-                                     speaker=speaker, round=round)
-        if length and length.more and len(gate.emitted) < length.min_chars and not calls.calls:
-            said = gate.emitted
-            more = [*messages, AIMessage(said), HumanMessage(length.more(said))]
-            if said and not is_cjk(said) and not said[-1].isspace():
-                send(gate.feed(" "))
-            await _stream(chat, more, gate, send, calls)
-    except Exception as exc:
-        if sent and not resend:
-            raise TurnInterrupted(f"{speaker['name']}'s turn failed after it began streaming: {exc}") from exc
-        raise
+    with speaking(speaker):  # a call of the turn that waits for its endpoint names the speaker
+        try:
+            await _stream(chat, messages, gate, send, calls, whole=whole)
+            if toolbox:
+                calls = await _use_tools(chat, spent or chat, [*messages], gate, send, out, calls, toolbox, runs,
+                                         speaker=speaker, round=round)
+            if length and length.more and len(gate.emitted) < length.min_chars and not calls.calls:
+                said = gate.emitted
+                more = [*messages, AIMessage(said), HumanMessage(length.more(said))]
+                if said and not is_cjk(said) and not said[-1].isspace():
+                    send(gate.feed(" "))
+                await _stream(chat, more, gate, send, calls)
+        except Exception as exc:
+            if sent and not resend:
+                raise TurnInterrupted(f"{speaker['name']}'s turn failed after it began streaming: {exc}") from exc
+            raise
     return Turn(speaker=speaker, text=gate.emitted, round=round, model=model, label=label,
                 tool_calls=() if toolbox else calls.openai(), tool_runs=tuple(runs))
 
@@ -444,8 +445,9 @@ def speak(
                          toolbox=box or None, spent=spent)
         if isinstance(writes, str):
             return {writes: turn.text}
-        update = writes(turn, state, ctx)
-        return dict(await update if inspect.isawaitable(update) else update)
+        with speaking(who):  # what `writes` asks a model (a turn's stance, say) is the speaker's too
+            update = writes(turn, state, ctx)
+            return dict(await update if inspect.isawaitable(update) else update)
 
     node.__name__ = node.__qualname__ = name
     node.__doc__ = doc or "Say one streamed turn (`nodes.speak`)."

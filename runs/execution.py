@@ -20,8 +20,9 @@ from parley.core.metrics import record_run
 from parley.core.settings import Settings
 from parley.core.telemetry import trace_config
 from parley.llm.budget import Budget, BudgetExceeded, BudgetLimits
+from parley.llm.endpoints import QUEUE_WATCH
 from parley.llm.usage import UsageLedger, UsageRecord, usage_view
-from parley.nodes.events import EVENT_SINK, TaskEvent
+from parley.nodes.events import EVENT_SINK, TaskEvent, report_queued
 from parley.nodes.inbox import Steering
 from parley.runs import resume
 from parley.runs.survival import EventBarrier
@@ -207,6 +208,7 @@ class Executions:
             # Custom events come through the sink (as they are sent); the stream gives the other modes.
             modes = [m for m in mode.stream_mode if m != "custom"] + ["values"]
             sink = EVENT_SINK.set(self._sink(run_id, mode, writer))
+            watch = QUEUE_WATCH.set(report_queued)  # a call waiting for its endpoint is a `queued` event of the run
             try:
                 parts = graph.astream(
                     graph_input, config, context=context,
@@ -225,6 +227,7 @@ class Executions:
                         for emit in mode.translate(part_mode, part):
                             writer.add(emit)
             finally:
+                QUEUE_WATCH.reset(watch)
                 EVENT_SINK.reset(sink)
             if self.stops.told(run_id):
                 raise asyncio.CancelledError

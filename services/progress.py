@@ -1,7 +1,8 @@
 """What a run's events say to someone waiting for its answer: one line per step, for every mode.
 
-The chat completions stream sends them as SSE comments; the MCP tools as progress notifications. Streamed text
-(`chunk`), the terminal events and a resumed run's `retract` are not steps: they have no line.
+The chat completions stream sends them as SSE comments; the MCP tools as progress notifications. A model call that
+waits in its endpoint's line (`queued`: the embedded model answers one call at a time) is a step of every mode.
+Streamed text (`chunk`), the terminal events and a resumed run's `retract` are not steps: they have no line.
 """
 
 from __future__ import annotations
@@ -32,6 +33,12 @@ def _convergence(event: dict[str, Any]) -> str:
     return f"round {event['roundNumber']}: convergence {event['score']:.2f} ({reached}, threshold {event['threshold']})"
 
 
+def queued_line(event: dict[str, Any]) -> str:
+    """A call waiting in its endpoint's line (`queued`): who it is for, the model, and its place in line."""
+    who = (event.get("speaker") or {}).get("name") or "a call"
+    return f"{who} waits for {event['model']} (#{event['position']} in line)"
+
+
 LINES: dict[str, dict[str, Line]] = {
     "duel": {
         "init": lambda e: f"opponent: {e['opponentProfile']['name']}",
@@ -39,6 +46,7 @@ LINES: dict[str, dict[str, Line]] = {
         "message": _speaker_turn,
         "synthesizing": lambda e: "the judges are deciding",
         "synthesis": lambda e: f"verdict: {e.get('winner')}",
+        "queued": queued_line,
     },
     "panel": {
         "panelists": lambda e: "panel: " + ", ".join(e["models"]),
@@ -51,6 +59,7 @@ LINES: dict[str, dict[str, Line]] = {
         "fallback": lambda e: f"{e['role']} {e['model']} failed: {e['error']} ({e['detail']}); trying the next one",
         "decision": lambda e: "rule {}: {}".format(
             e["rule"], e.get("reason") or f"{e['decidedBy']} chose {e.get('winner') or e.get('model')}"),
+        "queued": queued_line,
     },
     "roundtable": {
         "round_start": lambda e: (f"round {e['roundNumber']} ({e['phase']}): "
@@ -58,11 +67,13 @@ LINES: dict[str, dict[str, Line]] = {
         "message": _table_turn,
         "convergence": _convergence,
         "synthesis": lambda e: f"synthesis after {e['totalRounds']} rounds",
+        "queued": queued_line,
     },
     "workflow": {
         "node_start": lambda e: f"node {e['node']} ({e['type']}) started"
                                 + (f", attempt {e['attempt']}" if e.get("attempt", 1) > 1 else ""),
         "node_end": lambda e: f"node {e['node']} finished",
+        "queued": queued_line,
     },
 }
 

@@ -1,7 +1,8 @@
 """Shared fixtures: the embedded database, the scripted model server and a running Parley.
 
 One embedded MongoDB-protocol server (secantusd-py) runs for the whole session; each test gets its
-own database in it. Model calls go to the scripted OpenAI-compatible server on 127.0.0.1.
+own database in it. Model calls go to the scripted OpenAI-compatible server on 127.0.0.1; the live tests
+(`-m live`) call the real embedded model (`embedded_model`), started once for the session.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pymongo import AsyncMongoClient, MongoClient, monitoring
 from parley import store
 from parley.api.main import create_app
 from parley.store.keys import create_key
-from parley.core.embedded import database_server
+from parley.core.embedded import ManagedProcess, database_server, model_server
 from parley.core.settings import get_settings
 from parley.nodes.context import default_factory
 from tests.support.scripted_llm import ScriptedLLM
@@ -39,6 +40,14 @@ def mongo_uri(tmp_path_factory) -> Iterator[str]:
         return
     server = database_server(tmp_path_factory.mktemp("embedded-db")).start(timeout=90)
     yield server.url
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def embedded_model(tmp_path_factory) -> Iterator[ManagedProcess]:
+    """The real embedded model (SmolLM2-135M on llama.cpp), started as Parley starts it; its `url` is the endpoint."""
+    server = model_server(tmp_path_factory.mktemp("live-model")).start(timeout=120)
+    yield server
     server.stop()
 
 

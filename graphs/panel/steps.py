@@ -44,7 +44,7 @@ from parley.nodes.arbitrate import (  # noqa: F401 (re-exported: the panel's cal
     without_tools,
 )
 from parley.nodes.context import RunContext
-from parley.nodes.events import emit, event_writer
+from parley.nodes.events import emit, event_writer, speaking
 from parley.nodes.fan_out import FanOut
 from parley.nodes.speak import chunk_event, say
 
@@ -354,7 +354,8 @@ async def panelist(task: PanelistTask, runtime: Runtime[PanelContext]) -> dict[s
     prompt = await off_loop(len(task["messages"]), _PANEL_PROMPTS.prompt, task["messages"], task.get("system_prompt"))
     tool_calls: list[dict[str, Any]] = []
     if box is None:
-        reply = await ctx.chat(model, **knobs).ainvoke(prompt)
+        with speaking(panelist_speaker(task)):  # named should the call wait for its endpoint
+            reply = await ctx.chat(model, **knobs).ainvoke(prompt)
         answer = content_text(reply.content).strip()
         input_tokens, output_tokens = usage_from_message(reply)
     else:  # the speak node's tool loop, its text kept for the arbitrator, its calls and results sent as events

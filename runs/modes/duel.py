@@ -133,7 +133,7 @@ class DuelRun(ModeRun):
             said = human_event(part)
             self.messages.append(store.human_message(said))
             yield Emit("human", said, durable=True)
-        elif kind in ("resumed", "stopping"):
+        elif kind in ("resumed", "stopping", "queued"):  # `queued`: a call waits for its endpoint (`nodes.events`)
             yield Emit(kind, {key: value for key, value in part.items() if key != "event"})
 
     async def restart(self, rows: list[dict]) -> tuple[dict[str, Any], set[int]] | None:

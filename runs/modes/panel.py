@@ -3,7 +3,7 @@
 The run's events are the graph's own (`panelists`, `panelist` with each answer, `answering`, `fallback`,
 `chunk`, `tool_call` with each piece of a tool call the answer makes; a debate's `decision`, with `review` and
 `verdict` under the `rank` and `best-of-n` rules; `tool_call` and `tool_result` with a `speaker` for each tool a
-panelist calls while it answers) and a last `done` carrying the whole `chat.completion` body,
+panelist calls while it answers; `queued` when a call waits for its endpoint) and a last `done` carrying the whole `chat.completion` body,
 `_meta` included (or `error`).
 The credit reserved before the run (its `bill`, `services.billing`) is settled to the actual cost whatever way
 it ends, and one usage row is written per model.
@@ -31,7 +31,7 @@ from parley.graphs.panel.steps import (
 from parley.llm.usage import UsageLedger, usage_view, usd
 from parley.runs.modes.base import Emit, ModeRun, Outcome, RunFailure, with_checkpointer
 
-PROGRESS = ("panelists", "panelist", "answering", "fallback", "decision", "review", "verdict")
+PROGRESS = ("panelists", "panelist", "answering", "fallback", "decision", "review", "verdict", "queued")
 
 
 class AnswerInterrupted(PanelError):

@@ -436,6 +436,32 @@ def test_the_preset_debates_on_a_fresh_install(embedded_server, make_key, llm):
     assert debate["sameFamily"] is True and debate["arbitrator"] == "local:smollm2"
     assert [p["model"] for p in debate["panelists"]] == ["local:smollm2", "local:smollm2 #2", "local:smollm2 #3"]
     assert {r["model"] for r in llm.requests} == {"smollm2"} and len(llm.requests) == 4
+    assert llm.most_at_once == 1  # the embedded model answers one call at a time: Parley sends them so
+
+
+def test_the_embedded_models_panelists_wait_in_line_and_the_stream_says_who_waits(parley_env, monkeypatch, llm,
+                                                                                    make_key):
+    # Three panelists asked at once of a model that answers one call at a time: they are sent one after another,
+    # each given its whole read timeout (1 s) from its sending, though the last is answered 1.5 s after the first.
+    monkeypatch.setenv("PARLEY_REQUEST_TIMEOUT", "1")
+    monkeypatch.delenv("OPENAI_API_KEY")
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    monkeypatch.setenv("PARLEY_LOCAL_BASE_URL", llm.base_url)
+    get_settings.cache_clear()
+    llm.script(latency=0.5)
+    headers = {"Authorization": f"Bearer {make_key(['chat'])}"}
+    with ServerThread(create_app(get_settings(), services=EmbeddedServices())) as running, \
+            httpx.Client(base_url=running.url, headers=headers, timeout=60) as http:
+        resp = http.post("/v1/chat/completions", json={"model": "router/debate", "messages": QUESTION,
+                                                       "stream": True})
+    assert resp.status_code == 200, resp.text
+    comments = [line[2:] for line in resp.text.splitlines() if line.startswith(": ")]
+    assert "local:smollm2 #2 waits for local:smollm2 (#1 in line)" in comments, comments
+    assert "local:smollm2 #3 waits for local:smollm2 (#2 in line)" in comments, comments
+    assert "data: [DONE]" in resp.text and '"error"' not in resp.text
+    assert llm.most_at_once == 1 and len(llm.requests) == 4
+    (_, first_end), _, (_, third_end), _ = llm.spans
+    assert third_end - first_end > 1.0
 
 
 # --- plain models and errors ----------------------------------------------------------------

@@ -164,7 +164,7 @@ def test_killing_serve_hard_takes_its_embedded_servers_with_it(tmp_path):
         children = _children(serve.proc.pid)
         commands = {pid: Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode() for pid in children}
         assert serve.database_pid() in children
-        assert any("llama_cpp.server" in command for command in commands.values()), commands
+        assert any("parley.core.llama_server" in command for command in commands.values()), commands
         serve.proc.kill()
         serve.proc.wait()
         for pid in children:

@@ -15,7 +15,6 @@ from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel, Field
 
-from parley.core.embedded import model_server
 from parley.graphs.duel import JUDGE_RETRY, DuelContext, judge_debate
 from parley.graphs.duel.prompts import UNREADABLE_VERDICT
 from parley.llm.factory import ModelFactory
@@ -27,13 +26,6 @@ pytestmark = pytest.mark.live
 
 class Colour(BaseModel):
     colour: str = Field(description="A colour name.")
-
-
-@pytest.fixture(scope="module")
-def embedded_model(tmp_path_factory):
-    server = model_server(tmp_path_factory.mktemp("live-model")).start(timeout=120)
-    yield server
-    server.stop()
 
 
 async def test_embedded_model_streams_and_answers_structured(parley_env, embedded_model):

@@ -6,7 +6,8 @@ HTTP server that speaks it, instead of mocking the client. The server answers
 structured output, forced and scripted tool calls, streamed as OpenAI streams them),
 ``GET /v1/models`` and ``GET /health``. Every request body it receives is recorded
 (``llm.requests``), so a test can read what a model was sent: its messages, tools,
-``tool_choice``, ``response_format``.
+``tool_choice``, ``response_format``; and when each request arrived and its answer was sent
+(``llm.spans``, ``llm.most_at_once``), so a test can tell which calls overlapped.
 What it answers is decided by :class:`Rule` objects; with no matching rule it
 produces a deterministic reply derived from the model name and the prompt.
 
@@ -161,6 +162,7 @@ class ScriptState:
         self._rules: list[Rule] = []
         self._requests: list[dict[str, Any]] = []
         self._gates: dict[str, Gate] = {}
+        self._spans: list[list[float | None]] = []
         self._lock = threading.Lock()
         self.closing = threading.Event()
 
@@ -173,6 +175,7 @@ class ScriptState:
         with self._lock:
             self._rules.clear()
             self._requests.clear()
+            self._spans.clear()
             gates, self._gates = list(self._gates.values()), {}
         for gate in gates:  # answers still held by an earlier test go on, rather than hang
             gate.opened.set()
@@ -190,6 +193,35 @@ class ScriptState:
     def requests(self) -> list[dict[str, Any]]:
         with self._lock:
             return list(self._requests)
+
+    def arrived(self) -> list[float | None]:
+        """Note a chat completion request as it arrives; its span is closed (`left`) once its answer is sent."""
+        span: list[float | None] = [time.monotonic(), None]
+        with self._lock:
+            self._spans.append(span)
+        return span
+
+    def left(self, span: list[float | None]) -> None:
+        with self._lock:
+            span[1] = time.monotonic()
+
+    @property
+    def spans(self) -> list[tuple[float, float | None]]:
+        """When each chat completion request arrived and when its answer had been sent (None: not yet), in the
+        order they arrived (monotonic seconds)."""
+        with self._lock:
+            return [(start, end) for start, end in self._spans]
+
+    @property
+    def most_at_once(self) -> int:
+        """The most chat completion requests the server was answering at the same time."""
+        edges = sorted([(start, 1) for start, _ in self.spans] + [(end, -1) for _, end in self.spans if end],
+                       key=lambda edge: (edge[0], edge[1]))
+        most = now = 0
+        for _, step in edges:
+            now += step
+            most = max(most, now)
+        return most
 
     def record(self, body: dict[str, Any]) -> None:
         with self._lock:
@@ -690,6 +722,24 @@ async def recorded_requests(request: Request) -> JSONResponse:
     return JSONResponse(request.app.state.script.requests)
 
 
+class _Spans:
+    """Notes when each chat completion request arrives and when its answer, streamed or not, has been sent whole
+    (`ScriptState.spans`), so a test can tell how many the server answered at once."""
+
+    def __init__(self, app: Any, state: ScriptState) -> None:
+        self.app, self.state = app, state
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"] != "/v1/chat/completions":
+            await self.app(scope, receive, send)
+            return
+        span = self.state.arrived()
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.state.left(span)
+
+
 def create_app(state: ScriptState) -> Starlette:
     app = Starlette(routes=[
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
@@ -701,6 +751,7 @@ def create_app(state: ScriptState) -> Starlette:
         Route("/_requests", recorded_requests, methods=["GET"]),
     ])
     app.state.script = state
+    app.add_middleware(_Spans, state=state)
     return app
 
 
@@ -739,6 +790,16 @@ class ScriptedLLM:
     @property
     def requests(self) -> list[dict[str, Any]]:
         return self.state.requests
+
+    @property
+    def spans(self) -> list[tuple[float, float | None]]:
+        """When each chat completion request arrived and when its answer had been sent (`ScriptState.spans`)."""
+        return self.state.spans
+
+    @property
+    def most_at_once(self) -> int:
+        """The most chat completion requests answered at the same time since the last reset."""
+        return self.state.most_at_once
 
     def script(self, rule: Rule | dict[str, Any] | None = None, **fields_: Any) -> Rule:
         """Add a rule, given as a Rule, a dict, or keyword fields: ``llm.script(match="x", reply="y")``."""
