@@ -103,7 +103,7 @@ studio: studio/node_modules/.installed studio/openapi/node_modules/.installed
 # docs/openapi.json: the API's OpenAPI document, as the app serves it at /openapi.json (a test fails when it is stale;
 # the Studio's build generates its TypeScript types from it).
 openapi: $(VENV)/.dev
-	$(BIN)/python -c 'import json; from api.main import create_app; print(json.dumps(create_app().openapi(), indent=2, ensure_ascii=False))' > docs/openapi.json
+	$(BIN)/python -c 'import json; from parley.api.main import create_app; print(json.dumps(create_app().openapi(), indent=2, ensure_ascii=False))' > docs/openapi.json
 
 # The README's screenshots (docs/screenshots/), taken by the Studio's browser tests.
 screenshots: $(VENV)/.dev chromium
