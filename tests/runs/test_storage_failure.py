@@ -5,29 +5,13 @@ on the same data, so the run can be resumed and the test's database dropped)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 
 import httpx
-import pytest
 
-from parley.core.embedded import ManagedProcess, database_server
 from tests.support.duel import script_duel
+from tests.support.own_database import database, mongo_uri  # noqa: F401 (fixtures)
 from tests.support.sse import SseEvent, iter_sse
 from tests.support.wait import eventually
-
-
-@pytest.fixture
-def database(tmp_path) -> Iterator[ManagedProcess]:
-    """The embedded database as `parley serve` runs it (it dies with this process), on a port of its own."""
-    db = database_server(tmp_path).start(timeout=60)
-    yield db
-    db.stop()
-
-
-@pytest.fixture
-def mongo_uri(database) -> str:
-    """This module's tests store everything in their own database process."""
-    return database.url
 
 
 def auth(key: str) -> dict[str, str]:

@@ -7,27 +7,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import pytest
 from playwright.sync_api import expect
 
-from parley.core.embedded import ManagedProcess, database_server
+from parley.core.embedded import ManagedProcess
 from tests.studio.test_panel import ARBITRATOR_MARK, seat
+from tests.support.own_database import database, mongo_uri  # noqa: F401 (fixtures)
 
 ANSWER = "Choose consistency for money, availability for feeds."
-
-
-@pytest.fixture
-def database(tmp_path) -> Iterator[ManagedProcess]:
-    """The embedded database as `parley serve` runs it, on a port of its own."""
-    db = database_server(tmp_path).start(timeout=60)
-    yield db
-    db.stop()
-
-
-@pytest.fixture
-def mongo_uri(database) -> str:
-    """This module's tests store everything in their own database process."""
-    return database.url
 
 
 @contextmanager
