@@ -79,12 +79,16 @@ def stream_response(engine: RunEngine, record: dict, headers: dict[str, str]) ->
     """Relay the run's events as `chat.completion.chunk` events and progress comments.
 
     A client that hangs up before the answer is complete cancels the run (nobody reads the answer any
-    more); the run still settles its credit for what was used.
+    more); the run still settles its credit for what was used. A stream ended by a storage failure (its `error`
+    event has no id) leaves the run alone: it goes on once storage is back, and whoever follows its events (the
+    Studio, `GET /v1/runs/{id}/events`) sees its end.
     """
     run_id, plan, completion = record["_id"], record["input"]["plan"], record["input"]["completion"]
     base = {"id": completion["id"], "object": "chat.completion.chunk", "created": completion["created"]}
+    storage_failed = False
 
     async def relay() -> AsyncIterator[ServerSentEvent]:
+        nonlocal storage_failed
         model = response_model(plan, {})
         started = False
 
@@ -105,7 +109,8 @@ def stream_response(engine: RunEngine, record: dict, headers: dict[str, str]) ->
                     done = data["completion"]
                     yield chunk({}, done["choices"][0]["finish_reason"], usage=done["usage"], _meta=done["_meta"])
                     yield ServerSentEvent(data="[DONE]")
-                elif event.event == "error":  # the run's own error, or the stream's (storage failed)
+                elif event.event == "error":  # the run's own error, or the stream's (storage failed: no id)
+                    storage_failed = event.seq is None
                     yield _error_event(run_error(data.get("error") or data))
                 elif event.event == "cancelled":
                     yield _error_event(ApiError(499, data["message"], code="cancelled"))
@@ -116,7 +121,8 @@ def stream_response(engine: RunEngine, record: dict, headers: dict[str, str]) ->
                         yield ServerSentEvent(comment=line)
 
     async def cancel_unfinished() -> None:
-        await engine.cancel(run_id)  # a run that has ended is left as it is
+        if not storage_failed:
+            await engine.cancel(run_id)  # a run that has ended is left as it is
 
     return CountedEventSourceResponse(relay(), ping=KEEPALIVE_SECONDS, headers={**SSE_HEADERS, **headers},
                                       background=BackgroundTask(cancel_unfinished))

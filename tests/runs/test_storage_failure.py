@@ -59,3 +59,34 @@ def test_streams_end_with_an_error_event_when_the_database_fails(parley, make_ke
     with httpx.Client(base_url=parley.url, timeout=60) as http:
         eventually(lambda: http.get(f"/v1/runs/{run_id}", headers=auth(key)).json()["status"] == "completed",
                    "the run completes once storage is back", timeout=60)
+
+
+def test_a_chat_stream_ended_by_a_storage_failure_leaves_its_run_to_finish(parley, make_key, llm, sync_db, database):
+    """A chat completion's stream cancels its run when the client hangs up, but not when the stream ended because
+    storage failed: the run goes on once the database is back, and a follower sees it complete (it was cancelled
+    whenever the database came back before the cancel gave up)."""
+    sync_db.workspaces.insert_one({"_id": "ws1", "creditUsd": 10.0})
+    llm.script(match="You are the arbitrator of a panel", reply="Choose per feature.")
+    llm.script(model="gpt-4o-mini", reply="Pick two of the three.")
+    llm.script(model="claude-sonnet-4-5", reply="Trade-offs, always.")
+    llm.script(model="gemini-2.5-flash", reply="Partitions happen.", hold="gemini")
+    key = make_key(["chat"])
+    events, attached = [], threading.Event()
+    body = {"model": "router/debate", "stream": True, "messages": [{"role": "user", "content": "Explain CAP"}]}
+    chat = threading.Thread(target=follow, args=(parley.url + "/v1/chat/completions", key),
+                            kwargs={"method": "POST", "json": body, "into": events, "attached": attached})
+    chat.start()
+    llm.wait_held("gemini")
+    run_id = sync_db.runs.find_one({"kind": "panel"})["_id"]
+
+    database.process.kill()
+    database.process.wait(10)
+    chat.join(60)
+    assert not chat.is_alive()
+    assert events and "storage_unavailable" in events[-1].data, [e.data for e in events]
+    database.start(timeout=60)  # back before the stream's end could give up on anything it does after
+
+    llm.release("gemini")
+    with httpx.Client(base_url=parley.url, timeout=60) as http:
+        eventually(lambda: http.get(f"/v1/runs/{run_id}", headers=auth(key)).json()["status"] == "completed",
+                   "the run completes once storage is back", timeout=90)
