@@ -283,8 +283,11 @@ def test_a_second_serve_takes_the_database_over_when_the_first_dies(tmp_path, ll
 
         eventually(served, "the second serve answers again, the key stored before still known", timeout=60)
         assert second.wait_healthy(10)["database"]["ok"] is True
-        assert _alive(second.database_pid()) and second.database_pid() != database
-        assert "the embedded database runs here now" in second.output
+        # The database answers a moment before the second serve records it as its own (and logs so): wait for both.
+        eventually(lambda: second.database_pid() != database and _alive(second.database_pid()),
+                   "the second serve records the database it started", timeout=15)
+        eventually(lambda: "the embedded database runs here now" in second.output, "the take-over is logged",
+                   timeout=15)
     finally:
         first.close()
         if second is not None:
