@@ -120,12 +120,15 @@ STEER_MESSAGE_MAX_CHARS = 4000
 MIN_BUDGET_SECONDS = 5.0
 # The disagreement map of a panel's answers (`nodes/analysis.py`), reckoned by Parley itself, without a model: the
 # answers one map compares (the largest panel, 7, and one more; past it a ValueError, as the work grows with the
-# square of the claims), the characters of one answer it reads (about 5,000 words), the claims of one answer it
-# compares (the first ones: a 600-word answer holds about 30), the characters of one claim it reads and reports, and
-# the entries of each list in the map. A map compares at most 8 × 32 claims, 32,640 pairs of them: tens of
-# milliseconds even for answers of one repeated sentence.
+# square of the claims), the characters of one answer it reads (about 5,000 words), the fragments of one answer it
+# reads (lines and the sentences in them, claims or not: 30,000 characters of lone dots or empty list items cost
+# no more than a long answer's first claims), the claims of one answer it compares (the first ones: a 600-word
+# answer holds about 30), the characters of one claim it reads and reports, and the entries of each list in the map.
+# A map compares at most 8 × 32 claims, 32,640 pairs of them: tens of milliseconds even for answers of one repeated
+# sentence.
 ANALYSIS_MAX_ANSWERS = 8
 ANALYSIS_ANSWER_CHARS = 32_000
+ANALYSIS_MAX_PIECES = 128
 ANALYSIS_MAX_CLAIMS = 32
 ANALYSIS_CLAIM_CHARS = 240
 ANALYSIS_MAX_ITEMS = 40

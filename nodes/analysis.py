@@ -14,13 +14,14 @@ are:") are not claims (their words still count as mentioned, for blind spots). A
   light stemmer (`stem`: plurals, -ing, -ed, a final e: "hire", "hired", "hiring" → "hir"); words in Chinese or
   Japanese script count by pairs of characters. A word of `ANTONYMS` ("lower", "cheaper", "disagree") is read as
   the negation of its pair ("higher", "expensive", "agree");
-- which of its terms are *negated*: those after an odd number of negations ("not", "n't", "no", "never",
-  "without", "avoid", ... `NEGATIONS`) in the same clause ("but", "however", a colon end the clause; "not only"
-  negates nothing);
+- which of its terms are *negated*: the term right after an odd number of negations ("not", "n't", "no",
+  "never", "without", "avoid", ... `NEGATIONS`; function words between them aside), in the same clause ("but",
+  "however", a colon end one): "do not use PostgreSQL" negates "use", "not only" negates nothing;
 - its *numbers*, written as `nodes.answers.canonical_number` writes them ("1,000" and "1000.0" are one);
 - its *verdict*: "yes" or "no" when it opens with a lone Yes or No ("Yes.", "No, ...").
 A fragment with no term, number or verdict is no claim. `ANALYSIS_MAX_CLAIMS` claims of each answer are read, the
-first ones, each to `ANALYSIS_CLAIM_CHARS` characters, from the first `ANALYSIS_ANSWER_CHARS` of the answer.
+first ones, each to `ANALYSIS_CLAIM_CHARS` characters, among its first `ANALYSIS_MAX_PIECES` fragments (lines
+outside code and the sentences in them, claims or not) and its first `ANALYSIS_ANSWER_CHARS` characters.
 
 **Same point.** Two claims make the same point when the Dice coefficient of their terms, 2·|A∩B| / (|A|+|B|), is
 at least `SAME_POINT` (0.5: a two-word claim shares one word with a two-word claim, a ten-word claim five words
@@ -42,10 +43,11 @@ depend on the order of the answers; with fewer than two answers there is no pair
 
 **Points.** The claims are clustered in panel order, then claim order: each claim joins the cluster whose first
 claim (its leader) it matches best (the earliest on a tie), or starts a new one. A repeat in the same answer joins
-its own point and adds no support. Clusters whose leaders are opposed, each side held by a model the other side
-lacks (a model alone on both sides contradicts itself, not the panel), are one *contradiction* (joined
-transitively), whose `topic` is the terms its leaders share, as the first leader writes them ("the answer" when
-they share none), and whose `stances` give each model's first claim in it, in panel order. Every other cluster is a
+its own point and adds no support. A cluster with the clusters whose leaders its leader opposes, each side held
+by a model the other side lacks (a model alone on both sides contradicts itself, not the panel), is one
+*contradiction* (the earliest cluster first; a cluster is in one contradiction at most), whose `topic` is the terms
+its leaders share, as the first leader writes them ("the answer" when they share none), and whose `stances` give
+each model's first claim in it, in panel order. Every other cluster is a
 point: made by every answering model (an answer with no claim is not answering: it is in `pairs`, nowhere else),
 it is `consensus`; by two or more, `partialCoverage` with who is `missing`; by one, a unique insight. A point taken
 both ways is reported once, as a contradiction. A single answer has no pair (agreement 1.0) and no consensus: all
@@ -68,6 +70,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import islice
 from typing import Any
 
 from parley.core.limits import (
@@ -76,6 +79,7 @@ from parley.core.limits import (
     ANALYSIS_MAX_ANSWERS,
     ANALYSIS_MAX_CLAIMS,
     ANALYSIS_MAX_ITEMS,
+    ANALYSIS_MAX_PIECES,
 )
 from parley.nodes.answers import canonical_number
 from parley.nodes.text import clip, is_cjk, sentence_ends
@@ -176,7 +180,7 @@ def _terms(text: str) -> tuple[dict[str, str], set[str], set[str]]:
     terms: dict[str, str] = {}
     negated: set[str] = set()
     numbers: set[str] = set()
-    parity = False
+    parity = False  # an odd number of negations waits for the term it negates
     tokens = _TOKEN.findall(text)
     for i, token in enumerate(tokens):
         word = token.casefold()
@@ -196,6 +200,7 @@ def _terms(text: str) -> tuple[dict[str, str], set[str], set[str]]:
                     terms[piece] = token
                     if parity != opposite:
                         negated.add(piece)
+            parity = False
     return terms, negated, numbers
 
 
@@ -225,37 +230,49 @@ class _Reading:
     mentioned: frozenset[str]  # every term read, headings and lead-ins included
 
 
-def _read(answer: str, seat: int = 0) -> _Reading:
-    """Cut `answer` into its claims (the first ANALYSIS_MAX_CLAIMS) and gather the terms it mentions."""
-    claims: list[Claim] = []
-    mentioned: set[str] = set()
+def _fragments(answer: str) -> Iterator[tuple[str, bool]]:
+    """The pieces of `answer`'s lines outside code blocks, in order, each with whether it may be a claim (a heading
+    may not); a line that holds no piece is one empty fragment, so that every line read counts."""
     in_code = False
     for line in answer[:ANALYSIS_ANSWER_CHARS].splitlines():
         if _FENCE.match(line):
             in_code = not in_code
+        elif in_code or not line.strip():
             continue
-        if in_code:
+        elif _HEADING.match(line):
+            yield line, False
+        else:
+            empty = True
+            for piece in _pieces(_LIST_MARK.sub("", line, count=1)):
+                empty = False
+                yield piece, True
+            if empty:
+                yield "", False
+
+
+def _read(answer: str, seat: int = 0) -> _Reading:
+    """Cut `answer` into its claims (the first ANALYSIS_MAX_CLAIMS, within its first ANALYSIS_MAX_PIECES fragments)
+    and gather the terms it mentions."""
+    claims: list[Claim] = []
+    mentioned: set[str] = set()
+    for piece, claimable in islice(_fragments(answer), ANALYSIS_MAX_PIECES):
+        # Piece by piece, and only its start (Markdown may take some of it), so that a run-on line costs no more
+        # than the claim read from it.
+        piece = _plain(piece[: 4 * ANALYSIS_CLAIM_CHARS])
+        read = piece[:ANALYSIS_CLAIM_CHARS]
+        if not claimable or read.endswith(":"):  # a lead-in ("The options are:") introduces claims, it makes none
+            mentioned.update(_terms(read)[0])
             continue
-        if _HEADING.match(line):
-            mentioned.update(_terms(line[:ANALYSIS_CLAIM_CHARS])[0])
+        verdict = _VERDICT.match(read)
+        terms, negated, numbers = _terms(read[verdict.end():] if verdict else read)
+        if not (terms or numbers or verdict):
             continue
-        for piece in _pieces(_LIST_MARK.sub("", line, count=1)):
-            piece = _plain(piece)  # piece by piece: a long line is read only as far as its claims are needed
-            read = piece[:ANALYSIS_CLAIM_CHARS]
-            if read.endswith(":"):  # a lead-in ("The options are:") introduces claims, it makes none
-                mentioned.update(_terms(read)[0])
-                continue
-            verdict = _VERDICT.match(read)
-            terms, negated, numbers = _terms(read[verdict.end():] if verdict else read)
-            if not (terms or numbers or verdict):
-                continue
-            mentioned.update(terms)
-            claims.append(Claim(seat=seat, text=clip(piece, ANALYSIS_CLAIM_CHARS), terms=frozenset(terms),
-                                negated=frozenset(negated), numbers=frozenset(numbers),
-                                verdict=verdict.group(1).casefold() if verdict else None,
-                                words=tuple(terms.items())))
-            if len(claims) == ANALYSIS_MAX_CLAIMS:
-                return _Reading(claims, frozenset(mentioned))
+        mentioned.update(terms)
+        claims.append(Claim(seat=seat, text=clip(piece, ANALYSIS_CLAIM_CHARS), terms=frozenset(terms),
+                            negated=frozenset(negated), numbers=frozenset(numbers),
+                            verdict=verdict.group(1).casefold() if verdict else None, words=tuple(terms.items())))
+        if len(claims) == ANALYSIS_MAX_CLAIMS:
+            break
     return _Reading(claims, frozenset(mentioned))
 
 
@@ -369,31 +386,32 @@ def _points(links: Links) -> list[list[int]]:
 
 
 def _contradictions(claims: Sequence[Claim], clusters: Sequence[list[int]], links: Links) -> list[list[int]]:
-    """Group the clusters whose leaders are opposed, joined transitively, where each side is held by a model the
-    other lacks (a model alone on both sides contradicts itself, not the panel): each group lists its clusters by
-    index, in order, the groups in the order of their first cluster."""
-    parent = list(range(len(clusters)))
+    """Group the clusters that take opposite stances: each group is a cluster, the first in order not yet grouped,
+    with every ungrouped cluster whose leader its leader opposes, where each side is held by a model the other side
+    lacks (a model alone on both sides contradicts itself, not the panel). Groups list clusters by index, in order.
 
-    def root(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
+    A group is one point and its opponents, not a chain: "use PostgreSQL" against "do not use it" and "do not use
+    MySQL" against "use it" stay two contradictions even when a claim links them.
+    """
     cluster_of = {cluster[0]: x for x, cluster in enumerate(clusters)}
     seats = [{claims[i].seat for i in cluster} for cluster in clusters]
-    involved: set[int] = set()
-    for x, cluster in enumerate(clusters):
+    opponents: list[list[int]] = [[] for _ in clusters]
+    for y, cluster in enumerate(clusters):
         for i, relation in links[cluster[0]]:
-            y = cluster_of.get(i)
-            if relation < 0 and y is not None and seats[x] - seats[y] and seats[y] - seats[x]:
-                low, high = sorted((root(x), root(y)))
-                parent[high] = low
-                involved.update((x, y))
-    groups: dict[int, list[int]] = {}
-    for x in sorted(involved):
-        groups.setdefault(root(x), []).append(x)
-    return list(groups.values())
+            x = cluster_of.get(i)
+            if relation < 0 and x is not None and seats[x] - seats[y] and seats[y] - seats[x]:
+                opponents[x].append(y)
+                opponents[y].append(x)
+    grouped: set[int] = set()
+    groups = []
+    for x in range(len(clusters)):
+        if x in grouped:
+            continue
+        group = sorted({y for y in opponents[x] if y not in grouped})
+        if group:
+            groups.append([x, *group])
+            grouped.update(groups[-1])
+    return groups
 
 
 def _topic(leaders: Sequence[Claim]) -> str:
