@@ -5,11 +5,14 @@ titles, tags or follow-ups are not; odd types never raise; a message is read onl
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
 from parley.core.limits import HOUSEKEEPING_SCAN_CHARS
-from parley.services.chat_apps import Housekeeping, housekeeping
+from parley.services.chat_apps import TASKS, Housekeeping, housekeeping
+
+ROOT = Path(__file__).resolve().parents[2]
 
 CHAT = [{"role": "user", "content": "How do I keep basil alive indoors?"},
         {"role": "assistant", "content": "Give it six hours of sun, water when the top inch is dry, and pinch the "
@@ -452,3 +455,7 @@ def test_marks_past_the_bound_are_not_seen():
     assert housekeeping([{"role": "user", "content": [{"type": "text", "text": " " * HOUSEKEEPING_SCAN_CHARS},
                                                       {"type": "text", "text": prompt}]}]) is None
 
+
+def test_every_task_is_documented():
+    page = (ROOT / "docs" / "chat-apps.md").read_text(encoding="utf-8")
+    assert [task for task in TASKS if f"`{task}`" not in page] == []
