@@ -67,7 +67,8 @@ _ANSWER = "answer"  # what `_named_task` returns for a task that is an answer
 
 # Open WebUI's default templates since 0.5 open with a `### Task:` line and quote the chat inside `<chat_history>`
 # (`DEFAULT_TITLE_…`, `TAGS_…`, `FOLLOW_UP_…`, `QUERY_…`, `AUTOCOMPLETE_…`, `IMAGE_PROMPT_GENERATION_PROMPT_TEMPLATE`);
-# the words of the task line say which, looked for in this order (the first that is there wins).
+# the words of the task line say which, looked for in this order (the first that is there wins). A `### Task:` line
+# with none of them is no housekeeping: Open WebUI's RAG template opens the same way, and it asks for the answer.
 _TASK_HEADER = "### task:"
 _TASK_LINE_CHARS = 500
 _OPEN_WEBUI_TASK_LINE: tuple[tuple[str, Task], ...] = (
@@ -192,8 +193,9 @@ def _template(text: str) -> tuple[Task, str] | None:
         start = header + len(_TASK_HEADER)
         end = text.find("###", start, start + _TASK_LINE_CHARS)
         line = text[start:end if end != -1 else start + _TASK_LINE_CHARS]
-        task = next((task for word, task in _OPEN_WEBUI_TASK_LINE if word in line), "other")
-        return task, OPEN_WEBUI
+        task = next((task for word, task in _OPEN_WEBUI_TASK_LINE if word in line), None)
+        if task is not None:
+            return task, OPEN_WEBUI
     for phrases, task, app in _TEMPLATES:
         if all(phrase in text for phrase in phrases):
             return task, app

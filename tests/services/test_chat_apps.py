@@ -242,6 +242,34 @@ Your task is to synthesize these responses into a single, high-quality response.
 
 Responses from models: {{responses}}"""
 
+# Open WebUI, backend/open_webui/config.py (0.6 and later): DEFAULT_RAG_TEMPLATE, the answer to a question with files
+# or a web search: a `### Task:` template that is no housekeeping.
+OWUI_RAG = """### Task:
+Respond to the user query using the provided context, incorporating inline citations in the format [id] **only when the <source> tag includes an explicit id attribute** (e.g., <source id="1">).
+
+### Guidelines:
+- If you don't know the answer, clearly state that.
+- If uncertain, ask the user for clarification.
+- Respond in the same language as the user's query.
+- If the context is unreadable or of poor quality, inform the user and provide the best possible answer.
+- If the answer isn't present in the context but you possess the knowledge, explain this to the user and provide the answer using your own understanding.
+- **Only include inline citations using [id] (e.g., [1], [2]) when the <source> tag includes an id attribute.**
+- Do not cite if the <source> tag does not contain an id attribute.
+- Do not use XML tags in your response.
+- Ensure citations are concise and directly related to the information provided.
+
+### Example of Citation:
+If the user asks about a specific topic and the information is found in a source with a provided id attribute, the response should include the citation like in the following example:
+* "According to the study, the proposed method increases efficiency by 20% [1]."
+
+### Output:
+Provide a clear and direct response to the user's query, including inline citations in the format [id] only when the <source> tag with id attribute is present in the context.
+
+<context>
+{{CONTEXT}}
+</context>
+"""
+
 # @librechat/agents, src/utils/title.ts: defaultCompletionPrompt (LibreChat's custom endpoints' default titleMethod).
 LIBRECHAT_COMPLETION = """Provide a concise, 5-word-or-less title for the conversation, using title case conventions. Only return the title itself.
 
@@ -390,6 +418,17 @@ def test_a_free_form_task_says_nothing(name):
 def test_ordinary_questions_are_not_housekeeping(question):
     assert housekeeping([*CHAT, {"role": "user", "content": question}]) is None
     assert housekeeping([{"role": "system", "content": "You are a helpful assistant."}, *user(question)]) is None
+
+
+def test_open_webui_rag_answers_are_not_housekeeping():
+    """Open WebUI's RAG template opens with `### Task:` as its housekeeping templates do, and asks for the answer."""
+    context = '<source id="1">Basil wants six hours of sun.</source>'
+    rag = open_webui(OWUI_RAG, CONTEXT=context)
+    assert housekeeping([{"role": "system", "content": rag}, *user("How much sun does basil need?")]) is None
+    assert housekeeping(user(rag + "\nHow much sun does basil need?")) is None
+    # an administrator's RAG template that also quotes the chat: a task line with no housekeeping words says nothing
+    quoting = rag + "\n<chat_history>\nUSER: hi\n</chat_history>"
+    assert housekeeping([{"role": "system", "content": quoting}, *user("How much sun does basil need?")]) is None
 
 
 def test_only_the_last_user_message_is_read():
