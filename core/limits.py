@@ -31,6 +31,13 @@ STREAM_FAIR_SHARE = 0.005
 # Messages in one chat completion (OpenAI sets none; 60,000 one-word messages froze the server) and characters of
 # all their text together.
 MAX_CHAT_MESSAGES = 2048
+# What is read of a request to tell a chat app's own housekeeping (a title, tags, follow-ups: `services.chat_apps`):
+# the first characters of its last user message and of its system message, and the characters of a `metadata.task`.
+# Every default template Parley knows puts its marks well inside this (Open WebUI's longest, autocompletion, its
+# `<chat_history>` near character 1,600; its tool selection puts the tools' descriptions before its own words); a
+# conversation pasted into a message is never read past it.
+HOUSEKEEPING_SCAN_CHARS = 8_000
+HOUSEKEEPING_TASK_MAX_CHARS = 64
 # Function tools one chat completion may offer (OpenAI's own limit), and the characters of a tool's or a response
 # format's name (OpenAI's `^[A-Za-z0-9_-]{1,64}$`).
 MAX_TOOLS = 128
