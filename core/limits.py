@@ -68,11 +68,18 @@ MAX_PAGE = 10**9
 # --- the modes' bounds -------------------------------------------------------------------------------------------
 
 # Panelists of one panel: chat-completion debates and panels (a router's `panelSize`), the designer's `panel` and
-# `debate` nodes, `parley panel` and `parley eval`'s panel. The panel contract fixes 3; a router may choose 2 to 7. A
-# panel needs this many answers (or all of them, when it is smaller) to go on.
-MIN_PANEL_SIZE, MAX_PANEL_SIZE = 2, 7
+# `debate` nodes, `parley panel` and `parley eval`'s panel. The panel contract fixes 3; a router (or a request's own
+# `models`, a council chosen per request) may seat 2 to 8. A panel needs this many answers (or all of them, when it
+# is smaller) to go on.
+MIN_PANEL_SIZE, MAX_PANEL_SIZE = 2, 8
 DEFAULT_PANEL_SIZE = 3
 DEFAULT_MIN_SUCCESSES = 2
+# What a debate's judge weighs (a request's `criteria`, shown to its arbitrator and judges), in characters.
+MAX_CRITERIA_CHARS = 2000
+# Adaptive depth (`depth: "adaptive"`): the seats asked first (of distinct families), and the agreement of their
+# answers (`nodes.analysis.agreement`, 0 to 1) from which the rest of the panel is not asked.
+ADAPTIVE_FIRST_SEATS = 2
+ADAPTIVE_AGREEMENT = 0.6
 # A duel's rounds (one turn each side): `rounds` of `POST /api/debate`, the designer's `duel` node, `parley duel`.
 MIN_DUEL_ROUNDS, MAX_DUEL_ROUNDS = 1, 10
 DEFAULT_DUEL_ROUNDS = 5
@@ -126,14 +133,14 @@ MAX_RUN_CRASHES = 2
 STEER_MESSAGE_MAX_CHARS = 4000
 MIN_BUDGET_SECONDS = 5.0
 # The disagreement map of a panel's answers (`nodes/analysis.py`), reckoned by Parley itself, without a model: the
-# answers one map compares (the largest panel, 7, and one more; past it a ValueError, as the work grows with the
+# answers one map compares (the largest panel; past it a ValueError, as the work grows with the
 # square of the claims), the characters of one answer it reads (about 5,000 words), the fragments of one answer it
 # reads (lines and the sentences in them, claims or not: 30,000 characters of lone dots or empty list items cost
 # no more than a long answer's first claims), the claims of one answer it compares (the first ones: a 600-word
 # answer holds about 30), the characters of one claim it reads and reports, and the entries of each list in the map.
 # A map compares at most 8 × 32 claims, 32,640 pairs of them: tens of milliseconds even for answers of one repeated
 # sentence.
-ANALYSIS_MAX_ANSWERS = 8
+ANALYSIS_MAX_ANSWERS = MAX_PANEL_SIZE
 ANALYSIS_ANSWER_CHARS = 32_000
 ANALYSIS_MAX_PIECES = 128
 ANALYSIS_MAX_CLAIMS = 32

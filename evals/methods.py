@@ -191,7 +191,7 @@ METHODS: dict[str, Method] = {
     "self-moa": self_moa,
     "roundtable": roundtable,
 }
-# The methods that seat a panel (`--agents` panelists, 2-7); `self-moa`'s k is matched under `--match-budget`.
+# The methods that seat a panel (`--agents` panelists, 2-8); `self-moa`'s k is matched under `--match-budget`.
 PANEL_METHODS = ("panel", "panel:vote", "panel:rank", "panel:best-of-n", "self-moa")
 
 

@@ -284,7 +284,7 @@ def _matched_k(records: list[dict[str, Any]], observer: Observer) -> int:
 
 def _matched_moa(records: list[dict[str, Any]], observer: Observer) -> int:
     """Self-MoA's k for equal tokens per item: its aggregator costs about one `single` answer, and every sample
-    costs one answer plus its output once more (the aggregator reads it); within the panel's 2-7 seats."""
+    costs one answer plus its output once more (the aggregator reads it); within the panel's 2-8 seats."""
     debate = [r["tokens"] for r in records if r["method"] == "debate"]
     single = [r for r in records if r["method"] == "single"]
     if not debate or not single:

@@ -170,6 +170,7 @@ def arbitration_messages(
     request: str | None = None,
     tools: ToolSet | None = None,
     answer_format: AnswerFormat | None = None,
+    criteria: str | None = None,
 ) -> list[BaseMessage]:
     """The arbitrator's prompt: its instructions, the caller's, the conversation and the answers as Answer A, B, C.
 
@@ -181,7 +182,7 @@ def arbitration_messages(
     of the prompt leaves: short ones keep all of theirs, long ones are cut to an equal share of the
     remainder, so every answer reaches the arbitrator rather than the context guard dropping the first
     ones whole. Tool calls and results in the conversation read as text (`without_tools`); with `tools` it
-    is told it may call them, with `answer_format` which JSON to answer in.
+    is told it may call them, with `answer_format` which JSON to answer in, with `criteria` what to weigh.
     """
     instructions = instructions or (
         arbitrator_prompt.strip() + prompts.CUSTOM_ARBITRATOR_SUFFIX if arbitrator_prompt else prompts.ARBITRATOR_SYSTEM
@@ -189,6 +190,8 @@ def arbitration_messages(
     caller = caller_instructions(messages, system_prompt)
     if caller:
         instructions += "\n\n" + prompts.CALLER_INSTRUCTIONS.format(system_prompt=caller)
+    if criteria and criteria.strip():
+        instructions += "\n\n" + prompts.CRITERIA.format(criteria=criteria.strip())
     if tools is not None and tools.may_call:
         instructions += "\n\n" + prompts.ARBITRATOR_TOOLS
     if answer_format is not None:
@@ -322,6 +325,7 @@ def arbitrate(
     tools_key: str = "tools",
     format_key: str = "response_format",
     tool_calls_key: str = "tool_calls",
+    criteria_key: str = "criteria",
     role: str = "arbitrator",
 ):
     """Build an arbitration node: the first candidate model that answers writes one answer from several.
@@ -343,6 +347,7 @@ def arbitrate(
         tools_key, format_key: the state keys of the tools the arbitrator is offered (a `ToolSet.dump()`) and of the
             JSON its answer must be (OpenAI's `response_format`), both optional.
         tool_calls_key: where it writes the answer's tool calls (OpenAI's shape), when it was offered tools.
+        criteria_key: the state key of what the caller wants the answers weighed by (optional).
         role: the name its calls and events go by.
 
     Returns:
@@ -376,6 +381,7 @@ def arbitrate(
             prompt_budget=min((b for b in budgets if b is not None), default=None),
             tools=tools,
             answer_format=answer_format,
+            criteria=state.get(criteria_key),
         )
         turn, model, failures = await stream_first_answer(
             ctx, chain, prompt, role=role, temperature=state.get(temperature_key),

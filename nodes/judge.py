@@ -214,6 +214,7 @@ class AnswersToJudge(TypedDict):
     messages: list[dict]
     answers: list[dict]
     system_prompt: NotRequired[str | None]
+    criteria: NotRequired[str | None]  # what the caller wants the answers weighed by
     swapped: bool
 
 
@@ -286,7 +287,7 @@ def judge_answers(
         prompt = arbitration_messages(
             state["messages"], shown, system_prompt=state.get("system_prompt"),
             instructions=decide_prompts.PICK_SYSTEM, request=decide_prompts.PICK_REQUEST,
-            prompt_budget=ctx.factory.prompt_budget(model, None),
+            prompt_budget=ctx.factory.prompt_budget(model, None), criteria=state.get("criteria"),
         )
         structured = ctx.structured(pick_schema(letters), model, temperature=temperature, label=label)
 

@@ -17,7 +17,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import RetryPolicy, Send
 
-from parley.core.limits import DEFAULT_MIN_SUCCESSES, DEFAULT_PANEL_SIZE
+from parley.core.limits import ADAPTIVE_FIRST_SEATS, DEFAULT_MIN_SUCCESSES, DEFAULT_PANEL_SIZE
 from parley.graphs.panel.rules import (
     DEFAULT_RULE,
     JUDGES,
@@ -42,8 +42,10 @@ from parley.graphs.panel.steps import (
     TooFewFamiliesError,
     TooFewPanelistsError,
     answer_with_fallback,
+    asks_the_rest,
     assemble_panel,
     choose_panelists,
+    first_stage,
     panel_context,
     panelist,
     panelist_prompt,
@@ -64,7 +66,7 @@ __all__ = [
 ]
 
 Mode = Literal["debate", "panel", "single"]
-Rule = Literal["synthesis", "vote", "rank", "best-of-n"]
+Rule = Literal["synthesis", "vote", "rank", "best-of-n", "analysis"]
 
 
 class PanelInput(TypedDict, total=False):
@@ -72,7 +74,7 @@ class PanelInput(TypedDict, total=False):
 
     messages: Required[list[dict[str, Any]]]  # OpenAI-style {role, content}
     models: list[str]  # the fallback list (`provider:model`); the debate preset's when empty
-    panel_size: int  # 2-7, default 3
+    panel_size: int  # 2-8, default 3
     # Fill seats the list's families cannot by sampling its models again (unique labels, varied temperatures).
     # None: the preset's setting when `models` is empty, else off (distinct families or TooFewFamiliesError).
     allow_same_family: bool | None
@@ -94,6 +96,15 @@ class PanelInput(TypedDict, total=False):
     # The tools (grants, `nodes.tools`) every panelist may call while it answers, run by Parley through the run's
     # `ToolAccess` (a stored router's `router:<id>` grant); none when empty.
     panelist_tools: list[str]
+    # What the judge weighs (the arbitrator's and the judges' instructions; never shown to the panelists).
+    criteria: str | None
+    # "full" (every seat at once, the default) or "adaptive": the first two seats (distinct families) first, the rest
+    # of the panel and the rule only when their answers disagree (`nodes.analysis.agreement` below
+    # `agreement_threshold`, default `core.limits.ADAPTIVE_AGREEMENT`).
+    depth: Literal["full", "adaptive"]
+    agreement_threshold: float | None
+    # Adaptive depth asks the rest of the panel anyway, and reports whether stopping would have answered the same.
+    shadow: bool
 
 
 class PanelOutput(TypedDict, total=False):
@@ -108,6 +119,14 @@ class PanelOutput(TypedDict, total=False):
     model_used: str | None  # the model that answered (single mode)
     attempts: list[dict[str, Any]]  # candidates that failed first: {model, role, error, detail, partial}
     decision: dict[str, Any]  # how a debate decided: {rule, decidedBy, model, ...} (`graphs.panel.rules`)
+    # Where the answers agree and contradict, and their agreement (`nodes.analysis.analyse`): debates and raw panels.
+    analysis: dict[str, Any]
+    # Adaptive depth's path: {path: agreed | escalated, agreement, threshold, firstSeats, seats, shadow?}.
+    adaptive: dict[str, Any]
+    # Who failed on the way, answer given anyway: [{model, role, error, detail}] (panelists, arbitrators).
+    failures: list[dict[str, Any]]
+    # Set when the answer is less than asked: "arbitrator_failed" (the labelled answers came back instead).
+    degraded: str | None
 
 
 class PanelState(PanelInput, PanelOutput, total=False):
@@ -124,18 +143,24 @@ class PanelState(PanelInput, PanelOutput, total=False):
 PANELIST_RETRY = MODEL_RETRY
 
 
-def unanswerable(mode: str, tools: dict[str, Any] | None, response_format: dict[str, Any] | None) -> str | None:
+def unanswerable(mode: str, tools: dict[str, Any] | None, response_format: dict[str, Any] | None,
+                 rule: str | None = None) -> str | None:
     """Why a request in `mode` cannot be answered as its tools or format ask (None when it can): a raw panel's
-    answer is every panelist's text, labelled, so it can neither be a tool call nor one JSON document."""
-    if mode != "panel":
+    answer (and a debate's under rule `analysis`) is every panelist's text, labelled, so it can neither be a tool
+    call nor one JSON document."""
+    if mode == "panel":
+        what = "A raw panel (panel: true)"
+    elif mode == "debate" and rule == "analysis":
+        what = "A debate under rule 'analysis'"
+    else:
         return None
     if AnswerFormat.load(response_format) is not None:
-        return ("A raw panel (panel: true) answers with every panelist's text, labelled, which cannot be the JSON "
-                "response_format asks for; ask a debate or a single model for JSON")
+        return (f"{what} answers with every panelist's text, labelled, which cannot be the JSON response_format "
+                "asks for; ask a debate or a single model for JSON")
     toolset = ToolSet.load(tools)
     if toolset is not None and toolset.must_call:
-        return ("A raw panel (panel: true) answers with its panelists' text and never calls a tool, so it cannot "
-                "honour tool_choice 'required' or a named function; ask a debate or a single model")
+        return (f"{what} answers with its panelists' text and never calls a tool, so it cannot honour tool_choice "
+                "'required' or a named function; ask a debate or a single model")
     return None
 
 
@@ -143,13 +168,25 @@ def route_request(state: PanelState) -> Literal["choose_panelists", "answer"]:
     mode = state.get("mode", "debate")
     if mode not in ("debate", "panel", "single"):
         raise ValueError(f"mode must be 'debate', 'panel' or 'single', not {mode!r}")
-    if reason := unanswerable(mode, state.get("tools"), state.get("response_format")):
+    if reason := unanswerable(mode, state.get("tools"), state.get("response_format"), state.get("rule")):
         raise ValueError(reason)
     return "answer" if mode == "single" else "choose_panelists"
 
 
 def panelist_tasks(state: PanelState) -> list[PanelistTask]:
-    """The request, once for every chosen panelist (one conversation, shared: see `panelist_prompt`)."""
+    """The request, once for every chosen panelist (one conversation, shared: see `panelist_prompt`); under adaptive
+    depth, once for each of the first seats (`first_stage`)."""
+    tasks = all_panelist_tasks(state)
+    return tasks[:ADAPTIVE_FIRST_SEATS] if first_stage(state) else tasks
+
+
+def rest_of_panel(state: PanelState) -> list[Send]:
+    """Adaptive depth's escalation: the seats not asked yet, sent to the panelist branch."""
+    asked = {r["index"] for r in state.get("panelist_results") or []}
+    return PANELISTS.send(task for task in all_panelist_tasks(state) if task["index"] not in asked)
+
+
+def all_panelist_tasks(state: PanelState) -> list[PanelistTask]:
     sent = monotonic_ms()
     # The caller's system prompt with what the rule asks of each answer (a vote's format), then what the tools and
     # the answer's format add.
@@ -169,7 +206,10 @@ ask_panelists = PANELISTS.dispatch(panelist_tasks, name="ask_panelists",
 
 
 def after_tally(state: PanelState) -> list[Send] | Literal["arbitrate", "assemble_panel", "vote", "count_ranks"]:
-    """The raw panel's assembly, or the debate's decision by its rule (`graphs.panel.rules.decide`)."""
+    """The rest of the panel when adaptive depth escalates; else the raw panel's assembly, or the debate's decision
+    by its rule (`graphs.panel.rules.decide`)."""
+    if asks_the_rest(state):
+        return rest_of_panel(state)
     return "assemble_panel" if state.get("mode") == "panel" else decide(state)
 
 
@@ -226,7 +266,7 @@ def build_panel_graph(*, panelist_retry: RetryPolicy | None = PANELIST_RETRY) ->
     builder.add_conditional_edges("choose_panelists", ask_panelists, ["panelist"])
     builder.add_edge("panelist", "tally")
     builder.add_conditional_edges("tally", after_tally,
-                                  ["arbitrate", "assemble_panel", "vote", "review", "count_ranks", "judge"])
+                                  ["arbitrate", "assemble_panel", "vote", "review", "count_ranks", "judge", "panelist"])
     builder.add_edge("review", "count_ranks")
     builder.add_edge("judge", "pick_best")
     for step in ("vote", "count_ranks", "pick_best"):
@@ -258,6 +298,10 @@ def panel_input(
     tools: ToolSet | None = None,
     answer_format: AnswerFormat | None = None,
     panelist_tools: list[str] | None = None,
+    criteria: str | None = None,
+    depth: Literal["full", "adaptive"] = "full",
+    shadow: bool = False,
+    agreement_threshold: float | None = None,
 ) -> PanelInput:
     """Return the panel graph's input (a `PanelInput`) for a conversation: every field set, the defaults filled in.
 
@@ -269,7 +313,7 @@ def panel_input(
         models: the fallback list the panelists are chosen from (`provider:model`); empty: the `router/debate`
             preset's (`PARLEY_DEBATE_MODELS`).
         arbitrators: the arbitrator candidates in order; empty: the deployment's (`PARLEY_ARBITRATOR_MODEL`).
-        panel_size: the seats, 2 to 7.
+        panel_size: the seats, 2 to 8.
         mode: "debate" (a decision), "panel" (every answer labelled) or "single" (one model with fallbacks).
         allow_same_family: fill seats the families cannot by sampling the models again (see `PanelInput`).
         system_prompt, arbitrator_prompt: the caller's instructions to every panelist; a replacement of the
@@ -279,6 +323,10 @@ def panel_input(
             `answer_rule`), `rank` (reviewers' orders seeded by `seed`) or `best-of-n`.
         tools, answer_format: what the answer may call, and the JSON it must be.
         panelist_tools: the grants the panelists may call (`nodes.tools`).
+        criteria: what the arbitrator and judges weigh the answers by.
+        depth, shadow, agreement_threshold: "adaptive" asks two seats first and the rest only when they disagree
+            (agreement below the threshold, `core.limits.ADAPTIVE_AGREEMENT` by default); `shadow` asks the rest
+            anyway and reports whether stopping would have answered the same.
 
     Returns:
         The input dict for `build_panel_graph().compile().ainvoke(...)`.
@@ -293,7 +341,7 @@ def panel_input(
         ('debate', 'vote', 2)
     """
     dumped = (tools.dump() if tools else None, answer_format.dump() if answer_format else None)
-    if reason := unanswerable(mode, *dumped):
+    if reason := unanswerable(mode, *dumped, rule):
         raise ValueError(reason)
     return {
         "messages": messages,
@@ -313,6 +361,10 @@ def panel_input(
         "tools": dumped[0],
         "response_format": dumped[1],
         "panelist_tools": list(panelist_tools or []),
+        "criteria": criteria,
+        "depth": depth,
+        "shadow": shadow,
+        "agreement_threshold": agreement_threshold,
     }
 
 

@@ -9,12 +9,19 @@
   A tie, or fewer than three answers, goes to the arbitrator.
 - `best-of-n`: a judge picks the best answer twice, reading them in panel order and reversed (`nodes.judge`);
   when both readings pick the same one it comes back verbatim, else (a position bias) the arbitrator decides.
+- `analysis`: no one decides; the answer is the panelists' answers, labelled, for a caller whose own model writes
+  the final answer from them and from their map (`analysis`, which every rule's debate gets: `nodes.analysis`).
+
+When every arbitrator candidate fails, a debate with two answers or more degrades to its labelled answers
+(`degrade`: `degraded` says so, `failures` who failed) instead of failing; an answer that must be JSON or a tool
+call cannot, and fails as before.
 
 The arbitrator and the judge are the request's candidates, those of a family not on the panel first
 (`llm.families.independent_first`, in `steps._arbitrators`). Every rule writes `decision` (a chat completion's
 `_meta.decision`) and sends it as a `decision` event; reviews and verdicts go out as `review` and `verdict` events.
 
     tally -> decide -> arbitrate -> END
+                     | assemble_panel -> END (analysis)
                      | vote -> END | arbitrate
                      | review x N (Send) -> count_ranks -> END | arbitrate
                      | judge x 2 (Send) -> pick_best -> END | arbitrate
@@ -23,6 +30,7 @@ The arbitrator and the judge are the request's candidates, those of a family not
 from __future__ import annotations
 
 import json
+import logging
 import zlib
 from typing import Any, Literal
 
@@ -43,7 +51,15 @@ from parley.nodes.prompts import decide as prompts
 from parley.nodes.rank import ReviewTask, borda, public_review, rank, review_failure, review_orders
 from parley.nodes.speak import chunk_event
 
-from parley.graphs.panel.steps import PanelContext, _arbitrators, arbitrate_panel, panel_context
+from parley.graphs.panel.steps import (
+    AllModelsFailedError,
+    PanelContext,
+    _arbitrators,
+    arbitrate_panel,
+    labelled_answers,
+    panel_context,
+    settle_shadow,
+)
 
 __all__ = [
     "DEFAULT_ANSWER_RULE", "DEFAULT_RULE", "JUDGES", "MIN_RANK_ANSWERS", "REVIEWS", "RULES", "RuleError",
@@ -51,13 +67,17 @@ __all__ = [
     "pick_best", "review_answers", "vote",
 ]
 
-RULES = ("synthesis", "vote", "rank", "best-of-n")
+log = logging.getLogger("parley.panel")
+
+RULES = ("synthesis", "vote", "rank", "best-of-n", "analysis")
 DEFAULT_RULE = "synthesis"
 DEFAULT_ANSWER_RULE = "exact"
 # Each panelist ranks the others' answers: with two answers each reviewer would read one, which ranks nothing.
 MIN_RANK_ANSWERS = 3
 # A vote is won by an answer given at least this often, and more often than any other.
 MIN_VOTES = 2
+# Answers a debate needs to answer with them, labelled, when every arbitrator fails.
+MIN_DEGRADED_ANSWERS = 2
 
 NOT_INDEPENDENT = ("No configured {role} candidate is of a family outside the panel's ({families}), so {model} "
                    "decided; judges favour their own family's answers. Configure one (the router's `arbitrator`, "
@@ -153,7 +173,7 @@ def chosen(state: dict[str, Any], decision: dict[str, Any], index: int, note: st
     emit({"event": "decision", **decision})
     text = winner["answer"] if answer_format is not None else winner["answer"] + prompts.NOTE_SEPARATOR + note
     event_writer()(chunk_event({"id": model, "name": winner["model"]}, text))
-    return {"answer": text, "decision": decision, "arbitrator": None}
+    return settle_shadow(state, {"answer": text, "decision": decision, "arbitrator": None})
 
 
 def undecided(decision: dict[str, Any], reason: str) -> dict[str, Any]:
@@ -177,13 +197,53 @@ def after_decision(state: dict[str, Any]) -> Literal["arbitrate", "__end__"]:
 
 
 async def arbitrate_by_rule(state: dict[str, Any], runtime: Runtime[PanelContext]) -> dict[str, Any]:
-    """Have the arbitrator write the answer: the rule's own way (`synthesis`), or the decider of a rule's tie."""
-    out = await arbitrate_panel(state, runtime)
+    """Have the arbitrator write the answer: the rule's own way (`synthesis`), or the decider of a rule's tie.
+
+    When every arbitrator candidate fails and at least two panelists answered, the answer degrades to their labelled
+    answers (`degrade`) rather than failing, unless it had to be JSON or a tool call, which labelled answers are not.
+    """
+    try:
+        out = await arbitrate_panel(state, runtime)
+    except AllModelsFailedError as exc:
+        if reason := undegradable(state, exc, streamed=panel_context(runtime).streamed):
+            log.warning("every arbitrator failed and the answer cannot degrade: %s", reason)
+            raise
+        return degrade(state, exc)
     decision = state.get("decision") or {"rule": rule_of(state), "decidedBy": "arbitrator"}
     decision = {**decision, "model": out["arbitrator"], "arbitrator": out["arbitrator"],
                 **independence(state, out["arbitrator"], "arbitrator")}
     emit({"event": "decision", **decision})
-    return {**out, "decision": decision}
+    return settle_shadow(state, {**out, "decision": decision})
+
+
+def undegradable(state: dict[str, Any], exc: AllModelsFailedError, *, streamed: bool = False) -> str | None:
+    """Why a debate whose arbitrators all failed cannot answer with its labelled answers (None when it can): too few
+    answers, an answer that must be JSON or a tool call, or (`streamed`) part of an arbitrator's answer already read
+    by the client, who cannot be given another one after it."""
+    if streamed and any(attempt.get("partial") for attempt in exc.attempts):
+        return "part of an arbitrator's answer was already streamed"
+    if len(state.get("answers") or []) < MIN_DEGRADED_ANSWERS:
+        return f"fewer than {MIN_DEGRADED_ANSWERS} panelists answered"
+    if AnswerFormat.load(state.get("response_format")) is not None:
+        return "the answer must be JSON"
+    tools = ToolSet.load(state.get("tools"))
+    if tools is not None and tools.must_call:
+        return "the answer must call a tool"
+    return None
+
+
+def degrade(state: dict[str, Any], exc: AllModelsFailedError) -> dict[str, Any]:
+    """The answer when no arbitrator could write one: the panelists' answers, labelled, with the map the tally made,
+    the decision saying why no one decided, and each failed candidate in `failures`."""
+    failed = [{"model": a["model"], "role": a.get("role", "arbitrator"), "error": a["error"],
+               "detail": a.get("detail", "")} for a in exc.attempts]
+    decision = {**(state.get("decision") or {"rule": rule_of(state)}), "decidedBy": "none",
+                "reason": f"every {exc.role} candidate failed, so the panelists' answers come back labelled"}
+    emit({"event": "decision", **decision})
+    update = {"answer": labelled_answers(state["answers"]), "arbitrator": None, "decision": decision,
+              "degraded": f"{exc.role}_failed", "attempts": list(exc.attempts),
+              "failures": [*(state.get("failures") or []), *failed]}
+    return settle_shadow(state, update)
 
 
 arbitrate_by_rule.__wrapped__ = arbitrate_panel  # type: ignore[attr-defined]  # the `arbitrate` capability
@@ -192,15 +252,18 @@ arbitrate_by_rule.__wrapped__ = arbitrate_panel  # type: ignore[attr-defined]  #
 # --- the routing after the tally ------------------------------------------------------------
 
 
-def decide(state: dict[str, Any]) -> list[Send] | Literal["arbitrate", "vote", "count_ranks"]:
-    """Take the debate's answers to its rule: the arbitrator, the vote, the reviewers or the judges."""
+def decide(state: dict[str, Any]) -> list[Send] | Literal["arbitrate", "vote", "count_ranks", "assemble_panel"]:
+    """Take the debate's answers to its rule: the arbitrator, the vote, the reviewers, the judges, or (`analysis`)
+    no one: the labelled answers and their map."""
     rule = rule_of(state)
+    if rule == "analysis":
+        return "assemble_panel"
     if rule == "vote":
         return "vote"
     if rule == "rank":
         return ask_reviewers(state) if len(state["answers"]) >= MIN_RANK_ANSWERS else "count_ranks"
     if rule == "best-of-n":
-        return judge_both_orders(state, keys=("messages", "answers", "system_prompt", "arbitrators", "chosen"),
+        return judge_both_orders(state, keys=("messages", "answers", "system_prompt", "arbitrators", "chosen", "criteria"),
                                  fan_out=JUDGES)
     return "arbitrate"
 

@@ -8,6 +8,7 @@ With `allow_same_family`, seats that distinct families cannot fill go to the lis
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -16,8 +17,16 @@ from typing import Any, NotRequired, TypedDict
 
 from langchain_core.messages import BaseMessage
 from langgraph.runtime import Runtime
+from langgraph.types import Send
 
-from parley.core.limits import DEFAULT_MIN_SUCCESSES, DEFAULT_PANEL_SIZE, MAX_PANEL_SIZE, MIN_PANEL_SIZE
+from parley.core.limits import (
+    ADAPTIVE_AGREEMENT,
+    ADAPTIVE_FIRST_SEATS,
+    DEFAULT_MIN_SUCCESSES,
+    DEFAULT_PANEL_SIZE,
+    MAX_PANEL_SIZE,
+    MIN_PANEL_SIZE,
+)
 from parley.llm.client import off_loop
 from parley.llm.failures import classify_failure, describe_failure
 from parley.graphs.panel import prompts
@@ -26,6 +35,7 @@ from parley.llm.formats import AnswerFormat
 from parley.llm.providers import DEFAULT_PROVIDER, split_model_id
 from parley.llm.tools import ToolSet
 from parley.llm.usage import monotonic_ms, usage_from_message
+from parley.nodes.analysis import agreement, analyse
 from parley.nodes.arbitrate import (  # noqa: F401 (re-exported: the panel's callers and tests read them here)
     ANSWER_LETTERS,
     MIN_ANSWER_TOKENS,
@@ -160,7 +170,7 @@ def pick_panelists(
     sampled once more. A model may therefore appear more than once (see `panel_seats`).
 
     Raises:
-        ValueError: `size` is outside 2-7.
+        ValueError: `size` is outside 2-8.
         TooFewFamiliesError: the list has fewer than `size` distinct families (and `allow_same_family`
             is off), or it is empty.
 
@@ -418,17 +428,75 @@ def panelist_failed(*, then: str):
     return PANELISTS.failed(then=then)
 
 
+def first_stage(state: dict[str, Any]) -> bool:
+    """Whether the panel asks its first seats only, for now: adaptive depth, before it has decided to go on."""
+    return (state.get("depth") == "adaptive" and "adaptive" not in state
+            and len(state.get("chosen") or []) > ADAPTIVE_FIRST_SEATS)
+
+
+def asks_the_rest(state: dict[str, Any]) -> bool:
+    """Whether adaptive depth's first look sends the rest of the panel (to escalate, or as its shadow) and some
+    seat has not answered yet."""
+    report = state.get("adaptive") or {}
+    going_on = report.get("path") == "escalated" or "shadow" in report
+    return going_on and len(state.get("panelist_results") or []) < len(state.get("chosen") or [])
+
+
+def question_of(state: dict[str, Any]) -> str:
+    """The conversation's last user message, as text (what an analysis looks for blind spots in)."""
+    return next((content_text(m.get("content")) for m in reversed(state.get("messages") or [])
+                 if m.get("role") == "user"), "")
+
+
+def first_seats_agree(state: dict[str, Any], results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Adaptive depth's first look: the agreement of the first seats' answers (`nodes.analysis.agreement`), and the
+    path it takes. `agreed` stops there (unless `shadow`, which asks the rest anyway, to find out whether stopping
+    would have answered the same); `escalated` asks the rest of the panel. A seat that failed escalates too."""
+    threshold = state.get("agreement_threshold")
+    threshold = ADAPTIVE_AGREEMENT if threshold is None else threshold
+    answered = [r for r in results if r["success"]]
+    score = agreement(answered[0]["answer"], answered[1]["answer"]) if len(answered) >= 2 else 0.0
+    agreed = len(answered) == len(results) and score >= threshold
+    report = {"path": "agreed" if agreed else "escalated", "agreement": score, "threshold": threshold,
+              "firstSeats": [r["model"] for r in results], "seats": len(state["chosen"])}
+    if agreed and state.get("shadow"):
+        report["shadow"] = {"firstAnswer": answered[0]["answer"]}  # compared with the full panel's (`settle_shadow`)
+    emit({"event": "depth", **{k: v for k, v in report.items() if k != "shadow"}, "shadow": bool(state.get("shadow"))})
+    return report
+
+
 async def tally(state: dict[str, Any]) -> dict[str, Any]:
-    """Put the panelists' results in panel order and insist on enough answers."""
+    """Put the panelists' results in panel order and insist on enough answers; map where the answers agree and
+    contradict (`nodes.analysis`).
+
+    Under adaptive depth the first tally reads the first seats only and decides whether the rest are asked
+    (`first_seats_agree`); when they are, the panel is tallied again with every answer.
+    """
+    if first_stage(state):
+        results = sorted(state.get("panelist_results") or [], key=lambda r: r["index"])
+        report = first_seats_agree(state, results)
+        if report["path"] == "escalated" or "shadow" in report:
+            return {"adaptive": report}  # the rest of the panel answers first (`after_tally`)
+        update = {"adaptive": report}
+    else:
+        update = {}
     results = PANELISTS.gather(
         state, needed=state.get("min_successes", DEFAULT_MIN_SUCCESSES), too_few=TooFewPanelistsError
     )
     answered = [r for r in results if r["success"]]
     proposals = bool(state.get("tools")) and state.get("mode") != "panel"  # a raw panel's content holds them all
+    answers = [{"model": r["model"], "model_id": r["model_id"], "answer": r["answer"]} for r in answered]
+    analysis = await asyncio.to_thread(analyse, answers, question_of(state))
+    emit({"event": "analysis", **analysis})
     return {
+        **update,
         "panelists": [public_panelist(r, proposal=proposals) for r in results],
-        "answers": [{"model": r["model"], "model_id": r["model_id"], "answer": r["answer"]} for r in answered],
+        "answers": answers,
+        "analysis": analysis,
+        "failures": [{"model": r["model"], "role": "panelist", "error": r["error"], "detail": r.get("detail", "")}
+                     for r in results if not r["success"]],
     }
+
 
 
 # --- answering ------------------------------------------------------------------------------
@@ -445,15 +513,38 @@ def _arbitrators(state: dict[str, Any], ctx: RunContext) -> list[str]:
 arbitrate_panel = arbitrate(candidates=_arbitrators, timeout=lambda ctx: ctx.arbitrator_timeout, context=PanelContext)
 
 
-async def assemble_panel(state: dict[str, Any]) -> dict[str, Any]:
+def labelled_answers(answers: Sequence[dict[str, Any]]) -> str:
     """Label each answer with its model and join them in panel order, streaming one block at a time."""
     writer = event_writer()
     blocks = []
-    for i, item in enumerate(state["answers"]):
+    for i, item in enumerate(answers):
         block = PANEL_BLOCK.format(model=item["model"], answer=item["answer"])
         writer(chunk_event(PANEL_SPEAKER, (PANEL_SEPARATOR if i else "") + block))
         blocks.append(block)
-    return {"answer": PANEL_SEPARATOR.join(blocks), "arbitrator": None}
+    return PANEL_SEPARATOR.join(blocks)
+
+
+async def assemble_panel(state: dict[str, Any]) -> dict[str, Any]:
+    """The raw panel's answer: every answer labelled with its model, in panel order. A debate whose rule is
+    `analysis` answers the same way, its decision saying that no one chose (the map, `analysis`, is the point)."""
+    update: dict[str, Any] = {"answer": labelled_answers(state["answers"]), "arbitrator": None}
+    if state.get("mode", "debate") == "debate":
+        update["decision"] = {"rule": "analysis", "decidedBy": "none"}
+        emit({"event": "decision", **update["decision"]})
+    return settle_shadow(state, update)
+
+
+def settle_shadow(state: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    """A decided debate's update, with adaptive depth's shadow settled: whether the first seats' answer (where the
+    cheap path would have stopped) agrees with the answer the whole panel gave (`nodes.analysis.agreement` at the
+    same threshold)."""
+    report = state.get("adaptive") or {}
+    if "shadow" not in report or "answer" not in update:
+        return update
+    first = report["shadow"].get("firstAnswer", "")
+    score = agreement(first, update["answer"])
+    shadow = {"agreement": score, "sameAnswer": score >= report["threshold"]}
+    return {**update, "adaptive": {**{k: v for k, v in report.items() if k != "shadow"}, "shadow": shadow}}
 
 
 async def answer_with_fallback(state: dict[str, Any], runtime: Runtime[PanelContext]) -> dict[str, Any]:

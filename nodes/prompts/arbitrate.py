@@ -16,6 +16,9 @@ Reply with the final answer only."""
 CALLER_INSTRUCTIONS = """The person asking gave these instructions, which your final answer must follow as well:
 {system_prompt}"""
 
+CRITERIA = """Weigh the answers by these criteria, which the person asking chose:
+{criteria}"""
+
 ARBITRATION_REQUEST = """{conversation}
 
 The panel's answers to the last message above:

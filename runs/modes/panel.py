@@ -31,7 +31,8 @@ from parley.graphs.panel.steps import (
 from parley.llm.usage import UsageLedger, usage_view, usd
 from parley.runs.modes.base import Emit, ModeRun, Outcome, RunFailure, with_checkpointer
 
-PROGRESS = ("panelists", "panelist", "answering", "fallback", "decision", "review", "verdict", "queued")
+PROGRESS = ("panelists", "panelist", "answering", "fallback", "decision", "review", "verdict", "queued", "depth",
+            "analysis")
 
 
 class AnswerInterrupted(PanelError):
@@ -41,7 +42,7 @@ class AnswerInterrupted(PanelError):
 def response_model(plan: dict[str, Any], result: dict[str, Any]) -> str:
     """The `model` of the answer: "panel" for a raw panel, the model whose answer a debate returns (its arbitrator's,
     or the panelist's its rule chose), the model that answered otherwise (the first candidate before anyone has)."""
-    if plan["mode"] == "panel":
+    if plan["mode"] == "panel" or result.get("degraded") or (result.get("decision") or {}).get("decidedBy") == "none":
         return "panel"
     if plan["mode"] == "debate":
         return (result.get("decision") or {}).get("model") or result.get("arbitrator") or plan["arbitrators"][0]
@@ -70,7 +71,8 @@ def meta_body(plan: dict[str, Any], result: dict[str, Any], ledger: UsageLedger,
 
     A panel filled by resampling (allowSameFamily) says so with `sameFamily: true`; its panelists' `model`
     is each seat's label (`local:smollm2`, `local:smollm2 #2`, ...). A debate adds its `rule` and `decision`
-    (how it decided: `graphs.panel.rules`).
+    (how it decided: `graphs.panel.rules`). Debates and raw panels add `analysis` (the disagreement map:
+    `nodes.analysis`), `adaptive` (adaptive depth's path, when asked) and `status` (`status_body`).
     """
     view = usage_view(ledger)
     cost, tokens = view["costUsd"], view["totalTokens"]
@@ -85,9 +87,29 @@ def meta_body(plan: dict[str, Any], result: dict[str, Any], ledger: UsageLedger,
         meta["panel"] = {"models": panelists, "totalTokens": tokens, "totalCost": cost, **same_family}
     elif result.get("attempts"):
         meta["fallbacks"] = [{"model": a["model"], "error": a["error"]} for a in result["attempts"]]
+    if plan.get("housekeeping"):
+        meta["housekeeping"] = plan["housekeeping"]
     if plan["mode"] == "debate" and result.get("decision"):
         meta["rule"], meta["decision"] = result["decision"]["rule"], result["decision"]
+    if plan["mode"] != "single":
+        if result.get("analysis"):
+            meta["analysis"] = result["analysis"]
+        if result.get("adaptive"):
+            meta["adaptive"] = result["adaptive"]
+        meta["status"] = status_body(result)
     return meta
+
+
+def status_body(result: dict[str, Any]) -> dict[str, Any]:
+    """What became of the request, machine-readable: `answered` (as asked) or `degraded` (the labelled answers came
+    back because every arbitrator failed: `reason`), and every model that failed on the way (`failed`: panelists
+    that did not answer, arbitrator candidates that did not either)."""
+    failed = list(result.get("failures") or [])
+    if not result.get("degraded"):  # the candidates that failed before the one that answered
+        failed += [{"model": a["model"], "role": a.get("role", "arbitrator"), "error": a["error"],
+                    "detail": a.get("detail", "")} for a in result.get("attempts") or []]
+    return {"outcome": "degraded" if result.get("degraded") else "answered", "reason": result.get("degraded"),
+            "failed": failed}
 
 
 def panel_error(exc: BaseException) -> dict[str, Any]:

@@ -83,9 +83,9 @@ def test_failed_items_make_the_run_exit_non_zero(parley_env, llm, tmp_path):
 @pytest.mark.parametrize(("args", "message"), [
     (["--methods", "single,voting"], "unknown method(s) voting: choose from single, self-consistency"),
     (["--methods", "single,single"], "names a method twice"),
-    (["--methods", "panel", "--agents", "1"], "the panel seats 2-7 panelists"),
+    (["--methods", "panel", "--agents", "1"], "the panel seats 2-8 panelists"),
     (["--methods", "roundtable", "--agents", "6"], "the round table seats at most 5 agents"),
-    (["--methods", "panel:vote", "--agents", "8"], "the panel seats 2-7 panelists (panel:vote)"),
+    (["--methods", "panel:vote", "--agents", "9"], "the panel seats 2-8 panelists (panel:vote)"),
     (["--methods", "panel:rank", "--agents", "2"], "panel:rank needs at least 3 panelists"),
     (["--methods", "single,debate", "--match-budget"], "add self-consistency or self-moa to --methods"),
     (["--methods", "debate,self-consistency", "--match-budget"], "add single to --methods"),

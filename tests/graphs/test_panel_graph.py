@@ -15,8 +15,9 @@ from parley.graphs.panel import (
     TooFewFamiliesError,
     TooFewPanelistsError,
     build_panel_graph,
-    panel_node,
     graph,
+    panel_input,
+    panel_node,
 )
 from parley.llm.factory import ModelFactory
 from parley.llm.failures import is_transient
@@ -149,10 +150,19 @@ async def test_an_arbitrator_failing_mid_answer_is_flagged_partial(ctx, llm):
     assert [e["partial"] for e in events if e["event"] == "fallback"] == [True]
 
 
-async def test_all_arbitrators_failing_raises(ctx, llm):
+async def test_all_arbitrators_failing_degrades_to_the_labelled_answers(ctx, llm):
+    llm.script(model="gpt-4o", status=500)
+    result = await graph.ainvoke(debate(), context=ctx)
+    assert result["degraded"] == "arbitrator_failed" and result["arbitrator"] is None
+    assert result["answer"].startswith("**openai:gpt-5**") and result["decision"]["decidedBy"] == "none"
+    assert [(f["model"], f["role"], f["error"]) for f in result["failures"]] == [("openai:gpt-4o", "arbitrator",
+                                                                               "server")]
+
+
+async def test_all_arbitrators_failing_raises_when_the_answer_must_be_json(ctx, llm):
     llm.script(model="gpt-4o", status=500)
     with pytest.raises(AllModelsFailedError, match=r"openai:gpt-4o: server \(HTTP 500"):
-        await graph.ainvoke(debate(), context=ctx)
+        await graph.ainvoke({**debate(), "response_format": {"type": "json_object"}}, context=ctx)
 
 
 async def test_panel_mode_assembles_labelled_blocks(ctx, llm):
@@ -298,3 +308,30 @@ def _one_node(node):
     builder.add_node("debate", node)
     builder.add_edge(START, "debate")
     return builder.compile()
+
+
+async def test_adaptive_depth_in_python_asks_the_third_seat_only_on_disagreement(ctx, llm):
+    """`panel_input(depth="adaptive")`: two seats that agree are decided on (3 calls); two that do not bring in the
+    third (4 calls), the `depth` events saying which path each took."""
+    llm.script(model="gpt-5", reply="A hot dog is a sandwich.")
+    llm.script(model="claude-sonnet-4-5", reply="A hot dog is a sandwich.", times=1)
+    llm.script(model="claude-sonnet-4-5", reply="A hot dog is not a sandwich: it is a taco.")
+    agreed, events = await collect(panel_input(QUESTION, models=PANEL, arbitrators=["openai:gpt-4o"],
+                                               depth="adaptive"), ctx)
+    assert agreed["adaptive"]["path"] == "agreed" and len(ctx.ledger.records) == 3
+    assert [e["path"] for e in events if e["event"] == "depth"] == ["agreed"]
+    before = len(ctx.ledger.records)
+    escalated, _ = await collect(panel_input(QUESTION, models=PANEL, arbitrators=["openai:gpt-4o"],
+                                             depth="adaptive"), ctx)
+    assert escalated["adaptive"]["path"] == "escalated" and len(ctx.ledger.records) - before == 4
+    assert [p["model"] for p in escalated["panelists"]] == PANEL
+    assert escalated["analysis"]["contradictions"]
+
+
+async def test_a_raw_panel_carries_the_map_of_its_answers(ctx, llm):
+    llm.script(model="gpt-5", reply="Yes.")
+    llm.script(model="claude-sonnet-4-5", reply="Yes.")
+    llm.script(model="gemini-2.5-pro", reply="No.")
+    result, events = await collect(debate(mode="panel"), ctx)
+    assert result["analysis"]["contradictions"] and result["analysis"]["agreement"] < 1
+    assert [e for e in events if e["event"] == "analysis"][0]["agreement"] == result["analysis"]["agreement"]

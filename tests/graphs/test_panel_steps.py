@@ -86,8 +86,8 @@ def test_same_family_panels_fill_remaining_seats_by_resampling(models, size, exp
 def test_same_family_still_needs_a_model_and_a_valid_size():
     with pytest.raises(TooFewFamiliesError):
         pick_panelists([], 3, allow_same_family=True)
-    with pytest.raises(ValueError, match="between 2 and 7"):
-        pick_panelists([SMOL], 8, allow_same_family=True)
+    with pytest.raises(ValueError, match="between 2 and 8"):
+        pick_panelists([SMOL], 9, allow_same_family=True)
 
 
 def test_seats_have_unique_labels_and_resamples_differ_in_temperature():
@@ -116,9 +116,9 @@ def test_sample_temperatures_are_distinct_and_in_range(count, base, ceiling):
         assert temperatures[0] == base  # the first sample keeps the caller's temperature
 
 
-@pytest.mark.parametrize("size", [1, 8])
-def test_panel_size_is_two_to_seven(size):
-    with pytest.raises(ValueError, match="between 2 and 7"):
+@pytest.mark.parametrize("size", [1, 9])
+def test_panel_size_is_two_to_eight(size):
+    with pytest.raises(ValueError, match="between 2 and 8"):
         pick_panelists([GPT5, SONNET, GEMINI], size)
 
 
