@@ -164,8 +164,14 @@ class AskPanel(BaseModel):
     messages: list[ChatMessage] | None = Field(
         None, min_length=1, max_length=MAX_CHAT_MESSAGES,
         description="A whole conversation, as chat completions take it, instead of `question`.")
-    router: str = Field("debate", min_length=1, description="Which panel answers: `debate` (the preset) or a "
-                                                            "router of the workspace (`GET /v1/routers`).")
+    router: str = Field("debate", min_length=1, description="Which panel answers: a preset (`debate`, `quality`, "
+                                                            "`budget`) or a router of the workspace (`GET /v1/routers`).")
+    models: list[str] | None = Field(None, description="The panel for this question (2-8 `provider:model` ids of "
+                                                       "distinct families), replacing the router's.")
+    arbitrator: str | None = Field(None, min_length=1, description="The arbitrator (and judge) for this question.")
+    criteria: str | None = Field(None, min_length=1, description="What the arbitrator weighs the answers by.")
+    depth: Literal["full", "adaptive"] | None = Field(None, description="`adaptive`: two panelists first, the rest "
+                                                                        "only when they disagree.")
     rule: RuleName | None = Field(None, description=RULE_HELP + " The router's rule when omitted.")
     answer_rule: str | None = Field(None, description=ANSWER_RULE_HELP)
     debate: bool | None = Field(None, description="Debate (panel, then an arbitrator) or not; the router's default "
@@ -185,8 +191,8 @@ class AskPanel(BaseModel):
         messages = ([m.model_dump(exclude_none=True) for m in self.messages] if self.messages
                     else [{"role": "user", "content": self.question}])
         body = {"model": f"router/{self.router}", "messages": messages,
-                **self.model_dump(include={"rule", "answer_rule", "debate", "panel", "temperature", "max_tokens"},
-                                   exclude_none=True)}
+                **self.model_dump(include={"rule", "answer_rule", "debate", "panel", "temperature", "max_tokens",
+                                           "models", "arbitrator", "criteria", "depth"}, exclude_none=True)}
         try:
             return ChatCompletionRequest.model_validate(body)
         except ValidationError as exc:
@@ -201,7 +207,8 @@ class PanelAnswer(BaseModel):
     model: str = Field(description="Who answered: the arbitrator of a debate, `panel` for raw answers, or the model.")
     usage: dict[str, Any]
     meta: dict[str, Any] = Field(alias="_meta", description="The chat completion's `_meta`: cost, tokens, latency, "
-                                                            "router mode and each panelist's result.")
+                                                            "router mode, each panelist's result, the disagreement "
+                                                            "map (`analysis`) and the `status`.")
 
 
 async def ask_panel(call: Call, question: AskPanel) -> Answer:

@@ -18,12 +18,22 @@ from parley.services import panel as service
 from parley.services.backend import Backend
 from parley.services.errors import NotFound, ServiceError
 from parley.services.panel import ChatCompletionRequest
-from parley.services.routers import PRESET_ID, SELF_MOA_PREFIX, load_router, preset_router, self_moa_router
+from parley.services.routers import (
+    COUNCIL_PRESETS,
+    PRESET_ID,
+    SELF_MOA_PREFIX,
+    council_preset,
+    load_router,
+    preset_router,
+    self_moa_router,
+)
 
 
 def _load_router(router_id: str, workspace: str, settings: Settings) -> dict[str, Any]:
     if router_id == PRESET_ID:
         return preset_router(settings)  # without a database
+    if router_id in COUNCIL_PRESETS:
+        return council_preset(settings, router_id)
     if router_id.startswith(SELF_MOA_PREFIX):
         try:
             return self_moa_router(settings, router_id.removeprefix(SELF_MOA_PREFIX))
@@ -47,15 +57,32 @@ def _decision_line(decision: dict[str, Any]) -> str:
     """How a debate decided, in one line: its rule, who decided, and why the arbitrator did when a rule could not."""
     if decision.get("decidedBy") == "arbitrator":
         how = f"arbitrator {decision.get('arbitrator')}" + (f" ({decision['reason']})" if decision.get("reason") else "")
+    elif decision.get("decidedBy") == "none":
+        how = "no one decided" + (f" ({decision['reason']})" if decision.get("reason") else ": the answers, labelled")
     else:
         how = f"{decision['decidedBy']} chose {decision.get('winner')}'s answer"
     note = "" if decision.get("independent", True) else "; the decider shares a panelist's family"
     return f"rule {decision['rule']}: {how}{note}"
 
 
+def _analysis_line(meta: dict[str, Any]) -> str:
+    """The disagreement map and adaptive depth's path, in one line."""
+    parts = []
+    if analysis := meta.get("analysis"):
+        parts.append(f"agreement {analysis['agreement']:.2f}: {len(analysis['consensus'])} shared points, "
+                     f"{len(analysis['contradictions'])} contradictions, {len(analysis['uniqueInsights'])} unique")
+    if adaptive := meta.get("adaptive"):
+        seats = len(adaptive["firstSeats"]) if adaptive["path"] == "agreed" and "shadow" not in adaptive \
+            else adaptive["seats"]
+        parts.append(f"adaptive depth {adaptive['path']} ({adaptive['agreement']:.2f} against "
+                     f"{adaptive['threshold']:.2f}), {seats} of {adaptive['seats']} seats asked")
+    return "; ".join(parts)
+
+
 def ask(
     question: str = typer.Argument(..., help="What to ask the panel."),
-    router: str = typer.Option(PRESET_ID, help="Router id: the `debate` preset, one stored in the workspace, or "
+    router: str = typer.Option(PRESET_ID, help="Router id: a preset (`debate`, `quality`, `budget`), one stored in the "
+                               "workspace, or "
                                "`self-moa/<provider:model>` (that model sampled for every seat)."),
     panel: bool = typer.Option(False, "--panel", help="Show every panelist's answer instead of an arbitrated one."),
     model: list[str] = typer.Option(None, "--model", help="Panel model; repeat it to replace the router's list."),
@@ -76,6 +103,9 @@ def ask(
     answer_rule: str = typer.Option(None, help="How `--rule vote` reads answers: number, choice, exact or "
                                     "regex:<pattern>; default: the router's, else exact."),
     seed: int = typer.Option(None, help="Seeds the reviewers' reading orders of `--rule rank`."),
+    criteria: str = typer.Option(None, help="What the arbitrator (and judges) weigh the answers by."),
+    depth: str = typer.Option(None, help="`full` (every panelist at once) or `adaptive` (two first, the rest only "
+                              "when they disagree); default: the router's."),
 ) -> None:
     """Ask a panel of models of distinct families; an arbitrator answers (or, with --panel, all of them do).
 
@@ -95,14 +125,17 @@ def ask(
         # Planned here first for the models it calls (the embedded one is started when one of them is); the run
         # plans it again, as the chat completions route does.
         try:
+            if depth not in (None, "full", "adaptive"):
+                raise ServiceError(f"--depth must be 'full' or 'adaptive', not {depth!r}")
             plan = service.plan_for_router(_load_router(router, workspace, settings), settings, debate=debate,
-                                           panel=panel, rule=rule, answer_rule=answer_rule, **overrides)
+                                           panel=panel, rule=rule, answer_rule=answer_rule, criteria=criteria,
+                                           depth=depth, **overrides)
         except ServiceError as exc:  # the same refusal as the chat completions route's
             raise fail(str(exc)) from exc
         target = router if router.startswith(SELF_MOA_PREFIX) else f"router/{router}"
         body = ChatCompletionRequest(model=target, messages=[{"role": "user", "content": question}], stream=True,
                                      max_tokens=max_tokens, debate=debate, panel=panel, rule=rule,
-                                     answer_rule=answer_rule, seed=seed)
+                                     answer_rule=answer_rule, seed=seed, criteria=criteria, depth=depth)
         with model_factory(plan.models + plan.arbitrators) as factory:
             try:
                 completion, record = run_here(uri, factory, run)
@@ -116,6 +149,8 @@ def ask(
         console.print(_panel_table(seats))
     if meta.get("decision"):
         console.print(f"[dim]{_decision_line(meta['decision'])}[/]", highlight=False)
+    if meta.get("analysis") or meta.get("adaptive"):
+        console.print(f"[dim]{_analysis_line(meta)}[/]", highlight=False)
     usage = record.get("usage") or {}
     mode, used = meta["routerMode"], meta["modelUsed"]  # a debate's: its arbitrator, or the answer its rule chose
     arbitrated = mode == "debate" and meta.get("decision", {}).get("decidedBy", "arbitrator") == "arbitrator"

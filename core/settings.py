@@ -19,6 +19,10 @@ EMBEDDED_MODEL_ID = "local:smollm2"
 HOSTED_DEFAULT_MODEL = "gpt-4o-mini"
 # The `router/debate` preset's panel when an endpoint is configured: one model of each of three families.
 HOSTED_DEBATE_MODELS = ("openai:gpt-4o-mini", "anthropic:claude-sonnet-4-5", "google:gemini-2.5-flash")
+# The `router/quality` and `router/budget` presets' panels when an endpoint is configured: three families each, the
+# strongest models of the price table, and the cheapest.
+HOSTED_QUALITY_MODELS = ("openai:gpt-5", "anthropic:claude-opus-4-5", "google:gemini-2.5-pro")
+HOSTED_BUDGET_MODELS = ("openai:gpt-5-nano", "google:gemini-2.5-flash-lite", "deepseek:deepseek-chat")
 
 
 class Settings(BaseSettings):
@@ -42,6 +46,12 @@ class Settings(BaseSettings):
         description="Whether the preset may fill seats by resampling one family; unset means "
         "`debate_allow_same_family`'s automatic choice.",
     )
+    parley_quality_models: Annotated[list[str] | None, NoDecode] = Field(
+        None, description="The `router/quality` preset's models (comma list); unset: three flagship models of distinct "
+        "families with an endpoint configured, the embedded model without one.")
+    parley_budget_models: Annotated[list[str] | None, NoDecode] = Field(
+        None, description="The `router/budget` preset's models (comma list, adaptive depth); unset: three low-priced "
+        "models of distinct families with an endpoint configured, the embedded model without one.")
     parley_arbitrator_model: str | None = Field(None, description="Arbitrator of the preset; default model when unset.")
     parley_self_moa_model: str | None = Field(
         None, description="The one model the `router/self-moa` preset samples (Self-MoA: several answers of the "
@@ -124,8 +134,9 @@ class Settings(BaseSettings):
         "request's own origin (its scheme and `Host`) only. A request without `Origin` (not from a browser) is "
         "answered.")
 
-    @field_validator("parley_debate_models", "parley_trusted_proxies", "parley_tool_urls", "parley_tool_commands",
-                     "parley_mcp_allowed_hosts", "parley_mcp_allowed_origins", mode="before")
+    @field_validator("parley_debate_models", "parley_quality_models", "parley_budget_models", "parley_trusted_proxies",
+                     "parley_tool_urls", "parley_tool_commands", "parley_mcp_allowed_hosts", "parley_mcp_allowed_origins",
+                     mode="before")
     @classmethod
     def _split_comma_list(cls, value: object) -> object:
         if isinstance(value, str):
@@ -159,6 +170,15 @@ class Settings(BaseSettings):
         if self.parley_debate_models:
             return list(self.parley_debate_models)
         return [EMBEDDED_MODEL_ID] if self.uses_embedded_model else list(HOSTED_DEBATE_MODELS)
+
+    def preset_models(self, preset: str) -> list[str]:
+        """The models of the `router/quality` or `router/budget` preset: its PARLEY_*_MODELS when set, else the
+        embedded model on a fresh install (resampled, as `router/debate`'s is) and three hosted models otherwise."""
+        configured = {"quality": self.parley_quality_models, "budget": self.parley_budget_models}[preset]
+        if configured:
+            return list(configured)
+        hosted = {"quality": HOSTED_QUALITY_MODELS, "budget": HOSTED_BUDGET_MODELS}[preset]
+        return [EMBEDDED_MODEL_ID] if self.uses_embedded_model else list(hosted)
 
     @property
     def debate_allow_same_family(self) -> bool:

@@ -149,6 +149,20 @@ class ModelFactory:
         register_secret(api_key)  # an endpoint that echoes it back must not get it into a message
         return ResolvedModel(model_id, provider_name, provider, model_name, base_url, api_key)
 
+    def unusable(self, model_id: str) -> str | None:
+        """Why `model_id` cannot be called here, naming its provider (None when it can): a provider the table does
+        not know with no gateway (`OPENAI_BASE_URL`) to send it to, or one with no endpoint or key configured."""
+        provider_name = split_model_id(model_id)[0] or DEFAULT_PROVIDER
+        if provider_name not in self.providers and not self.settings.openai_base_url:
+            return (f"'{model_id}': unknown provider '{provider_name}' (the provider table has "
+                    f"{', '.join(sorted(self.providers))}); add it to PARLEY_HOME/providers.json, or set "
+                    "OPENAI_BASE_URL to a gateway that serves it")
+        try:
+            self.resolve(model_id)
+        except ModelError as exc:
+            return f"'{model_id}': provider '{provider_name}' is not configured here ({exc})"
+        return None
+
     def provider(self, model_id: str | None = None) -> Provider:
         """The provider entry (quirks) `model_id` uses; unlike `resolve`, this needs no endpoint or key."""
         provider_name = split_model_id(model_id or self.default_model)[0] or DEFAULT_PROVIDER

@@ -44,8 +44,9 @@ class RouterMetadata(BaseModel):
     allowSameFamily: bool = Field(description="Seats its families cannot fill are filled by resampling.")
     arbitrator: str | None = Field(description="The arbitrator (and judge) asked first.")
     independentArbitrator: bool = Field(description="Whether that arbitrator's family is outside the panel's.")
-    rule: str = Field(description="How a debate decides: synthesis, vote, rank or best-of-n.")
+    rule: str = Field(description="How a debate decides: synthesis, vote, rank, best-of-n or analysis.")
     answerRule: str | None = Field(description="How `vote` reads answers (null: exact).")
+    depth: Literal["full", "adaptive"] = Field(description="`adaptive`: two seats first, the rest on disagreement.")
 
 
 class PlainMetadata(BaseModel):
@@ -112,6 +113,7 @@ def router_model(router: dict[str, Any], settings: Settings) -> dict[str, Any]:
             "independentArbitrator": independent,
             "rule": router.get("rule") or "synthesis",
             "answerRule": router.get("answer_rule"),
+            "depth": router.get("depth") or "full",
         },
     }
 

@@ -23,7 +23,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, WithJsonSchema, model_validator
 
-from parley.core.limits import DEFAULT_PANEL_SIZE, MAX_CHAT_MESSAGES, MAX_TOOLS
+from parley.core.limits import (
+    DEFAULT_PANEL_SIZE,
+    MAX_CHAT_MESSAGES,
+    MAX_CRITERIA_CHARS,
+    MAX_PANEL_SIZE,
+    MAX_TOOLS,
+    MIN_PANEL_SIZE,
+)
 from parley.core.settings import Settings
 from parley.graphs.panel import panel_input, unanswerable
 from parley.graphs.panel.rules import DEFAULT_RULE, RuleError, check_rule
@@ -38,6 +45,7 @@ from parley.runs import Caller
 from parley.services import billing, steering
 from parley.services import tools as tool_service
 from parley.services.backend import Backend
+from parley.services.chat_apps import Housekeeping, housekeeping
 from parley.services.errors import InvalidRequest, RunFailed, invalid_field
 from parley.services.routers import RULE_HELP, SELF_MOA_PREFIX, RuleName, load_router, rule_error, self_moa_router
 from parley.services.tools import router_subject
@@ -47,7 +55,7 @@ log = logging.getLogger("parley.panel")
 # Output tokens assumed for the estimate when the request sets no cap.
 ESTIMATE_OUTPUT_TOKENS = 1024
 
-RouterMode = Literal["debate", "panel", "fallback", "direct"]
+RouterMode = Literal["debate", "panel", "fallback", "direct", "housekeeping"]
 
 
 # --- request --------------------------------------------------------------------------------
@@ -190,12 +198,51 @@ class ChatCompletionRequest(BaseModel):
                                     "`exact` (the default) or `regex:<pattern>`; the router's when omitted.")
     seed: int | None = Field(None, description="Seeds the order each reviewer reads the answers in (`rule: rank`); "
                              "drawn from the conversation when omitted.")
+    # A council chosen per request (docs/panel.md): any key that may chat sends them, no router needed beyond the
+    # `model` it names (`router/debate`, say), whose other settings apply.
+    models: list[Annotated[str, Field(min_length=1)]] | None = Field(
+        None, min_length=MIN_PANEL_SIZE, max_length=MAX_PANEL_SIZE,
+        description=f"The panel for this request: {MIN_PANEL_SIZE}-{MAX_PANEL_SIZE} `provider:model` ids of distinct "
+                    "families (unless `allow_same_family`), each seated; replaces the router's models. Each must be "
+                    "callable here (400 `model_unavailable` naming its provider).")
+    arbitrator: str | None = Field(None, min_length=1, description="The arbitrator (and judge) of this request, asked "
+                                   "before the router's and the deployment's.")
+    judge: str | None = Field(None, min_length=1, description="Another name for `arbitrator`.")
+    criteria: str | None = Field(None, min_length=1, max_length=MAX_CRITERIA_CHARS,
+                                 description="What the arbitrator and judges weigh the answers by (never shown to the "
+                                             "panelists).")
+    allow_same_family: bool | None = Field(None, description="Let `models` seat two models of one family.")
+    depth: Literal["full", "adaptive"] | None = Field(
+        None, description="`full` asks every seat at once; `adaptive` asks two seats of distinct families first and the "
+                          "rest of the panel and the rule only when they disagree (`_meta.adaptive` says which). The "
+                          "router's when omitted.")
+    shadow: bool | None = Field(None, description="With `depth: adaptive`, ask the whole panel anyway and report in "
+                                                  "`_meta.adaptive.shadow` whether stopping early would have answered "
+                                                  "the same.")
 
     # The checked tools and format (`check_schemas`): their JSON Schemas are CPU work on a large body, so they are
     # checked off the event loop (`start_completion`), not while the body is parsed.
     _toolset: ToolSet | None = PrivateAttr(None)
     _answer_format: AnswerFormat | None = PrivateAttr(None)
     _checked: bool = PrivateAttr(False)
+
+    @model_validator(mode="after")
+    def _one_arbitrator(self) -> ChatCompletionRequest:
+        if self.judge and self.arbitrator and self.judge != self.arbitrator:
+            raise invalid_field("invalid_arbitrator", f"'judge' ({self.judge}) and 'arbitrator' ({self.arbitrator}) "
+                                                      "name the same seat: send one of them")
+        if self.shadow and self.depth == "full":
+            raise invalid_field("invalid_depth", "'shadow' runs adaptive depth's cheap path beside the full panel: it "
+                                                 "needs depth 'adaptive' (or a router whose depth is)")
+        return self
+
+    @property
+    def council(self) -> dict[str, Any]:
+        """The request's own choices of panel and judge, as `plan_for_router` takes them (unset ones left out)."""
+        chosen = {"models": self.models, "arbitrator": self.arbitrator or self.judge,
+                  "allow_same_family": self.allow_same_family, "criteria": self.criteria, "depth": self.depth,
+                  "shadow": self.shadow}
+        return {key: value for key, value in chosen.items() if value is not None}
 
     @model_validator(mode="after")
     def _no_legacy_functions(self) -> ChatCompletionRequest:
@@ -267,12 +314,19 @@ class Plan:
     rule: str = DEFAULT_RULE
     answer_rule: str | None = None
     panelist_tools: list[str] = field(default_factory=list)  # grants of a stored router's panelists (`router:<id>`)
+    criteria: str | None = None
+    depth: Literal["full", "adaptive"] = "full"
+    shadow: bool = False
+    housekeeping: dict[str, Any] | None = None  # a chat app's own task, answered by one model (`housekeeping_plan`)
 
     @property
     def calls(self) -> int:
         """Model calls the request makes at most when nothing fails: a debate's panelists, then its rule's calls
-        (one reviewer per panelist under `rank`, two judgings under `best-of-n`) and the arbitrator."""
+        (one reviewer per panelist under `rank`, two judgings under `best-of-n`) and the arbitrator (none under
+        `analysis`). Adaptive depth may make fewer, never more: it reserves the full panel's."""
         if self.mode == "debate":
+            if self.rule == "analysis":
+                return len(self.panelists)
             return len(self.panelists) + {"rank": len(self.panelists), "best-of-n": 2}.get(self.rule, 0) + 1
         return len(self.panelists) if self.mode == "panel" else 1
 
@@ -280,7 +334,7 @@ class Plan:
     def priced_models(self) -> list[str]:
         if self.mode == "single":
             return self.models
-        return self.panelists + (self.arbitrators if self.mode == "debate" else [])
+        return self.panelists + (self.arbitrators if self.mode == "debate" and self.rule != "analysis" else [])
 
 
 async def plan_request(backend: Backend, body: ChatCompletionRequest, *, workspace: str,
@@ -301,20 +355,47 @@ async def plan_request(backend: Backend, body: ChatCompletionRequest, *, workspa
         router = await load_router(backend.db, settings, workspace=workspace,
                                    router_id=body.model.removeprefix("router/"))
     else:
-        if body.debate or body.panel or body.rule:
-            raise InvalidRequest(f"'debate', 'panel' and 'rule' need a router: use model 'router/debate' or "
+        if body.debate or body.panel or body.rule or body.council:
+            asked = [name for name in ("debate", "panel", "rule", *body.council) if getattr(body, name, None)]
+            raise InvalidRequest(f"{', '.join(repr(a) for a in asked)} need a router: use model 'router/debate' or "
                                  f"'router/<id>', not '{body.model}'", code="router_required")
         return Plan(mode="single", router_mode="direct", models=[body.model])
+    if body.debate is not True and not (body.panel or body.rule or body.council) \
+            and (chore := housekeeping(body.openai_messages(), (body.model_extra or {}).get("metadata"))):
+        return housekeeping_plan(backend.factory, router, chore)
+    council = body.council
+    if body.models:
+        check_callable(backend.factory, body.models, field="models")
+        council["panel_size"] = len(dict.fromkeys(m.strip() for m in body.models))  # the request's models: all seated
+    if council.get("arbitrator"):
+        check_callable(backend.factory, [council["arbitrator"]], field="arbitrator" if body.arbitrator else "judge")
     plan = plan_for_router(router, settings, debate=body.debate, panel=bool(body.panel), rule=body.rule,
-                           answer_rule=body.answer_rule, **overrides)
+                           answer_rule=body.answer_rule, **{**council, **overrides})
     tools, answer_format = body.toolset, body.answer_format
-    if reason := unanswerable(plan.mode, tools and tools.dump(), answer_format and answer_format.dump()):
+    if reason := unanswerable(plan.mode, tools and tools.dump(), answer_format and answer_format.dump(), plan.rule):
         raise InvalidRequest(reason, code="unsupported_in_panel_mode")
     if plan.mode != "single" and not router.get("preset"):  # only a stored router holds a grant
         subject = router_subject(router["id"])
         plan.panelist_tools = (await tool_service.grants_of(backend.db, workspace=workspace, subjects=[subject])).get(
             subject, [])
     return plan
+
+
+def housekeeping_plan(factory: ModelFactory, router: dict[str, Any], chore: Housekeeping) -> Plan:
+    """A chat app's own small task (a title, tags, follow-ups: `services.chat_apps`) sent to a router: one call to its
+    cheapest model (by the price table; unpriced ones last), falling down the rest by price, never a debate."""
+    models = list(dict.fromkeys(router["models"]))
+    by_price = sorted(models, key=lambda m: (not factory.price(m).known, factory.price(m).input + factory.price(m).output))
+    return Plan(mode="single", router_mode="housekeeping", models=by_price,
+                housekeeping=chore.meta())
+
+
+def check_callable(factory: ModelFactory, models: list[str], *, field: str) -> None:
+    """Refuse a model a request names that cannot be called here (`ModelFactory.unusable`: an unknown provider, or
+    one with no endpoint or key), 400 `model_unavailable` naming it and its provider."""
+    for model in models:
+        if problem := factory.unusable(model.strip()):
+            raise InvalidRequest(f"{field}: {problem}", code="model_unavailable", param=field)
 
 
 def plan_for_router(
@@ -330,13 +411,18 @@ def plan_for_router(
     system_prompt: str | None = None,
     rule: str | None = None,
     answer_rule: str | None = None,
+    criteria: str | None = None,
+    depth: str | None = None,
+    shadow: bool | None = None,
 ) -> Plan:
     """What a request to `router` does (`POST /v1/chat/completions` and `parley ask`): `debate` on or off (default:
     the router's), `panel` for the raw answers; the other arguments (`parley ask`'s flags) override the router's.
 
     The arbitrators are `arbitrator`, then the router's, then the deployment's. Left unset, `allow_same_family` is
     the router's, except that the preset resamples only its own (embedded) list, never models given here. A
-    debate decides by `rule` (else the router's); a rule given here turns debate on when `debate` is unset.
+    debate decides by `rule` (else the router's); a rule given here turns debate on when `debate` is unset. `criteria`
+    go to its arbitrator and judges; `depth` (else the router's, else full) and `shadow` say how much of the panel
+    is asked (`graphs.panel.PanelInput`).
 
     Raises:
         InvalidRequest: a debate or panel whose models cannot fill the panel with distinct families; a rule
@@ -369,7 +455,14 @@ def plan_for_router(
         arbitrator_prompt=router.get("arbitrator_prompt"),
         rule=chosen_rule,
         answer_rule=answer_rule,
+        criteria=criteria,
+        depth=depth or router.get("depth") or "full",
+        shadow=bool(shadow),
     )
+    if plan.shadow and plan.depth != "adaptive":
+        raise InvalidRequest("'shadow' runs adaptive depth's cheap path beside the full panel: it needs depth "
+                             f"'adaptive', and router '{router['id']}' asks the full panel", code="invalid_depth",
+                             param="shadow")
     if mode == "debate":
         try:
             check_rule(plan.rule, plan.answer_rule, plan.panel_size)
@@ -443,7 +536,7 @@ def graph_input(plan: Plan, messages: list[dict[str, Any]], *, temperature: floa
         allow_same_family=plan.allow_same_family, system_prompt=plan.system_prompt,
         arbitrator_prompt=plan.arbitrator_prompt, temperature=temperature, max_tokens=max_tokens,
         rule=plan.rule, answer_rule=plan.answer_rule, seed=seed, tools=tools, answer_format=answer_format,
-        panelist_tools=plan.panelist_tools,
+        panelist_tools=plan.panelist_tools, criteria=plan.criteria, depth=plan.depth, shadow=plan.shadow,
     ))
 
 

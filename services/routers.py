@@ -9,7 +9,7 @@ model (`self_moa_router`), built the same way.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
@@ -25,6 +25,10 @@ from parley.services.errors import Conflict, InvalidRequest, NotFound
 from parley.store import routers as router_store
 
 PRESET_ID = "debate"
+# The built-in council presets beside `router/debate` (`council_preset`): the strongest models, and the cheapest with
+# adaptive depth. Every preset id is reserved: no stored router takes one.
+COUNCIL_PRESETS = ("quality", "budget")
+PRESET_IDS = (PRESET_ID, *COUNCIL_PRESETS)
 SELF_MOA_PREFIX = "self-moa/"
 ROUTER_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 
@@ -34,8 +38,12 @@ ModelId = Annotated[str, Field(json_schema_extra={"pattern": r"\S"})]
 # `check_rule_fields` refuses any other (400 `invalid_rule`, naming the field); declared in the JSON Schema.
 RuleName = Annotated[str, Field(json_schema_extra={"enum": list(RULES)})]
 RULE_HELP = ("How a debate decides: `synthesis` (the arbitrator writes the answer), `vote` (the majority of the "
-             "answers read by `answerRule`), `rank` (panelists rank each other's answers, Borda count) or "
-             "`best-of-n` (a judge picks one, in both reading orders).")
+             "answers read by `answerRule`), `rank` (panelists rank each other's answers, Borda count), "
+             "`best-of-n` (a judge picks one, in both reading orders) or `analysis` (no one decides: the labelled "
+             "answers and their map, `_meta.analysis`, for a caller whose own model writes the answer).")
+Depth = Literal["full", "adaptive"]
+DEPTH_HELP = ("`full` asks every panelist at once; `adaptive` asks two of distinct families first, and the rest of "
+              "the panel and the rule only when their answers disagree (a request's `depth` replaces it).")
 ANSWER_RULE_HELP = ("How `vote` reads an answer: `number`, `choice`, `exact` (the default) or `regex:<pattern>`; "
                     "the panelists are asked for that format.")
 
@@ -72,6 +80,7 @@ class RouterCreate(_RouterFields):
     arbitrator_prompt: str | None = Field(None, description="Replaces the arbitrator's built-in instructions.")
     rule: RuleName = Field(DEFAULT_RULE, description=RULE_HELP)
     answer_rule: str | None = Field(None, description=ANSWER_RULE_HELP)
+    depth: Depth = Field("full", description=DEPTH_HELP)
 
 
 class RouterUpdate(_RouterFields):
@@ -87,6 +96,7 @@ class RouterUpdate(_RouterFields):
     arbitrator_prompt: str | None = None
     rule: RuleName | SkipJsonSchema[None] = Field(None, description=RULE_HELP)
     answer_rule: str | None = Field(None, description=ANSWER_RULE_HELP)
+    depth: Depth | SkipJsonSchema[None] = Field(None, description=DEPTH_HELP)
 
 
 def public_router(router: dict[str, Any]) -> dict[str, Any]:
@@ -103,6 +113,7 @@ def public_router(router: dict[str, Any]) -> dict[str, Any]:
         "arbitratorPrompt": router.get("arbitrator_prompt"),
         "rule": router.get("rule") or DEFAULT_RULE,
         "answerRule": router.get("answer_rule"),
+        "depth": router.get("depth") or "full",
         "preset": router.get("preset", False),
         "createdAt": clock.iso(router.get("createdAt")),
         "updatedAt": clock.iso(router.get("updatedAt")),
@@ -128,6 +139,16 @@ def preset_router(settings: Settings) -> dict[str, Any]:
         "answer_rule": None,
         "preset": True,
     }
+
+
+def council_preset(settings: Settings, preset: str) -> dict[str, Any]:
+    """The built-in `router/quality` or `router/budget`: debate on, the preset's models (`Settings.preset_models`)
+    and the deployment's arbitrator; `budget` asks two seats first and the third only when they disagree (adaptive
+    depth). On a fresh install both resample the embedded model, as `router/debate` does."""
+    models = settings.preset_models(preset)
+    return {**preset_router(settings), "id": preset, "models": models,
+            "allow_same_family": settings.uses_embedded_model and models == preset_router(settings)["models"],
+            "depth": "adaptive" if preset == "budget" else "full"}
 
 
 def self_moa_router(settings: Settings, model: str | None = None) -> dict[str, Any]:
@@ -176,10 +197,11 @@ def check_debate_ready(router: dict[str, Any]) -> None:
 
 
 def _refuse_preset(router_id: str) -> None:
-    if router_id == PRESET_ID:
+    if router_id in PRESET_IDS:
         raise Conflict(
-            f"'{PRESET_ID}' is the built-in debate preset; it follows PARLEY_DEBATE_MODELS and "
-            "PARLEY_ARBITRATOR_MODEL and cannot be changed here. Create a router with another id instead.",
+            f"'{router_id}' is a built-in preset; it follows the deployment's settings (PARLEY_DEBATE_MODELS, "
+            "PARLEY_QUALITY_MODELS, PARLEY_BUDGET_MODELS, PARLEY_ARBITRATOR_MODEL) and cannot be changed here. "
+            "Create a router with another id instead.",
             code="preset_read_only",
         )
 
@@ -192,6 +214,8 @@ async def load_router(db: AsyncDatabase, settings: Settings, *, workspace: str, 
     """The router `router_id` of `workspace` (or the preset); `NotFound` when there is none."""
     if router_id == PRESET_ID:
         return preset_router(settings)
+    if router_id in COUNCIL_PRESETS:
+        return council_preset(settings, router_id)
     router = await router_store.get_router(db, workspace=workspace, router_id=router_id)
     if router is None:
         raise _not_found(router_id)
@@ -199,8 +223,10 @@ async def load_router(db: AsyncDatabase, settings: Settings, *, workspace: str, 
 
 
 async def routers_of(db: AsyncDatabase, settings: Settings, *, workspace: str) -> list[dict[str, Any]]:
-    """Every router a key of `workspace` may use: the preset first, then the workspace's own by id."""
-    return [preset_router(settings)] + await router_store.list_routers(db, workspace=workspace)
+    """Every router a key of `workspace` may use: the presets first (`debate`, `quality`, `budget`), then the
+    workspace's own by id."""
+    presets = [preset_router(settings), *(council_preset(settings, p) for p in COUNCIL_PRESETS)]
+    return presets + await router_store.list_routers(db, workspace=workspace)
 
 
 async def list_routers(db: AsyncDatabase, settings: Settings, *, workspace: str) -> dict[str, Any]:
@@ -225,7 +251,7 @@ async def update_router(db: AsyncDatabase, *, workspace: str, router_id: str, bo
     if current is None:
         raise _not_found(router_id)
     changes = body.model_dump(exclude_unset=True)
-    for required in ("models", "debate", "panel_size", "allow_same_family", "rule"):
+    for required in ("models", "debate", "panel_size", "allow_same_family", "rule", "depth"):
         if required in changes and changes[required] is None:
             raise InvalidRequest(f"{to_camel(required)} cannot be null", code="invalid_request")
     check_rule_fields({**current, **changes})

@@ -30,15 +30,16 @@ def test_the_sdk_lists_routers_and_models(client, api, make_key, server):
                                   "rule": "vote", "answerRule": "number"}).raise_for_status()
     models = list(client.models.list())
     ids = [m.id for m in models]
-    assert ids[:3] == ["router/debate", "router/support", "self-moa/openai:gpt-4o-mini"]  # the default model
-    assert set(PANEL) | {ARBITRATOR, OUTSIDER} <= set(ids[3:]) and len(ids) == len(set(ids))
+    assert ids[:5] == ["router/debate", "router/quality", "router/budget", "router/support",
+                       "self-moa/openai:gpt-4o-mini"]  # the default model
+    assert set(PANEL) | {ARBITRATOR, OUTSIDER} <= set(ids[5:]) and len(ids) == len(set(ids))
     assert all(m.object == "model" and isinstance(m.created, int) for m in models)
-    support = models[1]
+    support = models[3]
     assert support.owned_by == "parley" and support.created > 0
     assert support.model_extra["metadata"] == {
         "kind": "router", "preset": False, "debate": True, "models": PANEL, "panel": PANEL, "panelSize": 3,
         "allowSameFamily": False, "arbitrator": OUTSIDER, "independentArbitrator": True, "rule": "vote",
-        "answerRule": "number"}
+        "answerRule": "number", "depth": "full"}
     preset = client.models.retrieve("router/debate")
     assert preset.id == "router/debate" and preset.model_extra["metadata"]["arbitrator"] == ARBITRATOR
     assert preset.model_extra["metadata"]["independentArbitrator"] is False  # claude-opus is a panelist's family
@@ -163,7 +164,7 @@ def test_router_rules_are_validated_and_returned(api):
     changed = api.patch("/v1/routers/v", json={"rule": "rank", "answerRule": None})
     assert changed.status_code == 200 and changed.json()["rule"] == "rank" and changed.json()["answerRule"] is None
     assert api.patch("/v1/routers/v", json={"rule": None}).status_code == 400
-    assert [r["id"] for r in api.get("/v1/routers").json()["data"]] == ["debate", "v"]
+    assert [r["id"] for r in api.get("/v1/routers").json()["data"]] == ["debate", "quality", "budget", "v"]
 
 
 def test_self_moa_samples_one_model(client, llm):

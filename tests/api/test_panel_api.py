@@ -184,10 +184,21 @@ def test_an_arbitrator_failing_before_its_first_token_is_asked_once_more(client,
     assert sum(r["model"] == "claude-opus-4-5" for r in llm.requests) == 2
 
 
-def test_every_arbitrator_failing_is_502(client, llm):
+def test_every_arbitrator_failing_answers_with_the_labelled_answers(client, llm):
+    llm.script(model="claude-opus-4-5", status=500)
+    resp = client.chat.completions.create(model="router/debate", messages=QUESTION)
+    assert resp.model == "panel" and all(f"**{model}**" in resp.choices[0].message.content for model in PANEL)
+    status = meta(resp)["status"]
+    assert status["outcome"] == "degraded" and status["reason"] == "arbitrator_failed"
+    assert status["failed"] == [{"model": ARBITRATOR, "role": "arbitrator", "error": "server",
+                                 "detail": status["failed"][0]["detail"]}]
+
+
+def test_every_arbitrator_failing_is_502_when_the_answer_must_be_json(client, llm):
     llm.script(model="claude-opus-4-5", status=500)
     with pytest.raises(openai.APIStatusError) as caught:
-        client.chat.completions.create(model="router/debate", messages=QUESTION)
+        client.chat.completions.create(model="router/debate", messages=QUESTION,
+                                       response_format={"type": "json_object"})
     assert caught.value.status_code == 502 and caught.value.body["code"] == "arbitrator_failed"
     assert "anthropic:claude-opus-4-5: server" in caught.value.body["message"]
 
@@ -259,7 +270,8 @@ def test_router_crud(api):
     assert body["debate"] is False and body["panelSize"] == 3 and body["arbitratorPrompt"] == "Be brief."
     assert api.post("/v1/routers", json={"id": "support", "models": PANEL}).status_code == 409
     listed = api.get("/v1/routers").json()
-    assert [r["id"] for r in listed["data"]] == ["debate", "support"] and listed["data"][0]["preset"] is True
+    assert [r["id"] for r in listed["data"]] == ["debate", "quality", "budget", "support"]
+    assert listed["data"][0]["preset"] is True and listed["data"][3]["depth"] == "full"
     assert api.get("/v1/routers/debate").json()["models"] == PANEL
     patched = api.patch("/v1/routers/support", json={"debate": True, "systemPrompt": "Answer in French."})
     assert patched.status_code == 200 and patched.json()["debate"] is True
@@ -276,6 +288,7 @@ def test_router_writes_are_validated(api):
         {"id": "x", "models": []},
         {"id": "bad id!", "models": PANEL},
         {"id": "x", "models": PANEL, "panelSize": 9},
+        {"id": "x", "models": PANEL, "depth": "deep"},
         {"id": "x", "models": PANEL, "debateMode": True},
     ]
     for body in cases:
@@ -285,8 +298,12 @@ def test_router_writes_are_validated(api):
     assert api.patch("/v1/routers/debate", json={"debate": False}).status_code == 409
     assert api.delete("/v1/routers/debate").status_code == 409
     assert api.post("/v1/routers", json={"id": "debate", "models": PANEL}).status_code == 409
+    for preset in ("quality", "budget"):
+        assert api.post("/v1/routers", json={"id": preset, "models": PANEL}).status_code == 409
+        assert api.patch(f"/v1/routers/{preset}", json={"debate": False}).status_code == 409
     assert api.patch("/v1/routers/nope", json={"debate": True}).status_code == 404
-    assert [r["id"] for r in api.get("/v1/routers").json()["data"]] == ["debate"]  # nothing stored by the failures
+    # nothing stored by the failures: the presets only
+    assert [r["id"] for r in api.get("/v1/routers").json()["data"]] == ["debate", "quality", "budget"]
 
 
 def test_enabling_debate_needs_three_distinct_families(api):
