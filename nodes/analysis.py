@@ -47,11 +47,10 @@ its own point and adds no support. A cluster with the clusters whose leaders its
 by a model the other side lacks (a model alone on both sides contradicts itself, not the panel), is one
 *contradiction* (the earliest cluster first; a cluster is in one contradiction at most), whose `topic` is the terms
 its leaders share, as the first leader writes them ("the answer" when they share none), and whose `stances` give
-each model's first claim in it, in panel order. Every other cluster is a
-point: made by every answering model (an answer with no claim is not answering: it is in `pairs`, nowhere else),
-it is `consensus`; by two or more, `partialCoverage` with who is `missing`; by one, a unique insight. A point taken
-both ways is reported once, as a contradiction. A single answer has no pair (agreement 1.0) and no consensus: all
-its points are its own.
+each model's first claim in it, in panel order. Every other cluster is a point: made by every answering model (an
+answer with no claim is not answering: it is in `pairs`, nowhere else), it is `consensus`; by two or more,
+`partialCoverage` with who is `missing`; by one, a unique insight. A point taken both ways is reported once, as a
+contradiction. A single answer has no pair (agreement 1.0) and no consensus: all its points are its own.
 
 **Blind spots.** The question's terms (less question words such as "should", "considering", "best") that no
 answer mentions anywhere it was read, in the question's order and as the question writes them.
@@ -431,7 +430,8 @@ def analyse(answers: Sequence[Mapping[str, str]], question: str = "") -> dict[st
 
     Returns:
         A JSON-ready dict, every list in panel order, then in order of first appearance, at most
-        `ANALYSIS_MAX_ITEMS` entries each, every text at most `ANALYSIS_CLAIM_CHARS` characters:
+        `ANALYSIS_MAX_ITEMS` entries each (`pairs` excepted: every pair is there), every text but the model labels
+        at most `ANALYSIS_CLAIM_CHARS` characters:
         `agreement` (0..1, 3 decimals, the mean of the pairs'), `pairs` (`{"models": [a, b], "agreement"}`, every
         pair), `consensus` (points every answering model makes), `contradictions` (`{"topic", "stances": [{"model",
         "stance"}]}`), `partialCoverage` (`{"point", "models", "missing"}`, points two or more make but not all),

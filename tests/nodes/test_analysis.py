@@ -20,6 +20,7 @@ from parley.core.limits import (
     ANALYSIS_MAX_ANSWERS,
     ANALYSIS_MAX_CLAIMS,
     ANALYSIS_MAX_ITEMS,
+    ANALYSIS_MAX_PIECES,
 )
 from parley.nodes import analysis
 from parley.nodes.analysis import METHOD, agreement, analyse, stem
@@ -227,14 +228,16 @@ def test_more_answers_than_the_bound_are_refused():
 # --- bounds, cost, purity -----------------------------------------------------------------------------------------
 
 def _long_answer(seat: int, *, alike: bool) -> str:
-    """About 4,000 words in 400 sentences, and an unbroken 20,000-character run: sentences no other seat writes, or
-    (`alike`) sentences each of which three other seats write with another number (the first four seats on one 32
-    subjects, the last four on 32 others)."""
+    """About 4,000 words in 400 sentences, and an unbroken 20,000-character run. Not `alike`: the first four seats
+    write sentences no other seat writes, the last four the same sentences two by two. `alike`: each sentence is
+    written by three other seats with another number (the first four seats on 32 subjects, the last four on 32
+    others)."""
     if alike:
         subjects = [k + seat // 4 * 32 for k in range(400)]
         sentences = [f"Alpha{j} beta{j} gamma{j} needs {seat} units." for j in subjects]
     else:
-        sentences = [f"Claim{seat}x{k} about topic{seat}y{k} and detail{seat}z{k}." for k in range(400)]
+        author = seat if seat < 4 else seat // 2 * 2
+        sentences = [f"Claim{author}x{k} about topic{author}y{k} and detail{author}z{k}." for k in range(400)]
     return " ".join(sentences) + " " + "x" * 20_000
 
 
@@ -248,12 +251,14 @@ def _check_bounded(found: dict) -> None:
 
 
 def test_the_map_of_long_answers_is_bounded():
-    """Eight answers of 4,000 words and a question as long: each list cut to ANALYSIS_MAX_ITEMS, each text to
-    ANALYSIS_CLAIM_CHARS, the whole map a few tens of kilobytes at most."""
+    """Eight answers of 4,000 words and a question as long: each list cut to ANALYSIS_MAX_ITEMS (the first points),
+    each text to ANALYSIS_CLAIM_CHARS, the whole map within MAP_CHARS."""
     question = " ".join(f"zebra{k}" for k in range(5_000)) + " why" * 10_000
     distinct = analyse(panel(*(_long_answer(seat, alike=False) for seat in range(8))), question)
     alike = analyse(panel(*(_long_answer(seat, alike=True) for seat in range(8))), question)
     assert len(distinct["uniqueInsights"]) == len(distinct["blindSpots"]) == ANALYSIS_MAX_ITEMS
+    assert len(distinct["partialCoverage"]) == ANALYSIS_MAX_ITEMS and distinct["partialCoverage"][0]["models"] == [
+        "e", "f"]
     assert len(alike["contradictions"]) == ANALYSIS_MAX_ITEMS
     assert [len(c["stances"]) for c in alike["contradictions"]] == [4] * ANALYSIS_MAX_ITEMS
     for found in (distinct, alike):
@@ -290,6 +295,16 @@ def test_claims_sharing_no_word_are_not_compared(comparisons):
     of its own answer, as no two of them share a word)."""
     found = analyse(panel("Alpha beta gamma. Delta epsilon zeta.", "Eta theta iota. Kappa lambda mu."))
     assert comparisons[0] == 0 and found["agreement"] == 0.0
+
+
+def test_fragments_past_the_bound_are_not_read():
+    """An answer that opens with ANALYSIS_MAX_PIECES empty list items and lone dots makes no claim after them: the
+    map reads that many fragments, claims or not, and stops (30,000 characters of dots cost no more than a claim)."""
+    filler = "- \n. . .\n" * (ANALYSIS_MAX_PIECES // 4)
+    assert analyse(panel(filler + "Use PostgreSQL.", "Use PostgreSQL."))["uniqueInsights"] == [
+        {"model": "b", "insight": "Use PostgreSQL."}]
+    fewer = "- \n. . .\n" * (ANALYSIS_MAX_PIECES // 4 - 1)
+    assert analyse(panel(fewer + "Use PostgreSQL.", "Use PostgreSQL."))["consensus"] == ["Use PostgreSQL."]
 
 
 def _fresh_python(code: str, **env: str) -> str:
