@@ -80,6 +80,8 @@ MAX_CRITERIA_CHARS = 2000
 # answers (`nodes.analysis.agreement`, 0 to 1) from which the rest of the panel is not asked.
 ADAPTIVE_FIRST_SEATS = 2
 ADAPTIVE_AGREEMENT = 0.6
+# Quorum grace (`quorum: {k, grace}`): the longest a panel waits, once k panelists have answered, for the others.
+MAX_QUORUM_GRACE_SECONDS = 300.0
 # A duel's rounds (one turn each side): `rounds` of `POST /api/debate`, the designer's `duel` node, `parley duel`.
 MIN_DUEL_ROUNDS, MAX_DUEL_ROUNDS = 1, 10
 DEFAULT_DUEL_ROUNDS = 5

@@ -24,10 +24,12 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, WithJsonSchema, model_validator
 
 from parley.core.limits import (
+    DEFAULT_MIN_SUCCESSES,
     DEFAULT_PANEL_SIZE,
     MAX_CHAT_MESSAGES,
     MAX_CRITERIA_CHARS,
     MAX_PANEL_SIZE,
+    MAX_QUORUM_GRACE_SECONDS,
     MAX_TOOLS,
     MIN_PANEL_SIZE,
 )
@@ -162,6 +164,16 @@ class ChatMessage(BaseModel):
         return message
 
 
+class Quorum(BaseModel):
+    """Quorum grace: once `k` panelists have answered, the others have `grace` seconds more, then the panel decides
+    (a seat still answering is recorded `late`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    k: int = Field(ge=DEFAULT_MIN_SUCCESSES, le=MAX_PANEL_SIZE, description="The answers that start the grace.")
+    grace: float = Field(ge=0, le=MAX_QUORUM_GRACE_SECONDS, description="Seconds the other panelists have after.")
+
+
 class ChatCompletionRequest(BaseModel):
     """`POST /v1/chat/completions`: OpenAI's body plus Parley's `debate` and `panel` flags."""
 
@@ -216,6 +228,9 @@ class ChatCompletionRequest(BaseModel):
         None, description="`full` asks every seat at once; `adaptive` asks two seats of distinct families first and the "
                           "rest of the panel and the rule only when they disagree (`_meta.adaptive` says which). The "
                           "router's when omitted.")
+    quorum: Quorum | None = Field(None, description="Quorum grace, `{k, grace}`: once k panelists have answered, the "
+                                  "others have `grace` seconds more, then the panel decides; a late seat is listed "
+                                  "with `error: late`, never dropped. None: every panelist is awaited.")
     shadow: bool | None = Field(None, description="With `depth: adaptive`, ask the whole panel anyway and report in "
                                                   "`_meta.adaptive.shadow` whether stopping early would have answered "
                                                   "the same.")
@@ -241,7 +256,7 @@ class ChatCompletionRequest(BaseModel):
         """The request's own choices of panel and judge, as `plan_for_router` takes them (unset ones left out)."""
         chosen = {"models": self.models, "arbitrator": self.arbitrator or self.judge,
                   "allow_same_family": self.allow_same_family, "criteria": self.criteria, "depth": self.depth,
-                  "shadow": self.shadow}
+                  "shadow": self.shadow, "quorum": self.quorum.model_dump() if self.quorum else None}
         return {key: value for key, value in chosen.items() if value is not None}
 
     @model_validator(mode="after")
@@ -318,6 +333,7 @@ class Plan:
     depth: Literal["full", "adaptive"] = "full"
     shadow: bool = False
     housekeeping: dict[str, Any] | None = None  # a chat app's own task, answered by one model (`housekeeping_plan`)
+    quorum: dict[str, Any] | None = None  # {k, grace}: quorum grace (`graphs.panel.PanelInput.quorum`)
 
     @property
     def calls(self) -> int:
@@ -414,6 +430,7 @@ def plan_for_router(
     criteria: str | None = None,
     depth: str | None = None,
     shadow: bool | None = None,
+    quorum: dict[str, Any] | None = None,
 ) -> Plan:
     """What a request to `router` does (`POST /v1/chat/completions` and `parley ask`): `debate` on or off (default:
     the router's), `panel` for the raw answers; the other arguments (`parley ask`'s flags) override the router's.
@@ -458,6 +475,7 @@ def plan_for_router(
         criteria=criteria,
         depth=depth or router.get("depth") or "full",
         shadow=bool(shadow),
+        quorum=quorum,
     )
     if plan.shadow and plan.depth != "adaptive":
         raise InvalidRequest("'shadow' runs adaptive depth's cheap path beside the full panel: it needs depth "
@@ -474,6 +492,10 @@ def plan_for_router(
         except TooFewFamiliesError as exc:
             raise InvalidRequest(f"Router '{router['id']}' cannot run a {mode}: {exc}",
                                  code="too_few_families") from exc
+    if quorum and quorum["k"] > len(plan.panelists):
+        raise InvalidRequest(f"quorum.k ({quorum['k']}) cannot exceed the panel's {len(plan.panelists)} seats"
+                             if plan.panelists else "a quorum is a panel's: this request asks one model",
+                             code="invalid_quorum", param="quorum")
     return plan
 
 
@@ -537,6 +559,7 @@ def graph_input(plan: Plan, messages: list[dict[str, Any]], *, temperature: floa
         arbitrator_prompt=plan.arbitrator_prompt, temperature=temperature, max_tokens=max_tokens,
         rule=plan.rule, answer_rule=plan.answer_rule, seed=seed, tools=tools, answer_format=answer_format,
         panelist_tools=plan.panelist_tools, criteria=plan.criteria, depth=plan.depth, shadow=plan.shadow,
+        quorum=plan.quorum,
     ))
 
 

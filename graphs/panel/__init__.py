@@ -11,6 +11,7 @@ fills the panel by sampling its models again (N samples of one model: Self-MoA).
 from __future__ import annotations
 
 import operator
+import uuid
 from typing import Annotated, Any, Literal, Required, TypedDict
 
 from langgraph.graph import END, START, StateGraph
@@ -105,6 +106,9 @@ class PanelInput(TypedDict, total=False):
     agreement_threshold: float | None
     # Adaptive depth asks the rest of the panel anyway, and reports whether stopping would have answered the same.
     shadow: bool
+    # Quorum grace, {k, grace}: once k panelists have answered, the others have `grace` seconds more; a seat still
+    # answering then is recorded `late` (error "late") and the panel decides without it. None: every seat is awaited.
+    quorum: dict[str, Any] | None
 
 
 class PanelOutput(TypedDict, total=False):
@@ -188,6 +192,8 @@ def rest_of_panel(state: PanelState) -> list[Send]:
 
 def all_panelist_tasks(state: PanelState) -> list[PanelistTask]:
     sent = monotonic_ms()
+    # One quorum per fan-out (`steps.Quorums`): its seats share a token.
+    quorum = {"id": uuid.uuid4().hex, **state["quorum"]} if state.get("quorum") else None
     # The caller's system prompt with what the rule asks of each answer (a vote's format), then what the tools and
     # the answer's format add.
     messages, system_prompt = panelist_prompt({**state, "system_prompt": panelist_instructions(state)})
@@ -196,6 +202,7 @@ def all_panelist_tasks(state: PanelState) -> list[PanelistTask]:
             index=i, model=seat["model"], label=seat["label"], messages=messages,
             system_prompt=system_prompt, temperature=seat["temperature"],
             max_tokens=state.get("max_tokens"), sent_ms=sent, grants=list(state.get("panelist_tools") or []),
+            **({"quorum": quorum} if quorum else {}),
         )
         for i, seat in enumerate(state["chosen"])
     ]
@@ -302,6 +309,7 @@ def panel_input(
     depth: Literal["full", "adaptive"] = "full",
     shadow: bool = False,
     agreement_threshold: float | None = None,
+    quorum: dict[str, Any] | None = None,
 ) -> PanelInput:
     """Return the panel graph's input (a `PanelInput`) for a conversation: every field set, the defaults filled in.
 
@@ -327,6 +335,7 @@ def panel_input(
         depth, shadow, agreement_threshold: "adaptive" asks two seats first and the rest only when they disagree
             (agreement below the threshold, `core.limits.ADAPTIVE_AGREEMENT` by default); `shadow` asks the rest
             anyway and reports whether stopping would have answered the same.
+        quorum: `{"k": k, "grace": seconds}`: once k panelists answered, the rest have `grace` seconds more.
 
     Returns:
         The input dict for `build_panel_graph().compile().ainvoke(...)`.
@@ -365,6 +374,7 @@ def panel_input(
         "depth": depth,
         "shadow": shadow,
         "agreement_threshold": agreement_threshold,
+        "quorum": dict(quorum) if quorum else None,
     }
 
 

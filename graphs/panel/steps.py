@@ -301,6 +301,7 @@ class PanelistTask(TypedDict):
     max_tokens: NotRequired[int | None]
     sent_ms: float  # when the fan-out happened, so latency includes retries
     grants: NotRequired[list[str]]  # the tools it may call while it answers (`PanelInput.panelist_tools`)
+    quorum: NotRequired[dict[str, Any]]  # {id, k, grace}: its fan-out's quorum (`Quorums`)
 
 
 def public_panelist(result: dict[str, Any], *, proposal: bool = False) -> dict[str, Any]:
@@ -358,6 +359,29 @@ async def panelist(task: PanelistTask, runtime: Runtime[PanelContext]) -> dict[s
     ctx = panel_context(runtime)
     model = task["model"]
     label = task.get("label") or model
+    if quorum := task.get("quorum"):  # the others may stop waiting for it (`QUORUMS`)
+        answer, input_tokens, output_tokens, tool_calls = await QUORUMS.race(quorum, ask_panelist(task, ctx))
+    else:
+        answer, input_tokens, output_tokens, tool_calls = await ask_panelist(task, ctx)
+    result = {
+        "index": task["index"],
+        "model": label,
+        "model_id": model,
+        "success": True,
+        "answer": answer,
+        "tokens": input_tokens + output_tokens,
+        "cost": ctx.factory.price(model).cost(input_tokens, output_tokens),
+        "latencyMs": round(monotonic_ms() - task["sent_ms"]),
+        **({"toolCalls": tool_calls} if tool_calls else {}),
+    }
+    emit({"event": "panelist", "index": task["index"], **public_panelist(result), "answer": answer})
+    return {"panelist_results": [result]}
+
+
+async def ask_panelist(task: PanelistTask, ctx: PanelContext) -> tuple[str, int, int, list[dict[str, Any]]]:
+    """One panelist's answer, its input and output tokens, and the tools it called (`panelist`)."""
+    model = task["model"]
+    label = task.get("label") or model
     knobs: dict[str, Any] = {"temperature": task.get("temperature"), "max_tokens": task.get("max_tokens"),
                              "timeout": ctx.panelist_timeout, "label": f"panelist:{label}"}
     box = await ctx.tools.toolbox(task["grants"]) if task.get("grants") and ctx.tools else None
@@ -380,19 +404,59 @@ async def panelist(task: PanelistTask, runtime: Runtime[PanelContext]) -> dict[s
         tool_calls = [run.dump() for run in turn.tool_runs]
     if not answer:
         raise EmptyAnswerError(f"{label} answered with no text")
-    result = {
-        "index": task["index"],
-        "model": label,
-        "model_id": model,
-        "success": True,
-        "answer": answer,
-        "tokens": input_tokens + output_tokens,
-        "cost": ctx.factory.price(model).cost(input_tokens, output_tokens),
-        "latencyMs": round(monotonic_ms() - task["sent_ms"]),
-        **({"toolCalls": tool_calls} if tool_calls else {}),
-    }
-    emit({"event": "panelist", "index": task["index"], **public_panelist(result), "answer": answer})
-    return {"panelist_results": [result]}
+    return answer, input_tokens, output_tokens, tool_calls
+
+
+# --- quorum grace ---------------------------------------------------------------------------
+
+
+class LateAnswerError(PanelError):
+    """A panelist still answering when the quorum's grace ran out: the panel decided without it (error `late`)."""
+
+
+class Quorums:
+    """The quorums of the panels being asked in this process, by the token their fan-out's tasks share.
+
+    A panel asked with a quorum (`PanelInput.quorum`, `{k, grace}`) gives each of its seats' tasks the same token; the
+    k-th answer starts the grace, and when it runs out every seat still answering stops (its call cancelled) and is
+    recorded `late`, so the panel decides with what it has. Branches of one fan-out run on one event loop of one
+    process, so a plain dict serves; a panel's entry goes once none of its seats is still answering.
+    """
+
+    def __init__(self) -> None:
+        self._open: dict[str, dict[str, Any]] = {}
+
+    def _entry(self, quorum: dict[str, Any]) -> dict[str, Any]:
+        return self._open.setdefault(quorum["id"], {"answered": 0, "closed": asyncio.Event(), "asking": 0,
+                                                    "timer": None})
+
+    async def race(self, quorum: dict[str, Any], answer: Any) -> Any:
+        """The awaitable `answer`'s result, unless the quorum's grace runs out first (`LateAnswerError`)."""
+        entry = self._entry(quorum)
+        entry["asking"] += 1
+        call, closed = asyncio.ensure_future(answer), asyncio.ensure_future(entry["closed"].wait())
+        try:
+            await asyncio.wait({call, closed}, return_when=asyncio.FIRST_COMPLETED)
+            if call.done():
+                result = call.result()  # raises the call's own failure
+                entry["answered"] += 1
+                if entry["answered"] == quorum["k"]:
+                    entry["timer"] = asyncio.get_running_loop().call_later(quorum["grace"], entry["closed"].set)
+                return result
+            call.cancel()
+            raise LateAnswerError(f"still answering {quorum['grace']:g} s after {quorum['k']} panelists had answered")
+        finally:
+            closed.cancel()
+            if not call.done():
+                call.cancel()
+            entry["asking"] -= 1
+            if entry["asking"] == 0:  # every seat of the fan-out is done (a retry after this starts a quorum afresh)
+                if entry["timer"] is not None:
+                    entry["timer"].cancel()
+                self._open.pop(quorum["id"], None)
+
+
+QUORUMS = Quorums()
 
 
 def panelist_failure(task: PanelistTask, exc: BaseException) -> dict[str, Any]:
@@ -406,8 +470,8 @@ def panelist_failure(task: PanelistTask, exc: BaseException) -> dict[str, Any]:
         "tokens": 0,
         "cost": 0.0,
         "latencyMs": round(monotonic_ms() - task["sent_ms"]),
-        "error": classify_failure(exc),
-        "detail": describe_failure(exc),
+        "error": "late" if isinstance(exc, LateAnswerError) else classify_failure(exc),
+        "detail": str(exc) if isinstance(exc, LateAnswerError) else describe_failure(exc),
     }
     emit({"event": "panelist", "index": task["index"], "detail": result["detail"], **public_panelist(result)})
     return result

@@ -277,3 +277,31 @@ def test_metadata_task_is_housekeeping_and_debate_true_still_debates(client, llm
     debated = client.chat.completions.create(model="router/debate", messages=question,
                                              extra_body={"metadata": {"task": "tags_generation"}, "debate": True})
     assert "housekeeping" not in meta(debated) and len(llm.requests) == 1 + 4
+
+
+# --- quorum grace -----------------------------------------------------------------------------
+
+
+def test_quorum_grace_decides_without_a_late_seat_and_labels_it(client, llm):
+    llm.script(model="mistral-large-latest", reply=OTHER, hold="slow")
+    try:
+        resp = council(client, quorum={"k": 2, "grace": 0.2})
+        llm.wait_held("slow")  # it was asked, and was still answering when the panel decided
+    finally:
+        llm.release("slow")
+    panelists = meta(resp)["debate"]["panelists"]
+    assert [p["success"] for p in panelists] == [True, True, False] and panelists[2]["error"] == "late"
+    late = [f for f in meta(resp)["status"]["failed"] if f["error"] == "late"]
+    assert late == [{"model": COUNCIL[2], "role": "panelist", "error": "late",
+                     "detail": "still answering 0.2 s after 2 panelists had answered"}]
+    judge_prompt = json.dumps(next(r for r in llm.requests if r["model"] == "gemini-2.5-pro")["messages"])
+    assert "Answer B" in judge_prompt and "Answer C" not in judge_prompt
+
+
+def test_a_quorum_larger_than_the_panel_is_refused(api):
+    resp = api.post("/v1/chat/completions", json={"model": "router/debate", "messages": QUESTION,
+                                                  "models": COUNCIL, "quorum": {"k": 4, "grace": 1}})
+    assert resp.status_code == 400 and resp.json()["error"]["code"] == "invalid_quorum"
+    negative = api.post("/v1/chat/completions", json={"model": "router/debate", "messages": QUESTION,
+                                                      "quorum": {"k": 2, "grace": -1}})
+    assert negative.status_code == 400
