@@ -33,6 +33,29 @@ def _convergence(event: dict[str, Any]) -> str:
     return f"round {event['roundNumber']}: convergence {event['score']:.2f} ({reached}, threshold {event['threshold']})"
 
 
+def _depth(event: dict[str, Any]) -> str:
+    seats = len(event["firstSeats"])
+    if event["path"] == "agreed":
+        then = "asking the rest anyway (shadow)" if event.get("shadow") else "deciding on them"
+        return f"adaptive: the first {seats} seats agree ({event['agreement']:.2f} ≥ {event['threshold']:.2f}); {then}"
+    return (f"adaptive: the first {seats} seats disagree ({event['agreement']:.2f} < {event['threshold']:.2f}); "
+            "asking the rest of the panel")
+
+
+def _analysis(event: dict[str, Any]) -> str:
+    contradictions = len(event["contradictions"])
+    return (f"agreement {event['agreement']:.2f}: {len(event['consensus'])} shared points, {contradictions} "
+            f"contradiction{'' if contradictions == 1 else 's'}")
+
+
+def _decision(event: dict[str, Any]) -> str:
+    if event.get("reason"):
+        return f"rule {event['rule']}: {event['reason']}"
+    if event["decidedBy"] == "none":
+        return f"rule {event['rule']}: the answers, labelled"
+    return f"rule {event['rule']}: {event['decidedBy']} chose {event.get('winner') or event.get('model')}"
+
+
 def queued_line(event: dict[str, Any]) -> str:
     """A call waiting in its endpoint's line (`queued`): who it is for, the model, and its place in line."""
     who = (event.get("speaker") or {}).get("name") or "a call"
@@ -57,8 +80,9 @@ LINES: dict[str, dict[str, Line]] = {
             e["speaker"]["name"], e["name"], "error" if e.get("isError") else "result") if e.get("speaker") else None,
         "answering": lambda e: f"{e['role']} {e['model']} is answering",
         "fallback": lambda e: f"{e['role']} {e['model']} failed: {e['error']} ({e['detail']}); trying the next one",
-        "decision": lambda e: "rule {}: {}".format(
-            e["rule"], e.get("reason") or f"{e['decidedBy']} chose {e.get('winner') or e.get('model')}"),
+        "decision": _decision,
+        "depth": _depth,
+        "analysis": _analysis,
         "queued": queued_line,
     },
     "roundtable": {

@@ -237,7 +237,7 @@ def degrade(state: dict[str, Any], exc: AllModelsFailedError) -> dict[str, Any]:
     the decision saying why no one decided, and each failed candidate in `failures`."""
     failed = [{"model": a["model"], "role": a.get("role", "arbitrator"), "error": a["error"],
                "detail": a.get("detail", "")} for a in exc.attempts]
-    decision = {**(state.get("decision") or {"rule": rule_of(state)}), "decidedBy": "none",
+    decision = {**(state.get("decision") or {"rule": rule_of(state)}), "decidedBy": "none", "model": "panel",
                 "reason": f"every {exc.role} candidate failed, so the panelists' answers come back labelled"}
     emit({"event": "decision", **decision})
     update = {"answer": labelled_answers(state["answers"]), "arbitrator": None, "decision": decision,

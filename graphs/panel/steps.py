@@ -593,7 +593,7 @@ async def assemble_panel(state: dict[str, Any]) -> dict[str, Any]:
     `analysis` answers the same way, its decision saying that no one chose (the map, `analysis`, is the point)."""
     update: dict[str, Any] = {"answer": labelled_answers(state["answers"]), "arbitrator": None}
     if state.get("mode", "debate") == "debate":
-        update["decision"] = {"rule": "analysis", "decidedBy": "none"}
+        update["decision"] = {"rule": "analysis", "decidedBy": "none", "model": "panel"}
         emit({"event": "decision", **update["decision"]})
     return settle_shadow(state, update)
 

@@ -189,7 +189,7 @@ def test_rule_analysis_returns_the_labelled_answers_and_the_map_without_a_judge(
     resp = council(client, rule="analysis")
     assert calls(llm) and "gemini-2.5-pro" not in calls(llm) and len(llm.requests) == 3
     m = meta(resp)
-    assert m["rule"] == "analysis" and m["decision"] == {"rule": "analysis", "decidedBy": "none"}
+    assert m["rule"] == "analysis" and m["decision"] == {"rule": "analysis", "decidedBy": "none", "model": "panel"}
     assert resp.model == "panel" and all(f"**{model}**" in resp.choices[0].message.content for model in COUNCIL)
     assert {"consensus", "contradictions", "uniqueInsights"} <= set(m["analysis"])
 

@@ -121,6 +121,27 @@ async def test_ask_panel_asks_a_router_and_answers_with_the_arbitrators_answer_a
     assert transcript.text.rstrip().endswith("Consistency, availability, partition tolerance: pick two.")
 
 
+async def test_ask_panel_takes_a_council_and_reports_its_map_and_adaptive_path(parley, make_key, llm, sync_db):
+    """The MCP tool chooses the panel and judge as a chat completion's body does, and its progress says where the
+    first seats stood and how far the answers agree."""
+    sync_db.workspaces.insert_one({"_id": "ws1", "creditUsd": 10.0})
+    council = ["openai:gpt-5", "google:gemini-2.5-pro", "mistral:mistral-large-latest"]
+    llm.script(model="gpt-5", reply="Use a queue. Retries stay simple.")
+    llm.script(model="gemini-2.5-pro", reply="Use a queue. Retries stay simple.")
+    progress = Progress()
+    async with http_client(parley.url, make_key(["chat"])) as client:
+        result = await client.call_tool("ask_panel", {
+            "question": "Queue or direct calls?", "models": council, "arbitrator": "anthropic:claude-opus-4-5",
+            "criteria": "Prefer what fails loudly.", "depth": "adaptive"}, progress_callback=progress)
+    assert not result.is_error, result.content
+    meta = result.structured_content["_meta"]
+    assert [p["model"] for p in meta["debate"]["panelists"]] == council[:2] and meta["adaptive"]["path"] == "agreed"
+    assert meta["analysis"]["agreement"] == 1.0 and meta["status"]["outcome"] == "answered"
+    assert "adaptive: the first 2 seats agree (1.00 ≥ 0.60); deciding on them" in progress.messages
+    assert any(line.startswith("agreement 1.00: ") for line in progress.messages)
+    assert not any(r["model"] == "mistral-large-latest" for r in llm.requests)
+
+
 async def test_ask_panel_passes_its_rule_to_the_chat_completion(parley, http, make_key, llm, sync_db):
     sync_db.workspaces.insert_one({"_id": "ws1", "creditUsd": 10.0})
     for model, reply in zip(("gpt-5", "claude-sonnet-4-5", "gemini-2.5-pro"), ("8 + 8.\nAnswer: 16", "Answer: 16",
