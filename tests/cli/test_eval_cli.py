@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from parley.cli.main import app
+from parley.core.limits import MAX_PANEL_SIZE, MIN_PANEL_SIZE
 from parley.core.settings import get_settings
 from tests.support.duel import judgement
 
@@ -56,7 +57,7 @@ def test_run_writes_the_panel_rules_self_moa_and_the_round_zero_vote(parley_env,
     by_name = {m["name"]: m for m in doc["methods"]}
     assert list(by_name) == methods.split(",") and all(m["n"] == 2 for m in doc["methods"])
     assert by_name["panel:vote"]["calls_per_item"] == 3.0  # a unanimous vote needs no arbitrator
-    assert 2 <= by_name["self-moa"]["samples"] <= 7
+    assert MIN_PANEL_SIZE <= by_name["self-moa"]["samples"] <= MAX_PANEL_SIZE
     # The debate's round-0 vote (all 12) beside its final answer (all 14): the rounds changed every item.
     assert by_name["debate"]["first_vote"]["n"] == 2 and by_name["debate"]["first_vote"]["changed"] == 2
     assert "first_vote" not in by_name["single"]
