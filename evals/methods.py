@@ -52,8 +52,8 @@ from parley.graphs.roundtable import graph as roundtable_graph
 from parley.nodes.context import RunContext
 from parley.nodes.arbitrate import content_text
 
-__all__ = ["ADAPTIVE_MIN_AGENTS", "METHODS", "PANEL_METHODS", "WORKFLOW_PREFIX", "Attempt", "MethodOptions", "describe", "method_of",
-           "workflow_spec"]
+__all__ = ["ADAPTIVE_MIN_AGENTS", "METHODS", "PANEL_METHODS", "WORKFLOW_PREFIX", "Attempt", "MethodOptions", "describe",
+           "method_of", "workflow_spec"]
 
 
 @dataclass(frozen=True)
