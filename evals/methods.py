@@ -290,8 +290,7 @@ def describe(name: str, options: MethodOptions) -> str:
         "panel:vote": f"panel:vote ({agents} panelists, majority; ties to the arbitrator)",
         "panel:rank": f"panel:rank ({agents} panelists ranking each other, Borda count)",
         "panel:best-of-n": f"panel:best-of-n ({agents} panelists, a judge in both orders)",
-        "adaptive": f"adaptive ({ADAPTIVE_FIRST_SEATS} of {agents} panelists first, the rest on disagreement "
-                    "+ arbitrator)",
+        "adaptive": f"adaptive ({ADAPTIVE_FIRST_SEATS} panelists, all {agents} on disagreement; + arbitrator)",
         "self-moa": f"self-moa ({agents} samples + aggregator)",
         "roundtable": f"roundtable ({agents} agents + devil's advocate, ≤{rounds} round{plural})",
     }[name]
