@@ -12,7 +12,7 @@ from parley.evals.methods import describe
 from parley.evals.runner import RunSettings
 from parley.evals.scoring import bootstrap_interval, mean, paired_difference_interval
 
-__all__ = ["EMBEDDED_MODEL_NOTE", "summarise", "write_plot", "write_reports"]
+__all__ = ["EMBEDDED_MODEL_NOTE", "adaptive_vs_panel", "summarise", "write_plot", "write_reports"]
 
 RESULTS_JSON, RESULTS_MD, PLOT_FILE = "results.json", "results.md", "accuracy_vs_tokens.png"
 
@@ -30,7 +30,7 @@ def uses_embedded_model(settings: RunSettings) -> bool:
 def summarise(settings: RunSettings, records: list[dict[str, Any]]) -> dict[str, Any]:
     """The results document: the run's settings and, per method, accuracy with its 95 % interval and
     per-item tokens, cost, calls and seconds (means over the items that finished); when `adaptive` and `panel`
-    both ran, the one against the other on the items both answered (`adaptive_vs_panel`, see `adaptive_vs_panel`)."""
+    both ran, the one against the other on the items both answered (`adaptive_vs_panel`)."""
     methods = []
     for name in settings.methods:
         mine = [r for r in records if r["method"] == name]
