@@ -1,6 +1,6 @@
-"""`parley eval`: measure single answers, self-consistency, debate, the panel and its decision rules, Self-MoA,
-round table and designer workflows (`workflow:<path>`) on a task, and the duel judge's position bias, in this
-process (no HTTP, no database)."""
+"""`parley eval`: measure single answers, self-consistency, debate, the panel (its decision rules, its adaptive
+depth), Self-MoA, round table and designer workflows (`workflow:<path>`) on a task, and the duel judge's position
+bias, in this process (no HTTP, no database)."""
 
 from __future__ import annotations
 
@@ -17,10 +17,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from parley.cli.common import console, fail, model_factory
-from parley.core.limits import MAX_PANEL_SIZE, MAX_TABLE_SEATS, MIN_PANEL_SIZE
+from parley.core.limits import ADAPTIVE_FIRST_SEATS, MAX_PANEL_SIZE, MAX_TABLE_SEATS, MIN_PANEL_SIZE
 from parley.core.settings import get_settings
 from parley.evals.judge import JUDGE_JSON, JUDGE_MD, judge_pairs, load_pairs
-from parley.evals.methods import METHODS, PANEL_METHODS, WORKFLOW_PREFIX, MethodOptions, workflow_spec
+from parley.evals.methods import (
+    ADAPTIVE_MIN_AGENTS, METHODS, PANEL_METHODS, WORKFLOW_PREFIX, MethodOptions, workflow_spec,
+)
 from parley.evals.report import EMBEDDED_MODEL_NOTE, PLOT_FILE, RESULTS_JSON, RESULTS_MD, write_plot, write_reports
 from parley.evals.runner import MATCHED_METHODS, EvalAborted, Observer, RunSettings, RunSettingsMismatch, run_eval
 from parley.graphs.panel.rules import MIN_RANK_ANSWERS
@@ -61,6 +63,10 @@ def _check_methods(methods: list[str], agents: int, match_budget: bool, samples:
     if "panel:rank" in methods and agents < MIN_RANK_ANSWERS:
         raise fail(f"panel:rank needs at least {MIN_RANK_ANSWERS} panelists (each ranks the others' answers); "
                    f"--agents is {agents}", code=2)
+    if "adaptive" in methods and agents < ADAPTIVE_MIN_AGENTS:
+        raise fail(f"adaptive asks {ADAPTIVE_FIRST_SEATS} panelists first and the rest only when they disagree: "
+                   f"with --agents {agents} there is no rest to skip (it would be the full panel); give --agents "
+                   f"{ADAPTIVE_MIN_AGENTS} or more", code=2)
     if "roundtable" in methods and agents > MAX_TABLE_SEATS:
         raise fail(f"the round table seats at most {MAX_TABLE_SEATS} agents; --agents is {agents}", code=2)
     if match_budget:
@@ -154,6 +160,18 @@ def _results_table(doc: dict[str, Any]) -> Table:
     return table
 
 
+def _adaptive_summary(doc: dict[str, Any]) -> str | None:
+    """One line on adaptive depth against the full panel (results.md's section), when both ran."""
+    versus = doc.get("adaptive_vs_panel")
+    if not versus or not versus["n"]:
+        return None
+    share = "" if versus["tokens_saved_pct"] is None else f" ({versus['tokens_saved_pct']:.1f}%)"
+    return (f"Adaptive against the full panel on {versus['n']} items: {versus['tokens_saved_per_item']:.0f} "
+            f"tokens/item saved{share}; accuracy adaptive − panel {versus['accuracy_difference']:+.3f} "
+            f"[{versus['ci_low']:+.3f}, {versus['ci_high']:+.3f}]; {versus['paths']['agreed']} agreed, "
+            f"{versus['paths']['escalated']} escalated.")
+
+
 def _plot(doc: dict[str, Any], path: Path) -> bool:
     """Draw the plot; False (its traceback logged) when it cannot be, since the results are written already."""
     try:
@@ -222,6 +240,8 @@ def run(
                                     concurrency=concurrency, observer=bars), out)
     doc = write_reports(settings, records, out, plot=False)
     console.print(_results_table(doc))
+    if summary := _adaptive_summary(doc):
+        console.print(escape(summary))
     if embedded:
         console.print(f"[bold yellow]Note:[/] {EMBEDDED_MODEL_NOTE}")
     plotted = not no_plot and _plot(doc, out / PLOT_FILE)

@@ -7,6 +7,8 @@
 - `panel:vote`, `panel:rank`, `panel:best-of-n`: the same panel deciding by that rule (`graphs.panel.rules`):
   the majority (ties to the arbitrator), the panelists' Borda count of each other's answers, a judge's pick in
   both reading orders. The run's model arbitrates ties and judges.
+- `adaptive`: `panel` under adaptive depth (`depth: "adaptive"`): two seats answer first, the rest of the panel only
+  when those two disagree (`nodes.analysis.agreement`), then the run's model arbitrates; the path taken is recorded.
 - `self-moa`: Self-MoA (Li et al. 2025): k samples of the run's model, which then writes the final answer from
   them (the panel resampling one model, `synthesis`).
 - `roundtable`: `graphs.roundtable` with k solver agents (and its devil's advocate) for up to r debate rounds;
@@ -35,6 +37,7 @@ from pathlib import Path
 
 from langchain_core.messages import HumanMessage
 
+from parley.core.limits import ADAPTIVE_FIRST_SEATS
 from parley.designer import WorkflowContext, compile_workflow, prepare_input, validate_workflow
 from parley.designer.spec import WorkflowSpec
 from parley.evals import prompts
@@ -49,8 +52,8 @@ from parley.graphs.roundtable import graph as roundtable_graph
 from parley.nodes.context import RunContext
 from parley.nodes.arbitrate import content_text
 
-__all__ = ["METHODS", "PANEL_METHODS", "WORKFLOW_PREFIX", "Attempt", "MethodOptions", "describe", "method_of",
-           "workflow_spec"]
+__all__ = ["ADAPTIVE_MIN_AGENTS", "METHODS", "PANEL_METHODS", "WORKFLOW_PREFIX", "Attempt", "MethodOptions", "describe",
+           "method_of", "workflow_spec"]
 
 
 @dataclass(frozen=True)
@@ -71,14 +74,16 @@ class MethodOptions:
 
 @dataclass(frozen=True)
 class Attempt:
-    """One method's answer to one item: the text the answer was read from, the answer, any votes, and (for the
-    methods that debate in rounds) the round-0 vote (`nodes.answers.vote_record`)."""
+    """One method's answer to one item: the text the answer was read from, the answer, any votes, (for the
+    methods that debate in rounds) the round-0 vote (`nodes.answers.vote_record`), and (for `adaptive`) the panel's
+    report of the path it took (`{path: agreed | escalated, agreement, threshold, firstSeats, seats}`)."""
 
     response: str
     prediction: str | None
     votes: list[str | None] | None = None
     tied: bool = False
     first_vote: dict[str, Any] | None = None
+    adaptive: dict[str, Any] | None = None
 
 
 Method = Callable[[str, AnswerRule, RunContext, MethodOptions], Awaitable[Attempt]]
@@ -113,9 +118,9 @@ async def debate(question: str, rule: AnswerRule, ctx: RunContext, options: Meth
 
 
 async def _panel(question: str, rule: AnswerRule, ctx: RunContext, options: MethodOptions, *, decide: str,
-                 models: list[str] | None = None) -> Attempt:
+                 models: list[str] | None = None, depth: str = "full") -> Attempt:
     """A panel of `agents` seats of `models` (the `--models`, else the run's model resampled) deciding by the rule
-    `decide`; the run's model arbitrates (and judges)."""
+    `decide`, at `depth` (`graphs.panel.PanelInput`); the run's model arbitrates (and judges)."""
     context = PanelContext(models=ctx.models, model=ctx.model, ledger=ctx.ledger)
     result = await panel_graph.ainvoke({
         "messages": [{"role": "user", "content": question}],
@@ -130,10 +135,11 @@ async def _panel(question: str, rule: AnswerRule, ctx: RunContext, options: Meth
         "min_successes": min(2, options.agents),
         "rule": decide,
         "answer_rule": rule.name if decide == "vote" else None,
+        "depth": depth,
     }, context=context)
     # A chosen answer is read as its panelist wrote it, without the note its rule adds (a tally has numbers too).
     text = chosen_text(result["answer"], result.get("decision"))
-    return Attempt(text, rule.extract(text))
+    return Attempt(text, rule.extract(text), adaptive=result.get("adaptive"))
 
 
 async def panel(question: str, rule: AnswerRule, ctx: RunContext, options: MethodOptions) -> Attempt:
@@ -154,6 +160,23 @@ async def panel_rank(question: str, rule: AnswerRule, ctx: RunContext, options: 
 async def panel_best_of_n(question: str, rule: AnswerRule, ctx: RunContext, options: MethodOptions) -> Attempt:
     """A panel of `agents` answers; the run's model picks the best, reading them in both orders."""
     return await _panel(question, rule, ctx, options, decide="best-of-n")
+
+
+# Adaptive depth asks its first seats, then the rest: with no more seats than those, there is nothing to skip.
+ADAPTIVE_MIN_AGENTS = ADAPTIVE_FIRST_SEATS + 1
+
+
+async def adaptive(question: str, rule: AnswerRule, ctx: RunContext, options: MethodOptions) -> Attempt:
+    """`panel` at adaptive depth: two of the `agents` seats answer first, the rest only when those two disagree;
+    the run's model arbitrates. The attempt records the path (`adaptive`).
+
+    Raises:
+        ValueError: fewer than `ADAPTIVE_MIN_AGENTS` seats, where adaptive depth would be the full panel.
+    """
+    if options.agents < ADAPTIVE_MIN_AGENTS:
+        raise ValueError(f"adaptive depth asks {ADAPTIVE_FIRST_SEATS} panelists first and the rest only when they "
+                         f"disagree: it needs at least {ADAPTIVE_MIN_AGENTS} panelists, not {options.agents}")
+    return await _panel(question, rule, ctx, options, decide="synthesis", depth="adaptive")
 
 
 async def self_moa(question: str, rule: AnswerRule, ctx: RunContext, options: MethodOptions) -> Attempt:
@@ -188,11 +211,12 @@ METHODS: dict[str, Method] = {
     "panel:vote": panel_vote,
     "panel:rank": panel_rank,
     "panel:best-of-n": panel_best_of_n,
+    "adaptive": adaptive,
     "self-moa": self_moa,
     "roundtable": roundtable,
 }
 # The methods that seat a panel (`--agents` panelists, 2-8); `self-moa`'s k is matched under `--match-budget`.
-PANEL_METHODS = ("panel", "panel:vote", "panel:rank", "panel:best-of-n", "self-moa")
+PANEL_METHODS = ("panel", "panel:vote", "panel:rank", "panel:best-of-n", "adaptive", "self-moa")
 
 
 WORKFLOW_PREFIX = "workflow:"
@@ -266,6 +290,7 @@ def describe(name: str, options: MethodOptions) -> str:
         "panel:vote": f"panel:vote ({agents} panelists, majority; ties to the arbitrator)",
         "panel:rank": f"panel:rank ({agents} panelists ranking each other, Borda count)",
         "panel:best-of-n": f"panel:best-of-n ({agents} panelists, a judge in both orders)",
+        "adaptive": f"adaptive ({ADAPTIVE_FIRST_SEATS} panelists, all {agents} on disagreement; + arbitrator)",
         "self-moa": f"self-moa ({agents} samples + aggregator)",
         "roundtable": f"roundtable ({agents} agents + devil's advocate, ≤{rounds} round{plural})",
     }[name]

@@ -10,9 +10,9 @@ from typing import Any
 
 from parley.evals.methods import describe
 from parley.evals.runner import RunSettings
-from parley.evals.scoring import bootstrap_interval, mean
+from parley.evals.scoring import bootstrap_interval, mean, paired_difference_interval
 
-__all__ = ["EMBEDDED_MODEL_NOTE", "summarise", "write_plot", "write_reports"]
+__all__ = ["EMBEDDED_MODEL_NOTE", "adaptive_vs_panel", "summarise", "write_plot", "write_reports"]
 
 RESULTS_JSON, RESULTS_MD, PLOT_FILE = "results.json", "results.md", "accuracy_vs_tokens.png"
 
@@ -29,7 +29,8 @@ def uses_embedded_model(settings: RunSettings) -> bool:
 
 def summarise(settings: RunSettings, records: list[dict[str, Any]]) -> dict[str, Any]:
     """The results document: the run's settings and, per method, accuracy with its 95 % interval and
-    per-item tokens, cost, calls and seconds (means over the items that finished)."""
+    per-item tokens, cost, calls and seconds (means over the items that finished); when `adaptive` and `panel`
+    both ran, the one against the other on the items both answered (`adaptive_vs_panel`)."""
     methods = []
     for name in settings.methods:
         mine = [r for r in records if r["method"] == name]
@@ -53,6 +54,7 @@ def summarise(settings: RunSettings, records: list[dict[str, Any]]) -> dict[str,
             "priced": all(r["priced"] for r in mine),
             "estimated_tokens": any(r["estimated_tokens"] for r in mine),
             **({"samples": samples} if name in ("self-consistency", "self-moa") else {}),
+            **({"paths": _paths(mine)} if name == "adaptive" else {}),
             **_first_vote(mine, settings.seed),
         })
     doc = {
@@ -68,6 +70,8 @@ def summarise(settings: RunSettings, records: list[dict[str, Any]]) -> dict[str,
         "interval": "95% percentile bootstrap over items (2000 resamples, seeded with the run's seed)",
         "methods": methods,
     }
+    if "adaptive" in settings.methods and "panel" in settings.methods:
+        doc["adaptive_vs_panel"] = adaptive_vs_panel(settings, records)
     if uses_embedded_model(settings):
         doc["note"] = EMBEDDED_MODEL_NOTE
     return doc
@@ -75,6 +79,41 @@ def summarise(settings: RunSettings, records: list[dict[str, Any]]) -> dict[str,
 
 def _number(value: float) -> float | None:
     return None if math.isnan(value) else round(value, 4)
+
+
+def _paths(records: list[dict[str, Any]]) -> dict[str, int]:
+    """How many of an adaptive run's items each path took: `agreed` (the first seats only) or `escalated`."""
+    return {path: sum(1 for r in records if r.get("adaptive_path") == path) for path in ("agreed", "escalated")}
+
+
+def adaptive_vs_panel(settings: RunSettings, records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Adaptive depth against the full panel at equal items (those both answered, in the run's item order): tokens
+    per item of each and what adaptive saved (per item, and as a share of the panel's), accuracy of each and the
+    difference adaptive − panel with its 95 % paired bootstrap interval (seeded with the run's seed), and the
+    paths adaptive took on those items."""
+    by_method = {name: {r["item"]: r for r in records if r["method"] == name} for name in ("panel", "adaptive")}
+    order = {item: i for i, item in enumerate(settings.item_ids)}
+    both = by_method["panel"].keys() & by_method["adaptive"].keys()
+    items = sorted(both, key=lambda item: (order.get(item, len(order)), item))
+    panel = [by_method["panel"][i] for i in items]
+    adaptive = [by_method["adaptive"][i] for i in items]
+    panel_tokens, adaptive_tokens = mean([r["tokens"] for r in panel]), mean([r["tokens"] for r in adaptive])
+    saved = panel_tokens - adaptive_tokens
+    difference = paired_difference_interval([1.0 if r["correct"] else 0.0 for r in adaptive],
+                                            [1.0 if r["correct"] else 0.0 for r in panel], seed=settings.seed)
+    return {
+        "n": len(items),
+        "paths": _paths(adaptive),
+        "panel_tokens_per_item": round(panel_tokens, 1),
+        "adaptive_tokens_per_item": round(adaptive_tokens, 1),
+        "tokens_saved_per_item": round(saved, 1),
+        "tokens_saved_pct": round(100 * saved / panel_tokens, 1) if panel_tokens else None,
+        "panel_accuracy": _number(mean([1.0 if r["correct"] else 0.0 for r in panel])) if items else None,
+        "adaptive_accuracy": _number(mean([1.0 if r["correct"] else 0.0 for r in adaptive])) if items else None,
+        "accuracy_difference": _number(difference.value),
+        "ci_low": _number(difference.low),
+        "ci_high": _number(difference.high),
+    }
 
 
 def _first_vote(records: list[dict[str, Any]], seed: int) -> dict[str, Any]:
@@ -122,6 +161,11 @@ def markdown(doc: dict[str, Any]) -> str:
     unreadable = [f"{m['name']} {m['unreadable_answers']}" for m in doc["methods"] if m["unreadable_answers"]]
     if unreadable:
         lines.append(f"Answers the rule could not read (counted wrong): {', '.join(unreadable)}.")
+    adaptive = next((m for m in doc["methods"] if m["name"] == "adaptive"), None)
+    if adaptive and "adaptive_vs_panel" not in doc:
+        paths = adaptive["paths"]
+        lines.append(f"Adaptive depth's paths: {paths['agreed']} item(s) agreed (the first two panelists only), "
+                     f"{paths['escalated']} escalated (the whole panel).")
     voted = [m for m in doc["methods"] if m.get("first_vote")]
     if voted:
         lines += [
@@ -139,7 +183,34 @@ def markdown(doc: dict[str, Any]) -> str:
             final = "—" if m["accuracy"] is None else f"{m['accuracy']:.3f}"
             lines.append(f"| {m['label']} | {first['n']} | {accuracy} | {interval} | {final} | {first['changed']} | "
                          f"{first['fixed']} | {first['broken']} |")
+    if doc.get("adaptive_vs_panel"):
+        lines += _adaptive_section(doc["adaptive_vs_panel"])
     return "\n".join(lines) + "\n"
+
+
+def _adaptive_section(versus: dict[str, Any]) -> list[str]:
+    """results.md's comparison of adaptive depth with the full panel (`adaptive_vs_panel`)."""
+    def accuracy(value: float | None) -> str:
+        return "—" if value is None else f"{value:.3f}"
+
+    share = "—" if versus["tokens_saved_pct"] is None else f"{versus['tokens_saved_pct']:.1f}%"
+    difference = "—" if versus["accuracy_difference"] is None else f"{versus['accuracy_difference']:+.3f}"
+    interval = "—" if versus["ci_low"] is None else f"[{versus['ci_low']:+.3f}, {versus['ci_high']:+.3f}]"
+    return [
+        "", "## Adaptive depth against the full panel", "",
+        "Adaptive depth asks two panelists first and the rest of the panel only when those two disagree. On the "
+        "items both methods answered: *agreed* counts those where the first two agreed and the panel stopped there, "
+        "*escalated* those the whole panel answered; *saved* is the full panel's tokens per item less adaptive "
+        "depth's; *adaptive − panel* is the difference in accuracy, with its 95% paired bootstrap interval over "
+        "those items (seeded with the run's seed). An interval holding 0 shows no difference.", "",
+        "| items | agreed | escalated | panel tokens/item | adaptive tokens/item | saved/item | saved | "
+        "panel accuracy | adaptive accuracy | adaptive − panel | 95% CI |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        f"| {versus['n']} | {versus['paths']['agreed']} | {versus['paths']['escalated']} | "
+        f"{versus['panel_tokens_per_item']:.0f} | {versus['adaptive_tokens_per_item']:.0f} | "
+        f"{versus['tokens_saved_per_item']:.0f} | {share} | {accuracy(versus['panel_accuracy'])} | "
+        f"{accuracy(versus['adaptive_accuracy'])} | {difference} | {interval} |",
+    ]
 
 
 def write_plot(doc: dict[str, Any], path: Path) -> None:

@@ -202,6 +202,7 @@ async def run_item(task: Task, item: Item, method: str, options: MethodOptions, 
     seconds = time.monotonic() - started
     ledger = ctx.ledger
     first = attempt.first_vote
+    depth = attempt.adaptive
     return {
         "method": method,
         "item": item.id,
@@ -221,6 +222,9 @@ async def run_item(task: Task, item: Item, method: str, options: MethodOptions, 
         # The round-0 vote (debate, roundtable): the majority of the first answers, before any debate round.
         "first_vote": first["answer"] if first else None,
         "first_vote_correct": task.rule.is_correct(first["answer"], item.answer) if first else None,
+        # Adaptive depth (`adaptive`): the path the panel took, and the first seats' agreement that chose it.
+        "adaptive_path": depth["path"] if depth else None,
+        "agreement": round(depth["agreement"], 4) if depth else None,
         "response": attempt.response[:RESPONSE_CHARS],
     }
 

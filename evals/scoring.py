@@ -7,7 +7,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["Interval", "bootstrap_interval", "matched_samples", "mean"]
+__all__ = ["Interval", "bootstrap_interval", "matched_samples", "mean", "paired_difference_interval"]
 
 BOOTSTRAP_RESAMPLES = 2000
 
@@ -42,6 +42,24 @@ def bootstrap_interval(outcomes: Sequence[float], *, seed: int, level: float = 0
     low = means[max(0, math.floor(tail * resamples))]
     high = means[min(resamples - 1, math.ceil((1 - tail) * resamples) - 1)]
     return Interval(mean(outcomes), low, high)
+
+
+def paired_difference_interval(first: Sequence[float], second: Sequence[float], *, seed: int,
+                               level: float = 0.95, resamples: int = BOOTSTRAP_RESAMPLES) -> Interval:
+    """The mean of `first` minus the mean of `second`, two methods' outcomes on the same items in the same order, and
+    its paired percentile bootstrap interval.
+
+    Paired: each resample draws items, not outcomes, so an item keeps both of its outcomes. The mean of the per-item
+    differences over a resample is the difference of the two means over it, so this is `bootstrap_interval` of the
+    differences (the same seed, the same interval). Two methods right and wrong on the same items differ by 0, with
+    an interval of [0, 0], however wide each one's own interval is.
+
+    Raises:
+        ValueError: the two hold outcomes of different numbers of items.
+    """
+    if len(first) != len(second):
+        raise ValueError(f"paired outcomes must cover the same items: {len(first)} against {len(second)}")
+    return bootstrap_interval([a - b for a, b in zip(first, second)], seed=seed, level=level, resamples=resamples)
 
 
 def matched_samples(target_tokens: float, tokens_per_sample: float, *, minimum: int = 1) -> int:

@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from parley.cli.main import app
+from parley.core.limits import ADAPTIVE_AGREEMENT, MAX_PANEL_SIZE, MIN_PANEL_SIZE
 from parley.core.settings import get_settings
 from tests.support.duel import judgement
 
@@ -56,7 +57,7 @@ def test_run_writes_the_panel_rules_self_moa_and_the_round_zero_vote(parley_env,
     by_name = {m["name"]: m for m in doc["methods"]}
     assert list(by_name) == methods.split(",") and all(m["n"] == 2 for m in doc["methods"])
     assert by_name["panel:vote"]["calls_per_item"] == 3.0  # a unanimous vote needs no arbitrator
-    assert 2 <= by_name["self-moa"]["samples"] <= 7
+    assert MIN_PANEL_SIZE <= by_name["self-moa"]["samples"] <= MAX_PANEL_SIZE
     # The debate's round-0 vote (all 12) beside its final answer (all 14): the rounds changed every item.
     assert by_name["debate"]["first_vote"]["n"] == 2 and by_name["debate"]["first_vote"]["changed"] == 2
     assert "first_vote" not in by_name["single"]
@@ -68,6 +69,34 @@ def test_run_writes_the_panel_rules_self_moa_and_the_round_zero_vote(parley_env,
     assert "| debate (3 agents × 1 round) | 2 | " in table.split("## Did the debate rounds")[1]
     items = [json.loads(line) for line in (out / "items.jsonl").read_text().splitlines()]
     assert {(r["first_vote"], r["prediction"]) for r in items if r["method"] == "debate"} == {("12", "14")}
+
+
+def test_run_compares_adaptive_depth_with_the_full_panel(parley_env, llm, tmp_path):
+    llm.script(reply="Adding up the products... Answer: 12")  # every seat agrees: adaptive stops after two
+    out = tmp_path / "out"
+    result = run("run", "--task", "arithmetic", "--methods", "panel,adaptive", "--n", "2", "--out", str(out),
+                 "--concurrency", "1", "--no-plot")
+    assert result.exit_code == 0, result.output
+    assert len(llm.requests) == 2 * (4 + 3)  # per item: three panelists and the arbitrator; two and the arbitrator
+    doc = json.loads((out / "results.json").read_text())
+    panel, adaptive = doc["methods"]
+    assert (panel["calls_per_item"], adaptive["calls_per_item"]) == (4.0, 3.0)
+    assert adaptive["paths"] == {"agreed": 2, "escalated": 0} and "paths" not in panel
+    versus = doc["adaptive_vs_panel"]
+    assert versus["n"] == 2 and versus["paths"] == {"agreed": 2, "escalated": 0}
+    assert (versus["panel_tokens_per_item"], versus["adaptive_tokens_per_item"]) == \
+        (panel["tokens_per_item"], adaptive["tokens_per_item"])
+    saved = panel["tokens_per_item"] - adaptive["tokens_per_item"]
+    assert saved > 0 and versus["tokens_saved_per_item"] == round(saved, 1)
+    assert versus["tokens_saved_pct"] == round(100 * saved / panel["tokens_per_item"], 1)
+    assert (versus["accuracy_difference"], versus["ci_low"], versus["ci_high"]) == (0.0, 0.0, 0.0)  # same answers
+    flat = " ".join(result.output.split())
+    assert f"Adaptive against the full panel on 2 items: {saved:.0f} tokens/item saved" in flat
+    assert "## Adaptive depth against the full panel" in (out / "results.md").read_text()
+    items = [json.loads(line) for line in (out / "items.jsonl").read_text().splitlines()]
+    assert sorted((r["method"], r["adaptive_path"]) for r in items) == \
+        [("adaptive", "agreed")] * 2 + [("panel", None)] * 2
+    assert all(r["agreement"] >= ADAPTIVE_AGREEMENT for r in items if r["method"] == "adaptive")
 
 
 def test_failed_items_make_the_run_exit_non_zero(parley_env, llm, tmp_path):
@@ -87,6 +116,8 @@ def test_failed_items_make_the_run_exit_non_zero(parley_env, llm, tmp_path):
     (["--methods", "roundtable", "--agents", "6"], "the round table seats at most 5 agents"),
     (["--methods", "panel:vote", "--agents", "9"], "the panel seats 2-8 panelists (panel:vote)"),
     (["--methods", "panel:rank", "--agents", "2"], "panel:rank needs at least 3 panelists"),
+    (["--methods", "panel,adaptive", "--agents", "2"], "adaptive asks 2 panelists first and the rest only when "
+     "they disagree: with --agents 2 there is no rest to skip"),
     (["--methods", "single,debate", "--match-budget"], "add self-consistency or self-moa to --methods"),
     (["--methods", "debate,self-consistency", "--match-budget"], "add single to --methods"),
     (["--methods", "single,debate,self-consistency", "--match-budget", "--samples", "4"], "leave out --samples"),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
 from parley.evals import prompts
 from parley.nodes.answers import parse_rule
 from parley.evals.methods import METHODS, MethodOptions
@@ -120,3 +122,40 @@ async def test_debate_records_the_round_zero_vote(parley_env, llm):
     assert attempt.prediction == "4"
     assert attempt.first_vote["answer"] == "6" and attempt.first_vote["count"] == 2
     assert sorted(attempt.first_vote["votes"]) == ["5", "6", "6"] and attempt.first_vote["rule"] == "number"
+
+
+# --- adaptive depth ---------------------------------------------------------------------------
+
+
+async def test_adaptive_stops_after_two_seats_that_agree(parley_env, llm):
+    llm.script(match="arbitrator of a panel", reply="Both say six. Answer: 6")
+    llm.script(reply="1 + 6 + 4 - 5 = 6\nAnswer: 6")
+    context = ctx(parley_env)
+    attempt = await METHODS["adaptive"](QUESTION, NUMBER, context, MethodOptions(agents=3))
+    assert attempt.prediction == "6"
+    assert attempt.adaptive["path"] == "agreed" and attempt.adaptive["seats"] == 3
+    assert attempt.adaptive["agreement"] >= attempt.adaptive["threshold"]
+    assert len(llm.requests) == 3 and len(context.ledger.records) == 3  # two panelists and the arbitrator
+
+
+async def test_adaptive_asks_the_rest_of_the_panel_when_the_first_two_disagree(parley_env, llm):
+    llm.script(match="arbitrator of a panel", reply="Two of three say six. Answer: 6")
+    llm.script(replies=["Answer: 6", "Answer: 5", "Answer: 6", "Answer: 6"])
+    context = ctx(parley_env)
+    attempt = await METHODS["adaptive"](QUESTION, NUMBER, context, MethodOptions(agents=4))
+    assert attempt.prediction == "6"
+    assert attempt.adaptive["path"] == "escalated" and attempt.adaptive["agreement"] < attempt.adaptive["threshold"]
+    assert len(llm.requests) == 5  # the first two, the other two seats, and the arbitrator
+
+
+async def test_the_full_panel_records_no_path(parley_env, llm):
+    llm.script(match="arbitrator of a panel", reply="Answer: 6")
+    llm.script(reply="Answer: 6")
+    attempt = await METHODS["panel"](QUESTION, NUMBER, ctx(parley_env), MethodOptions(agents=3))
+    assert attempt.adaptive is None and len(llm.requests) == 4
+
+
+async def test_adaptive_refuses_a_panel_with_nothing_to_skip(parley_env, llm):
+    with pytest.raises(ValueError, match="at least 3 panelists, not 2"):
+        await METHODS["adaptive"](QUESTION, NUMBER, ctx(parley_env), MethodOptions(agents=2))
+    assert llm.requests == []
