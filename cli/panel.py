@@ -18,6 +18,7 @@ from parley.services import panel as service
 from parley.services.backend import Backend
 from parley.services.errors import NotFound, ServiceError
 from parley.services.panel import ChatCompletionRequest
+from parley.services.progress import plural
 from parley.services.routers import (
     COUNCIL_PRESETS,
     PRESET_ID,
@@ -69,8 +70,9 @@ def _analysis_line(meta: dict[str, Any]) -> str:
     """The disagreement map and adaptive depth's path, in one line."""
     parts = []
     if analysis := meta.get("analysis"):
-        parts.append(f"agreement {analysis['agreement']:.2f}: {len(analysis['consensus'])} shared points, "
-                     f"{len(analysis['contradictions'])} contradictions, {len(analysis['uniqueInsights'])} unique")
+        parts.append(f"agreement {analysis['agreement']:.2f}: {plural(len(analysis['consensus']), 'shared point')}, "
+                     f"{plural(len(analysis['contradictions']), 'contradiction')}, "
+                     f"{plural(len(analysis['uniqueInsights']), 'unique insight')}")
     if adaptive := meta.get("adaptive"):
         seats = len(adaptive["firstSeats"]) if adaptive["path"] == "agreed" and "shadow" not in adaptive \
             else adaptive["seats"]

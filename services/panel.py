@@ -21,7 +21,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, WithJsonSchema, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, WithJsonSchema, field_validator, model_validator
 
 from parley.core.limits import (
     DEFAULT_MIN_SUCCESSES,
@@ -241,6 +241,19 @@ class ChatCompletionRequest(BaseModel):
     _answer_format: AnswerFormat | None = PrivateAttr(None)
     _checked: bool = PrivateAttr(False)
 
+    @field_validator("models")
+    @classmethod
+    def _distinct_models(cls, models: list[str] | None) -> list[str] | None:
+        if models is None:
+            return None
+        cleaned = [m.strip() for m in models]
+        if any(not m for m in cleaned):
+            raise ValueError("every model is a `provider:model` id, not blank")
+        if twice := sorted({m for m in cleaned if cleaned.count(m) > 1}):
+            raise ValueError(f"each model is seated once, and {', '.join(twice)} is listed twice: to sample one model "
+                             "several times use model 'self-moa/<provider:model>'")
+        return cleaned
+
     @model_validator(mode="after")
     def _one_arbitrator(self) -> ChatCompletionRequest:
         if self.judge and self.arbitrator and self.judge != self.arbitrator:
@@ -382,11 +395,17 @@ async def plan_request(backend: Backend, body: ChatCompletionRequest, *, workspa
     council = body.council
     if body.models:
         check_callable(backend.factory, body.models, field="models")
-        council["panel_size"] = len(dict.fromkeys(m.strip() for m in body.models))  # the request's models: all seated
+        council["panel_size"] = len(body.models)  # the request's models: every one seated
     if council.get("arbitrator"):
         check_callable(backend.factory, [council["arbitrator"]], field="arbitrator" if body.arbitrator else "judge")
-    plan = plan_for_router(router, settings, debate=body.debate, panel=bool(body.panel), rule=body.rule,
-                           answer_rule=body.answer_rule, **{**council, **overrides})
+    try:
+        plan = plan_for_router(router, settings, debate=body.debate, panel=bool(body.panel), rule=body.rule,
+                               answer_rule=body.answer_rule, **{**council, **overrides})
+    except InvalidRequest as exc:
+        if exc.code == "too_few_families" and body.models:  # the request's own panel, not the router's
+            raise InvalidRequest(f"models: {exc.__cause__} (or send allow_same_family: true)",
+                                 code="too_few_families", param="models") from exc
+        raise
     tools, answer_format = body.toolset, body.answer_format
     if reason := unanswerable(plan.mode, tools and tools.dump(), answer_format and answer_format.dump(), plan.rule):
         raise InvalidRequest(reason, code="unsupported_in_panel_mode")

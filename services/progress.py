@@ -13,6 +13,11 @@ from typing import Any
 Line = Callable[[dict[str, Any]], str | None]
 
 
+def plural(count: int, noun: str) -> str:
+    """`1 contradiction`, `2 contradictions`."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def _panelist(event: dict[str, Any]) -> str:
     if event["success"]:
         return f"panelist {event['model']} answered in {event['latencyMs']} ms ({event['tokens']} tokens)"
@@ -43,9 +48,8 @@ def _depth(event: dict[str, Any]) -> str:
 
 
 def _analysis(event: dict[str, Any]) -> str:
-    contradictions = len(event["contradictions"])
-    return (f"agreement {event['agreement']:.2f}: {len(event['consensus'])} shared points, {contradictions} "
-            f"contradiction{'' if contradictions == 1 else 's'}")
+    return (f"agreement {event['agreement']:.2f}: {plural(len(event['consensus']), 'shared point')}, "
+            f"{plural(len(event['contradictions']), 'contradiction')}")
 
 
 def _decision(event: dict[str, Any]) -> str:

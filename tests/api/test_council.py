@@ -107,7 +107,9 @@ def test_a_council_needs_a_router_and_callable_models_of_distinct_families(clien
     one_family = api.post("/v1/chat/completions", json={"model": "router/debate", "messages": QUESTION,
                                                         "models": ["openai:gpt-5", "openai:gpt-5-mini"]})
     assert one_family.status_code == 400 and one_family.json()["error"]["code"] == "too_few_families"
-    for models in (["openai:gpt-5"], [f"openai:m{i}" for i in range(9)]):
+    assert "allow_same_family" in one_family.json()["error"]["message"]
+    for models in (["openai:gpt-5"], [f"openai:m{i}" for i in range(9)], ["openai:gpt-5", " openai:gpt-5"],
+                   ["openai:gpt-5", " "]):
         sized = api.post("/v1/chat/completions", json={"model": "router/debate", "messages": QUESTION,
                                                        "models": models})
         assert sized.status_code == 400 and "models" in sized.json()["error"]["message"]
