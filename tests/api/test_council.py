@@ -11,6 +11,7 @@ import openai
 import pytest
 
 from parley.api.main import create_app
+from tests.api.test_panel_api import api, client, meta  # noqa: F401 (fixtures over this module's server and key)
 from tests.services.test_chat_apps import OWUI_TITLE, open_webui
 from tests.support.servers import ServerThread
 
@@ -34,22 +35,6 @@ def server(parley_env):
 def key(server, make_key, sync_db):
     sync_db.workspaces.insert_one({"_id": "ws1", "creditUsd": 10.0})
     return make_key(["chat"])  # an ordinary key: no admin, no router of its own
-
-
-@pytest.fixture
-def client(server, key):
-    with openai.OpenAI(base_url=server.url + "/v1", api_key=key, max_retries=0, timeout=30) as sdk:
-        yield sdk
-
-
-@pytest.fixture
-def api(server, key):
-    with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key}"}, timeout=30) as http:
-        yield http
-
-
-def meta(response) -> dict:
-    return response.model_extra["_meta"]
 
 
 def calls(llm) -> list[str]:
