@@ -1052,9 +1052,9 @@ export interface components {
             panel?: boolean | null;
             /**
              * Rule
-             * @description How a debate decides: `synthesis` (the arbitrator writes the answer), `vote` (the majority of the answers read by `answerRule`), `rank` (panelists rank each other's answers, Borda count) or `best-of-n` (a judge picks one, in both reading orders). Replaces the router's rule for this request; a rule asks for a debate, so it needs a router and turns debate on.
+             * @description How a debate decides: `synthesis` (the arbitrator writes the answer), `vote` (the majority of the answers read by `answerRule`), `rank` (panelists rank each other's answers, Borda count), `best-of-n` (a judge picks one, in both reading orders) or `analysis` (no one decides: the labelled answers and their map, `_meta.analysis`, for a caller whose own model writes the answer). Replaces the router's rule for this request; a rule asks for a debate, so it needs a router and turns debate on.
              */
-            rule?: ("synthesis" | "vote" | "rank" | "best-of-n") | null;
+            rule?: ("synthesis" | "vote" | "rank" | "best-of-n" | "analysis") | null;
             /**
              * Answer Rule
              * @description How `rule: vote` reads an answer: `number`, `choice`, `exact` (the default) or `regex:<pattern>`; the router's when omitted.
@@ -1065,6 +1065,41 @@ export interface components {
              * @description Seeds the order each reviewer reads the answers in (`rule: rank`); drawn from the conversation when omitted.
              */
             seed?: number | null;
+            /**
+             * Models
+             * @description The panel for this request: 2-8 `provider:model` ids of distinct families (unless `allow_same_family`), each seated; replaces the router's models. Each must be callable here (400 `model_unavailable` naming its provider).
+             */
+            models?: string[] | null;
+            /**
+             * Arbitrator
+             * @description The arbitrator (and judge) of this request, asked before the router's and the deployment's.
+             */
+            arbitrator?: string | null;
+            /**
+             * Judge
+             * @description Another name for `arbitrator`.
+             */
+            judge?: string | null;
+            /**
+             * Criteria
+             * @description What the arbitrator and judges weigh the answers by (never shown to the panelists).
+             */
+            criteria?: string | null;
+            /**
+             * Allow Same Family
+             * @description Let `models` seat two models of one family.
+             */
+            allow_same_family?: boolean | null;
+            /**
+             * Depth
+             * @description `full` asks every seat at once; `adaptive` asks two seats of distinct families first and the rest of the panel and the rule only when they disagree (`_meta.adaptive` says which). The router's when omitted.
+             */
+            depth?: ("full" | "adaptive") | null;
+            /**
+             * Shadow
+             * @description With `depth: adaptive`, ask the whole panel anyway and report in `_meta.adaptive.shadow` whether stopping early would have answered the same.
+             */
+            shadow?: boolean | null;
             /**
              * @description OpenAI's deprecated form of tools, refused: send `tools` and `tool_choice`. Only an empty value is accepted.
              * @enum {unknown}
@@ -2199,7 +2234,7 @@ export interface components {
             debate: boolean;
             /**
              * Panelsize
-             * @description Panelists (2-7).
+             * @description Panelists (2-8).
              * @default 3
              */
             panelSize: number;
@@ -2221,16 +2256,23 @@ export interface components {
             arbitratorPrompt?: string | null;
             /**
              * Rule
-             * @description How a debate decides: `synthesis` (the arbitrator writes the answer), `vote` (the majority of the answers read by `answerRule`), `rank` (panelists rank each other's answers, Borda count) or `best-of-n` (a judge picks one, in both reading orders).
+             * @description How a debate decides: `synthesis` (the arbitrator writes the answer), `vote` (the majority of the answers read by `answerRule`), `rank` (panelists rank each other's answers, Borda count), `best-of-n` (a judge picks one, in both reading orders) or `analysis` (no one decides: the labelled answers and their map, `_meta.analysis`, for a caller whose own model writes the answer).
              * @default synthesis
              * @enum {string}
              */
-            rule: "synthesis" | "vote" | "rank" | "best-of-n";
+            rule: "synthesis" | "vote" | "rank" | "best-of-n" | "analysis";
             /**
              * Answerrule
              * @description How `vote` reads an answer: `number`, `choice`, `exact` (the default) or `regex:<pattern>`; the panelists are asked for that format.
              */
             answerRule?: string | null;
+            /**
+             * Depth
+             * @description `full` asks every panelist at once; `adaptive` asks two of distinct families first, and the rest of the panel and the rule only when their answers disagree (a request's `depth` replaces it).
+             * @default full
+             * @enum {string}
+             */
+            depth: "full" | "adaptive";
         };
         /**
          * RouterMetadata
@@ -2284,7 +2326,7 @@ export interface components {
             independentArbitrator: boolean;
             /**
              * Rule
-             * @description How a debate decides: synthesis, vote, rank or best-of-n.
+             * @description How a debate decides: synthesis, vote, rank, best-of-n or analysis.
              */
             rule: string;
             /**
@@ -2292,6 +2334,12 @@ export interface components {
              * @description How `vote` reads answers (null: exact).
              */
             answerRule: string | null;
+            /**
+             * Depth
+             * @description `adaptive`: two seats first, the rest on disagreement.
+             * @enum {string}
+             */
+            depth: "full" | "adaptive";
         };
         /**
          * RouterUpdate
@@ -2315,15 +2363,21 @@ export interface components {
             arbitratorPrompt?: string | null;
             /**
              * Rule
-             * @description How a debate decides: `synthesis` (the arbitrator writes the answer), `vote` (the majority of the answers read by `answerRule`), `rank` (panelists rank each other's answers, Borda count) or `best-of-n` (a judge picks one, in both reading orders).
+             * @description How a debate decides: `synthesis` (the arbitrator writes the answer), `vote` (the majority of the answers read by `answerRule`), `rank` (panelists rank each other's answers, Borda count), `best-of-n` (a judge picks one, in both reading orders) or `analysis` (no one decides: the labelled answers and their map, `_meta.analysis`, for a caller whose own model writes the answer).
              * @enum {string}
              */
-            rule?: "synthesis" | "vote" | "rank" | "best-of-n";
+            rule?: "synthesis" | "vote" | "rank" | "best-of-n" | "analysis";
             /**
              * Answerrule
              * @description How `vote` reads an answer: `number`, `choice`, `exact` (the default) or `regex:<pattern>`; the panelists are asked for that format.
              */
             answerRule?: string | null;
+            /**
+             * Depth
+             * @description `full` asks every panelist at once; `adaptive` asks two of distinct families first, and the rest of the panel and the rule only when their answers disagree (a request's `depth` replaces it).
+             * @enum {string}
+             */
+            depth?: "full" | "adaptive";
         };
         /**
          * RunInput
