@@ -6,7 +6,7 @@ import { retracted, withoutPieces, type Piece } from "./useStream";
 export interface Seat {
   index: number;
   model: string;
-  status: "waiting" | "answered" | "failed";
+  status: "waiting" | "answered" | "failed" | "skipped"; // skipped: adaptive depth stopped before its turn
   answer: string | null;
   tokens: number | null;
   cost: number | null;
@@ -58,10 +58,11 @@ export interface Verdict {
   error?: string;
 }
 
-/** How a debate decided (a `decision` event; `_meta.decision`): see docs/panel.md, "Decision rules". */
+/** How a debate decided (a `decision` event; `_meta.decision`): see docs/panel.md, "Decision rules". `none`: no one
+ * chose (rule `analysis`, or every arbitrator failed and the labelled answers came back; `reason` says which). */
 export interface Decision {
   rule: string;
-  decidedBy: "arbitrator" | "majority" | "borda" | "judge";
+  decidedBy: "arbitrator" | "majority" | "borda" | "judge" | "none";
   model?: string;
   winner?: string;
   reason?: string;
@@ -77,6 +78,52 @@ export interface Decision {
   reviews?: Review[];
   judge?: string;
   verdicts?: Verdict[];
+}
+
+/** One contradiction of the map: a point the models take opposite stances on, each model's claim as its stance. */
+export interface Contradiction {
+  topic: string;
+  stances: { model: string; stance: string }[];
+}
+
+/** The disagreement map of the panel's answers (an `analysis` event; `_meta.analysis`): docs/panel.md, "The
+ * disagreement map". Reckoned by Parley from the answers' words, no model call. */
+export interface Analysis {
+  agreement: number; // 0..1, the mean of the pairs'
+  pairs: { models: string[]; agreement: number }[];
+  consensus: string[];
+  contradictions: Contradiction[];
+  partialCoverage: { point: string; models: string[]; missing: string[] }[];
+  uniqueInsights: { model: string; insight: string }[];
+  blindSpots: string[]; // the question's terms no answer mentions
+  method: string;
+}
+
+/** Adaptive depth's path (a `depth` event; `_meta.adaptive`): docs/panel.md, "Adaptive depth". */
+export interface Adaptive {
+  path: "agreed" | "escalated";
+  agreement: number; // of the first seats' answers
+  threshold: number;
+  firstSeats: string[];
+  seats: number; // the whole panel's
+  shadowAsked: boolean; // the whole panel was asked anyway, to compare (`shadow: true`)
+  shadow?: { agreement: number; sameAnswer: boolean }; // the comparison, once the answer is in
+}
+
+/** A model that failed on the way (`_meta.status.failed`). */
+export interface Failure {
+  model: string;
+  role: string;
+  error: string;
+  detail?: string;
+}
+
+/** What became of the request (`_meta.status`): `degraded` when every arbitrator failed and the labelled answers
+ * came back instead (docs/panel.md, "When every arbitrator fails"). */
+export interface RunStatus {
+  outcome: "answered" | "degraded";
+  reason: string | null;
+  failed: Failure[];
 }
 
 /** A function call the answer makes, in OpenAI's shape (`choices[0].message.tool_calls`). */
@@ -99,6 +146,9 @@ export interface PanelView {
   answering: { role: string; model: string } | null;
   fallbacks: Fallback[];
   decision: Decision | null; // the latest `decision` event, then `_meta.decision`
+  analysis: Analysis | null; // the `analysis` event, then `_meta.analysis`
+  adaptive: Adaptive | null; // the `depth` event, then `_meta.adaptive`
+  outcome: RunStatus | null; // `_meta.status`, once done
   reviews: Review[]; // rank: each reviewer's ranking as it arrives
   verdicts: Verdict[]; // best-of-n: each reading as it arrives
   pieces: Piece[];
@@ -122,6 +172,9 @@ export const emptyPanel = (): PanelView => ({
   answering: null,
   fallbacks: [],
   decision: null,
+  analysis: null,
+  adaptive: null,
+  outcome: null,
   reviews: [],
   verdicts: [],
   pieces: [],
@@ -149,6 +202,28 @@ const seat = (index: number, model: string): Seat => ({
 function panelistOf(data: Record<string, any>): number {
   const id = String(data.speaker?.id ?? "");
   return id.startsWith("panelist:") ? Number(id.slice("panelist:".length)) : -1;
+}
+
+/** Adaptive depth's report, from a `depth` event (`shadow`: whether it was asked) or `_meta.adaptive` (`shadow`: the
+ * comparison, when it was asked). */
+function adaptiveOf(data: Record<string, any>, before: Adaptive | null): Adaptive {
+  const compared = data.shadow && typeof data.shadow === "object" ? data.shadow : undefined;
+  return {
+    path: data.path,
+    agreement: Number(data.agreement ?? 0),
+    threshold: Number(data.threshold ?? 0),
+    firstSeats: data.firstSeats ?? [],
+    seats: Number(data.seats ?? 0),
+    shadowAsked: data.shadow === true || compared !== undefined || Boolean(before?.shadowAsked),
+    shadow: compared,
+  };
+}
+
+/** The seats adaptive depth never asked (it stopped after the first seats, and no shadow asks the rest) marked so. */
+function withSkipped(seats: Seat[], adaptive: Adaptive): Seat[] {
+  if (adaptive.path !== "agreed" || adaptive.shadowAsked) return seats;
+  const asked = (s: Seat) => s.status !== "waiting" || adaptive.firstSeats.includes(s.model);
+  return seats.map((s) => (asked(s) ? s : { ...s, status: "skipped" }));
 }
 
 export function answerText(view: PanelView): string {
@@ -204,18 +279,30 @@ export function panelReducer(view: PanelView, { event, data, id }: StreamEvent):
       return { ...view, status: "deciding", verdicts: [...view.verdicts, data] };
     case "decision":
       return { ...view, decision: data };
+    case "depth": {
+      const adaptive = adaptiveOf(data, view.adaptive);
+      return { ...view, adaptive, seats: withSkipped(view.seats, adaptive) };
+    }
+    case "analysis":
+      return { ...view, analysis: data as Analysis };
     case "chunk":
       return { ...view, status: view.status === "panel" || view.status === "deciding" ? "answering" : view.status,
                pieces: [...view.pieces, { seq: id, text: String(data.content ?? "") }] };
     case "done": {
       const completion: Completion | null = data.completion ?? null;
       const toolCalls = completion?.choices?.[0]?.message?.tool_calls;
+      const meta = completion?._meta ?? {};
+      const adaptive = meta.adaptive ? adaptiveOf(meta.adaptive as Record<string, any>, view.adaptive) : view.adaptive;
       return {
         ...view,
         status: "done",
+        seats: adaptive ? withSkipped(view.seats, adaptive) : view.seats,
+        analysis: (meta.analysis as Analysis | undefined) ?? view.analysis,
+        adaptive,
+        outcome: (meta.status as RunStatus | undefined) ?? null,
         completion,
         answer: completion?.choices?.[0]?.message?.content ?? null,
-        decision: (completion?._meta?.decision as Decision | undefined) ?? view.decision,
+        decision: (meta.decision as Decision | undefined) ?? view.decision,
         calls: toolCalls
           ? toolCalls.map((c, index) => ({ index, id: c.id, name: c.function.name, arguments: c.function.arguments }))
           : view.calls,

@@ -11,6 +11,7 @@ export const RULE_NAMES: Record<string, string> = {
   vote: "Majority vote",
   rank: "Ranking (Borda count)",
   "best-of-n": "Best of n",
+  analysis: "Analysis: the map, no judge",
 };
 
 const READINGS: Record<string, string> = { as_given: "Panel order", reversed: "Reversed" };
@@ -24,6 +25,9 @@ function decidedBy(d: Decision): string {
       return `The Borda count chose ${d.winner}'s answer; it is returned as written.`;
     case "judge":
       return `The judge ${d.judge} chose ${d.winner}'s answer in both readings; it is returned as written.`;
+    case "none":
+      if (d.reason) return `No one decided: ${d.reason}.`;
+      return "No one decides under this rule: every answer comes back labelled, with the map of where they agree.";
     default:
       if (!d.arbitrator) return `The rule could not decide (${d.reason}): the arbitrator answers.`;
       if (d.rule === "synthesis") return `The arbitrator ${d.arbitrator} wrote the answer from every panelist's.`;

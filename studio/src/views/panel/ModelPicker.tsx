@@ -111,6 +111,8 @@ export function ModelSummary({ id, choice, familyNotes }: { id: string; choice: 
         <dd>{router.arbitrator ?? "—"}</dd>
         <dt>Rule</dt>
         <dd>{rule}</dd>
+        <dt>Depth</dt>
+        <dd>{router.depth === "adaptive" ? "adaptive: two seats first, the rest only when they disagree" : "full"}</dd>
       </dl>
       {familyNotes && router.arbitrator && !router.independentArbitrator && (
         <p role="note" className="note">

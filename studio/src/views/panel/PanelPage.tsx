@@ -1,7 +1,7 @@
 /**
- * Panel: ask a router's panel a question. The answer is requested as OpenAI-compatible streamed chat
- * completions; the side-by-side view follows the run's own events (`X-Run-Id`), which carry each
- * panelist's answer and figures.
+ * Panel: ask a router's panel a question, with the router's council or one chosen for it (`CouncilPicker`). The
+ * answer is requested as OpenAI-compatible streamed chat completions; the side-by-side view follows the run's own
+ * events (`X-Run-Id`), which carry each panelist's answer and figures.
  */
 import { useEffect, useRef, useState } from "react";
 
@@ -12,6 +12,7 @@ import { useSession } from "../../session/session";
 import { emptyPanel, panelReducer } from "../../streams/panel";
 import { useFollow } from "../../streams/useFollow";
 import { useStreamReducer } from "../../streams/useStream";
+import { councilFields, CouncilPicker, NO_COUNCIL } from "./CouncilPicker";
 import { RULE_NAMES } from "./DecisionCard";
 import { familiesToChoose, isRouter, ModelOptions, ModelSummary, PRESET, useModels } from "./ModelPicker";
 import { PanelViewer } from "./PanelViewer";
@@ -41,6 +42,23 @@ function toolsField(text: string): { tools?: unknown[] } | string {
   }
   if (!Array.isArray(tools)) return "Tools must be a JSON list of OpenAI tool definitions.";
   return { tools };
+}
+
+/** What to do about a council the API refused (docs/panel.md, "Errors"), said before the API's own words. */
+const REFUSALS: Record<string, string> = {
+  model_unavailable: "A model of the council cannot be called here.",
+  too_few_families: "The panel needs models of distinct families (or let two of one family sit).",
+  invalid_arbitrator: "The judge was named twice, differently.",
+  invalid_depth: "Shadow needs adaptive depth.",
+  router_required: "A council needs a router: choose one as the model.",
+};
+
+/** The form's error: an API refusal with its code's advice first, the server's message, the status and code. */
+function refusal(error: unknown): unknown {
+  if (!(error instanceof ApiError) || error.status !== 400) return error;
+  const code = (error.body as { error?: { code?: unknown } } | null)?.error?.code;
+  if (typeof code !== "string") return error;
+  return `${REFUSALS[code] ? `${REFUSALS[code]} ` : ""}${error.message} (HTTP 400, ${code})`;
 }
 
 /**
@@ -82,6 +100,7 @@ export function PanelPage() {
   const [pattern, setPattern] = useState("");
   const [seed, setSeed] = useState("");
   const [tools, setTools] = useState("");
+  const [council, setCouncil] = useState(NO_COUNCIL);
   const [view, push, reset] = useStreamReducer(panelReducer, emptyPanel);
   const stream = useFollow();
   const [error, setError] = useState<unknown>(null);
@@ -108,8 +127,10 @@ export function PanelPage() {
   /** The request's panel fields: the mode, and a debate's rule (with a vote's answer rule, a rank's seed). */
   function panelFields(): Record<string, unknown> | string {
     if (!router) return {}; // one model: no panel, no rule
-    if (mode === "panel") return { panel: true };
-    const fields: Record<string, unknown> = { debate: true, rule };
+    const chosen = councilFields(council, choice?.router ?? null, mode === "debate");
+    if (typeof chosen === "string") return chosen;
+    if (mode === "panel") return { panel: true, ...chosen };
+    const fields: Record<string, unknown> = { debate: true, rule, ...chosen };
     if (rule === "vote") {
       if (answerRule === "regex" && !pattern.trim()) return "Write the pattern the answers are read with.";
       fields.answer_rule = answerRule === "regex" ? `regex:${pattern.trim()}` : answerRule;
@@ -140,7 +161,7 @@ export function PanelPage() {
     try {
       runId = await startCompletion(key, body, request.current.signal);
     } catch (err) {
-      setError(err);
+      setError(refusal(err));
       return;
     } finally {
       setStarting(false);
@@ -174,7 +195,9 @@ export function PanelPage() {
           {listError ? (
             <p className="hint">The models could not be listed ({describeError(listError)}); the preset still answers.</p>
           ) : null}
-          <ModelSummary id="panel-model-summary" choice={choice} familyNotes={familyNotes} />
+          {/* The router's arbitrator and panel: a council chosen for the question may have neither. */}
+          <ModelSummary id="panel-model-summary" choice={choice}
+                        familyNotes={familyNotes && council.models.length === 0 && !council.judge.trim()} />
         </div>
         {router && (
           <>
@@ -247,6 +270,15 @@ export function PanelPage() {
               </p>
             </div>
           </>
+        )}
+        {router && (
+          <CouncilPicker
+            models={models}
+            router={choice?.router ?? null}
+            debate={mode === "debate"}
+            council={council}
+            onChange={setCouncil}
+          />
         )}
         <label htmlFor="panel-tools">Tools (JSON)</label>
         <div>

@@ -1,16 +1,20 @@
-/** A panel run side by side: each panelist's answer as it arrives, the arbitrator's answer streaming, `_meta`. */
+/** A panel run side by side: each panelist's answer as it arrives, adaptive depth's path, the arbitrator's answer
+ * streaming (or a degraded answer's notice), how it was decided, the map of where the answers agree, `_meta`. */
 import { ToolCalls as ToolRuns } from "../../components/ToolCalls";
 import { Badge, count, formatCost, formatMs, StatusLine } from "../../components/ui";
 import { answerText, type PanelView, type Call, type Seat } from "../../streams/panel";
+import { AgreementMap } from "./AgreementMap";
 import { DecisionCard } from "./DecisionCard";
+import { AdaptivePath, DegradedNotice } from "./Outcome";
 
 function statusText(view: PanelView): string {
-  const answered = view.seats.filter((s) => s.status !== "waiting").length;
+  const answered = view.seats.filter((s) => s.status === "answered" || s.status === "failed").length;
+  const asked = view.seats.filter((s) => s.status !== "skipped").length; // adaptive depth may stop early
   switch (view.status) {
     case "waiting":
       return "Choosing the panel…";
     case "panel":
-      return `${answered} of ${count(view.seats.length, "panelist")} ${answered === 1 ? "has" : "have"} answered`;
+      return `${answered} of ${count(asked, "panelist")} ${answered === 1 ? "has" : "have"} answered`;
     case "deciding": {
       if (view.verdicts.length > 0) return `The judge has read the answers in ${view.verdicts.length} of its 2 orders`;
       const reviewers = view.seats.filter((s) => s.status === "answered").length;
@@ -31,6 +35,8 @@ function statusText(view: PanelView): string {
  * chosen: `familiesToChoose`). */
 export function PanelViewer({ view, familyNotes }: { view: PanelView; familyNotes: boolean }) {
   const text = answerText(view);
+  const degraded = view.outcome?.outcome === "degraded";
+  const labelled = degraded || view.decision?.decidedBy === "none"; // no one decided: the answers, labelled
   return (
     <section aria-label="Panel run" className="panel-run">
       <StatusLine>{statusText(view)}</StatusLine>
@@ -39,13 +45,16 @@ export function PanelViewer({ view, familyNotes }: { view: PanelView; familyNote
           <SeatColumn key={seat.index} seat={seat} />
         ))}
       </ol>
+      {view.adaptive && <AdaptivePath adaptive={view.adaptive} seats={view.seats} />}
+      {degraded && view.outcome && <DegradedNotice status={view.outcome} />}
       {/* An answer that only calls tools has no text: its calls stand for it. */}
       {(text || (view.answering && view.calls.length === 0) || view.fallbacks.length > 0) && (
         <section className="card" aria-labelledby="panel-answer-title">
           <h3 id="panel-answer-title">
-            Answer{view.answering ? ` (${view.answering.role}: ${view.answering.model})` : ""}
+            {labelled ? "Answers, labelled" : `Answer${view.answering ? ` (${view.answering.role}: ${view.answering.model})` : ""}`}
           </h3>
-          {view.fallbacks.map((f, i) => (
+          {/* A degraded answer's notice lists every failure; "the next candidate answers" would be untrue of the last. */}
+          {!degraded && view.fallbacks.map((f, i) => (
             <p key={i} className="error">
               {f.role} {f.model} failed: {f.error}
               {f.detail ? ` (${f.detail})` : ""}; the next candidate answers.
@@ -60,6 +69,7 @@ export function PanelViewer({ view, familyNotes }: { view: PanelView; familyNote
       {(view.decision || view.reviews.length > 0 || view.verdicts.length > 0) && (
         <DecisionCard decision={view.decision} reviews={view.reviews} verdicts={view.verdicts} familyNote={familyNotes} />
       )}
+      {view.analysis && <AgreementMap analysis={view.analysis} />}
       {view.error && view.status === "failed" && (
         <p role="alert" className="error">
           {view.error}
@@ -71,11 +81,12 @@ export function PanelViewer({ view, familyNotes }: { view: PanelView; familyNote
 }
 
 function SeatColumn({ seat }: { seat: Seat }) {
-  const tone = seat.status === "failed" ? "bad" : seat.status === "answered" ? "good" : "live";
+  const tone = { failed: "bad", answered: "good", skipped: "neutral", waiting: "live" }[seat.status];
+  const badge = { failed: "failed", answered: "answered", skipped: "not asked", waiting: "thinking…" }[seat.status];
   return (
     <li className={`seat seat-${seat.status}`} data-status={seat.status}>
       <h3 className="seat-model">{seat.model}</h3>
-      <Badge tone={tone}>{seat.status === "waiting" ? "thinking…" : seat.status}</Badge>
+      <Badge tone={tone}>{badge}</Badge>
       <dl className="figures">
         <dt>Tokens</dt>
         <dd>{seat.tokens ?? "—"}</dd>
@@ -90,6 +101,8 @@ function SeatColumn({ seat }: { seat: Seat }) {
           {seat.error ?? "No answer"}
           {seat.detail ? `: ${seat.detail}` : ""}
         </p>
+      ) : seat.status === "skipped" ? (
+        <p className="muted">Not asked: the first seats agreed (adaptive depth).</p>
       ) : (
         <p className="seat-answer">{seat.answer ?? ""}</p>
       )}
