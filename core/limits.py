@@ -118,7 +118,7 @@ TOOL_SERVER_STOP_SECONDS = 2.0
 MAX_TOOL_SERVERS = 20
 MAX_SERVER_TOOLS = 64
 MAX_GRANTED_TOOLS = 16
-# Parallel branches of one designer `fan_out` node: as many as an arbitrator can tell apart (Answer A … G).
+# Parallel branches of one designer `fan_out` node: as many as an arbitrator can tell apart (Answer A … H).
 MAX_FAN_OUT_BRANCHES = MAX_PANEL_SIZE
 # Inputs a person may send one run (`POST /v1/runs/{id}/input`: 409 `too_many_inputs` past it), and the messages a
 # run takes in at one boundary (the rest wait for the next): 4,500 inputs once made an event page MongoDB refused.

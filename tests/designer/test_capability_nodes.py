@@ -166,7 +166,7 @@ async def test_vote_takes_the_majority_under_the_rule(ctx):
       "output_key": "answers"}, "nodes[0].config.rule", "unknown answer rule"),
     ({"id": "ask", "type": "arbitrate", "inputs": {"answers": "{answer}s"}, "output_key": "answers"},
      "nodes[0].inputs.answers", "one placeholder"),
-    ({**FAN, "config": {"branches": 8}}, "nodes[0].config.branches", "less than or equal to 7"),
+    ({**FAN, "config": {"branches": 9}}, "nodes[0].config.branches", "less than or equal to 8"),
 ])
 def test_capability_node_problems_name_the_node(node, path, words):
     doc = wf([node], {"question": "string", "answers": "any", "answer": "any"})
