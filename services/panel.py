@@ -389,8 +389,8 @@ async def plan_request(backend: Backend, body: ChatCompletionRequest, *, workspa
             raise InvalidRequest(f"{', '.join(repr(a) for a in asked)} need a router: use model 'router/debate' or "
                                  f"'router/<id>', not '{body.model}'", code="router_required")
         return Plan(mode="single", router_mode="direct", models=[body.model])
-    if body.debate is not True and not (body.panel or body.rule or body.council) \
-            and (chore := housekeeping(body.openai_messages(), (body.model_extra or {}).get("metadata"))):
+    if body.debate is not True and not (body.panel or body.rule or body.council) and (chore := await off_loop(
+            len(body.messages), housekeeping_of, body)):
         return housekeeping_plan(backend.factory, router, chore)
     council = body.council
     if body.models:
@@ -414,6 +414,11 @@ async def plan_request(backend: Backend, body: ChatCompletionRequest, *, workspa
         plan.panelist_tools = (await tool_service.grants_of(backend.db, workspace=workspace, subjects=[subject])).get(
             subject, [])
     return plan
+
+
+def housekeeping_of(body: ChatCompletionRequest) -> Housekeeping | None:
+    """The chat app's own task the request is, if it is one (`services.chat_apps.housekeeping`)."""
+    return housekeeping(body.openai_messages(), (body.model_extra or {}).get("metadata"))
 
 
 def housekeeping_plan(factory: ModelFactory, router: dict[str, Any], chore: Housekeeping) -> Plan:
