@@ -74,8 +74,10 @@ MAX_PAGE = 10**9
 MIN_PANEL_SIZE, MAX_PANEL_SIZE = 2, 8
 DEFAULT_PANEL_SIZE = 3
 DEFAULT_MIN_SUCCESSES = 2
-# What a debate's judge weighs (a request's `criteria`, shown to its arbitrator and judges), in characters.
+# What a debate's judge weighs (a request's `criteria`, shown to its arbitrator and judges), in characters; and the
+# characters of a model id a request names for its council (`models`, `arbitrator`): ids run to about 60.
 MAX_CRITERIA_CHARS = 2000
+MAX_MODEL_ID_CHARS = 200
 # Adaptive depth (`depth: "adaptive"`): the seats asked first (of distinct families), and the agreement of their
 # answers (`nodes.analysis.agreement`, 0 to 1) from which the rest of the panel is not asked.
 ADAPTIVE_FIRST_SEATS = 2

@@ -28,6 +28,7 @@ from parley.core.limits import (
     DEFAULT_PANEL_SIZE,
     MAX_CHAT_MESSAGES,
     MAX_CRITERIA_CHARS,
+    MAX_MODEL_ID_CHARS,
     MAX_PANEL_SIZE,
     MAX_QUORUM_GRACE_SECONDS,
     MAX_TOOLS,
@@ -212,14 +213,15 @@ class ChatCompletionRequest(BaseModel):
                              "drawn from the conversation when omitted.")
     # A council chosen per request (docs/panel.md): any key that may chat sends them, no router needed beyond the
     # `model` it names (`router/debate`, say), whose other settings apply.
-    models: list[Annotated[str, Field(min_length=1)]] | None = Field(
+    models: list[Annotated[str, Field(min_length=1, max_length=MAX_MODEL_ID_CHARS)]] | None = Field(
         None, min_length=MIN_PANEL_SIZE, max_length=MAX_PANEL_SIZE,
         description=f"The panel for this request: {MIN_PANEL_SIZE}-{MAX_PANEL_SIZE} `provider:model` ids of distinct "
                     "families (unless `allow_same_family`), each seated; replaces the router's models. Each must be "
                     "callable here (400 `model_unavailable` naming its provider).")
-    arbitrator: str | None = Field(None, min_length=1, description="The arbitrator (and judge) of this request, asked "
-                                   "before the router's and the deployment's.")
-    judge: str | None = Field(None, min_length=1, description="Another name for `arbitrator`.")
+    arbitrator: str | None = Field(None, min_length=1, max_length=MAX_MODEL_ID_CHARS, description="The arbitrator "
+                                   "(and judge) of this request, asked before the router's and the deployment's.")
+    judge: str | None = Field(None, min_length=1, max_length=MAX_MODEL_ID_CHARS,
+                              description="Another name for `arbitrator`.")
     criteria: str | None = Field(None, min_length=1, max_length=MAX_CRITERIA_CHARS,
                                  description="What the arbitrator and judges weigh the answers by (never shown to the "
                                              "panelists).")

@@ -94,7 +94,7 @@ def test_a_council_needs_a_router_and_callable_models_of_distinct_families(clien
     assert one_family.status_code == 400 and one_family.json()["error"]["code"] == "too_few_families"
     assert "allow_same_family" in one_family.json()["error"]["message"]
     for models in (["openai:gpt-5"], [f"openai:m{i}" for i in range(9)], ["openai:gpt-5", " openai:gpt-5"],
-                   ["openai:gpt-5", " "]):
+                   ["openai:gpt-5", " "], ["openai:gpt-5", "openai:" + "x" * 200]):
         sized = api.post("/v1/chat/completions", json={"model": "router/debate", "messages": QUESTION,
                                                        "models": models})
         assert sized.status_code == 400 and "models" in sized.json()["error"]["message"]
