@@ -135,8 +135,8 @@ class Settings(BaseSettings):
         "answered.")
 
     @field_validator("parley_debate_models", "parley_quality_models", "parley_budget_models", "parley_trusted_proxies",
-                     "parley_tool_urls", "parley_tool_commands", "parley_mcp_allowed_hosts", "parley_mcp_allowed_origins",
-                     mode="before")
+                     "parley_tool_urls", "parley_tool_commands", "parley_mcp_allowed_hosts",
+                     "parley_mcp_allowed_origins", mode="before")
     @classmethod
     def _split_comma_list(cls, value: object) -> object:
         if isinstance(value, str):

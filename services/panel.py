@@ -227,9 +227,9 @@ class ChatCompletionRequest(BaseModel):
                                              "panelists).")
     allow_same_family: bool | None = Field(None, description="Let `models` seat two models of one family.")
     depth: Literal["full", "adaptive"] | None = Field(
-        None, description="`full` asks every seat at once; `adaptive` asks two seats of distinct families first and the "
-                          "rest of the panel and the rule only when they disagree (`_meta.adaptive` says which). The "
-                          "router's when omitted.")
+        None, description="`full` asks every seat at once; `adaptive` asks two seats of distinct families first and "
+                          "the rest of the panel and the rule only when they disagree (`_meta.adaptive` says which). "
+                          "The router's when omitted.")
     quorum: Quorum | None = Field(None, description="Quorum grace, `{k, grace}`: once k panelists have answered, the "
                                   "others have `grace` seconds more, then the panel decides; a late seat is listed "
                                   "with `error: late`, never dropped. None: every panelist is awaited.")
@@ -261,9 +261,6 @@ class ChatCompletionRequest(BaseModel):
         if self.judge and self.arbitrator and self.judge != self.arbitrator:
             raise invalid_field("invalid_arbitrator", f"'judge' ({self.judge}) and 'arbitrator' ({self.arbitrator}) "
                                                       "name the same seat: send one of them")
-        if self.shadow and self.depth == "full":
-            raise invalid_field("invalid_depth", "'shadow' runs adaptive depth's cheap path beside the full panel: it "
-                                                 "needs depth 'adaptive' (or a router whose depth is)")
         return self
 
     @property
@@ -427,7 +424,11 @@ def housekeeping_plan(factory: ModelFactory, router: dict[str, Any], chore: Hous
     """A chat app's own small task (a title, tags, follow-ups: `services.chat_apps`) sent to a router: one call to its
     cheapest model (by the price table; unpriced ones last), falling down the rest by price, never a debate."""
     models = list(dict.fromkeys(router["models"]))
-    by_price = sorted(models, key=lambda m: (not factory.price(m).known, factory.price(m).input + factory.price(m).output))
+    def price(model: str) -> tuple[bool, float]:
+        rates = factory.price(model)
+        return not rates.known, rates.input + rates.output
+
+    by_price = sorted(models, key=price)
     return Plan(mode="single", router_mode="housekeeping", models=by_price,
                 housekeeping=chore.meta())
 
@@ -505,7 +506,7 @@ def plan_for_router(
     )
     if plan.shadow and plan.depth != "adaptive":
         raise InvalidRequest("'shadow' runs adaptive depth's cheap path beside the full panel: it needs depth "
-                             f"'adaptive', and router '{router['id']}' asks the full panel", code="invalid_depth",
+                             f"'adaptive', from the request or from router '{router['id']}'", code="invalid_depth",
                              param="shadow")
     if mode == "debate":
         try:

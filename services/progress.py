@@ -42,7 +42,8 @@ def _depth(event: dict[str, Any]) -> str:
     seats = len(event["firstSeats"])
     if event["path"] == "agreed":
         then = "asking the rest anyway (shadow)" if event.get("shadow") else "deciding on them"
-        return f"adaptive: the first {seats} seats agree ({event['agreement']:.2f} ≥ {event['threshold']:.2f}); {then}"
+        return (f"adaptive: the first {seats} seats agree ({event['agreement']:.2f} ≥ {event['threshold']:.2f}); "
+                f"{then}")
     return (f"adaptive: the first {seats} seats disagree ({event['agreement']:.2f} < {event['threshold']:.2f}); "
             "asking the rest of the panel")
 

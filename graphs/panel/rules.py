@@ -56,6 +56,7 @@ from parley.graphs.panel.steps import (
     PanelContext,
     _arbitrators,
     arbitrate_panel,
+    candidate_failures,
     labelled_answers,
     panel_context,
     settle_shadow,
@@ -235,14 +236,12 @@ def undegradable(state: dict[str, Any], exc: AllModelsFailedError, *, streamed: 
 def degrade(state: dict[str, Any], exc: AllModelsFailedError) -> dict[str, Any]:
     """The answer when no arbitrator could write one: the panelists' answers, labelled, with the map the tally made,
     the decision saying why no one decided, and each failed candidate in `failures`."""
-    failed = [{"model": a["model"], "role": a.get("role", "arbitrator"), "error": a["error"],
-               "detail": a.get("detail", "")} for a in exc.attempts]
     decision = {**(state.get("decision") or {"rule": rule_of(state)}), "decidedBy": "none", "model": "panel",
                 "reason": f"every {exc.role} candidate failed, so the panelists' answers come back labelled"}
     emit({"event": "decision", **decision})
     update = {"answer": labelled_answers(state["answers"]), "arbitrator": None, "decision": decision,
               "degraded": f"{exc.role}_failed", "attempts": list(exc.attempts),
-              "failures": [*(state.get("failures") or []), *failed]}
+              "failures": [*(state.get("failures") or []), *candidate_failures(exc.attempts)]}
     return settle_shadow(state, update)
 
 
@@ -263,8 +262,8 @@ def decide(state: dict[str, Any]) -> list[Send] | Literal["arbitrate", "vote", "
     if rule == "rank":
         return ask_reviewers(state) if len(state["answers"]) >= MIN_RANK_ANSWERS else "count_ranks"
     if rule == "best-of-n":
-        return judge_both_orders(state, keys=("messages", "answers", "system_prompt", "arbitrators", "chosen", "criteria"),
-                                 fan_out=JUDGES)
+        return judge_both_orders(
+            state, keys=("messages", "answers", "system_prompt", "arbitrators", "chosen", "criteria"), fan_out=JUDGES)
     return "arbitrate"
 
 

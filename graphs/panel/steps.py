@@ -17,7 +17,6 @@ from typing import Any, NotRequired, TypedDict
 
 from langchain_core.messages import BaseMessage
 from langgraph.runtime import Runtime
-from langgraph.types import Send
 
 from parley.core.limits import (
     ADAPTIVE_AGREEMENT,
@@ -457,6 +456,12 @@ class Quorums:
 
 
 QUORUMS = Quorums()
+
+
+def candidate_failures(attempts: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Candidates that failed (an arbitrator's `attempts`) as entries of `failures`: {model, role, error, detail}."""
+    return [{"model": a["model"], "role": a.get("role", "arbitrator"), "error": a["error"],
+             "detail": a.get("detail", "")} for a in attempts]
 
 
 def panelist_failure(task: PanelistTask, exc: BaseException) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from parley.graphs.panel.steps import (
     PanelError,
     TooFewFamiliesError,
     TooFewPanelistsError,
+    candidate_failures,
     is_panelist,
 )
 from parley.llm.usage import UsageLedger, usage_view, usd
@@ -106,8 +107,7 @@ def status_body(result: dict[str, Any]) -> dict[str, Any]:
     that did not answer, arbitrator candidates that did not either)."""
     failed = list(result.get("failures") or [])
     if not result.get("degraded"):  # the candidates that failed before the one that answered
-        failed += [{"model": a["model"], "role": a.get("role", "arbitrator"), "error": a["error"],
-                    "detail": a.get("detail", "")} for a in result.get("attempts") or []]
+        failed += candidate_failures(result.get("attempts") or [])
     return {"outcome": "degraded" if result.get("degraded") else "answered", "reason": result.get("degraded"),
             "failed": failed}
 
