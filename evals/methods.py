@@ -7,8 +7,9 @@
 - `panel:vote`, `panel:rank`, `panel:best-of-n`: the same panel deciding by that rule (`graphs.panel.rules`):
   the majority (ties to the arbitrator), the panelists' Borda count of each other's answers, a judge's pick in
   both reading orders. The run's model arbitrates ties and judges.
-- `adaptive`: `panel` under adaptive depth (`depth: "adaptive"`): two seats answer first, the rest of the panel only
-  when those two disagree (`nodes.analysis.agreement`), then the run's model arbitrates; the path taken is recorded.
+- `adaptive`: `panel` under adaptive depth (`depth: "adaptive"`): two seats answer first; when they agree
+  (`nodes.analysis.agreement`) the first's answer is the attempt's, else the rest of the panel answers and the run's
+  model arbitrates; the path taken is recorded.
 - `self-moa`: Self-MoA (Li et al. 2025): k samples of the run's model, which then writes the final answer from
   them (the panel resampling one model, `synthesis`).
 - `roundtable`: `graphs.roundtable` with k solver agents (and its devil's advocate) for up to r debate rounds;
@@ -167,8 +168,8 @@ ADAPTIVE_MIN_AGENTS = ADAPTIVE_FIRST_SEATS + 1
 
 
 async def adaptive(question: str, rule: AnswerRule, ctx: RunContext, options: MethodOptions) -> Attempt:
-    """`panel` at adaptive depth: two of the `agents` seats answer first, the rest only when those two disagree;
-    the run's model arbitrates. The attempt records the path (`adaptive`).
+    """`panel` at adaptive depth: two of the `agents` seats answer first and settle it when they agree; else the rest
+    answer and the run's model arbitrates. The attempt records the path (`adaptive`).
 
     Raises:
         ValueError: fewer than `ADAPTIVE_MIN_AGENTS` seats, where adaptive depth would be the full panel.
@@ -290,7 +291,7 @@ def describe(name: str, options: MethodOptions) -> str:
         "panel:vote": f"panel:vote ({agents} panelists, majority; ties to the arbitrator)",
         "panel:rank": f"panel:rank ({agents} panelists ranking each other, Borda count)",
         "panel:best-of-n": f"panel:best-of-n ({agents} panelists, a judge in both orders)",
-        "adaptive": f"adaptive ({ADAPTIVE_FIRST_SEATS} panelists, all {agents} on disagreement; + arbitrator)",
+        "adaptive": f"adaptive ({ADAPTIVE_FIRST_SEATS} panelists; all {agents} + arbitrator on disagreement)",
         "self-moa": f"self-moa ({agents} samples + aggregator)",
         "roundtable": f"roundtable ({agents} agents + devil's advocate, ≤{rounds} round{plural})",
     }[name]

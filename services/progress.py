@@ -58,6 +58,8 @@ def _decision(event: dict[str, Any]) -> str:
         return f"rule {event['rule']}: {event['reason']}"
     if event["decidedBy"] == "none":
         return f"rule {event['rule']}: the answers, labelled"
+    if event["decidedBy"] == "agreement":
+        return f"the first seats agreed: {event['winner']}'s answer, as written"
     return f"rule {event['rule']}: {event['decidedBy']} chose {event.get('winner') or event.get('model')}"
 
 

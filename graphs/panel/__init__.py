@@ -24,6 +24,7 @@ from parley.graphs.panel.rules import (
     JUDGES,
     REVIEWS,
     after_decision,
+    agree,
     arbitrate_by_rule,
     count_ranks,
     decide,
@@ -212,7 +213,9 @@ ask_panelists = PANELISTS.dispatch(panelist_tasks, name="ask_panelists",
                                    doc="Send the request to every chosen panelist at once.")
 
 
-def after_tally(state: PanelState) -> list[Send] | Literal["arbitrate", "assemble_panel", "vote", "count_ranks"]:
+def after_tally(
+    state: PanelState,
+) -> list[Send] | Literal["arbitrate", "assemble_panel", "vote", "count_ranks", "agree"]:
     """The rest of the panel when adaptive depth escalates; else the raw panel's assembly, or the debate's decision
     by its rule (`graphs.panel.rules.decide`)."""
     if asks_the_rest(state):
@@ -268,15 +271,17 @@ def build_panel_graph(*, panelist_retry: RetryPolicy | None = PANELIST_RETRY) ->
     builder.add_node("count_ranks", count_ranks)
     builder.add_node("judge", judge_answer, **JUDGES.node_options(then="pick_best", retry=JUDGE_RETRY))
     builder.add_node("pick_best", pick_best)
+    builder.add_node("agree", agree)
 
     builder.add_conditional_edges(START, route_request, ["choose_panelists", "answer"])
     builder.add_conditional_edges("choose_panelists", ask_panelists, ["panelist"])
     builder.add_edge("panelist", "tally")
     builder.add_conditional_edges("tally", after_tally,
-                                  ["arbitrate", "assemble_panel", "vote", "review", "count_ranks", "judge", "panelist"])
+                                  ["arbitrate", "assemble_panel", "vote", "review", "count_ranks", "judge", "panelist",
+                                   "agree"])
     builder.add_edge("review", "count_ranks")
     builder.add_edge("judge", "pick_best")
-    for step in ("vote", "count_ranks", "pick_best"):
+    for step in ("vote", "count_ranks", "pick_best", "agree"):
         builder.add_conditional_edges(step, after_decision, ["arbitrate", END])
     builder.add_edge("arbitrate", END)
     builder.add_edge("assemble_panel", END)

@@ -251,20 +251,46 @@ arbitrate_by_rule.__wrapped__ = arbitrate_panel  # type: ignore[attr-defined]  #
 # --- the routing after the tally ------------------------------------------------------------
 
 
-def decide(state: dict[str, Any]) -> list[Send] | Literal["arbitrate", "vote", "count_ranks", "assemble_panel"]:
+def decide(
+    state: dict[str, Any],
+) -> list[Send] | Literal["arbitrate", "vote", "count_ranks", "assemble_panel", "agree"]:
     """Take the debate's answers to its rule: the arbitrator, the vote, the reviewers, the judges, or (`analysis`)
-    no one: the labelled answers and their map."""
+    no one: the labelled answers and their map. Under adaptive depth, two first seats that agreed answer (`agree`)
+    whatever the rule but `vote` and `analysis`."""
     rule = rule_of(state)
     if rule == "analysis":
         return "assemble_panel"
     if rule == "vote":
         return "vote"
+    if stopped_early(state):
+        return "agree"
     if rule == "rank":
         return ask_reviewers(state) if len(state["answers"]) >= MIN_RANK_ANSWERS else "count_ranks"
     if rule == "best-of-n":
         return judge_both_orders(
             state, keys=("messages", "answers", "system_prompt", "arbitrators", "chosen", "criteria"), fan_out=JUDGES)
     return "arbitrate"
+
+
+# --- adaptive depth's early stop -----------------------------------------------------------
+
+
+def stopped_early(state: dict[str, Any]) -> bool:
+    """Whether adaptive depth stopped at its first seats because they agreed (a shadow asks the rest anyway)."""
+    report = state.get("adaptive") or {}
+    return report.get("path") == "agreed" and "shadow" not in report
+
+
+async def agree(state: dict[str, Any]) -> dict[str, Any]:
+    """The answer when adaptive depth's first two seats agreed: the first's, as written, with a note saying so (the
+    consensus check of HCP-MAD: an agreed pair of distinct families settles the question, and no one else is
+    asked). A `vote` counts its two ballots instead; an answer that may call tools, or must be JSON the first answer
+    is not, goes to the arbitrator (`chosen`)."""
+    report, answers = state["adaptive"], state["answers"]
+    note = prompts.AGREED_NOTE.format(first=answers[0]["model"], second=answers[1]["model"],
+                                      agreement=report["agreement"], threshold=report["threshold"])
+    decision = {"rule": rule_of(state), "decidedBy": "agreement", "agreement": report["agreement"]}
+    return chosen(state, decision, 0, note)
 
 
 # --- vote -----------------------------------------------------------------------------------

@@ -38,3 +38,5 @@ VOTE_UNREADABLE = "unreadable × {count} ({panelists})"
 RANK_NOTE = "**Ranking** (Borda count; each panelist ranked the others' answers, never its own): {ranking}."
 RANK_ITEM = "{place}. {panelist} ({score:.2f} points a review)"
 PICK_NOTE = "**Best of {count}**: the judge ({judge}) chose {panelist}'s answer reading them in both orders."
+AGREED_NOTE = ("**Adaptive depth**: {first} and {second}, of distinct families, answered alike (agreement "
+               "{agreement:.2f}, at least {threshold:.2f}), so the rest of the panel and the rule were not asked.")

@@ -188,11 +188,25 @@ def test_adaptive_depth_stops_after_two_seats_that_agree(client, llm):
     llm.script(model="gpt-5", reply=AGREED)
     llm.script(model="claude-opus-4-5", reply=AGREED)
     resp = council(client, depth="adaptive")
-    assert sorted(calls(llm)) == sorted(["gpt-5", "claude-opus-4-5", "gemini-2.5-pro"])  # 3 calls, not 4
+    assert sorted(calls(llm)) == sorted(["gpt-5", "claude-opus-4-5"])  # 2 calls where the full panel makes 4
     adaptive = meta(resp)["adaptive"]
     assert adaptive["path"] == "agreed" and adaptive["agreement"] == 1.0
     assert adaptive["firstSeats"] == COUNCIL[:2] and adaptive["seats"] == 3
     assert [p["model"] for p in meta(resp)["debate"]["panelists"]] == COUNCIL[:2]
+    content = resp.choices[0].message.content
+    assert content.startswith(AGREED + "\n\n---\n\n**Adaptive depth**") and resp.model == COUNCIL[0]
+    assert meta(resp)["decision"]["decidedBy"] == "agreement" and resp.usage.total_tokens > 0
+
+
+def test_an_agreed_pair_whose_answer_is_not_the_json_asked_for_goes_to_the_arbitrator(client, llm):
+    llm.script(model="gpt-5", reply=AGREED)
+    llm.script(model="claude-opus-4-5", reply=AGREED)
+    llm.script(model="gemini-2.5-pro", json={"start": "monolith"})
+    resp = council(client, depth="adaptive", response_format={"type": "json_object"})
+    assert sorted(calls(llm)) == sorted(["gpt-5", "claude-opus-4-5", "gemini-2.5-pro"])
+    assert json.loads(resp.choices[0].message.content) == {"start": "monolith"}
+    decision = meta(resp)["decision"]
+    assert decision["decidedBy"] == "arbitrator" and "not the JSON" in decision["reason"]
 
 
 def test_adaptive_depth_escalates_when_the_first_seats_disagree(client, llm):

@@ -77,10 +77,10 @@ def test_run_compares_adaptive_depth_with_the_full_panel(parley_env, llm, tmp_pa
     result = run("run", "--task", "arithmetic", "--methods", "panel,adaptive", "--n", "2", "--out", str(out),
                  "--concurrency", "1", "--no-plot")
     assert result.exit_code == 0, result.output
-    assert len(llm.requests) == 2 * (4 + 3)  # per item: three panelists and the arbitrator; two and the arbitrator
+    assert len(llm.requests) == 2 * (4 + 2)  # per item: three panelists and the arbitrator; the two that agree
     doc = json.loads((out / "results.json").read_text())
     panel, adaptive = doc["methods"]
-    assert (panel["calls_per_item"], adaptive["calls_per_item"]) == (4.0, 3.0)
+    assert (panel["calls_per_item"], adaptive["calls_per_item"]) == (4.0, 2.0)
     assert adaptive["paths"] == {"agreed": 2, "escalated": 0} and "paths" not in panel
     versus = doc["adaptive_vs_panel"]
     assert versus["n"] == 2 and versus["paths"] == {"agreed": 2, "escalated": 0}

@@ -114,7 +114,7 @@ def test_adaptive_depth_against_the_full_panel_at_equal_items(tmp_path):
     panel_row, adaptive_row = doc["methods"]
     assert panel_row["n"] == 21 and "paths" not in panel_row  # the row keeps every item the panel answered
     assert adaptive_row["paths"] == {"agreed": 15, "escalated": 5}
-    assert adaptive_row["label"] == "adaptive (2 panelists, all 3 on disagreement; + arbitrator)"
+    assert adaptive_row["label"] == "adaptive (2 panelists; all 3 + arbitrator on disagreement)"
 
     table = (tmp_path / "results.md").read_text()
     section = table.split("## Adaptive depth against the full panel")[1]
@@ -143,6 +143,6 @@ def test_adaptive_alone_shows_its_row_and_its_paths(tmp_path):
     assert "adaptive_vs_panel" not in doc
     assert doc["methods"][1]["paths"] == {"agreed": 3, "escalated": 1} and doc["methods"][1]["accuracy"] == 1.0
     table = (tmp_path / "results.md").read_text()
-    assert "| adaptive (2 panelists, all 3 on disagreement; + arbitrator) | 4 | 1.000 |" in table
+    assert "| adaptive (2 panelists; all 3 + arbitrator on disagreement) | 4 | 1.000 |" in table
     assert "Adaptive depth's paths: 3 item(s) agreed (the first two panelists only), 1 escalated" in table
     assert "## Adaptive depth against the full panel" not in table

@@ -311,14 +311,17 @@ def _one_node(node):
 
 
 async def test_adaptive_depth_in_python_asks_the_third_seat_only_on_disagreement(ctx, llm):
-    """`panel_input(depth="adaptive")`: two seats that agree are decided on (3 calls); two that do not bring in the
-    third (4 calls), the `depth` events saying which path each took."""
+    """`panel_input(depth="adaptive")`: two seats that agree answer (2 calls, the first's answer as written); two
+    that do not bring in the third and the arbitrator (4 calls), the `depth` events saying which path each took."""
     llm.script(model="gpt-5", reply="A hot dog is a sandwich.")
     llm.script(model="claude-sonnet-4-5", reply="A hot dog is a sandwich.", times=1)
     llm.script(model="claude-sonnet-4-5", reply="A hot dog is not a sandwich: it is a taco.")
     agreed, events = await collect(panel_input(QUESTION, models=PANEL, arbitrators=["openai:gpt-4o"],
                                                depth="adaptive"), ctx)
-    assert agreed["adaptive"]["path"] == "agreed" and len(ctx.ledger.records) == 3
+    assert agreed["adaptive"]["path"] == "agreed" and len(ctx.ledger.records) == 2
+    assert agreed["answer"].startswith("A hot dog is a sandwich.") and agreed["arbitrator"] is None
+    assert agreed["decision"] == {"rule": "synthesis", "decidedBy": "agreement", "agreement": 1.0,
+                                  "winner": PANEL[0], "model": PANEL[0]}
     assert [e["path"] for e in events if e["event"] == "depth"] == ["agreed"]
     before = len(ctx.ledger.records)
     escalated, _ = await collect(panel_input(QUESTION, models=PANEL, arbitrators=["openai:gpt-4o"],

@@ -417,11 +417,13 @@ def test_adaptive_depth_shows_its_path_and_a_map_with_nothing_to_report_says_so(
     sync_db.workspaces.insert_one({"_id": "ws1", "creditUsd": 10.0})
     llm.script(model=name(COUNCIL[0]), reply=AGREED, times=1)
     llm.script(model=name(COUNCIL[1]), reply=AGREED, times=1)
-    llm.script(match=ARBITRATOR_MARK, reply="Start with a monolith; split services out as the team and load grow.")
     page = studio.open("/panel")
     choose_council(page, models=COUNCIL[:2], typed=COUNCIL[2:], depth="adaptive")
     ask(page, MONOLITH)
     expect(page.get_by_role("status")).to_have_text("Done.")
+    expect(page.get_by_test_id("decided-by")).to_have_text(
+        f"The first two seats agreed (adaptive depth): {COUNCIL[0]}'s answer is returned as written.")
+    assert len(llm.requests) == 2  # the two seats; no arbitrator
     expect(page.get_by_test_id("adaptive-path")).to_contain_text(
         f"Adaptive: the first two seats agreed (100% ≥ {percent(ADAPTIVE_AGREEMENT)}), 2 of 3 asked.")
     expect(seat(page, COUNCIL[2])).to_have_attribute("data-status", "skipped")

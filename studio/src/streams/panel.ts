@@ -62,7 +62,7 @@ export interface Verdict {
  * chose (rule `analysis`, or every arbitrator failed and the labelled answers came back; `reason` says which). */
 export interface Decision {
   rule: string;
-  decidedBy: "arbitrator" | "majority" | "borda" | "judge" | "none";
+  decidedBy: "arbitrator" | "majority" | "borda" | "judge" | "agreement" | "none";
   model?: string;
   winner?: string;
   reason?: string;

@@ -23,6 +23,8 @@ function decidedBy(d: Decision): string {
       return `The majority chose ${d.winner}'s answer (${d.answer}); it is returned as written.`;
     case "borda":
       return `The Borda count chose ${d.winner}'s answer; it is returned as written.`;
+    case "agreement":
+      return `The first two seats agreed (adaptive depth): ${d.winner}'s answer is returned as written.`;
     case "judge":
       return `The judge ${d.judge} chose ${d.winner}'s answer in both readings; it is returned as written.`;
     case "none":
