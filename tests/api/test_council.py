@@ -198,6 +198,18 @@ def test_adaptive_depth_stops_after_two_seats_that_agree(client, llm):
     assert meta(resp)["decision"]["decidedBy"] == "agreement" and resp.usage.total_tokens > 0
 
 
+def test_a_streamed_agreed_pair_streams_the_first_answer_and_its_note(client, llm):
+    llm.script(model="gpt-5", reply=AGREED)
+    llm.script(model="claude-opus-4-5", reply=AGREED)
+    chunks = list(client.chat.completions.create(
+        model="router/debate", messages=QUESTION, stream=True,
+        extra_body={"models": COUNCIL, "arbitrator": JUDGE, "depth": "adaptive"}))
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text.startswith(AGREED) and "**Adaptive depth**" in text and len(llm.requests) == 2
+    final = chunks[-1].model_extra["_meta"]
+    assert final["decision"]["decidedBy"] == "agreement" and final["adaptive"]["path"] == "agreed"
+
+
 def test_an_agreed_pair_whose_answer_is_not_the_json_asked_for_goes_to_the_arbitrator(client, llm):
     llm.script(model="gpt-5", reply=AGREED)
     llm.script(model="claude-opus-4-5", reply=AGREED)

@@ -139,7 +139,8 @@ async def test_ask_panel_takes_a_council_and_reports_its_map_and_adaptive_path(p
     assert meta["analysis"]["agreement"] == 1.0 and meta["status"]["outcome"] == "answered"
     assert "adaptive: the first 2 seats agree (1.00 ≥ 0.60); deciding on them" in progress.messages
     assert any(line.startswith("agreement 1.00: ") for line in progress.messages)
-    assert not any(r["model"] == "mistral-large-latest" for r in llm.requests)
+    assert "the first seats agreed: openai:gpt-5's answer, as written" in progress.messages
+    assert sorted(r["model"] for r in llm.requests) == ["gemini-2.5-pro", "gpt-5"]  # no third seat, no arbitrator
 
 
 async def test_ask_panel_passes_its_rule_to_the_chat_completion(parley, http, make_key, llm, sync_db):
