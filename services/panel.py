@@ -175,30 +175,10 @@ class Quorum(BaseModel):
     grace: float = Field(ge=0, le=MAX_QUORUM_GRACE_SECONDS, description="Seconds the other panelists have after.")
 
 
-class ChatCompletionRequest(BaseModel):
-    """`POST /v1/chat/completions`: OpenAI's body plus Parley's `debate` and `panel` flags."""
+class PanelOptions(BaseModel):
+    """Parley's own fields of a request that chat completions and responses both take: a debate or a raw panel, its
+    rule, and a council chosen per request (docs/panel.md). Set in the body (the OpenAI SDK's `extra_body`)."""
 
-    # Fields other OpenAI clients send (top_p, user, seed, ...) are accepted and not acted on.
-    model_config = ConfigDict(extra="allow", json_schema_extra=_declare_no_legacy_functions)
-
-    model: str = Field(min_length=1, description="`router/<id>`, `router/debate`, `self-moa/<provider:model>` (that "
-                       "model sampled three times, then a decision), or a `provider:model` id.")
-    messages: list[ChatMessage] = Field(min_length=1, max_length=MAX_CHAT_MESSAGES)
-    temperature: float | None = Field(None, ge=0, le=2)
-    max_tokens: int | None = Field(None, ge=1)
-    max_completion_tokens: int | None = Field(None, ge=1)
-    stream: bool = False
-    stream_options: dict[str, Any] | None = None
-    n: int | None = Field(None, ge=1, le=1, description="Parley answers with one choice.")
-    tools: Annotated[list[dict[str, Any]] | None, WithJsonSchema(TOOLS_SCHEMA)] = Field(
-        None, description="Function tools the answer may call (the model in single and router mode, the arbitrator "
-                          "in a debate; panelists read them described and answer in prose).")
-    tool_choice: Annotated[str | dict[str, Any] | None, WithJsonSchema(TOOL_CHOICE_SCHEMA)] = Field(
-        None, description="`auto` (default), `none`, `required`, or one function to call.")
-    parallel_tool_calls: bool | None = Field(None, description="Whether the answer may call several tools at once.")
-    response_format: Annotated[dict[str, Any] | None, WithJsonSchema(RESPONSE_FORMAT_SCHEMA)] = Field(
-        None, description="`json_object`, or `json_schema` (with `strict`): the answer is that JSON, after one repair "
-                          "at most, or the request fails (502 `invalid_structured_answer`). Not with `panel: true`.")
     debate: bool | None = Field(None, description="Debate this request (true) or not (false), whatever the router says")
     parley_budget: dict[str, Any] | None = Field(
         None, description="What the request may spend, `{maxTokens?, maxCost?, maxSeconds?}` (the OpenAI SDK's "
@@ -209,8 +189,6 @@ class ChatCompletionRequest(BaseModel):
                                   "a rule asks for a debate, so it needs a router and turns debate on.")
     answer_rule: str | None = Field(None, description="How `rule: vote` reads an answer: `number`, `choice`, "
                                     "`exact` (the default) or `regex:<pattern>`; the router's when omitted.")
-    seed: int | None = Field(None, description="Seeds the order each reviewer reads the answers in (`rule: rank`); "
-                             "drawn from the conversation when omitted.")
     # A council chosen per request (docs/panel.md): any key that may chat sends them, no router needed beyond the
     # `model` it names (`router/debate`, say), whose other settings apply.
     models: list[Annotated[str, Field(min_length=1, max_length=MAX_MODEL_ID_CHARS)]] | None = Field(
@@ -237,12 +215,6 @@ class ChatCompletionRequest(BaseModel):
                                                   "`_meta.adaptive.shadow` whether stopping early would have answered "
                                                   "the same.")
 
-    # The checked tools and format (`check_schemas`): their JSON Schemas are CPU work on a large body, so they are
-    # checked off the event loop (`start_completion`), not while the body is parsed.
-    _toolset: ToolSet | None = PrivateAttr(None)
-    _answer_format: AnswerFormat | None = PrivateAttr(None)
-    _checked: bool = PrivateAttr(False)
-
     @field_validator("models")
     @classmethod
     def _distinct_models(cls, models: list[str] | None) -> list[str] | None:
@@ -257,7 +229,7 @@ class ChatCompletionRequest(BaseModel):
         return cleaned
 
     @model_validator(mode="after")
-    def _one_arbitrator(self) -> ChatCompletionRequest:
+    def _one_arbitrator(self) -> PanelOptions:
         if self.judge and self.arbitrator and self.judge != self.arbitrator:
             raise invalid_field("invalid_arbitrator", f"'judge' ({self.judge}) and 'arbitrator' ({self.arbitrator}) "
                                                       "name the same seat: send one of them")
@@ -270,6 +242,40 @@ class ChatCompletionRequest(BaseModel):
                   "allow_same_family": self.allow_same_family, "criteria": self.criteria, "depth": self.depth,
                   "shadow": self.shadow, "quorum": self.quorum.model_dump() if self.quorum else None}
         return {key: value for key, value in chosen.items() if value is not None}
+
+
+class ChatCompletionRequest(PanelOptions):
+    """`POST /v1/chat/completions`: OpenAI's body plus Parley's `debate` and `panel` flags."""
+
+    # Fields other OpenAI clients send (top_p, user, seed, ...) are accepted and not acted on.
+    model_config = ConfigDict(extra="allow", json_schema_extra=_declare_no_legacy_functions)
+
+    model: str = Field(min_length=1, description="`router/<id>`, `router/debate`, `self-moa/<provider:model>` (that "
+                       "model sampled three times, then a decision), or a `provider:model` id.")
+    messages: list[ChatMessage] = Field(min_length=1, max_length=MAX_CHAT_MESSAGES)
+    temperature: float | None = Field(None, ge=0, le=2)
+    max_tokens: int | None = Field(None, ge=1)
+    max_completion_tokens: int | None = Field(None, ge=1)
+    stream: bool = False
+    stream_options: dict[str, Any] | None = None
+    n: int | None = Field(None, ge=1, le=1, description="Parley answers with one choice.")
+    tools: Annotated[list[dict[str, Any]] | None, WithJsonSchema(TOOLS_SCHEMA)] = Field(
+        None, description="Function tools the answer may call (the model in single and router mode, the arbitrator "
+                          "in a debate; panelists read them described and answer in prose).")
+    tool_choice: Annotated[str | dict[str, Any] | None, WithJsonSchema(TOOL_CHOICE_SCHEMA)] = Field(
+        None, description="`auto` (default), `none`, `required`, or one function to call.")
+    parallel_tool_calls: bool | None = Field(None, description="Whether the answer may call several tools at once.")
+    response_format: Annotated[dict[str, Any] | None, WithJsonSchema(RESPONSE_FORMAT_SCHEMA)] = Field(
+        None, description="`json_object`, or `json_schema` (with `strict`): the answer is that JSON, after one repair "
+                          "at most, or the request fails (502 `invalid_structured_answer`). Not with `panel: true`.")
+    seed: int | None = Field(None, description="Seeds the order each reviewer reads the answers in (`rule: rank`); "
+                             "drawn from the conversation when omitted.")
+
+    # The checked tools and format (`check_schemas`): their JSON Schemas are CPU work on a large body, so they are
+    # checked off the event loop (`start_completion`), not while the body is parsed.
+    _toolset: ToolSet | None = PrivateAttr(None)
+    _answer_format: AnswerFormat | None = PrivateAttr(None)
+    _checked: bool = PrivateAttr(False)
 
     @model_validator(mode="after")
     def _no_legacy_functions(self) -> ChatCompletionRequest:
