@@ -26,7 +26,7 @@ from parley.services.errors import describe_validation, validation_code
 
 log = logging.getLogger("parley.api")
 
-OPENAI_STYLE_PREFIXES = ("/v1/chat/", "/v1/routers", "/v1/models")
+OPENAI_STYLE_PREFIXES = ("/v1/chat/", "/v1/responses", "/v1/routers", "/v1/models")
 # The duel contract's routes: their documented refusals keep the contract's exact body, even where Parley knows a code.
 SEED_STYLE_PREFIXES = ("/api/",)
 # Bodies the modes' contracts spell out word for word (docs/api.md): their clients may compare them exactly, so they

@@ -7,11 +7,13 @@ import re
 from collections.abc import AsyncIterator, Sequence
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from parley.core.limits import INT64_MAX, INT64_MIN, MAX_EVENT_ID_DIGITS
 from parley.core.metrics import sse_listener
+from parley.runs import RunEngine
 from parley.runs.events import Event
 
 KEEPALIVE_SECONDS = 15
@@ -76,3 +78,35 @@ def sse_response(
                 yield b"".join(to_sse(event).encode() for event in item)
 
     return CountedEventSourceResponse(render(), ping=keepalive, headers={**SSE_HEADERS, **(headers or {})})
+
+
+class RunStream:
+    """One client's stream of a run it started (a streamed chat completion or response): the run's events, and an SSE
+    response that cancels the run when the client hangs up before its end (nobody reads the answer any more; the run
+    still settles its credit for what was used).
+
+    A stream ended by a storage failure (its `error` event has no id) leaves the run alone: it goes on once storage
+    is back, and whoever follows its events (the Studio, `GET /v1/runs/{id}/events`) sees its end.
+    """
+
+    def __init__(self, engine: RunEngine, run_id: str) -> None:
+        self.engine, self.run_id = engine, run_id
+        self.storage_failed = False
+
+    async def events(self) -> AsyncIterator[Event]:
+        """The run's events from its first to its last."""
+        async for batch in self.engine.follow(self.run_id):
+            for event in batch:
+                if event.event == "error":
+                    self.storage_failed = event.seq is None
+                yield event
+
+    def response(self, body: AsyncIterator[ServerSentEvent], headers: dict[str, str]) -> EventSourceResponse:
+        """`body` as `text/event-stream`, with keep-alive comments."""
+
+        async def cancel_unfinished() -> None:
+            if not self.storage_failed:
+                await self.engine.cancel(self.run_id)  # a run that has ended is left as it is
+
+        return CountedEventSourceResponse(body, ping=KEEPALIVE_SECONDS, headers={**SSE_HEADERS, **headers},
+                                          background=BackgroundTask(cancel_unfinished))

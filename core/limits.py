@@ -57,7 +57,18 @@ MAX_WORKFLOW_NODES = 1_000
 MAX_WORKFLOW_ROUTES = 4_000
 # Lists a route's body may hold, checked where the body enters (before any model of it is built): path → field →
 # most items.
-ROUTE_LIST_ITEMS = {"/v1/chat/completions": {"messages": MAX_CHAT_MESSAGES, "tools": MAX_TOOLS}}
+ROUTE_LIST_ITEMS = {"/v1/chat/completions": {"messages": MAX_CHAT_MESSAGES, "tools": MAX_TOOLS},
+                    "/v1/responses": {"input": MAX_CHAT_MESSAGES, "tools": MAX_TOOLS}}
+# The Responses API (`POST /v1/responses`): a stored response (`store: true`, the default) can be read back and
+# continued (`previous_response_id`) for this many days, as OpenAI keeps them, then it is deleted (a TTL index). A
+# conversation continued that way is held to what one request could send: `MAX_CHAT_MESSAGES` items, and this many
+# bytes of JSON (a stored response and its run each keep it whole; MongoDB refuses a document over 16 MB).
+RESPONSE_TTL_DAYS = 30
+MAX_RESPONSE_CONVERSATION_BYTES = 4 * 1024 * 1024
+# A response's `metadata`, as OpenAI takes it: keys, the characters of a key and of a value.
+MAX_METADATA_KEYS = 16
+MAX_METADATA_KEY_CHARS = 64
+MAX_METADATA_VALUE_CHARS = 512
 # Integers MongoDB can hold (BSON int64), and so the largest page number, event id or count a request may name.
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 # An event id is a non-negative integer below 2**63: at most 19 digits (checked before converting).

@@ -97,7 +97,7 @@ class RunFailed(ServiceError):
 # Codes a request model's validators name for what they refuse (`invalid_field`), instead of the generic
 # `invalid_request`: a client can tell its tools from its response_format from its conversation.
 FIELD_CODES = frozenset({"invalid_tools", "invalid_tool_messages", "invalid_response_format", "legacy_functions",
-                         "invalid_arbitrator"})
+                         "invalid_arbitrator", "invalid_input", "unsupported_parameter"})
 
 
 def invalid_field(code: str, message: str) -> PydanticCustomError:

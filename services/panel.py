@@ -596,16 +596,17 @@ def graph_input(plan: Plan, messages: list[dict[str, Any]], *, temperature: floa
     ))
 
 
-def completion_id(mode: str) -> str:
+def new_completion_id(mode: str) -> str:
     """The id of the completion body: the panel contract's `panel-<ms>` for a raw panel, `chatcmpl-…` otherwise."""
     if mode == "panel":
         return f"panel-{int(time.time() * 1000)}"
     return "chatcmpl-" + uuid.uuid4().hex[:24]
 
 
-async def start_completion(backend: Backend, caller: Caller, body: ChatCompletionRequest, **overrides: Any) -> dict:
+async def start_completion(backend: Backend, caller: Caller, body: ChatCompletionRequest, *,
+                           completion_id: str | None = None, **overrides: Any) -> dict:
     """Plan one chat completion (`overrides`: as `plan_request`'s), reserve its credit and start its run; return the
-    run record.
+    run record. `completion_id` names it (a response's id, `services.responses`), else it gets its own.
 
     With `body.stream` the client reads the answer as it comes, so a candidate that fails midway cannot hand over
     to the next one (the client already has part of an answer); without it, the next candidate answers.
@@ -617,7 +618,7 @@ async def start_completion(backend: Backend, caller: Caller, body: ChatCompletio
     await asyncio.to_thread(body.check_schemas)
     plan = await plan_request(backend, body, workspace=caller.workspace, **overrides)
     limits = await budget_of(backend, plan, body, workspace=caller.workspace)
-    completion = {"id": completion_id(plan.mode), "created": int(time.time())}
+    completion = {"id": completion_id or new_completion_id(plan.mode), "created": int(time.time())}
     bill = billing.Bill(usage="chat" if plan.mode == "single" else plan.mode, request_id=completion["id"],
                         credit=await reserve(backend, plan, body, workspace=caller.workspace))
     question = next((m.content for m in reversed(body.messages) if m.role == "user" and isinstance(m.content, str)),

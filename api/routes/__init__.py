@@ -4,8 +4,8 @@ from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI
 
-from parley.api.routes import (agents, chat, conversations, docs, duel, health, me, metrics, models, routers, runs,
-                        studio, tools, workflows)
+from parley.api.routes import (agents, chat, conversations, docs, duel, health, me, metrics, models, responses, routers,
+                               runs, studio, tools, workflows)
 from parley.services import duel as duel_service
 from parley.services import roundtable
 
@@ -14,6 +14,7 @@ ROUTERS = [
     metrics.router,
     duel.router,
     chat.router,
+    responses.router,
     models.router,
     routers.router,
     tools.router,

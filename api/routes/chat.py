@@ -13,12 +13,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse, ServerSentEvent
-from starlette.background import BackgroundTask
 
 from parley.api.deps import Principal, Services, require_scope
 from parley.api.errors import ApiError, run_error
 from parley.api.openapi import RUN_ID_HEADER, errors, streamed
-from parley.api.sse import KEEPALIVE_SECONDS, SSE_HEADERS, CountedEventSourceResponse
+from parley.api.sse import RunStream
 from parley.runs import RunEngine
 from parley.runs.modes.panel import response_model
 from parley.services import panel as panel_service
@@ -76,19 +75,13 @@ def tool_call_delta(piece: dict[str, Any]) -> dict[str, Any]:
 
 
 def stream_response(engine: RunEngine, record: dict, headers: dict[str, str]) -> EventSourceResponse:
-    """Relay the run's events as `chat.completion.chunk` events and progress comments.
-
-    A client that hangs up before the answer is complete cancels the run (nobody reads the answer any
-    more); the run still settles its credit for what was used. A stream ended by a storage failure (its `error`
-    event has no id) leaves the run alone: it goes on once storage is back, and whoever follows its events (the
-    Studio, `GET /v1/runs/{id}/events`) sees its end.
-    """
-    run_id, plan, completion = record["_id"], record["input"]["plan"], record["input"]["completion"]
+    """Relay the run's events as `chat.completion.chunk` events and progress comments; a client that hangs up before
+    the answer is complete cancels the run (`api.sse.RunStream`)."""
+    plan, completion = record["input"]["plan"], record["input"]["completion"]
     base = {"id": completion["id"], "object": "chat.completion.chunk", "created": completion["created"]}
-    storage_failed = False
+    run = RunStream(engine, record["_id"])
 
     async def relay() -> AsyncIterator[ServerSentEvent]:
-        nonlocal storage_failed
         model = response_model(plan, {})
         started = False
 
@@ -97,32 +90,25 @@ def stream_response(engine: RunEngine, record: dict, headers: dict[str, str]) ->
             return _data({**base, "model": model, "choices": [choice], **extra})
 
         yield ServerSentEvent(comment=f"parley {plan['router_mode']} {completion['id']}")
-        async for batch in engine.follow(run_id):
-            for event in batch:
-                data = event.data
-                if event.event == "chunk" or (event.event == "tool_call" and "speaker" not in data):
-                    delta = {"content": data["content"]} if event.event == "chunk" else tool_call_delta(data)
-                    if not started:
-                        delta, started = {"role": "assistant", "content": None, **delta}, True
-                    yield chunk(delta)
-                elif event.event == "done":
-                    done = data["completion"]
-                    yield chunk({}, done["choices"][0]["finish_reason"], usage=done["usage"], _meta=done["_meta"])
-                    yield ServerSentEvent(data="[DONE]")
-                elif event.event == "error":  # the run's own error, or the stream's (storage failed: no id)
-                    storage_failed = event.seq is None
-                    yield _error_event(run_error(data.get("error") or data))
-                elif event.event == "cancelled":
-                    yield _error_event(ApiError(499, data["message"], code="cancelled"))
-                else:
-                    if event.event in ("answering", "decision") and plan["mode"] != "panel":
-                        model = data.get("model") or model  # who is about to answer, or whose answer was chosen
-                    if line := progress_line("panel", event.event, data):
-                        yield ServerSentEvent(comment=line)
+        async for event in run.events():
+            data = event.data
+            if event.event == "chunk" or (event.event == "tool_call" and "speaker" not in data):
+                delta = {"content": data["content"]} if event.event == "chunk" else tool_call_delta(data)
+                if not started:
+                    delta, started = {"role": "assistant", "content": None, **delta}, True
+                yield chunk(delta)
+            elif event.event == "done":
+                done = data["completion"]
+                yield chunk({}, done["choices"][0]["finish_reason"], usage=done["usage"], _meta=done["_meta"])
+                yield ServerSentEvent(data="[DONE]")
+            elif event.event == "error":  # the run's own error, or the stream's (storage failed: no id)
+                yield _error_event(run_error(data.get("error") or data))
+            elif event.event == "cancelled":
+                yield _error_event(ApiError(499, data["message"], code="cancelled"))
+            else:
+                if event.event in ("answering", "decision") and plan["mode"] != "panel":
+                    model = data.get("model") or model  # who is about to answer, or whose answer was chosen
+                if line := progress_line("panel", event.event, data):
+                    yield ServerSentEvent(comment=line)
 
-    async def cancel_unfinished() -> None:
-        if not storage_failed:
-            await engine.cancel(run_id)  # a run that has ended is left as it is
-
-    return CountedEventSourceResponse(relay(), ping=KEEPALIVE_SECONDS, headers={**SSE_HEADERS, **headers},
-                                      background=BackgroundTask(cancel_unfinished))
+    return run.response(relay(), headers)
