@@ -33,6 +33,7 @@ SEMANTIC_REFUSALS = {
     "POST /v1/routers": ["400"],
     "PATCH /v1/routers/{router_id}": ["400"],
     "POST /v1/chat/completions": ["400", "402", "502"],
+    "POST /v1/responses": ["400", "402", "502"],
     # A budget below what one round and the verdict reserve (docs/steering.md): the minimum depends on the request.
     "POST /api/debate": ["413", "402"],
     "POST /v1/conversations/{conversation_id}/message": ["402"],
@@ -44,7 +45,7 @@ SEMANTIC_REFUSALS = {
 ACCEPTED = ["2xx", "401", "403", "404", "409", "429"]
 # Pydantic reads these bodies in its lax mode, so a boolean field also takes 0 and 1: schemathesis' negative data
 # (a number where the schema says boolean) is accepted. Tightening that would change what clients may send.
-LAX_BOOLEANS = ["POST /v1/chat/completions", "POST /v1/routers", "PATCH /v1/routers/{router_id}"]
+LAX_BOOLEANS = ["POST /v1/chat/completions", "POST /v1/responses", "POST /v1/routers", "PATCH /v1/routers/{router_id}"]
 # Collections a DELETE empties rather than removes: listing one afterwards is a 200 with no items, which
 # schemathesis' use-after-free check (made for single resources) takes for a deleted resource still served.
 EMPTIED_BY_DELETE = ["GET /v1/agents/{agent_id}/memories"]
@@ -59,7 +60,8 @@ def test_committed_spec_is_current():
 
 def test_every_error_answer_has_its_familys_body():
     spec = create_app().openapi()
-    families = {"/api/": "DuelError", "/v1/chat/": "OpenAIError", "/v1/routers": "OpenAIError",
+    families = {"/api/": "DuelError", "/v1/chat/": "OpenAIError", "/v1/responses": "OpenAIError",
+                "/v1/routers": "OpenAIError",
                 "/v1/agents": "ParleyError", "/v1/runs": "ParleyError", "/v1/workflows": "ParleyError"}
     for path, item in spec["paths"].items():
         for method, op in item.items():

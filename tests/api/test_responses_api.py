@@ -327,7 +327,9 @@ def test_the_responses_routes_need_the_chat_scope(server, make_key):
 # --- the OpenAI Agents SDK ------------------------------------------------------------------------------------
 
 
-def test_the_agents_sdk_runs_an_agent_with_a_tool_on_parley(server, key, llm):
+def test_the_agents_sdk_runs_an_agent_with_a_tool_on_parley(server, key, llm, monkeypatch):
+    """Its default model (the Responses API) on the default client pointed at Parley, and the same model named,
+    streamed."""
     asked: list[str] = []
 
     @agents.function_tool
@@ -338,15 +340,17 @@ def test_the_agents_sdk_runs_an_agent_with_a_tool_on_parley(server, key, llm):
 
     llm.script(model="gpt-4o", tool_calls=[CALL], with_tools=True, times=1)
     llm.script(model="gpt-4o", match=RESULT, reply="Take an umbrella: rain, 18 degrees.")
+    monkeypatch.setattr(agents.models._openai_shared, "_default_openai_client", None)  # given back after the test
 
     async def run() -> tuple[str, str]:
         sdk = openai.AsyncOpenAI(base_url=server.url + "/v1", api_key=key, max_retries=0)
-        model = agents.OpenAIResponsesModel(model="openai:gpt-4o", openai_client=sdk)
-        agent = agents.Agent(name="Forecaster", instructions="Answer with the weather tool.", model=model,
+        agents.set_default_openai_client(sdk, use_for_tracing=False)
+        agent = agents.Agent(name="Forecaster", instructions="Answer with the weather tool.", model="openai:gpt-4o",
                              tools=[get_weather])
         plain = await agents.Runner.run(agent, QUESTION)
         llm.script(model="gpt-4o", tool_calls=[CALL], with_tools=True, times=1)
-        streamed = agents.Runner.run_streamed(agent, QUESTION)
+        named = agent.clone(model=agents.OpenAIResponsesModel(model="openai:gpt-4o", openai_client=sdk))
+        streamed = agents.Runner.run_streamed(named, QUESTION)
         async for _ in streamed.stream_events():
             pass
         await sdk.close()
@@ -357,5 +361,7 @@ def test_the_agents_sdk_runs_an_agent_with_a_tool_on_parley(server, key, llm):
     assert plain == streamed == "Take an umbrella: rain, 18 degrees."
     assert asked == ["Paris", "Paris"]
     calls = sent_to(llm, "gpt-4o")
+    assert len(calls) == 4
     assert calls[0]["messages"][0] == {"role": "system", "content": "Answer with the weather tool."}
     assert calls[1]["messages"][-1] == {"role": "tool", "tool_call_id": "call_paris", "content": RESULT}
+    assert calls[2]["stream"] is True

@@ -399,12 +399,13 @@ PAGE = Path(__file__).resolve().parents[2] / "docs" / "agent-frameworks.md"
 SNIPPET = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
 # What each of the page's Python snippets prints, in order: the agent loops' final answer, the streamed call.
 SNIPPET_PRINTS = ["Take an umbrella: rain, 18 °C.", "'name': 'get_weather'", "Take an umbrella: rain, 18 °C.",
-                  "Take an umbrella: rain, 18 °C.", "title='The title is a scripted example.'"]
+                  "Take an umbrella: rain, 18 °C.\nanthropic:claude-opus-4-5", "Take an umbrella: rain, 18 °C.",
+                  "title='The title is a scripted example.'"]
 
 
 def test_the_agent_frameworks_page_runs_against_parley(server, key, llm, monkeypatch, capsys):
-    """Every Python snippet of docs/agent-frameworks.md (the openai SDK with tools, streamed, LangChain, the OpenAI
-    Agents SDK, parse()), run as written against Parley on the scripted model server."""
+    """Every Python snippet of docs/agent-frameworks.md (the openai SDK with tools, streamed, LangChain, the Responses
+    API, the OpenAI Agents SDK, parse()), run as written against Parley on the scripted model server."""
     snippets = SNIPPET.findall(PAGE.read_text(encoding="utf-8"))
     assert len(snippets) == len(SNIPPET_PRINTS), "a snippet was added or removed: say what it prints here"
     monkeypatch.setenv("PARLEY_URL", server.url + "/v1")
