@@ -44,6 +44,7 @@ from parley.core.limits import (
 )
 from parley.llm.client import off_loop
 from parley.llm.formats import NAME
+from parley.runs.events import Event
 from parley.runs.modes.panel import response_model
 from parley.services import panel as panel_service
 from parley.services import runs as run_service
@@ -599,15 +600,18 @@ class ResponseStream:
         return [self._event("response.created", response=self.snapshot),
                 self._event("response.in_progress", response=self.snapshot)]
 
-    def translate(self, name: str, data: dict[str, Any], *, plan: dict[str, Any]) -> list[dict[str, Any] | str]:
-        """What one run event (`name`, `data`) is in the stream: events, and progress lines (str)."""
+    def translate(self, event: Event) -> list[dict[str, Any] | str]:
+        """What one run event is in the stream: events, and progress lines (str)."""
+        name, data = event.event, event.data
+        if name == "error" and event.seq is None:  # the stream's own: storage failed, the run goes on
+            return [self.error(data.get("error") or data)]
         if name == "chunk":
             return self._text(data["content"])
         if name == "tool_call" and "speaker" not in data:  # the answer's call (a panelist's is a step)
             return self._call(data)
         if name == "done":
             return self._completed(data["completion"])
-        if name == "error":
+        if name == "error":  # the run's
             return self._failed(data.get("error") or data)
         if name == "cancelled":
             return [self.error({"message": data["message"], "code": "cancelled"})]
@@ -708,7 +712,8 @@ class ResponseStream:
         return [self._event("response.failed", response=failed)]
 
     def error(self, error: dict[str, Any]) -> dict[str, Any]:
-        """An `error` event: the stream cannot go on (the run was cancelled, or storage failed)."""
+        """An `error` event: the stream cannot go on (the run was cancelled, or storage failed: the run goes on, and
+        `GET /v1/responses/{id}` or `GET /v1/runs/{id}/events` reads its end)."""
         self.ended = True
         return self._event("error", code=error.get("code"), message=error["message"], param=None)
 

@@ -80,7 +80,7 @@ def stream_response(engine: RunEngine, started: Started, headers: dict[str, str]
         for payload in stream.opening():
             yield _event(payload)
         async for event in run.events():
-            for out in stream.translate(event.event, event.data, plan=plan):
+            for out in stream.translate(event):
                 yield ServerSentEvent(comment=out) if isinstance(out, str) else _event(out)
 
     return run.response(relay(), headers)

@@ -11,6 +11,7 @@ import agents
 import httpx
 import openai
 import pytest
+from openai.types.responses import Response
 from pydantic import BaseModel
 
 # The panel API's fixtures: the debate preset on PANEL with ARBITRATOR, a key with credit, the openai SDK and httpx.
@@ -38,9 +39,10 @@ def script_debate(llm, answer: str | None = "Take the umbrella.") -> None:
 # --- text and items -------------------------------------------------------------------------
 
 
-def test_a_text_input_is_answered_as_a_response(client, llm, sync_db):
+def test_a_text_input_is_answered_as_a_response(client, api, llm, sync_db):
     llm.script(model="gpt-4o", reply="Yes, take one.")
     resp = client.responses.create(model="openai:gpt-4o", input=QUESTION)
+    Response.model_validate(api.get(f"/v1/responses/{resp.id}").json())  # as the SDK's types say, checked strictly
     assert resp.object == "response" and resp.id.startswith("resp_") and resp.status == "completed"
     assert resp.output_text == "Yes, take one." and resp.model == "openai:gpt-4o"
     [item] = resp.output
