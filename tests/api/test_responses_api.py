@@ -317,6 +317,17 @@ def test_bad_bodies_are_400_in_openai_shape(api, llm, body, code, names):
     assert llm.requests == []
 
 
+def test_a_budget_is_checked_as_in_chat(client, llm, sync_db):
+    with pytest.raises(openai.APIStatusError) as refused:
+        client.responses.create(model="openai:gpt-5", input=QUESTION, extra_body={"parley_budget": {"maxTokens": 10}})
+    assert refused.value.status_code == 402 and refused.value.body["code"] == "budget_too_small"
+    assert not llm.requests
+    answered = client.responses.create(model="openai:gpt-5", input=QUESTION,
+                                       extra_body={"parley_budget": {"maxCost": 0.5}})
+    run = sync_db.runs.find_one({"_id": answered.metadata["parley_run_id"]})
+    assert run["budget"]["limits"] == {"maxCost": 0.5} and run["budget"]["spent"]["costUsd"] <= 0.5
+
+
 def test_the_responses_routes_need_the_chat_scope(server, make_key):
     with openai.OpenAI(base_url=server.url + "/v1", api_key=make_key(["conversations"]), max_retries=0) as sdk:
         with pytest.raises(openai.PermissionDeniedError) as caught:
