@@ -61,12 +61,6 @@ log = logging.getLogger("parley.responses")
 # --- request --------------------------------------------------------------------------------
 
 
-def _not_blank(text: str) -> str:
-    if not text.strip():
-        raise ValueError("must not be blank")
-    return text
-
-
 class TextPart(BaseModel):
     """Text in an item's content: a person's (`input_text`), an answer's (`output_text`) or a refusal."""
 
@@ -237,6 +231,13 @@ class ResponsesRequest(PanelOptions):
     metadata: dict[str, Annotated[str, Field(max_length=MAX_METADATA_VALUE_CHARS)]] | None = Field(
         None, max_length=MAX_METADATA_KEYS, description=f"Up to {MAX_METADATA_KEYS} pairs of strings, echoed in the "
         f"response (keys up to {MAX_METADATA_KEY_CHARS} characters, values up to {MAX_METADATA_VALUE_CHARS}).")
+
+    @field_validator("input")
+    @classmethod
+    def _text_not_blank(cls, value: str | list[Any]) -> str | list[Any]:
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("a text input needs non-blank text")
+        return value
 
     @field_validator("metadata")
     @classmethod
@@ -431,6 +432,7 @@ async def start_response(backend: Backend, principal: Principal, body: Responses
                                      workspace=principal.workspace, user=principal.user,
                                      previous=body.previous_response_id, messages=conversation, echo=started.echo)
         except BaseException:
+            log.warning("response %s could not be stored: its run %s is cancelled", response_id, record["_id"])
             await backend.runs.cancel(record["_id"])  # nobody could read or continue it: it is not answered either
             raise
     return started

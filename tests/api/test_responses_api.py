@@ -293,6 +293,7 @@ def test_a_response_still_running_cannot_be_continued(client, api, llm):
 
 @pytest.mark.parametrize(("body", "code", "names"), [
     ({"input": ""}, "invalid_request", "input"),
+    ({"input": " \n"}, "invalid_request", "non-blank"),
     ({"input": []}, "invalid_request", "input"),
     ({"input": [{"type": "reasoning", "summary": []}]}, "invalid_input", "function_call_output"),
     ({"input": [{"role": "user", "content": "  "}]}, "invalid_request", "non-empty"),
