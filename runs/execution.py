@@ -25,6 +25,7 @@ from parley.llm.usage import UsageLedger, UsageRecord, usage_view
 from parley.nodes.events import EVENT_SINK, TaskEvent, report_queued
 from parley.nodes.inbox import Steering
 from parley.runs import resume
+from parley.runs.announce import announce
 from parley.runs.survival import EventBarrier
 from parley.runs.following import Following
 from parley.runs.held import HeldRuns
@@ -340,6 +341,8 @@ class Executions:
                 self.following.ended({**record, **finished})
             record_run(record["kind"], outcome.status)
             writer.live.publish(rows)
+            if finished is not None:
+                await announce(self.db, {**record, **finished}, outcome.status)
         except (PyMongoError, store.EventConflict) as exc:
             log.error("run %s: its end could not be stored (%s)", run_id, exc)
             writer.live.storage_failed = isinstance(exc, PyMongoError)

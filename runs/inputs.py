@@ -14,6 +14,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import PyMongoError
 
 from parley.nodes.inbox import RELEASES, Steering
+from parley.runs.announce import announce
 from parley.runs.following import RunNotFound
 from parley.runs.held import HeldRuns
 from parley.runs.live import EventWriter
@@ -149,6 +150,7 @@ class Inputs:
             writer.live.publish(await writer.close([Emit("waiting", where)]))
         except (PyMongoError, store.EventConflict) as exc:  # woken and fenced elsewhere already, or storage down
             log.warning("run %s: its waiting event was not stored (%s)", run_id, exc)
+        await announce(self.db, {**record, "waiting": where}, store.WAITING)
         with contextlib.suppress(PyMongoError):
             if mode.checkpointed and hasattr(self.saver, "akeep"):
                 await self.saver.akeep(run_id)

@@ -5,7 +5,7 @@ from collections.abc import Awaitable, Callable
 from fastapi import FastAPI
 
 from parley.api.routes import (agents, chat, conversations, docs, duel, health, me, metrics, models, routers, runs,
-                        studio, tools, workflows)
+                        studio, tools, webhooks, workflows)
 from parley.services import duel as duel_service
 from parley.services import roundtable
 
@@ -17,6 +17,7 @@ ROUTERS = [
     models.router,
     routers.router,
     tools.router,
+    webhooks.router,
     agents.router,
     conversations.router,
     workflows.router,
