@@ -1,0 +1,58 @@
+"""The webhook outbox (`store.webhooks`): a due delivery is claimed by one worker of several, held for its lease,
+due again once the lease ends; an attempt recorded by a worker whose claim was taken over is logged but sets
+nothing; a rotated-out secret stops signing when its grace ends."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from parley.core import clock
+from parley.store import webhooks
+
+
+async def _one_delivery(db) -> str:
+    hook = await webhooks.insert_webhook(db, workspace="ws1", fields={"url": "http://127.0.0.1:9/h",
+                                                                      "events": ["run.completed"], "kinds": None},
+                                         secret="whsec_c2VjcmV0")
+    ids = await webhooks.enqueue(db, workspace="ws1", event="run.completed", kind="panel", run_id="run_1",
+                                 body='{"type":"run.completed"}')
+    assert len(ids) == 1 and hook["_id"]
+    return ids[0]
+
+
+async def test_of_workers_claiming_at_once_one_gets_each_delivery_until_its_lease_ends(db):
+    delivery = await _one_delivery(db)
+    claims = await asyncio.gather(*(webhooks.claim_due(db, worker=f"w{n}", lease_seconds=0.3, limit=5)
+                                    for n in range(6)))
+    assert sorted(len(c) for c in claims) == [0, 0, 0, 0, 0, 1]
+    assert await webhooks.claim_due(db, worker="late", lease_seconds=30, limit=5) == []  # held by its lease
+    await asyncio.sleep(0.35)
+    again = await webhooks.claim_due(db, worker="next", lease_seconds=30, limit=5)
+    assert [d["_id"] for d in again] == [delivery] and again[0]["claims"] == 2
+
+
+async def test_an_attempt_of_a_claim_taken_over_is_logged_but_does_not_set_the_status(db):
+    await _one_delivery(db)
+    [stale] = await webhooks.claim_due(db, worker="w1", lease_seconds=0.01, limit=1)
+    await asyncio.sleep(0.02)
+    [current] = await webhooks.claim_due(db, worker="w2", lease_seconds=30, limit=1)
+    attempt = {"at": clock.now(), "statusCode": 500, "error": "http_status", "durationMs": 1, "worker": "w1"}
+    assert not await webhooks.record_attempt(db, delivery=stale, attempt=attempt, status=webhooks.FAILED)
+    assert await webhooks.record_attempt(db, delivery=current, attempt={**attempt, "statusCode": 200, "error": None,
+                                                                         "worker": "w2"}, status=webhooks.DELIVERED)
+    stored = await db.webhook_deliveries.find_one({"_id": current["_id"]})
+    assert stored["status"] == "delivered" and [a["worker"] for a in stored["attempts"]] == ["w1", "w2"]
+
+
+async def test_a_rotated_out_secret_signs_until_its_grace_ends(db):
+    hook = await webhooks.insert_webhook(db, workspace="ws1", fields={"url": "http://127.0.0.1:9/h",
+                                                                      "events": ["run.completed"], "kinds": None},
+                                         secret="whsec_b2xk")
+    soon = clock.now() + timedelta(seconds=60)
+    rotated = await webhooks.rotate_secret(db, workspace="ws1", webhook_id=hook["_id"], secret="whsec_bmV3",
+                                           grace_until=soon)
+    assert [s["secret"] for s in webhooks.live_secrets(rotated)] == ["whsec_bmV3", "whsec_b2xk"]
+    assert [s["secret"] for s in webhooks.live_secrets(rotated, soon + timedelta(seconds=1))] == ["whsec_bmV3"]
+    assert await webhooks.rotate_secret(db, workspace="ws2", webhook_id=hook["_id"], secret="x",
+                                        grace_until=soon) is None  # another workspace's
