@@ -291,7 +291,10 @@ class WebhookSender:
         self._sending: dict[asyncio.Task, dict[str, Any]] = {}
 
     def start(self) -> None:
-        if self._loop is None:
+        """Start sending; not on a deployment that allows no receiver (`PARLEY_WEBHOOK_URLS` empty), where nothing
+        could be sent: its worker asks nothing of `webhook_deliveries` (a delivery stored before the setting was
+        emptied waits, pending, until it is set again)."""
+        if self._loop is None and self.settings.parley_webhook_urls:
             self._loop = asyncio.create_task(self._run(), name="webhook sender")
 
     async def stop(self) -> None:
