@@ -1,16 +1,21 @@
 """Webhooks: the receivers a workspace's admin subscribed to run events (`webhooks`), and the deliveries to them, an
 outbox and its log at once (`webhook_deliveries`).
 
-A delivery is stored before it is sent (`enqueue`, when a run's status is written), `pending` until a worker claims
-it (`claim_due`: a compare-and-set that holds it for a lease, by moving its `nextAttemptAt` past the attempt's
-end), and is then `delivered`, due again later (a failed attempt: `record_attempt`), or `failed` after its last
-attempt. A worker that dies holding one lets its lease run out; the delivery is then due again, for any worker, with
-the same id: at least once. A subscription's secrets (`whsec_...`) are stored for Parley to sign with and never leave
+A run event's delivery is stored before the run's status is written (`enqueue`), under an id made of what it
+announces (`delivery_id`), so that announcing the event again (the run resumed by another worker after its first
+died between the two writes) stores nothing twice. Until the run's stored status says the event happened, the
+delivery holds a `gate` (what the run's record must show) and is not sent: a worker that claims it early hands it
+back unsent (`hold`), or sets it `void` (never sent) when the run ended otherwise (`void`). A delivery is `pending`
+until a worker claims it (`claim_due`: a compare-and-set that holds it for a lease, by moving its `nextAttemptAt`
+past the attempt's end), and is then `delivered`, due again later (a failed attempt: `record_attempt`), or `failed`
+after its last attempt. A worker that dies holding one lets its lease run out; the delivery is then due again, for
+any worker, with the same id: at least once. A subscription's secrets (`whsec_...`) are stored for Parley to sign with and never leave
 this module in a public view (`public_webhook`); only when they were made and when an old one stops signing.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from datetime import datetime, timedelta
@@ -18,13 +23,16 @@ from typing import Any
 
 from pymongo import ASCENDING, DESCENDING
 from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import BulkWriteError
+from pymongo.operations import UpdateOne
 
 from parley.core import clock
 from parley.core.limits import WEBHOOK_LOGGED_ATTEMPTS
 from parley.store.cursors import encode_cursor, older_than
+from parley.store.group import DUPLICATE_KEY
 
-PENDING, DELIVERED, FAILED = "pending", "delivered", "failed"
-STATUSES = (PENDING, DELIVERED, FAILED)
+PENDING, DELIVERED, FAILED, VOID = "pending", "delivered", "failed", "void"
+STATUSES = (PENDING, DELIVERED, FAILED, VOID)
 
 INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
     ("webhooks", [("workspace", 1), ("createdAt", -1)], {}),
@@ -126,16 +134,29 @@ def public_delivery(doc: dict[str, Any]) -> dict[str, Any]:
         "status": doc["status"], "payload": json.loads(doc["body"]),
         "attempts": [{**a, "at": clock.iso(a["at"])} for a in doc.get("attempts") or []],
         "attemptCount": doc.get("attemptCount", 0), "replays": doc.get("replays", 0),
+        "voidReason": doc.get("voidReason") if doc["status"] == VOID else None,
         "nextAttemptAt": clock.iso(doc.get("nextAttemptAt")) if doc["status"] == PENDING else None,
         "createdAt": clock.iso(doc.get("createdAt")), "deliveredAt": clock.iso(doc.get("deliveredAt")),
     }
 
 
+def delivery_id(webhook_id: str, key: str) -> str:
+    """The id of the delivery to subscription `webhook_id` of the event that `key` names (a run's id, its event and
+    the number of its wait): the same however often the event is announced."""
+    return "msg_" + hashlib.sha256(f"{webhook_id}\n{key}".encode()).hexdigest()[:32]
+
+
 async def enqueue(db: AsyncDatabase, *, workspace: str, event: str, kind: str | None, run_id: str | None,
-                  body: str, webhook_id: str | None = None) -> list[str]:
+                  body: str, webhook_id: str | None = None, key: str | None = None,
+                  gate: dict[str, Any] | None = None) -> list[str]:
     """Store one pending delivery of `body` (the payload's JSON, sent as is) for each active subscription of the
     workspace to `event` whose `kinds` admit `kind` (None: every subscription to the event; `webhook_id`: only that
-    one, whatever it subscribed to). Return the deliveries' ids."""
+    one, whatever it subscribed to). Return the deliveries' ids.
+
+    With `key` (what names the event, see `delivery_id`) the ids are the event's own, and storing them again is
+    harmless: a delivery not yet let through its `gate` (what run `run_id`'s record must show before it is sent,
+    see `runs.announce.readiness`) takes the new `body`, any other is left as it is. One read of the workspace's
+    subscriptions, and no write when none subscribes."""
     query: dict[str, Any] = {"workspace": workspace, "active": True}
     if webhook_id is not None:
         query["_id"] = webhook_id
@@ -146,12 +167,30 @@ async def enqueue(db: AsyncDatabase, *, workspace: str, event: str, kind: str | 
     if not subscribers:
         return []
     now = clock.now()
-    docs = [{"_id": "msg_" + uuid.uuid4().hex, "workspace": workspace, "webhookId": subscriber, "event": event,
-             "runId": run_id, "body": body, "status": PENDING, "nextAttemptAt": now, "attempts": [],
-             "attemptCount": 0, "tries": 0, "claims": 0, "replays": 0, "createdAt": now, "updatedAt": now}
-            for subscriber in subscribers]
-    await db.webhook_deliveries.insert_many(docs)
-    return [doc["_id"] for doc in docs]
+
+    def fresh(subscriber: str, _id: str) -> dict[str, Any]:
+        return {"_id": _id, "workspace": workspace, "webhookId": subscriber, "event": event, "runId": run_id,
+                "status": PENDING, "nextAttemptAt": now, "attempts": [], "attemptCount": 0, "tries": 0,
+                "claims": 0, "replays": 0, "holds": 0, "createdAt": now}
+
+    if key is None:
+        docs = [{**fresh(s, "msg_" + uuid.uuid4().hex), "body": body, "updatedAt": now} for s in subscribers]
+        await db.webhook_deliveries.insert_many(docs)
+        return [doc["_id"] for doc in docs]
+    ids = [delivery_id(s, key) for s in subscribers]
+    # An upsert on the id, matching only a delivery still behind its gate: one past it (or being sent) does not
+    # match, so the upsert's insert meets the id already stored, a duplicate key, which is what it should meet.
+    writes = [UpdateOne({"_id": _id, "status": PENDING, "gate": {"$ne": None}},
+                        {"$set": {"body": body, "gate": gate, "updatedAt": now},
+                         "$setOnInsert": {k: v for k, v in fresh(s, _id).items() if k != "_id"}}, upsert=True)
+              for s, _id in zip(subscribers, ids, strict=True)]
+    try:
+        await db.webhook_deliveries.bulk_write(writes, ordered=False)
+    except BulkWriteError as exc:
+        if any(error.get("code") != DUPLICATE_KEY for error in exc.details.get("writeErrors", [])) or \
+                exc.details.get("writeConcernErrors"):
+            raise
+    return ids
 
 
 async def claim_due(db: AsyncDatabase, *, worker: str, lease_seconds: float, limit: int) -> list[dict[str, Any]]:
@@ -184,7 +223,7 @@ async def record_attempt(db: AsyncDatabase, *, delivery: dict[str, Any], attempt
     now = clock.now()
     log = {"$push": {"attempts": {"$each": [attempt], "$slice": -WEBHOOK_LOGGED_ATTEMPTS}},
            "$inc": {"attemptCount": 1}}
-    fields: dict[str, Any] = {"status": status, "updatedAt": now, "worker": None}
+    fields: dict[str, Any] = {"status": status, "updatedAt": now, "worker": None, "gate": None}
     if status == PENDING:
         fields["nextAttemptAt"] = next_at or now
     elif status == DELIVERED:
@@ -196,6 +235,24 @@ async def record_attempt(db: AsyncDatabase, *, delivery: dict[str, Any], attempt
         return True
     await db.webhook_deliveries.update_one({"_id": delivery["_id"]}, log)
     return False
+
+
+async def hold(db: AsyncDatabase, *, delivery: dict[str, Any], next_at: datetime) -> bool:
+    """Hand a claimed delivery back unsent, due again at `next_at`, no attempt counted: its run has not yet stored
+    the status it announces. Whether the claim still held."""
+    done = await db.webhook_deliveries.update_one(
+        {"_id": delivery["_id"], "status": PENDING, "claims": delivery["claims"]},
+        {"$set": {"nextAttemptAt": next_at, "worker": None, "updatedAt": clock.now()}, "$inc": {"holds": 1}})
+    return done.matched_count == 1
+
+
+async def void(db: AsyncDatabase, *, delivery: dict[str, Any], reason: str) -> bool:
+    """Set a claimed delivery `void`, never to be sent (`reason`: why): the event it announces did not happen,
+    its run having ended otherwise. Whether the claim still held."""
+    done = await db.webhook_deliveries.update_one(
+        {"_id": delivery["_id"], "status": PENDING, "claims": delivery["claims"]},
+        {"$set": {"status": VOID, "voidReason": reason, "worker": None, "updatedAt": clock.now()}})
+    return done.matched_count == 1
 
 
 async def release(db: AsyncDatabase, *, delivery: dict[str, Any]) -> None:
