@@ -136,6 +136,9 @@ MAX_WEBHOOK_ANSWER_BYTES = 64 * 1024
 WEBHOOK_LOGGED_ATTEMPTS = 20
 WEBHOOK_SENDS_AT_ONCE = 8
 WEBHOOK_LEASE_MARGIN_SECONDS = 5.0
+# the longest a sender waits before it looks again at a delivery whose run has not yet stored the status it announces
+# (announced, then the status written; a run whose worker died between the two is resumed after its lease)
+WEBHOOK_MAX_HOLD_SECONDS = 10.0
 WEBHOOK_MAX_SECRET_GRACE_SECONDS = 7 * 24 * 3600
 # Parallel branches of one designer `fan_out` node: as many as an arbitrator can tell apart (Answer A … H).
 MAX_FAN_OUT_BRANCHES = MAX_PANEL_SIZE

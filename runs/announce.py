@@ -1,25 +1,30 @@
 """Announce a run's end, or its wait for a person, to the workspace's webhooks: `announce` stores a delivery for each
-subscription to the event (`store.webhooks.enqueue`) as soon as the run's status is written, before anything is
-sent. The engine sends nothing itself: the services' sender (`services.webhooks`) does, on every worker.
+subscription to the event (`store.webhooks.enqueue`) *before* the run's status is written, so that no worker can
+die between the two and leave the event unannounced. The engine sends nothing itself: the services' sender
+(`services.webhooks`) does, on every worker, once `readiness` finds the status the event announces stored.
+
+A delivery's id is made of the run, the event and, for `run.waiting`, the number of the wait (`store.runs.next_wait`):
+a worker that dies after announcing and before writing the status leaves the run to be resumed elsewhere (its lease
+runs out), and the run announces the same event again under the same ids when it gets there: no second delivery.
+A delivery of an event that never happened (the run resumed and ended otherwise) is set `void`, never sent.
 """
 
 from __future__ import annotations
 
 import json
-import logging
-from typing import Any
+from typing import Any, Literal
 
 from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import PyMongoError
 
 from parley.core import clock
+from parley.store import runs as run_store
 from parley.store import webhooks as webhook_store
-
-log = logging.getLogger("parley.runs")
 
 # A run's status → the event a webhook subscribes to.
 EVENTS = {"completed": "run.completed", "failed": "run.failed", "cancelled": "run.cancelled",
           "waiting": "run.waiting"}
+
+Readiness = Literal["send", "hold", "void"]
 
 
 def payload(record: dict[str, Any], status: str, *, at: Any = None) -> dict[str, Any]:
@@ -43,14 +48,46 @@ def payload(record: dict[str, Any], status: str, *, at: Any = None) -> dict[str,
     return {"type": EVENTS[status], "timestamp": clock.iso(at or clock.now()), "data": data}
 
 
-async def announce(db: AsyncDatabase, record: dict[str, Any], status: str) -> None:
-    """Store the deliveries of run `record`'s new `status` (one of `EVENTS`) to the workspace's subscribed webhooks.
-    A database failure here is logged, not raised: the run's status is stored already, and its followers must not
-    see it fail for its announcement."""
+async def announce(db: AsyncDatabase, record: dict[str, Any], status: str, *, wait: int | None = None) -> None:
+    """Store the deliveries of run `record`'s coming `status` (one of `EVENTS`; `record` as it will be once the
+    status is written) to the workspace's subscribed webhooks, before the status is written; for `waiting`, `wait`
+    is the wait's number (`store.runs.next_wait`). Nothing is written when no subscription matches (one read).
+
+    Raises:
+        PyMongoError: the deliveries could not be stored: the status is not to be written either (the run is
+            resumed once the database answers, and announces it then).
+    """
     event = payload(record, status)
-    try:
-        await webhook_store.enqueue(db, workspace=record["workspace"], event=event["type"], kind=record["kind"],
-                                    run_id=record["_id"], body=json.dumps(event, ensure_ascii=False,
-                                                                          separators=(",", ":")))
-    except PyMongoError as exc:
-        log.error("run %s: its %s event was not stored for the webhooks (%s)", record["_id"], event["type"], exc)
+    if status == run_store.WAITING:
+        if wait is None:
+            raise ValueError("a run.waiting event is announced with the number of its wait")
+        key, gate = f"{record['_id']}\n{event['type']}\n{wait}", {"wait": wait}
+    else:
+        key, gate = f"{record['_id']}\n{event['type']}", {"status": status}
+    await webhook_store.enqueue(db, workspace=record["workspace"], event=event["type"], kind=record["kind"],
+                                run_id=record["_id"], key=key, gate=gate,
+                                body=json.dumps(event, ensure_ascii=False, separators=(",", ":")))
+
+
+async def readiness(db: AsyncDatabase, delivery: dict[str, Any]) -> tuple[Readiness, str | None]:
+    """Whether a claimed delivery may be sent, by its run's stored record: `send` (the status it announces is
+    stored, or it announces no run's status), `hold` (not yet: the run is still on its way there, here or on a
+    worker that resumes it) or `void` (never: the run ended otherwise, or is gone), with the reason to log."""
+    gate = delivery.get("gate")
+    if not gate:
+        return "send", None
+    progress = await run_store.run_progress(db, run_id=delivery["runId"])
+    if progress is None:
+        return "void", "run_gone: the run no longer exists"
+    status, waits = progress
+    if "wait" in gate:
+        if waits >= gate["wait"]:  # it waited there (and may have gone on since)
+            return "send", None
+        if status in run_store.FINISHED:
+            return "void", f"run_ended: the run ended {status} without waiting there"
+        return "hold", None
+    if status == gate["status"]:
+        return "send", None
+    if status in run_store.FINISHED:
+        return "void", f"run_ended: the run ended {status}"
+    return "hold", None

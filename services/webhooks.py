@@ -4,7 +4,7 @@ the deliveries that are due (`WebhookSender`), signed as the Standard Webhooks s
 A subscription names a URL under one of the deployment's `PARLEY_WEBHOOK_URLS` (checked by the rules of every
 outbound URL, `core.outbound`, when it is made or changed and again before each attempt), the events it wants
 (`run.completed`, `run.failed`, `run.cancelled`, `run.waiting`) and, optionally, the kinds of run. Each delivery is
-stored when the run's status is (`runs.announce`), then sent with the headers `webhook-id` (the delivery's id, the
+stored before the run's status is written (`runs.announce`), sent once that status is stored, with the headers `webhook-id` (the delivery's id, the
 same on every attempt), `webhook-timestamp` and `webhook-signature` (`v1,<base64 HMAC-SHA256>` by every secret that
 signs: the current one, and one rotated out during its grace), by the `standardwebhooks` package's signer. A 2xx
 answer within `PARLEY_WEBHOOK_TIMEOUT` delivers it; anything else is retried, the wait doubling from
@@ -36,12 +36,13 @@ from parley.core.limits import (
     MAX_WEBHOOK_URL_CHARS,
     MAX_WEBHOOKS,
     WEBHOOK_LEASE_MARGIN_SECONDS,
+    WEBHOOK_MAX_HOLD_SECONDS,
     WEBHOOK_MAX_RETRY_DELAY_SECONDS,
     WEBHOOK_MAX_SECRET_GRACE_SECONDS,
     WEBHOOK_SENDS_AT_ONCE,
 )
 from parley.core.settings import Settings
-from parley.runs.announce import EVENTS
+from parley.runs.announce import EVENTS, readiness
 from parley.services import access
 from parley.services.access import Principal
 from parley.services.errors import Conflict, Forbidden, InvalidRequest, NotFound
@@ -250,11 +251,14 @@ async def replay_delivery(db: AsyncDatabase, *, principal: Principal, delivery_i
 
     Raises:
         NotFound: no such delivery in the workspace.
-        Conflict: it is pending already (`delivery_pending`): it will be sent.
+        Conflict: it is pending already (`delivery_pending`): it will be sent; or it is void (`delivery_void`):
+            the event it announced never happened.
     """
     current = await get_delivery(db, principal=principal, delivery_id=delivery_id)
     if current["status"] == store.PENDING:
         raise Conflict("This delivery is pending: it will be sent", code="delivery_pending")
+    if current["status"] == store.VOID:
+        raise Conflict("This delivery is void: the event it announced never happened", code="delivery_void")
     doc = await store.replay(db, workspace=principal.workspace, delivery_id=delivery_id)
     if doc is None:
         raise NotFound("Delivery not found", code="delivery_not_found")
@@ -270,6 +274,13 @@ def signature(secrets_: list[str], *, msg_id: str, timestamp: Any, body: str) ->
     from standardwebhooks import Webhook
 
     return " ".join(Webhook(s).sign(msg_id=msg_id, timestamp=timestamp, data=body) for s in secrets_)
+
+
+def hold_delay(settings: Settings, holds: int) -> float:
+    """Seconds before a delivery claimed `holds` times too early (its run had not yet stored the status it
+    announces) is looked at again: from `PARLEY_WEBHOOK_POLL`, doubling, up to `WEBHOOK_MAX_HOLD_SECONDS` (a run
+    whose worker died is resumed once its lease runs out)."""
+    return min(settings.parley_webhook_poll * 2 ** max(holds - 1, 0), WEBHOOK_MAX_HOLD_SECONDS)
 
 
 def retry_delay(settings: Settings, tries: int) -> float:
@@ -333,8 +344,20 @@ class WebhookSender:
                 await asyncio.sleep(0)
 
     async def _deliver(self, delivery: dict[str, Any]) -> None:
-        """Make one attempt of `delivery` and record it: delivered, due again after its backoff, or failed."""
+        """Make one attempt of `delivery` and record it: delivered, due again after its backoff, or failed. A
+        delivery whose run has not yet stored the status it announces is handed back for later, no attempt counted;
+        one whose run ended otherwise is set `void`, never sent (`runs.announce.readiness`)."""
         try:
+            verdict, why = await readiness(self.db, delivery)
+            if verdict == "hold":
+                holds = delivery.get("holds", 0) + 1
+                await store.hold(self.db, delivery=delivery,
+                                 next_at=clock.now() + timedelta(seconds=hold_delay(self.settings, holds)))
+                return
+            if verdict == "void":
+                if await store.void(self.db, delivery=delivery, reason=why or "void"):
+                    log.info("webhook delivery %s of %s is void: %s", delivery["_id"], delivery["event"], why)
+                return
             webhook = await store.get_webhook(self.db, workspace=delivery["workspace"],
                                               webhook_id=delivery["webhookId"])
             attempt = await self.attempt(delivery, webhook)

@@ -24,7 +24,7 @@ REFUSED_URL = (400, "A field is invalid; the URL is not under the deployment's P
                     "(`too_many_webhooks`).")
 NO_WEBHOOK = (404, "No webhook with this id in the key's workspace (`webhook_not_found`).")
 NO_DELIVERY = (404, "No delivery with this id in the key's workspace (`delivery_not_found`).")
-DeliveryStatus = Literal["pending", "delivered", "failed"]
+DeliveryStatus = Literal["pending", "delivered", "failed", "void"]
 
 
 @router.post("", status_code=201, summary="Subscribe a receiver to run events; its signing secret is shown once",
@@ -60,7 +60,8 @@ async def get_delivery(delivery_id: str, db: Db, caller: Reader) -> dict[str, An
 
 @router.post("/deliveries/{delivery_id}/replay", status_code=202,
              summary="Send a delivered or failed delivery again, with the same id",
-             responses=errors(NO_DELIVERY, (409, "The delivery is pending: it will be sent (`delivery_pending`).")))
+             responses=errors(NO_DELIVERY, (409, "The delivery is pending: it will be sent (`delivery_pending`); "
+                                                 "or void: its event never happened (`delivery_void`).")))
 async def replay_delivery(delivery_id: str, db: Db, caller: Writer) -> dict[str, Any]:
     return {"delivery": await service.replay_delivery(db, principal=caller, delivery_id=delivery_id)}
 
