@@ -26,6 +26,7 @@ from parley.llm.factory import ModelFactory
 from parley.runs.checkpoints import expire_after, mongodb_saver
 from parley.services.backend import Backend
 from parley.services.engine import ParleyRunEngine
+from parley.services.webhooks import WebhookSender
 
 log = logging.getLogger("parley.api")
 
@@ -74,9 +75,13 @@ def create_app(settings: Settings | None = None, *, services: EmbeddedServices |
             for hook in app.state.startup_hooks:
                 await hook(app)
             await app.state.runs.start()
+            app.state.webhooks = WebhookSender(db, settings, worker=app.state.runs.worker)
+            app.state.webhooks.start()
             async with app.state.mcp.running():
                 yield
         finally:
+            if getattr(app.state, "webhooks", None):  # a delivery under way is handed back, due at once
+                await app.state.webhooks.stop()
             if getattr(app.state, "runs", None):
                 # Runs outlive this worker: each still going is handed over, to resume on another (or on
                 # this one once restarted) from its last checkpoint.

@@ -13,7 +13,12 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from parley.core.limits import MAX_BODY_BYTES
+from parley.core.limits import (
+    MAX_BODY_BYTES,
+    WEBHOOK_MAX_ATTEMPTS,
+    WEBHOOK_MAX_RETRY_DELAY_SECONDS,
+    WEBHOOK_MAX_TIMEOUT_SECONDS,
+)
 
 EMBEDDED_MODEL_ID = "local:smollm2"
 HOSTED_DEFAULT_MODEL = "gpt-4o-mini"
@@ -122,6 +127,25 @@ class Settings(BaseSettings):
         "Parley setting or secret, only PATH, HOME and the like, plus the env the admin registered). Empty (the "
         "default) allows none.")
 
+    parley_webhook_urls: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="URL prefixes (comma list, e.g. `https://hooks.example.com/parley,http://127.0.0.1:9000/`) that a "
+        "workspace admin may subscribe to run events (`/v1/webhooks`); a receiver's URL must lie under one of them, "
+        "by the rules of `PARLEY_TOOL_URLS`, checked at subscription and again before each attempt. Empty (the "
+        "default) allows none.")
+    parley_webhook_timeout: float = Field(
+        10.0, gt=0, le=WEBHOOK_MAX_TIMEOUT_SECONDS, description="Seconds a webhook receiver has to answer one "
+        "delivery attempt (connecting included); past them the attempt failed and is retried.")
+    parley_webhook_retry_delay: float = Field(
+        30.0, gt=0, le=WEBHOOK_MAX_RETRY_DELAY_SECONDS, description="Seconds before a failed webhook delivery is "
+        "tried again; the wait doubles after each failed attempt, up to an hour.")
+    parley_webhook_attempts: int = Field(
+        WEBHOOK_MAX_ATTEMPTS, ge=1, le=WEBHOOK_MAX_ATTEMPTS, description="Attempts of one webhook delivery before "
+        "it is marked `failed` (it can be replayed then).")
+    parley_webhook_poll: float = Field(
+        1.0, gt=0, description="Seconds between a worker's looks for webhook deliveries that are due: how long a "
+        "run event may wait before it is first sent.")
+
     parley_mcp_allowed_hosts: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="`Host` values `/mcp` answers (comma list; `name:*` for any port), against DNS rebinding. Empty "
@@ -135,7 +159,7 @@ class Settings(BaseSettings):
         "answered.")
 
     @field_validator("parley_debate_models", "parley_quality_models", "parley_budget_models", "parley_trusted_proxies",
-                     "parley_tool_urls", "parley_tool_commands", "parley_mcp_allowed_hosts",
+                     "parley_tool_urls", "parley_tool_commands", "parley_webhook_urls", "parley_mcp_allowed_hosts",
                      "parley_mcp_allowed_origins", mode="before")
     @classmethod
     def _split_comma_list(cls, value: object) -> object:

@@ -7,7 +7,8 @@ the `env` the admin registered, whose names `env_refusal` checks; never Parley's
 streamable-HTTP URL with the admin's headers (`header_refusal`). Which commands and URLs may be used at all is the
 deployment's choice (`PARLEY_TOOL_COMMANDS`, `PARLEY_TOOL_URLS`): `refusal` says why a server is not allowed, and is
 asked again before every connection, so narrowing a setting stops calls at once. A URL is checked, stored and called
-in one form (`normalise_url`), so what the allow-list admits is what the server receives.
+in one form, by the rules Parley holds every outbound URL to (`core.outbound`: `normalise_url`, `header_refusal`,
+the allow-list, the bounded client), so what the allow-list admits is what the server receives.
 
 Each call opens its own connection within the call's time limit, and reads at most `MAX_TOOL_ANSWER_BYTES` of each
 answer; an HTTP server's redirect is not followed, and a stdio server's process group ends with the call: a call
@@ -16,8 +17,6 @@ leaves nothing behind, and no state passes between two calls.
 
 from __future__ import annotations
 
-import functools
-import ipaddress
 import json
 import logging
 import os
@@ -30,11 +29,12 @@ from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 import anyio
 
+from parley.core import outbound
 from parley.core.limits import MAX_TOOL_ANSWER_BYTES, TOOL_SERVER_STOP_SECONDS
+from parley.core.outbound import header_refusal, normalise_url, shown_url
 from parley.core.settings import Settings
 
 if TYPE_CHECKING:
@@ -107,132 +107,6 @@ class AnswerTooLarge(ServerUnreachable):
 
 # --- what an admin may register ---------------------------------------------------------------------------------
 
-_PATH_SAFE = "-._~!$&'()*+,;=:@"  # RFC 3986 unreserved characters and sub-delimiters, kept as they are in a path
-_HOST = re.compile(r"^[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*$")
-_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
-_DEFAULT_PORTS = {"http": 80, "https": 443}
-# Query parameters that carry a credential, by a word of their name (`api_key`, `apiKey`, `X-Amz-Signature`) or by
-# its ending (`accesstoken`): a URL is shown to admins and written to logs, a header is not.
-_CREDENTIAL_WORDS = frozenset({
-    "key", "apikey", "token", "secret", "password", "passwd", "pwd", "pass", "auth", "authorization", "signature",
-    "sig", "credential", "credentials", "session", "sessionid", "jwt", "bearer", "code",
-})
-_CREDENTIAL_ENDINGS = ("key", "token", "secret", "password", "passwd", "signature", "credential", "credentials")
-
-
-def normalise_url(url: str) -> str:
-    """`url` in the one form Parley checks against `PARLEY_TOOL_URLS`, stores and calls, so that the server receives
-    the path that was checked: scheme and host lower-cased, the scheme's default port dropped, dot segments (`.`,
-    `..`, spelled `%2e` too) resolved, the path's percent-encoding made canonical (unreserved characters decoded,
-    others encoded), the fragment dropped; the query kept as written.
-
-        >>> normalise_url("HTTP://Tools.Example:80/mcp/./a/../%7Eb#x")
-        'http://tools.example/mcp/~b'
-
-    Raises:
-        ValueError: not an http(s) URL of plain ASCII, or one a server could read otherwise than Parley: a user name
-            or password, an encoded `/` or `\\` or an empty segment in the path, a dot segment with parameters
-            (`..;`), a malformed percent-escape; or one carrying a credential in its query (send it in a header).
-            The message never repeats the query.
-    """
-    if not url.isascii() or any(c <= " " or c in "\\\x7f" for c in url):
-        raise ValueError("url must be plain ASCII, without spaces, control characters or backslashes (percent-encode "
-                         "them in the path; a host is given in its punycode form)")
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    if scheme not in _DEFAULT_PORTS or not parts.netloc:
-        raise ValueError(f"url must be an http:// or https:// URL, not {url.split('?', 1)[0]!r}")
-    if "@" in parts.netloc:
-        raise ValueError("url must not carry a user name or password; send credentials in headers")
-    for name, _ in parse_qsl(parts.query, keep_blank_values=True):
-        if _is_credential(name):
-            raise ValueError(f"url: the query parameter {name!r} carries a credential; send it in headers (e.g. "
-                             "`Authorization` or the header the server reads), never in the URL")
-    try:
-        port = parts.port
-    except ValueError:
-        raise ValueError("url has an invalid port") from None
-    host = _host(parts.hostname or "", bracketed=parts.netloc.startswith("["))
-    netloc = host if port in (None, _DEFAULT_PORTS[scheme]) else f"{host}:{port}"
-    return f"{scheme}://{netloc}{_path(parts.path)}" + (f"?{parts.query}" if parts.query else "")
-
-
-def _host(host: str, *, bracketed: bool) -> str:
-    if bracketed:
-        try:
-            return f"[{ipaddress.IPv6Address(host).compressed}]"
-        except ValueError:
-            raise ValueError("url: the host is not an IPv6 address") from None
-    host = host.rstrip(".")
-    if not _HOST.match(host):
-        raise ValueError("url: the host must be a name or an address (letters, digits, '-', '_' and '.')")
-    return host
-
-
-def _path(path: str) -> str:
-    """`path` with its dot segments resolved (RFC 3986, 5.2.4) and its percent-encoding canonical."""
-    pieces = path.split("/")[1:] if path else [""]
-    kept: list[str] = []
-    for at, piece in enumerate(pieces):
-        last = at == len(pieces) - 1
-        if _BAD_ESCAPE.search(piece):
-            raise ValueError("url: the path holds a '%' that is not a percent-escape (%XX)")
-        try:
-            segment = unquote(piece, errors="strict")
-        except UnicodeDecodeError:
-            raise ValueError("url: the path's percent-escapes are not UTF-8") from None
-        if "/" in segment or "\\" in segment or any(c < " " or c == "\x7f" for c in segment):
-            raise ValueError("url: the path holds an encoded '/', '\\' or control character (%2F, %5C, ...)")
-        if segment.split(";", 1)[0] in (".", ".."):
-            if ";" in segment:
-                raise ValueError("url: the path holds a dot segment with parameters ('..;')")
-            if segment == ".." and kept:
-                kept.pop()
-            if last:
-                kept.append("")
-            continue
-        if not segment and not last:
-            raise ValueError("url: the path holds an empty segment ('//')")
-        kept.append(quote(segment, safe=_PATH_SAFE))
-    return "/" + "/".join(kept)
-
-
-def _is_credential(name: str) -> bool:
-    words = re.findall(r"[a-z0-9]+", re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower())
-    return any(w in _CREDENTIAL_WORDS for w in words) or "".join(words).endswith(_CREDENTIAL_ENDINGS)
-
-
-def shown_url(url: str) -> str:
-    """`url` as it may be shown: any user name, password or credential in its query replaced by `[redacted]` (for a
-    URL stored before they were refused; `normalise_url` refuses them now)."""
-    parts = urlsplit(url)
-    netloc = parts.netloc.rpartition("@")[2] if "@" in parts.netloc else parts.netloc
-    query = "&".join(
-        f"{pair.partition('=')[0]}=[redacted]" if _is_credential(unquote(pair.partition("=")[0])) else pair
-        for pair in parts.query.split("&")) if parts.query else ""
-    return parts._replace(netloc=netloc, query=query, fragment="").geturl()
-
-
-# Headers that frame the message or the connection, or name the host: the HTTP client sets them for the URL Parley
-# checked, an admin never does. `Accept-Encoding` too: an answer is read uncompressed, so its size is what is read.
-CONNECTION_HEADERS = frozenset({"host", "connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade",
-                                "content-length", "accept-encoding"})
-_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}$")
-
-
-def header_refusal(name: str, value: str = "") -> str | None:
-    """Why an admin may not send the header `name` (with `value`) to a URL server, or None when they may."""
-    if not _HEADER_NAME.match(name):
-        return f"headers: {name!r} is not a header name"
-    if name.lower() in CONNECTION_HEADERS or name.lower().startswith("proxy-"):
-        return (f"headers: {name} may not be set: the host, connection and framing headers (Host, Connection, "
-                "Keep-Alive, Proxy-*, TE, Trailer, Transfer-Encoding, Upgrade, Content-Length, Accept-Encoding) are "
-                "Parley's to send")
-    if any(c in value for c in "\r\n\x00"):
-        return f"headers: the value of {name} holds a line break or NUL"
-    return None
-
-
 # A stdio server's `env` sets the server's own variables (`WEATHER_TOKEN`, `DATABASE_URL`): names in capitals, digits
 # and '_', starting with a letter, and none that decides which code or configuration a program loads, whatever
 # program the command is (the dynamic loader, libc, shells, language runtimes, package managers, libraries that load
@@ -289,28 +163,7 @@ def refusal(server: Server, settings: Settings) -> str | None:
         return str(exc)
     if why := next(filter(None, (header_refusal(n, v) for n, v in server.headers.items())), None):
         return why
-    allowed = settings.parley_tool_urls
-    if not allowed:
-        return "URL servers are not enabled on this deployment (PARLEY_TOOL_URLS is empty)"
-    if not any(_under(url, prefix) for prefix in allowed):
-        return f"{url} is not under any of PARLEY_TOOL_URLS ({', '.join(allowed)})"
-    return None
-
-
-def _under(url: str, prefix: str) -> bool:
-    """Whether the normal `url` is `prefix` or below it: same scheme, host and port, and a path below the prefix's
-    (a prefix `https://a.example/mcp` admits `https://a.example/mcp` and `https://a.example/mcp/x`, not
-    `https://a.example/mcpx` nor `https://a.example.evil/`). A prefix that is no URL admits nothing."""
-    try:
-        p = urlsplit(normalise_url(prefix))
-    except ValueError:
-        log.warning("PARLEY_TOOL_URLS: %r is not a URL Parley can compare; it admits nothing", prefix)
-        return False
-    u = urlsplit(url)
-    if (u.scheme, u.netloc) != (p.scheme, p.netloc):
-        return False
-    base = p.path.rstrip("/")
-    return u.path == base or u.path.startswith(base + "/") or not base
+    return outbound.allowed_refusal(url, settings.parley_tool_urls, setting="PARLEY_TOOL_URLS", what="URL servers")
 
 
 # --- a call's connection -----------------------------------------------------------------------------------------
@@ -336,56 +189,6 @@ def _too_large() -> AnswerTooLarge:
                           "reads; the rest was not read. Ask for less.")
 
 
-@functools.cache
-def _bounded_transport() -> type:
-    """The httpx2 transport of a URL server's calls (a class made on first use: httpx2 is imported only then)."""
-    import httpx2
-
-    class Capped(httpx2.AsyncByteStream):
-        def __init__(self, stream: httpx2.AsyncByteStream, guard: _Guard) -> None:
-            self.stream, self.guard = stream, guard
-
-        async def __aiter__(self) -> AsyncIterator[bytes]:
-            read = 0
-            async for chunk in self.stream:
-                read += len(chunk)
-                if read > MAX_TOOL_ANSWER_BYTES:
-                    raise self.guard.stop(_too_large())
-                yield chunk
-
-        async def aclose(self) -> None:
-            await self.stream.aclose()
-
-    class Bounded(httpx2.AsyncBaseTransport):
-        """Sends each request as is; answers with a response whose body is read only up to MAX_TOOL_ANSWER_BYTES,
-        and stops the call at a redirect (never followed: a stored `Authorization` goes only to the checked URL) or
-        a compressed body (whose size read is not its size)."""
-
-        def __init__(self, server: Server, guard: _Guard) -> None:
-            self.inner, self.server, self.guard = httpx2.AsyncHTTPTransport(), server, guard
-
-        async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-            response = await self.inner.handle_async_request(request)
-            length = response.headers.get("content-length", "")
-            why = None
-            if response.status_code in (301, 302, 303, 307, 308) and "location" in response.headers:
-                why = _redirected(self.server, response.status_code, response.headers["location"])
-            elif response.headers.get("content-encoding", "identity").lower() != "identity":
-                why = ServerUnreachable("The tool's server answered compressed, which Parley does not read")
-            elif length.isdigit() and int(length) > MAX_TOOL_ANSWER_BYTES:
-                why = _too_large()
-            if why is not None:
-                await response.aclose()
-                raise self.guard.stop(why)
-            return httpx2.Response(response.status_code, headers=response.headers,
-                                   stream=Capped(response.stream, self.guard), extensions=response.extensions)
-
-        async def aclose(self) -> None:
-            await self.inner.aclose()
-
-    return Bounded
-
-
 def _redirected(server: Server, status: int, location: str) -> ServerUnreachable:
     if server.name is not None:  # in a run: its readers learn no address
         return ServerUnreachable(f"The tool server {server.name!r} answered with a redirect ({status}), which Parley "
@@ -396,11 +199,17 @@ def _redirected(server: Server, status: int, location: str) -> ServerUnreachable
 
 
 def _http_client(server: Server, guard: _Guard, timeout: float) -> httpx2.AsyncClient:
-    import httpx2
+    """The client of a URL server's call (`core.outbound.bounded_client`): what it refuses stops the call."""
+    return outbound.bounded_client(limit=MAX_TOOL_ANSWER_BYTES, timeout=timeout, headers=server.headers,
+                                   stop=lambda why: guard.stop(_refused(server, why)))
 
-    return httpx2.AsyncClient(headers={**server.headers, "Accept-Encoding": "identity"},
-                              timeout=httpx2.Timeout(timeout), follow_redirects=False,
-                              transport=_bounded_transport()(server, guard))
+
+def _refused(server: Server, why: outbound.OutboundRefused) -> ServerUnreachable:
+    if isinstance(why, outbound.Redirected):
+        return _redirected(server, why.status, why.location)
+    if isinstance(why, outbound.TooLarge):
+        return _too_large()
+    return ServerUnreachable("The tool's server answered compressed, which Parley does not read")
 
 
 @asynccontextmanager

@@ -25,6 +25,7 @@ from parley.llm.usage import UsageLedger, UsageRecord, usage_view
 from parley.nodes.events import EVENT_SINK, TaskEvent, report_queued
 from parley.nodes.inbox import Steering
 from parley.runs import resume
+from parley.runs.announce import announce
 from parley.runs.survival import EventBarrier
 from parley.runs.following import Following
 from parley.runs.held import HeldRuns
@@ -332,10 +333,16 @@ class Executions:
         run_id = record["_id"]
         try:
             rows = await writer.close(outcome.events)
+            ending = store.end_fields(status=outcome.status, result=outcome.result, error=outcome.error,
+                                      usage=usage_view(ledger), stopped_by=outcome.stopped_by,
+                                      budget=budget.figures() if budget is not None else None)
+            # Its webhooks' deliveries are stored first: a worker that dies between the two writes leaves the run
+            # to be resumed, and announced again under the same ids, by another.
+            await announce(self.db, {**record, **ending}, outcome.status)
             finished = await store.finish(self.db, run_id=run_id, worker=self.worker, status=outcome.status,
-                                          result=outcome.result, error=outcome.error, usage=usage_view(ledger),
-                                          stopped_by=outcome.stopped_by,
-                                          budget=budget.figures() if budget is not None else None)
+                                          result=outcome.result, error=outcome.error, usage=ending["usage"],
+                                          stopped_by=outcome.stopped_by, budget=ending.get("budget"),
+                                          at=ending["finishedAt"])
             if finished is not None:  # before any listener here sees the last event: `wait` reads it
                 self.following.ended({**record, **finished})
             record_run(record["kind"], outcome.status)

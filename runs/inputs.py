@@ -14,6 +14,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import PyMongoError
 
 from parley.nodes.inbox import RELEASES, Steering
+from parley.runs.announce import announce
 from parley.runs.following import RunNotFound
 from parley.runs.held import HeldRuns
 from parley.runs.live import EventWriter
@@ -127,9 +128,10 @@ class Inputs:
 
     async def park(self, record: dict, mode: ModeRun, writer: EventWriter, state: dict[str, Any]) -> bool:
         """Store that the run waits for a person at a boundary of its graph (`store.runs.park`: no lease held, no
-        worker executing it), then its `waiting` event; keep its checkpoints for as long as it waits. An input
-        that lets it go on, stored while it was parking, wakes it at once (see `steer`). Return False when
-        another worker holds the run now (this execution is to hand it over).
+        worker executing it; its webhooks' deliveries stored just before, `runs.announce`), then its `waiting`
+        event; keep its checkpoints for as long as it waits. An input that lets it go on, stored while it was
+        parking, wakes it at once (see `steer`). Return False when another worker holds the run now (this execution
+        is to hand it over).
 
         Raises:
             asyncio.CancelledError: a cancel was asked first: the run ends cancelled instead.
@@ -137,7 +139,10 @@ class Inputs:
         run_id = record["_id"]
         where = dict(state["__interrupt__"][0].value or {})
         self.stops.close(run_id)  # nothing stops this execution now: it is storing how it stops
-        if not await store.park(self.db, run_id=run_id, worker=self.worker, waiting=where):
+        wait = store.next_wait(record)
+        # Announced before it is stored, as a run's end is (see `runs.announce`).
+        await announce(self.db, {**record, "waiting": where}, store.WAITING, wait=wait)
+        if not await store.park(self.db, run_id=run_id, worker=self.worker, waiting=where, wait=wait):
             self.stops.reopen(run_id)
             current = await store.get_run(self.db, run_id=run_id) or {}
             if current.get("worker") == self.worker and current.get("cancelRequested"):

@@ -209,28 +209,38 @@ async def conclude(db: AsyncDatabase, *, run_id: str, worker: str, status: str) 
     return await db.runs.find_one({"_id": run_id}, {"worker": 1, "status": 1, "concluding": 1})
 
 
-async def finish(
-    db: AsyncDatabase, *, run_id: str, worker: str, status: str, result: Any = None, error: dict | None = None,
-    usage: dict | None = None, stopped_by: str | None = None, budget: dict | None = None,
-) -> dict | None:
-    """Record how a run ended, if `worker` still holds it, and return the fields set (the engine adds them to
-    the record it holds, for those waiting on the run: see `RunEngine.wait`); None when it does not (another
-    worker took over).
-
-    Only a run whose end was claimed as `status` (`conclude`) is stored `completed` or `failed`: never one whose
-    cancel was acknowledged."""
-    at = now()
-    query: dict[str, Any] = {"_id": run_id, "worker": worker, "status": {"$in": list(ACTIVE)}}
-    if status != CANCELLED:
-        query["concluding"] = status
-    # An update by `_id` rather than a findAndModify, which the embedded database answers by reading the whole
-    # collection (see `claim_expired`); a finished record is not changed again.
+def end_fields(*, status: str, result: Any = None, error: dict | None = None, usage: dict | None = None,
+               stopped_by: str | None = None, budget: dict | None = None, at: datetime | None = None) -> dict:
+    """The fields `finish` sets on a run's record, ending it as `status` at `at` (by default now): known before
+    they are written, so that the run's announcement (`runs.announce`) can be stored first."""
+    at = at or now()
     fields = {"status": status, "result": result, "error": error, "usage": usage, "finishedAt": at,
               "updatedAt": at, "leaseUntil": None, "waiting": None}
     if stopped_by is not None:
         fields["stoppedBy"] = stopped_by
     if budget is not None:
         fields["budget"] = budget
+    return fields
+
+
+async def finish(
+    db: AsyncDatabase, *, run_id: str, worker: str, status: str, result: Any = None, error: dict | None = None,
+    usage: dict | None = None, stopped_by: str | None = None, budget: dict | None = None,
+    at: datetime | None = None,
+) -> dict | None:
+    """Record how a run ended (at `at`, by default now), if `worker` still holds it, and return the fields set
+    (`end_fields`: the engine adds them to the record it holds, for those waiting on the run: see
+    `RunEngine.wait`); None when it does not (another worker took over).
+
+    Only a run whose end was claimed as `status` (`conclude`) is stored `completed` or `failed`: never one whose
+    cancel was acknowledged."""
+    query: dict[str, Any] = {"_id": run_id, "worker": worker, "status": {"$in": list(ACTIVE)}}
+    if status != CANCELLED:
+        query["concluding"] = status
+    # An update by `_id` rather than a findAndModify, which the embedded database answers by reading the whole
+    # collection (see `claim_expired`); a finished record is not changed again.
+    fields = end_fields(status=status, result=result, error=error, usage=usage, stopped_by=stopped_by, budget=budget,
+                        at=at)
     done = await db.runs.update_one(query, {"$set": fields})
     return fields if done.modified_count == 1 else None
 
@@ -283,14 +293,21 @@ async def note_input(db: AsyncDatabase, *, run_id: str) -> dict | None:
     return None
 
 
-async def park(db: AsyncDatabase, *, run_id: str, worker: str, waiting: dict[str, Any]) -> bool:
-    """Store that `worker`'s run waits for a person at a boundary (`waiting`: where): no worker holds it, no lease
-    runs, no one takes it over. False when the worker no longer holds it, or a cancel was asked first."""
+def next_wait(record: dict) -> int:
+    """The number of run `record`'s next wait for a person (1 for its first): `park` stores it as the run's `waits`,
+    so a wait announced and not stored (its worker died) is announced under the same number when it comes again."""
+    return int(record.get("waits") or 0) + 1
+
+
+async def park(db: AsyncDatabase, *, run_id: str, worker: str, waiting: dict[str, Any], wait: int) -> bool:
+    """Store that `worker`'s run waits for a person at a boundary (`waiting`: where; `wait`: its number, see
+    `next_wait`): no worker holds it, no lease runs, no one takes it over. False when the worker no longer holds
+    it, or a cancel was asked first."""
     at = now()
     parked = await db.runs.update_one(
         {"_id": run_id, "worker": worker, "status": RUNNING, "concluding": None, "cancelRequested": {"$ne": True}},
         {"$set": {"status": WAITING, "worker": None, "leaseUntil": None, "heartbeatAt": None, "waiting": waiting,
-                  "waitingSince": at, "updatedAt": at, "crashes": 0}},
+                  "waitingSince": at, "updatedAt": at, "crashes": 0, "waits": wait}},
     )
     return parked.modified_count == 1
 
@@ -337,6 +354,13 @@ async def run_status(db: AsyncDatabase, *, run_id: str) -> str | None:
     """A run's status alone (None when there is no such run): what a follower's poll needs of the record."""
     record = await db.runs.find_one({"_id": run_id}, {"_id": 0, "status": 1})
     return None if record is None else record["status"]
+
+
+async def run_progress(db: AsyncDatabase, *, run_id: str) -> tuple[str, int] | None:
+    """A run's status and how many times it waited for a person (`waits`, see `next_wait`); None when there is no
+    such run: what a webhook sender checks before it sends a run's event (`runs.announce.readiness`)."""
+    record = await db.runs.find_one({"_id": run_id}, {"_id": 0, "status": 1, "waits": 1})
+    return None if record is None else (record["status"], int(record.get("waits") or 0))
 
 
 async def list_runs(

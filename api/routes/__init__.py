@@ -5,7 +5,7 @@ from collections.abc import Awaitable, Callable
 from fastapi import FastAPI
 
 from parley.api.routes import (agents, chat, conversations, docs, duel, health, me, metrics, models, responses, routers,
-                               runs, studio, tools, workflows)
+                               runs, studio, tools, webhooks, workflows)
 from parley.services import duel as duel_service
 from parley.services import roundtable
 
@@ -18,6 +18,7 @@ ROUTERS = [
     models.router,
     routers.router,
     tools.router,
+    webhooks.router,
     agents.router,
     conversations.router,
     workflows.router,

@@ -41,6 +41,10 @@ SEMANTIC_REFUSALS = {
     "GET /api/debates": ["400"],
     "GET /v1/runs": ["400"],
     "GET /v1/conversations": ["400"],
+    "GET /v1/webhooks/deliveries": ["400"],
+    # A receiver's URL must lie under the deployment's PARLEY_WEBHOOK_URLS (none in this test).
+    "POST /v1/webhooks": ["400"],
+    "PATCH /v1/webhooks/{webhook_id}": ["400"],
 }
 ACCEPTED = ["2xx", "401", "403", "404", "409", "429"]
 # Pydantic reads these bodies in its lax mode, so a boolean field also takes 0 and 1: schemathesis' negative data

@@ -1,0 +1,300 @@
+"""Webhooks: the receivers a workspace's admin subscribed to run events (`webhooks`), and the deliveries to them, an
+outbox and its log at once (`webhook_deliveries`).
+
+A run event's delivery is stored before the run's status is written (`enqueue`), under an id made of what it
+announces (`delivery_id`), so that announcing the event again (the run resumed by another worker after its first
+died between the two writes) stores nothing twice. Until the run's stored status says the event happened, the
+delivery holds a `gate` (what the run's record must show) and is not sent: a worker that claims it early hands it
+back unsent (`hold`), or sets it `void` (never sent) when the run ended otherwise (`void`). A delivery is `pending`
+until a worker claims it (`claim_due`: a compare-and-set that holds it for a lease, by moving its `nextAttemptAt`
+past the attempt's end), and is then `delivered`, due again later (a failed attempt: `record_attempt`), or `failed`
+after its last attempt. A worker that dies holding one lets its lease run out; the delivery is then due again, for
+any worker, with the same id: at least once. A subscription's secrets (`whsec_...`) are stored for Parley to sign with and never leave
+this module in a public view (`public_webhook`); only when they were made and when an old one stops signing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from pymongo import ASCENDING, DESCENDING
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import BulkWriteError
+from pymongo.operations import UpdateOne
+
+from parley.core import clock
+from parley.core.limits import WEBHOOK_LOGGED_ATTEMPTS
+from parley.store.cursors import encode_cursor, older_than
+from parley.store.group import DUPLICATE_KEY
+
+PENDING, DELIVERED, FAILED, VOID = "pending", "delivered", "failed", "void"
+STATUSES = (PENDING, DELIVERED, FAILED, VOID)
+
+INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
+    ("webhooks", [("workspace", 1), ("createdAt", -1)], {}),
+    ("webhook_deliveries", [("status", 1), ("nextAttemptAt", 1)], {}),  # the due ones, first due first
+    ("webhook_deliveries", [("workspace", 1), ("createdAt", -1), ("_id", -1)], {}),
+    ("webhook_deliveries", [("webhookId", 1), ("createdAt", -1), ("_id", -1)], {}),
+]
+
+
+# --- subscriptions ----------------------------------------------------------------------------------------------
+
+
+def public_webhook(doc: dict[str, Any], *, secret: str | None = None) -> dict[str, Any]:
+    """A subscription as the API shows it: its secrets' dates, never their values (`secret`: the one just made,
+    shown once)."""
+    out = {
+        "id": doc["_id"], "url": doc["url"], "events": list(doc["events"]),
+        "kinds": list(doc["kinds"]) if doc.get("kinds") is not None else None,
+        "description": doc.get("description") or "", "active": bool(doc.get("active", True)),
+        "secrets": [{"createdAt": clock.iso(s["createdAt"]), "expiresAt": clock.iso(s.get("expiresAt"))}
+                    for s in live_secrets(doc)],
+        "createdAt": clock.iso(doc.get("createdAt")), "updatedAt": clock.iso(doc.get("updatedAt")),
+    }
+    if secret is not None:
+        out["secret"] = secret
+    return out
+
+
+def live_secrets(doc: dict[str, Any], at: datetime | None = None) -> list[dict[str, Any]]:
+    """The secrets of subscription `doc` that still sign (newest first): the current one, and any rotated out whose
+    grace has not ended."""
+    at = at or clock.now()
+    return [s for s in doc.get("secrets") or [] if s.get("expiresAt") is None or _aware(s["expiresAt"]) > at]
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo else moment.replace(tzinfo=clock.now().tzinfo)
+
+
+async def insert_webhook(db: AsyncDatabase, *, workspace: str, fields: dict[str, Any], secret: str) -> dict[str, Any]:
+    """Store a new subscription signing with `secret`."""
+    now = clock.now()
+    doc = {"_id": "whk_" + uuid.uuid4().hex[:16], **fields, "workspace": workspace, "active": True,
+           "secrets": [{"secret": secret, "createdAt": now, "expiresAt": None}], "createdAt": now, "updatedAt": now}
+    await db.webhooks.insert_one(doc)
+    return doc
+
+
+async def count_webhooks(db: AsyncDatabase, *, workspace: str) -> int:
+    return await db.webhooks.count_documents({"workspace": workspace})
+
+
+async def list_webhooks(db: AsyncDatabase, *, workspace: str) -> list[dict[str, Any]]:
+    return await db.webhooks.find({"workspace": workspace}).sort("createdAt", DESCENDING).to_list()
+
+
+async def get_webhook(db: AsyncDatabase, *, workspace: str, webhook_id: str) -> dict[str, Any] | None:
+    return await db.webhooks.find_one({"_id": webhook_id, "workspace": workspace})
+
+
+async def update_webhook(db: AsyncDatabase, *, workspace: str, webhook_id: str,
+                         fields: dict[str, Any]) -> dict[str, Any] | None:
+    """Change a subscription's `fields`; the record as it now is, None when there is no such subscription."""
+    done = await db.webhooks.update_one({"_id": webhook_id, "workspace": workspace},
+                                        {"$set": {**fields, "updatedAt": clock.now()}})
+    return await get_webhook(db, workspace=workspace, webhook_id=webhook_id) if done.matched_count else None
+
+
+async def rotate_secret(db: AsyncDatabase, *, workspace: str, webhook_id: str, secret: str,
+                        grace_until: datetime) -> dict[str, Any] | None:
+    """Make `secret` the subscription's current secret; the secrets that signed until now go on signing until
+    `grace_until` (or their own earlier end). The record as it now is, None when there is no such subscription."""
+    doc = await get_webhook(db, workspace=workspace, webhook_id=webhook_id)
+    if doc is None:
+        return None
+    now = clock.now()
+    kept = [{**s, "expiresAt": min(_aware(s["expiresAt"]), grace_until) if s.get("expiresAt") else grace_until}
+            for s in live_secrets(doc, now)]
+    secrets = [{"secret": secret, "createdAt": now, "expiresAt": None}, *(s for s in kept if s["expiresAt"] > now)]
+    # A compare-and-set on the secrets read: of two rotations at once, one wins and the other finds no match.
+    done = await db.webhooks.update_one({"_id": webhook_id, "workspace": workspace, "secrets": doc.get("secrets")},
+                                        {"$set": {"secrets": secrets, "updatedAt": now}})
+    return await get_webhook(db, workspace=workspace, webhook_id=webhook_id) if done.matched_count else None
+
+
+async def delete_webhook(db: AsyncDatabase, *, workspace: str, webhook_id: str) -> bool:
+    """Remove a subscription; its deliveries' log stays (a pending one fails when it comes due)."""
+    done = await db.webhooks.delete_one({"_id": webhook_id, "workspace": workspace})
+    return done.deleted_count == 1
+
+
+# --- deliveries -------------------------------------------------------------------------------------------------
+
+
+def public_delivery(doc: dict[str, Any]) -> dict[str, Any]:
+    """A delivery as the API shows it: its id (the `webhook-id` header), event, payload, status and attempts."""
+    return {
+        "id": doc["_id"], "webhookId": doc["webhookId"], "event": doc["event"], "runId": doc.get("runId"),
+        "status": doc["status"], "payload": json.loads(doc["body"]),
+        "attempts": [{**a, "at": clock.iso(a["at"])} for a in doc.get("attempts") or []],
+        "attemptCount": doc.get("attemptCount", 0), "replays": doc.get("replays", 0),
+        "voidReason": doc.get("voidReason") if doc["status"] == VOID else None,
+        "nextAttemptAt": clock.iso(doc.get("nextAttemptAt")) if doc["status"] == PENDING else None,
+        "createdAt": clock.iso(doc.get("createdAt")), "deliveredAt": clock.iso(doc.get("deliveredAt")),
+    }
+
+
+def delivery_id(webhook_id: str, key: str) -> str:
+    """The id of the delivery to subscription `webhook_id` of the event that `key` names (a run's id, its event and
+    the number of its wait): the same however often the event is announced."""
+    return "msg_" + hashlib.sha256(f"{webhook_id}\n{key}".encode()).hexdigest()[:32]
+
+
+async def enqueue(db: AsyncDatabase, *, workspace: str, event: str, kind: str | None, run_id: str | None,
+                  body: str, webhook_id: str | None = None, key: str | None = None,
+                  gate: dict[str, Any] | None = None) -> list[str]:
+    """Store one pending delivery of `body` (the payload's JSON, sent as is) for each active subscription of the
+    workspace to `event` whose `kinds` admit `kind` (None: every subscription to the event; `webhook_id`: only that
+    one, whatever it subscribed to). Return the deliveries' ids.
+
+    With `key` (what names the event, see `delivery_id`) the ids are the event's own, and storing them again is
+    harmless: a delivery not yet let through its `gate` (what run `run_id`'s record must show before it is sent,
+    see `runs.announce.readiness`) takes the new `body`, any other is left as it is. One read of the workspace's
+    subscriptions, and no write when none subscribes."""
+    query: dict[str, Any] = {"workspace": workspace, "active": True}
+    if webhook_id is not None:
+        query["_id"] = webhook_id
+    else:
+        query["events"] = event
+    subscribers = [doc["_id"] for doc in await db.webhooks.find(query, {"kinds": 1}).to_list()
+                   if webhook_id is not None or doc.get("kinds") is None or kind in doc["kinds"]]
+    if not subscribers:
+        return []
+    now = clock.now()
+
+    def fresh(subscriber: str, _id: str) -> dict[str, Any]:
+        return {"_id": _id, "workspace": workspace, "webhookId": subscriber, "event": event, "runId": run_id,
+                "status": PENDING, "nextAttemptAt": now, "attempts": [], "attemptCount": 0, "tries": 0,
+                "claims": 0, "replays": 0, "holds": 0, "createdAt": now}
+
+    if key is None:
+        docs = [{**fresh(s, "msg_" + uuid.uuid4().hex), "body": body, "updatedAt": now} for s in subscribers]
+        await db.webhook_deliveries.insert_many(docs)
+        return [doc["_id"] for doc in docs]
+    ids = [delivery_id(s, key) for s in subscribers]
+    # An upsert on the id, matching only a delivery still behind its gate: one past it (or being sent) does not
+    # match, so the upsert's insert meets the id already stored, a duplicate key, which is what it should meet.
+    writes = [UpdateOne({"_id": _id, "status": PENDING, "gate": {"$ne": None}},
+                        {"$set": {"body": body, "gate": gate, "updatedAt": now},
+                         "$setOnInsert": {k: v for k, v in fresh(s, _id).items() if k != "_id"}}, upsert=True)
+              for s, _id in zip(subscribers, ids, strict=True)]
+    try:
+        await db.webhook_deliveries.bulk_write(writes, ordered=False)
+    except BulkWriteError as exc:
+        if any(error.get("code") != DUPLICATE_KEY for error in exc.details.get("writeErrors", [])) or \
+                exc.details.get("writeConcernErrors"):
+            raise
+    return ids
+
+
+async def claim_due(db: AsyncDatabase, *, worker: str, lease_seconds: float, limit: int) -> list[dict[str, Any]]:
+    """Claim up to `limit` deliveries that are due, first due first, for `worker` to send: each is held for
+    `lease_seconds` (its `nextAttemptAt` moved to then, when it is due again should the worker not record the
+    attempt). Return them as claimed (their `claims` counts this claim).
+
+    Atomic per delivery: a compare-and-set on the `nextAttemptAt` read, so of several workers one gets each. An
+    indexed `find` and an `update` by `_id` (not a findAndModify, which the embedded database answers by reading the
+    whole collection: see `store.runs.claim_expired`)."""
+    now = clock.now()
+    due = await db.webhook_deliveries.find({"status": PENDING, "nextAttemptAt": {"$lte": now}}).sort(
+        "nextAttemptAt", ASCENDING).limit(limit).to_list()
+    claimed = []
+    for doc in due:
+        held = {"nextAttemptAt": now + timedelta(seconds=lease_seconds), "worker": worker, "claimedAt": now}
+        taken = await db.webhook_deliveries.update_one(
+            {"_id": doc["_id"], "status": PENDING, "nextAttemptAt": doc["nextAttemptAt"]},
+            {"$set": held, "$inc": {"claims": 1}})
+        if taken.modified_count == 1:
+            claimed.append({**doc, **held, "claims": doc.get("claims", 0) + 1})
+    return claimed
+
+
+async def record_attempt(db: AsyncDatabase, *, delivery: dict[str, Any], attempt: dict[str, Any], status: str,
+                         next_at: datetime | None = None) -> bool:
+    """Log an `attempt` of the claimed `delivery` and set its `status`: `delivered`, `failed`, or `pending` again
+    (due at `next_at`). The status is set only while the claim holds (no other worker claimed it since, its lease
+    having run out); the attempt is logged either way (the latest `WEBHOOK_LOGGED_ATTEMPTS`). Whether it was set."""
+    now = clock.now()
+    log = {"$push": {"attempts": {"$each": [attempt], "$slice": -WEBHOOK_LOGGED_ATTEMPTS}},
+           "$inc": {"attemptCount": 1}}
+    fields: dict[str, Any] = {"status": status, "updatedAt": now, "worker": None, "gate": None}
+    if status == PENDING:
+        fields["nextAttemptAt"] = next_at or now
+    elif status == DELIVERED:
+        fields["deliveredAt"] = now
+    done = await db.webhook_deliveries.update_one(
+        {"_id": delivery["_id"], "status": PENDING, "claims": delivery["claims"]},
+        {**log, "$set": fields, "$inc": {"attemptCount": 1, "tries": 1}})
+    if done.matched_count == 1:
+        return True
+    await db.webhook_deliveries.update_one({"_id": delivery["_id"]}, log)
+    return False
+
+
+async def hold(db: AsyncDatabase, *, delivery: dict[str, Any], next_at: datetime) -> bool:
+    """Hand a claimed delivery back unsent, due again at `next_at`, no attempt counted: its run has not yet stored
+    the status it announces. Whether the claim still held."""
+    done = await db.webhook_deliveries.update_one(
+        {"_id": delivery["_id"], "status": PENDING, "claims": delivery["claims"]},
+        {"$set": {"nextAttemptAt": next_at, "worker": None, "updatedAt": clock.now()}, "$inc": {"holds": 1}})
+    return done.matched_count == 1
+
+
+async def void(db: AsyncDatabase, *, delivery: dict[str, Any], reason: str) -> bool:
+    """Set a claimed delivery `void`, never to be sent (`reason`: why): the event it announces did not happen,
+    its run having ended otherwise. Whether the claim still held."""
+    done = await db.webhook_deliveries.update_one(
+        {"_id": delivery["_id"], "status": PENDING, "claims": delivery["claims"]},
+        {"$set": {"status": VOID, "voidReason": reason, "worker": None, "updatedAt": clock.now()}})
+    return done.matched_count == 1
+
+
+async def release(db: AsyncDatabase, *, delivery: dict[str, Any]) -> None:
+    """Hand a claimed delivery back unsent (its worker is stopping): due at once, for any worker."""
+    await db.webhook_deliveries.update_one({"_id": delivery["_id"], "status": PENDING, "claims": delivery["claims"]},
+                                           {"$set": {"nextAttemptAt": clock.now(), "worker": None}})
+
+
+async def list_deliveries(db: AsyncDatabase, *, workspace: str, webhook_id: str | None = None,
+                          status: str | None = None, cursor: str | None = None,
+                          limit: int = 20) -> tuple[list[dict[str, Any]], str | None]:
+    """A page of the workspace's deliveries (of one subscription, of one status), newest first, and the cursor of
+    the next page (None on the last).
+
+    Raises:
+        ValueError: `cursor` is not one this function returned.
+    """
+    parts: list[dict[str, Any]] = [{"workspace": workspace}]
+    if webhook_id is not None:
+        parts.append({"webhookId": webhook_id})
+    if status is not None:
+        parts.append({"status": status})
+    if cursor:
+        parts.append(older_than(cursor))
+    rows = await db.webhook_deliveries.find({"$and": parts}).sort(
+        [("createdAt", DESCENDING), ("_id", DESCENDING)]).limit(limit + 1).to_list()
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return rows, encode_cursor(rows[-1]) if more and rows else None
+
+
+async def get_delivery(db: AsyncDatabase, *, workspace: str, delivery_id: str) -> dict[str, Any] | None:
+    return await db.webhook_deliveries.find_one({"_id": delivery_id, "workspace": workspace})
+
+
+async def replay(db: AsyncDatabase, *, workspace: str, delivery_id: str) -> dict[str, Any] | None:
+    """Make a delivered or failed delivery pending again, due at once, with its attempts to come counted afresh and
+    its id kept; the record as it now is (unchanged when it was pending already), None when there is no such
+    delivery."""
+    now = clock.now()
+    await db.webhook_deliveries.update_one(
+        {"_id": delivery_id, "workspace": workspace, "status": {"$in": [DELIVERED, FAILED]}},
+        {"$set": {"status": PENDING, "nextAttemptAt": now, "tries": 0, "updatedAt": now},
+         "$inc": {"replays": 1}})
+    return await get_delivery(db, workspace=workspace, delivery_id=delivery_id)
