@@ -11,7 +11,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import PyMongoError
 
 from parley.core.limits import refuse_unstorable
-from parley.store import agents, conversations, inputs, runs, tools
+from parley.store import agents, conversations, inputs, mcp_tasks, runs, tools
 from parley.store.monitor import LISTENER
 
 Database = AsyncDatabase
@@ -53,6 +53,7 @@ INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
     *conversations.INDEXES,
     *runs.INDEXES,
     *inputs.INDEXES,
+    *mcp_tasks.INDEXES,
     *tools.INDEXES,
     ("debates", [("workspace", 1), ("user", 1), ("createdAt", -1), ("_id", -1)], {}),
     # `fail_runless` at every worker's start looks for in-progress debates: a seek, not a scan of them all.
