@@ -58,7 +58,7 @@ from mcp.types import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from parley.api.errors import failure_error
+from parley.api.errors import default_code, failure_error
 from parley.api.mcp_tools import TOOLS, Call, Tool
 from parley.services import access
 from parley.services import mcp_tasks as service
@@ -80,7 +80,7 @@ def protocol_error(exc: Exception, **data: Any) -> MCPError:
     (`-32603` for Parley's own failures), with the HTTP body's `status`, `code` and details (and `data`)."""
     err = failure_error(exc)
     return MCPError(INVALID_PARAMS if err.status < 500 else INTERNAL_ERROR, err.message,
-                    {**data, "status": err.status, "code": err.code, **err.extra})
+                    {**data, "status": err.status, "code": err.code or default_code(err.status), **err.extra})
 
 
 async def refusing(work: Awaitable[Any]) -> Any:

@@ -121,4 +121,7 @@ def test_the_mcp_inspector_lists_the_tools_and_calls_one_over_http_and_stdio(par
     over_stdio = ["--cwd", str(ROOT), "-e", f"PARLEY_URL={parley.url}", "-e", f"PARLEY_API_KEY={key}",
                   "-e", f"PYTHONPATH={ROOT}", sys.executable, "-m", "parley.cli.main", "mcp"]
     relayed = inspector(*over_stdio, "--method", "tools/list")
+    # the same definitions, but that the relay takes no task (`execution.taskSupport`): tasks are /mcp's own
+    assert [tool.pop("execution", None) for tool in listed["tools"]][:4] == [{"taskSupport": "optional"}, None, None,
+                                                                             None]
     assert relayed["tools"] == listed["tools"]
