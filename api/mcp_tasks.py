@@ -197,8 +197,9 @@ class McpTasks:
             await ctx.session.send_notification(TaskStatusNotification(
                 params=TaskStatusNotificationParams.model_validate(shown)), related_request_id=ctx.request_id)
 
+        _, seen = await service.latest_step(self.engine, run)  # steps from here on are news
         await notify(service.status_of(run), await service.status_message(self.engine, run))
-        async for batch in self.engine.follow(run["_id"]):
+        async for batch in self.engine.follow(run["_id"], after=seen):
             for event in batch:
                 if event.event == "waiting":
                     run = await self.engine.get(run["_id"])

@@ -58,9 +58,19 @@ def waiting_message(run: dict) -> str:
             f"or POST /v1/runs/{run['_id']}/input")
 
 
+async def latest_step(engine: RunEngine, run: dict) -> tuple[str | None, int]:
+    """The run's latest step as the progress notifications word it (None: none stored yet), and the number of its
+    last stored event (-1: none)."""
+    events = await run_store.last_events(engine.db, run_id=run["_id"])
+    for event in reversed(events):
+        if not event.get("void") and (line := progress_line(run["kind"], event["event"], event.get("data") or {})):
+            return line, events[-1]["seq"]
+    return None, events[-1]["seq"] if events else -1
+
+
 async def status_message(engine: RunEngine, run: dict, *, latest: bool = True) -> str | None:
     """The task's `statusMessage`: why it stopped (failed, cancelled), what it waits for, or (`latest`) its run's
-    latest step as the progress notifications word it."""
+    latest step."""
     status = status_of(run)
     if status == "cancelled":
         return "The task was cancelled"
@@ -70,10 +80,8 @@ async def status_message(engine: RunEngine, run: dict, *, latest: bool = True) -
         return waiting_message(run)
     if not latest:
         return None
-    for event in reversed(await run_store.last_events(engine.db, run_id=run["_id"])):
-        if not event.get("void") and (line := progress_line(run["kind"], event["event"], event.get("data") or {})):
-            return line
-    return "started" if status == "working" else status
+    line, _ = await latest_step(engine, run)
+    return line or ("started" if status == "working" else status)
 
 
 def view(task: dict, run: dict, message: str | None) -> dict[str, Any]:
@@ -150,8 +158,3 @@ async def cancel_task(engine: RunEngine, principal: Principal, task_id: str) -> 
         raise Conflict(f"Cannot cancel task: it has already ended ({exc.message})", code="task_finished") from exc
     run = await engine.get(task_id)
     return view(task, run, await status_message(engine, run))
-
-
-def is_terminal(run: dict) -> bool:
-    """Whether the run has ended as far as its task goes (a cancel asked for counts: the task is cancelled)."""
-    return status_of(run) in TERMINAL or run["status"] in run_store.FINISHED
