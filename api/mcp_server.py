@@ -69,8 +69,9 @@ INSTRUCTIONS = (
     "Parley runs multi-agent debates. `duel` debates a topic against an AI opponent and judges it; `ask_panel` "
     "asks a panel of models and returns one arbitrated answer; `roundtable_ask` puts a question to the "
     "workspace's agents, who debate until they converge; `run_workflow` runs a designer workflow. Each call "
-    "starts a run and reports its steps as progress; `get_run`, `list_runs` and `cancel_run` work on runs of "
-    "every kind, and `parley://runs/{runId}` is a run's transcript."
+    "starts a run and reports its steps as progress (or, called as a task, answers at once: poll tasks/get, then "
+    "tasks/result); `get_run`, `list_runs`, `steer_run` (a person's input to a run, such as one waiting for a "
+    "person) and `cancel_run` work on runs of every kind, and `parley://runs/{runId}` is a run's transcript."
 )
 TOOLS_BY_NAME = {tool.name: tool for tool in TOOLS}
 
