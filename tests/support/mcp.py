@@ -128,3 +128,44 @@ async def until_task(client: Client, task_id: str, check, what: str,
             await anyio.sleep(0.05)
         return task
     raise AssertionError(f"task {task_id}: never happened within {timeout} s: {what}")
+
+
+class KeyedProxy:
+    """An ASGI app that passes every request on to `upstream` as it came (its `Host` and `Origin` too) with
+    `Authorization: Bearer <key>` added, streaming the answer back: for MCP clients that cannot send a header (the
+    conformance suite's)."""
+
+    def __init__(self, upstream: str, key: str) -> None:
+        self.upstream, self.key = upstream, key
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        headers = [(k, v) for k, v in scope["headers"] if k.lower() not in (b"content-length", b"authorization")]
+        headers.append((b"authorization", f"Bearer {self.key}".encode()))
+        url = self.upstream + scope["path"] + (f"?{scope['query_string'].decode()}" if scope["query_string"] else "")
+
+        async def relay() -> None:
+            async with httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=None)) as client:
+                async with client.stream(scope["method"], url, headers=headers, content=body) as answer:
+                    await send({"type": "http.response.start", "status": answer.status_code, "headers": [
+                        (k, v) for k, v in answer.headers.raw
+                        if k.lower() not in (b"content-length", b"transfer-encoding")]})
+                    async for chunk in answer.aiter_raw():
+                        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                    await send({"type": "http.response.body", "body": b""})
+            streams.cancel_scope.cancel()
+
+        async def hang_up() -> None:  # the client went away: so does the relayed request (an SSE stream's too)
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            streams.cancel_scope.cancel()
+
+        async with anyio.create_task_group() as streams:
+            streams.start_soon(relay)
+            streams.start_soon(hang_up)
