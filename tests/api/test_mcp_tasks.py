@@ -92,8 +92,8 @@ async def test_a_tasks_result_is_the_plain_calls_and_the_ttl_is_bounded(server, 
     assert refused.value.error.data == {"status": 400, "code": "invalid_request"}
 
 
-async def test_a_waiting_round_table_is_input_required_and_goes_on_after_the_clients_answer(server, make_key, llm,  # noqa: F811
-                                                                                              http, sync_db):
+async def test_a_waiting_round_table_is_input_required_and_goes_on_after_the_clients_answer(  # noqa: F811
+        server, make_key, llm, http, sync_db):
     llm.script(match="You are Claire,", reply="Claire argues for Lyon.", hold="claire", times=1)
     script_split_table(llm)
     key = make_key(["conversations"])
