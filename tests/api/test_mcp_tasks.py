@@ -5,6 +5,10 @@ whom its run is seen."""
 
 from __future__ import annotations
 
+import json
+
+import anyio
+import httpx
 import pytest
 from mcp import MCPError
 
@@ -47,7 +51,7 @@ async def test_a_duel_task_answers_at_once_and_another_worker_gives_its_status_a
     assert task.task_id.startswith("debate_") and task.created_at and task.last_updated_at
     immediate = created.meta["io.modelcontextprotocol/model-immediate-response"]
     assert immediate.startswith(f"Parley started run {task.task_id}")
-    llm.wait_held("opponent")
+    await anyio.to_thread.run_sync(llm.wait_held, "opponent")
     run = await run_record(first.url, key, task.task_id)
     assert run["kind"] == "duel" and run["status"] == "running" and run["worker"] == first.name
 
@@ -101,7 +105,7 @@ async def test_a_waiting_round_table_is_input_required_and_goes_on_after_the_cli
         assert http.post("/v1/agents", json={"name": name, "role": "Finance"}, headers=auth(key)).status_code == 201
     async with http_client(server.url, key, mode="legacy") as client:
         task = (await call_as_task(client, "roundtable_ask", {"question": "Open in Lyon now or wait?"})).task
-        llm.wait_held("claire")
+        await anyio.to_thread.run_sync(llm.wait_held, "claire")
         paused = await client.call_tool("steer_run", {"runId": task.task_id, "action": "pause"})
         assert not paused.is_error, paused.content
         llm.release("claire")
@@ -124,12 +128,42 @@ async def test_a_waiting_round_table_is_input_required_and_goes_on_after_the_cli
                for r in llm.requests[asked:] for m in r["messages"])  # the next round read the person's guidance
 
 
+async def test_tasks_result_streams_the_tasks_status_until_it_answers(server, make_key, llm):  # noqa: F811
+    script_duel(llm, opponent_turn={"hold": "opponent"})
+    key = make_key(["debate"])
+    async with http_client(server.url, key, mode="legacy") as client:
+        task = (await call_as_task(client, "duel", DUEL)).task
+        await until_task(client, task.task_id, lambda t: t.status_message == "Margaret Hale is speaking",
+                         "the opponent's turn is stored as started")
+    messages = []
+    headers = {"Authorization": f"Bearer {key}", "Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": "2025-11-25"}
+    async with httpx.AsyncClient(base_url=server.url, headers=headers, timeout=httpx.Timeout(30, read=None)) as http:
+        async with http.stream("POST", "/mcp", json={"jsonrpc": "2.0", "id": 7, "method": "tasks/result",
+                                                     "params": {"taskId": task.task_id}}) as answer:
+            async for line in answer.aiter_lines():
+                if line.startswith("data:"):
+                    messages.append(json.loads(line.removeprefix("data:")))
+                    if len(messages) == 1:  # the task as it stood: the rest of the debate comes as news
+                        llm.release("opponent")
+    *notes, result = messages
+    assert {note["method"] for note in notes} == {"notifications/tasks/status"}
+    statuses = [(note["params"]["status"], note["params"]["statusMessage"]) for note in notes]
+    assert statuses == [("working", line) for line in (  # the task as it stood, then each step once
+        "Margaret Hale is speaking", "Margaret Hale has spoken", "Ada is speaking", "Ada has spoken",
+        "Margaret Hale is speaking", "Margaret Hale has spoken", "the judges are deciding", "verdict: user")]
+    assert all(note["params"]["taskId"] == task.task_id and note["params"]["ttl"] == MCP_TASK_TTL_MS
+               for note in notes)
+    assert result["id"] == 7 and result["result"]["structuredContent"]["winner"] == "user"
+    assert result["result"]["_meta"][RELATED] == {"taskId": task.task_id}
+
+
 async def test_cancelling_a_task_cancels_its_run(server, make_key, llm, sync_db):  # noqa: F811
     script_duel(llm, opponent_turn={"hold": "opponent"})
     key = make_key(["debate"])
     async with http_client(server.url, key, mode="legacy") as client:
         task = (await call_as_task(client, "duel", DUEL)).task
-        llm.wait_held("opponent")
+        await anyio.to_thread.run_sync(llm.wait_held, "opponent")
         cancelled = await cancel_task(client, task.task_id)
         run = await until_status(server.url, key, task.task_id, "cancelled")
         llm.release("opponent")
