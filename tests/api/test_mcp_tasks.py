@@ -36,6 +36,7 @@ RELATED = "io.modelcontextprotocol/related-task"
 
 
 async def test_a_duel_task_answers_at_once_and_another_worker_gives_its_status_and_result(workers, llm, make_key):
+    """The client hangs up, asks another worker, and the worker that ran the debate dies: the task goes on."""
     first, second = workers
     script_duel(llm, opponent_turn={"hold": "opponent"})
     key = make_key(["debate"])
@@ -59,6 +60,7 @@ async def test_a_duel_task_answers_at_once_and_another_worker_gives_its_status_a
         seen = await until_task(client, task.task_id, lambda t: t.status_message == "Margaret Hale is speaking",
                                 "the second worker reads the run's latest step")
         assert seen.status == "working" and seen.created_at == task.created_at and seen.ttl == 60_000
+        first.kill()  # the worker executing the run dies: the second takes the run over once its lease expires
         llm.release("opponent")
         result = await task_result(client, task.task_id)  # waits for the run's end
         ended = await get_task(client, task.task_id)
@@ -70,7 +72,8 @@ async def test_a_duel_task_answers_at_once_and_another_worker_gives_its_status_a
     assert [m["name"] for m in data["messages"]] == ["Ada", "Margaret Hale"] * 2
     assert result.content[0].text.startswith("Winner: Ada (user)")
     assert ended.status == "completed" and ended.status_message == "verdict: user"
-    assert plain.structured_content["status"] == "completed"
+    assert plain.structured_content["status"] == "completed" and plain.structured_content["worker"] == second.name
+    assert plain.structured_content["claims"] == 2
 
 
 async def test_a_tasks_result_is_the_plain_calls_and_the_ttl_is_bounded(server, make_key, llm):  # noqa: F811
