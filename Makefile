@@ -46,7 +46,8 @@ $(VENV)/.dev: pyproject.toml $(VENV)/.embedded
 	@$(BIN)/pip install --quiet -e '.[embedded,dev]'
 	@touch $@ $(VENV)/.run
 
-# Node tools the suite drives (the MCP Inspector's CLI), installed from tests/support/node's lock file (npm registry).
+# Node tools the suite drives (the MCP Inspector's CLI, the MCP conformance suite), installed from
+# tests/support/node's lock file (npm registry).
 # Defined before `test`: make expands a rule's prerequisites when it reads the rule.
 NODE_TOOLS := tests/support/node/node_modules/.installed
 $(NODE_TOOLS): tests/support/node/package-lock.json

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -27,7 +27,6 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import (
-    INTERNAL_ERROR,
     INVALID_PARAMS,
     CallToolRequestParams,
     CallToolResult,
@@ -42,6 +41,7 @@ from mcp.types import (
     TextContent,
     TextResourceContents,
     ToolAnnotations,
+    ToolExecution,
 )
 from mcp.types import Tool as ToolDefinition
 from starlette.requests import Request
@@ -50,7 +50,8 @@ from starlette.types import Receive, Scope, Send
 from parley.api.deps import presented_key
 from parley.api.entry import replaying
 from parley.api.errors import ApiError, error_response, failure_error
-from parley.api.mcp_tools import TOOLS, Call, Tool
+from parley.api.mcp_tasks import McpTasks, TaskServer, protocol_error
+from parley.api.mcp_tools import TOOLS, Answer, Call, Tool
 from parley.services import access
 from parley.services import runs as run_service
 from parley.services.access import Principal
@@ -68,8 +69,9 @@ INSTRUCTIONS = (
     "Parley runs multi-agent debates. `duel` debates a topic against an AI opponent and judges it; `ask_panel` "
     "asks a panel of models and returns one arbitrated answer; `roundtable_ask` puts a question to the "
     "workspace's agents, who debate until they converge; `run_workflow` runs a designer workflow. Each call "
-    "starts a run and reports its steps as progress; `get_run`, `list_runs` and `cancel_run` work on runs of "
-    "every kind, and `parley://runs/{runId}` is a run's transcript."
+    "starts a run and reports its steps as progress (or, called as a task, answers at once: poll tasks/get, then "
+    "tasks/result); `get_run`, `list_runs`, `steer_run` (a person's input to a run, such as one waiting for a "
+    "person) and `cancel_run` work on runs of every kind, and `parley://runs/{runId}` is a run's transcript."
 )
 TOOLS_BY_NAME = {tool.name: tool for tool in TOOLS}
 
@@ -81,6 +83,8 @@ def definition(tool: Tool) -> ToolDefinition:
         input_schema=tool.input.model_json_schema(), output_schema=tool.output.model_json_schema(),
         annotations=ToolAnnotations(read_only_hint=not tool.write, destructive_hint=tool.name == "cancel_run",
                                     idempotent_hint=not tool.write),
+        # The tools that start a run may be called as tasks (`api.mcp_tasks`); the others may not.
+        execution=ToolExecution(task_support="optional") if tool.starts else None,
     )
 
 
@@ -136,7 +140,7 @@ class McpEndpoint:
         self.app = app
         self.stopping = False
         self.calls: dict[tuple[str, str], set[anyio.CancelScope]] = {}  # (key id, request id) → its calls here
-        self.server: Server[Any] = Server(
+        self.server: Server[Any] = TaskServer(
             "parley", version=app.version, title="Parley", instructions=INSTRUCTIONS,
             on_list_tools=self.list_tools, on_call_tool=self.call_tool, on_list_resources=self.list_resources,
             on_list_resource_templates=self.list_resource_templates, on_read_resource=self.read_resource,
@@ -148,6 +152,7 @@ class McpEndpoint:
             security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
             max_request_body_size=max_body_bytes,
         )
+        McpTasks(self).register(self.server)
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -222,19 +227,31 @@ class McpEndpoint:
         with anyio.CancelScope() as cancellable:
             calls.add(cancellable)
             try:
-                access.check_scope(call.principal, tool.scope, write=tool.write)
-                answer = await tool.run(call, tool.arguments(params.arguments or {}))
-                data = tool.output.model_validate(answer.data).model_dump(mode="json", by_alias=True)
-            except Exception as exc:  # every failure is the tool's error, worded as the HTTP API words it
-                return error_result(failure_error(exc), run_id=getattr(exc, "run_id", None))
+                async def answer() -> Answer:
+                    access.check_scope(call.principal, tool.scope, write=tool.write)
+                    return await tool.answer(call, tool.arguments(params.arguments or {}))
+
+                result = await self.tool_result(tool, answer)
             finally:
                 calls.discard(cancellable)
                 if not calls:
                     self.calls.pop((call.principal.key_id, str(ctx.request_id)), None)
         if cancellable.cancelled_caught:  # by the client's notification: nobody reads this answer
             return error_result(ApiError(499, "The call was cancelled", code="cancelled"))
-        return CallToolResult(content=[TextContent(type="text", text=answer.text)], structured_content=data,
-                              _meta={"parley/runId": answer.run_id} if answer.run_id else None)
+        return result
+
+    @staticmethod
+    async def tool_result(tool: Tool, answer: Callable[[], Awaitable[Answer]]) -> CallToolResult:
+        """The tool's result for what `answer()` answers: its text and structured result (checked against the tool's
+        output schema), or the tool error of what it raised, worded as the HTTP API words it. A plain call's
+        result and a task's (`tasks/result`) are made here."""
+        try:
+            answered = await answer()
+            data = tool.output.model_validate(answered.data).model_dump(mode="json", by_alias=True)
+        except Exception as exc:  # every failure is the tool's error
+            return error_result(failure_error(exc), run_id=getattr(exc, "run_id", None))
+        return CallToolResult(content=[TextContent(type="text", text=answered.text)], structured_content=data,
+                              _meta={"parley/runId": answered.run_id} if answered.run_id else None)
 
     # --- resources ----------------------------------------------------------------------------
 
@@ -275,6 +292,4 @@ class McpEndpoint:
                                                                          text=text)])
             raise NotFound(f"No resource '{uri}': Parley serves {RUN_URI}{{runId}} and {AGENTS_URI}")
         except Exception as exc:  # a resource has no error result: the refusal is the request's error
-            err = failure_error(exc)
-            raise MCPError(INVALID_PARAMS if err.status < 500 else INTERNAL_ERROR, err.message,
-                           {"uri": uri, "status": err.status, "code": err.code}) from exc
+            raise protocol_error(exc, uri=uri) from exc

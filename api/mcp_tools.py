@@ -1,9 +1,11 @@
 """The tools Parley serves over MCP (`api.mcp_server`): each one's name, schemas, description and scope, and what it
 does, which is what the HTTP routes do: the same service functions, the same checks, the same errors.
 
-A tool that starts a run (`duel`, `ask_panel`, `roundtable_ask`, `run_workflow`) follows it to its end, reporting
-each step as an MCP progress notification (`services.progress`, the lines the chat stream sends as comments), and
-answers with the run's result; a call cancelled by the client cancels the run.
+A tool that starts a run (`duel`, `ask_panel`, `roundtable_ask`, `run_workflow`: its `starts`) follows it to its
+end, reporting each step as an MCP progress notification (`services.progress`, the lines the chat stream sends as
+comments), and answers with the run's result; a call cancelled by the client cancels the run. Called as an MCP task
+(`api.mcp_tasks`), it only starts the run, and the same answer is built from the run's record once it has ended,
+on whichever worker `tasks/result` reaches.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -24,6 +26,7 @@ from parley.services import duel as duel_service
 from parley.services import panel as panel_service
 from parley.services import roundtable as table_service
 from parley.services import runs as run_service
+from parley.services import steering
 from parley.services import workflows as workflow_service
 from parley.services.access import Principal
 from parley.services.backend import Backend
@@ -34,9 +37,6 @@ from parley.services.progress import progress_line
 from parley.services.routers import ANSWER_RULE_HELP, RULE_HELP, RuleName
 from parley.services.runs import Kind, Status
 from parley.store.conversations import MAX_TITLE_CHARS, MessageCreate
-
-T = TypeVar("T")
-
 
 @dataclass(frozen=True)
 class Call:
@@ -59,22 +59,54 @@ class Answer:
 
 
 @dataclass(frozen=True)
+class Started:
+    """The run a tool started, and how many steps it will report (None: not known beforehand)."""
+
+    run_id: str
+    total: int | None = None
+
+
+@dataclass(frozen=True)
+class Starts:
+    """What a tool that starts a run does: start it (`start`, given the checked arguments), and answer from the run's
+    record once the run has ended (`finish`: on any worker, from what is stored)."""
+
+    kind: str
+    start: Callable[[Call, Any], Awaitable[Started]]
+    finish: Callable[[Call, dict], Awaitable[Answer]]
+
+
+@dataclass(frozen=True)
 class Tool:
     """One MCP tool. A key sees it in `tools/list` only when `access.check_scope` lets it use `scope` (`write`:
-    and it is not read-only); calling it anyway is refused with the HTTP API's 403 message."""
+    and it is not read-only); calling it anyway is refused with the HTTP API's 403 message. A tool either answers
+    at once (`run`) or starts a run and answers once it has ended (`starts`): only those may be called as tasks."""
 
     name: str
     title: str
     description: str
     input: type[BaseModel]
     output: type[BaseModel]
-    run: Callable[[Call, Any], Awaitable[Answer]]
+    run: Callable[[Call, Any], Awaitable[Answer]] | Starts
     scope: str | None = None
     write: bool = False
     parse: Callable[[dict[str, Any]], Any] | None = None  # how the arguments are checked (default: `input`)
 
+    @property
+    def starts(self) -> Starts | None:
+        return self.run if isinstance(self.run, Starts) else None
+
     def usable_by(self, principal: Principal) -> bool:
         return access.may_use(principal, self.scope, write=self.write)
+
+    async def answer(self, call: Call, arguments: Any) -> Answer:
+        """What the tool answers a plain call (its checked `arguments`): at once, or once its run has ended (each
+        step reported on the way)."""
+        if (starts := self.starts) is None:
+            return await self.run(call, arguments)  # type: ignore[operator]
+        started = await starts.start(call, arguments)
+        await until_done(call, starts.kind, started.run_id, total=started.total)
+        return await starts.finish(call, await call.backend.runs.get(started.run_id))
 
     def arguments(self, arguments: dict[str, Any]) -> Any:
         """The checked arguments.
@@ -94,9 +126,8 @@ def _dump(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
 
-async def until_done(call: Call, kind: str, run_id: str, result: Callable[[], Awaitable[T]], *,
-                     total: int | None = None) -> T:
-    """Report each step of the run as progress until it ends, then return `result()`.
+async def until_done(call: Call, kind: str, run_id: str, *, total: int | None = None) -> None:
+    """Report each step of the run as progress until it ends.
 
     A cancelled call cancels the run (unless the server is shutting down: then the run is handed over to resume
     elsewhere, as every run is).
@@ -108,7 +139,6 @@ async def until_done(call: Call, kind: str, run_id: str, result: Callable[[], Aw
                 if line := progress_line(kind, event.event, event.data):
                     step += 1
                     await call.report(step, total if total and step <= total else None, line)
-        return await result()
     except anyio.get_cancelled_exc_class():
         if not call.stopping():
             with anyio.CancelScope(shield=True):
@@ -142,12 +172,15 @@ def _duel_text(debate: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-async def duel(call: Call, request: duel_service.DebateRequest) -> Answer:
+async def start_duel(call: Call, request: duel_service.DebateRequest) -> Started:
     await duel_service.admit_debate(call.backend, call.principal.caller, call.client_address)
     record = await duel_service.start_duel(call.backend.runs, call.principal.caller, request)
     rounds = record.get("rounds") or DEFAULT_DUEL_ROUNDS
-    debate = await until_done(call, "duel", record["_id"], total=4 * rounds + 3, result=lambda: (
-        duel_service.debate_result(call.backend.runs, call.principal, record["_id"])))
+    return Started(record["_id"], total=4 * rounds + 3)
+
+
+async def duel_answer(call: Call, run: dict) -> Answer:
+    debate = await duel_service.debate_result(call.backend.runs, call.principal, run["_id"])
     data = {"runId": debate["id"], **{key: debate[key] for key in (
         "topic", "rounds", "synthesis", "verdicts", "messages", "userProfile", "opponentProfile")},
             "winner": (debate["synthesis"] or {}).get("winner")}
@@ -211,10 +244,13 @@ class PanelAnswer(BaseModel):
                                                             "map (`analysis`) and the `status`.")
 
 
-async def ask_panel(call: Call, question: AskPanel) -> Answer:
+async def start_panel(call: Call, question: AskPanel) -> Started:
     record = await panel_service.start_completion(call.backend, call.principal.caller, question.completion_request())
-    completion = await until_done(call, "panel", record["_id"],
-                                  result=lambda: panel_service.completion_of(call.backend, record))
+    return Started(record["_id"])
+
+
+async def panel_answer(call: Call, record: dict) -> Answer:
+    completion = await panel_service.completion_of(call.backend, record)
     answer = completion["choices"][0]["message"]["content"]
     data = {"runId": record["_id"], "answer": answer, "model": completion["model"], "usage": completion["usage"],
             "_meta": completion["_meta"]}
@@ -243,23 +279,25 @@ class TableAnswer(BaseModel):
     tokenUsage: dict[str, Any]
 
 
-async def roundtable_ask(call: Call, asked: TableQuestion) -> Answer:
+async def start_table(call: Call, asked: TableQuestion) -> Started:
     try:
         content = MessageCreate(content=asked.question).content
     except ValidationError as exc:
         raise InvalidRequest(describe_validation(exc.errors())) from None
     if asked.conversationId is None:
-        conversation_id, started = await table_service.open_and_ask(
+        _, started = await table_service.open_and_ask(
             call.backend, call.principal, title=asked.title or content[:MAX_TITLE_CHARS], content=content)
     else:
-        conversation_id = asked.conversationId
-        started = await table_service.submit_message(call.backend, call.principal, conversation_id, content,
+        started = await table_service.submit_message(call.backend, call.principal, asked.conversationId, content,
                                                      idempotency_key=None)
-    result = await until_done(call, "roundtable", started.run_id,
-                              result=lambda: table_service.result_of(call.backend.runs, started))
-    data = {"runId": started.run_id, "conversationId": conversation_id, **{
+    return Started(started.run_id)
+
+
+async def table_answer(call: Call, run: dict) -> Answer:
+    result = await table_service.result_of(call.backend.runs, table_service.Asked(run_id=run["_id"]))
+    data = {"runId": run["_id"], "conversationId": run["ref"]["conversationId"], **{
         key: result[key] for key in ("synthesis", "totalRounds", "tokenUsage")}}
-    return Answer(render_synthesis(result["synthesis"]), data, started.run_id)
+    return Answer(render_synthesis(result["synthesis"]), data, run["_id"])
 
 
 # --- workflows ------------------------------------------------------------------------------
@@ -292,14 +330,17 @@ class WorkflowResult(BaseModel):
     usage: dict[str, Any] | None
 
 
-async def run_workflow(call: Call, asked: WorkflowRun) -> Answer:
+async def start_workflow(call: Call, asked: WorkflowRun) -> Started:
     document = asked.workflow
     if asked.example is not None:
         document = json.loads(example_files()[asked.example].read_text())
     run = await workflow_service.start_run(call.backend, call.principal, workflow_id=asked.workflowId,
                                            document=document, input=asked.input)
-    ended = await until_done(call, "workflow", run["_id"],
-                             result=lambda: workflow_service.run_to_end(call.backend, run))
+    return Started(run["_id"])
+
+
+async def workflow_answer(call: Call, run: dict) -> Answer:
+    ended = await workflow_service.run_to_end(call.backend, run)
     data = {"runId": ended["id"], **{key: ended[key] for key in ("workflowId", "workflowName", "output", "usage")}}
     return Answer(_dump(ended["output"]), data, ended["id"])
 
@@ -357,6 +398,27 @@ async def list_runs(call: Call, query: RunQuery) -> Answer:
     return Answer("\n".join(lines) or "No runs.", page)
 
 
+class RunSteer(steering.RunInput):
+    runId: str = Field(min_length=1, description="The run's id (a tool's `runId`, a task's `taskId`, or from "
+                                                 "`list_runs`).")
+
+
+class Steered(BaseModel):
+    input: dict[str, Any] = Field(description="The input as stored and delivered: id, user, at, content, action.")
+    run: RunView
+
+
+async def steer_run(call: Call, asked: RunSteer) -> Answer:
+    """What `POST /v1/runs/{id}/input` does: the input reaches the run as this key's user's."""
+    content, action = steering.parse_input(asked.model_dump(exclude={"runId"}, exclude_none=True))
+    record = await run_service.visible_run(call.backend.runs, call.principal, asked.runId, write=True)
+    given, record = await steering.send_input(call.backend.runs, record, user=call.principal.user, content=content,
+                                              action=action)
+    run = run_service.public_run(record)
+    return Answer(f"Run {run['id']} got the input ({action or 'message'}); it is {run['status']}.",
+                  {"input": given, "run": run}, run["id"])
+
+
 async def cancel_run(call: Call, ref: RunRef) -> Answer:
     run = await run_service.cancel_run(call.backend.runs, call.principal, ref.runId)
     return Answer(f"Run {run['id']} is being cancelled.", run, run["id"])
@@ -366,24 +428,31 @@ TOOLS: list[Tool] = [
     Tool("duel", "Duel", "Debate a topic against an AI opponent chosen to disagree with you: the agent built from "
          "your `userProfile` and the opponent take turns for `rounds` rounds, then two judges (reading the debate in "
          "both orders) decide the winner and write a synthesis. Takes minutes with a real model; progress is "
-         "reported turn by turn.", DebateBody, DuelResult, duel, scope="debate", write=True,
+         "reported turn by turn.", DebateBody, DuelResult, Starts("duel", start_duel, duel_answer), scope="debate",
+         write=True,
          parse=duel_service.check_debate_request),
     Tool("ask_panel", "Ask a panel", "Put a question to a panel of models from different families (a router of "
          "the workspace, or the `debate` preset): each answers, then an arbitrator (or the router's decision rule) "
-         "gives one answer. With `panel: true`, every panelist's answer instead.", AskPanel, PanelAnswer, ask_panel,
+         "gives one answer. With `panel: true`, every panelist's answer instead.", AskPanel, PanelAnswer,
+         Starts("panel", start_panel, panel_answer),
          scope="chat", write=True),
     Tool("roundtable_ask", "Ask the round table", "Put a question to the workspace's round-table agents (with their "
          "documents and memories, and a devil's advocate): they debate in rounds until their positions converge, "
          "and a synthesis gives the recommended action, consensus, risks and conditions. In a new conversation, or "
          "in `conversationId`, whose earlier conclusions they remember.", TableQuestion, TableAnswer,
-         roundtable_ask, scope="conversations", write=True),
+         Starts("roundtable", start_table, table_answer), scope="conversations", write=True),
     Tool("run_workflow", "Run a workflow", "Run a designer workflow (stored in the workspace, a bundled example, or "
          "a document given here) on `input`, and answer with its final state.", WorkflowRun, WorkflowResult,
-         run_workflow, scope="workflows", write=True),
+         Starts("workflow", start_workflow, workflow_answer), scope="workflows", write=True),
     Tool("get_run", "Get a run", "One run of any kind (duel, panel, roundtable, workflow) that this key may see: "
          "status, usage, input, result, error.", RunRef, RunView, get_run),
     Tool("list_runs", "List runs", "The runs of the workspace this key may see, newest first, of every kind or "
          "one.", RunQuery, RunPage, list_runs),
+    Tool("steer_run", "Steer a run", "Send a running debate a person's input, as its user: a message every agent "
+         "reads from the next turn on (`content`), or an `action`: `pause` (wait at the next boundary), `continue` "
+         "(go on from a wait), `guide` (the message, then continue), `end` (straight to the synthesis or verdict). "
+         "This is how a run (or task) waiting for a person (`input_required`) gets its answer.", RunSteer, Steered,
+         steer_run, write=True),
     Tool("cancel_run", "Cancel a run", "Stop a run that is still going; it is stored `cancelled` with what it had "
          "done. Only the user who started it, or an admin key, may.", RunRef, RunView, cancel_run, write=True),
 ]

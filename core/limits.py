@@ -167,6 +167,14 @@ MAX_RUN_CRASHES = 2
 # budget may give (a step's time cannot be estimated before the run: below this no debate gets through a round).
 STEER_MESSAGE_MAX_CHARS = 4000
 MIN_BUDGET_SECONDS = 5.0
+# MCP tasks (`api/mcp_tasks.py`): how long a task is kept from its creation when the client asks for no `ttl`, the
+# longest it may ask for (a longer one is cut to it), the polling interval suggested to clients (milliseconds), and
+# the tasks one page of `tasks/list` holds. Past its ttl a task is gone (`tasks/get` says not found); its run stays
+# in `/v1/runs`, as every run does.
+MCP_TASK_TTL_MS = 24 * 3600 * 1000
+MCP_TASK_MAX_TTL_MS = 7 * 24 * 3600 * 1000
+MCP_TASK_POLL_INTERVAL_MS = 2000
+MCP_TASKS_PAGE = 50
 # The disagreement map of a panel's answers (`nodes/analysis.py`), reckoned by Parley itself, without a model: the
 # answers one map compares (the largest panel; past it a ValueError, as the work grows with the
 # square of the claims), the characters of one answer it reads (about 5,000 words), the fragments of one answer it

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field, StrictFloat, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 from pymongo.asynchronous.database import AsyncDatabase
 
 from parley.core.limits import MIN_BUDGET_SECONDS, STEER_MESSAGE_MAX_CHARS
@@ -124,6 +124,19 @@ class RunWaiting(ServiceError):  # noqa: N818 - not a failure: how a request lea
 
 
 # --- a person's input to a running run ------------------------------------------------------------------------
+
+
+class RunInput(BaseModel):
+    """What a person sends a running run: a message (`content`), an action, or `guide` with its message."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: str | None = Field(None, min_length=1, max_length=STEER_MESSAGE_MAX_CHARS, json_schema_extra={
+        "pattern": r"\S"}, description="A message every agent sees from the next turn on (and stored in the "
+                                         "transcript as the user's); with `guide`, the guidance.")
+    action: Literal["continue", "guide", "end", "pause"] | None = Field(
+        None, description="`pause`: wait at the next boundary; `continue`: go on from a wait; `guide`: the message, "
+        "then continue; `end`: go straight to the synthesis or verdict of what was said.")
 
 
 def parse_input(body: Mapping[str, Any]) -> tuple[str | None, str | None]:

@@ -11,7 +11,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import PyMongoError
 
 from parley.core.limits import refuse_unstorable
-from parley.store import agents, conversations, inputs, responses, runs, tools, webhooks
+from parley.store import agents, conversations, inputs, mcp_tasks, responses, runs, tools, webhooks
 from parley.store.monitor import LISTENER
 
 Database = AsyncDatabase
@@ -53,6 +53,7 @@ INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
     *conversations.INDEXES,
     *runs.INDEXES,
     *inputs.INDEXES,
+    *mcp_tasks.INDEXES,
     *tools.INDEXES,
     *responses.INDEXES,
     *webhooks.INDEXES,

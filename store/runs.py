@@ -516,6 +516,12 @@ async def all_events(db: AsyncDatabase, *, run_id: str) -> list[dict]:
     return page_events(await db.run_events.find({"runId": run_id}, _PAGE).sort("seq", ASCENDING).to_list())
 
 
+async def last_events(db: AsyncDatabase, *, run_id: str, pages: int = 2) -> list[dict]:
+    """The events of a run's last `pages` stored pages, in order (void ones included, marked): its latest steps."""
+    rows = await db.run_events.find({"runId": run_id}, _PAGE).sort("seq", DESCENDING).limit(pages).to_list()
+    return page_events(reversed(rows))
+
+
 async def last_seq(db: AsyncDatabase, *, run_id: str) -> int:
     """The highest stored event number of a run (-1 when none; a fence counts)."""
     rows = await db.run_events.find({"runId": run_id}, {"seq": 1, "last": 1}).sort("seq", DESCENDING).limit(

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse
 
 from parley.api.deps import CurrentPrincipal, Engine
 from parley.api.errors import ApiError
 from parley.api.openapi import errors, streamed
 from parley.api.sse import EVENT_ID_PATTERN, resume_after, sse_response
-from parley.core.limits import STEER_MESSAGE_MAX_CHARS
 from parley.services import runs as service
 from parley.services import steering
 from parley.services.runs import Kind, Status
@@ -72,19 +70,6 @@ async def cancel_run(run_id: str, principal: CurrentPrincipal, engine: Engine) -
     return JSONResponse(await service.cancel_run(engine, principal, run_id), status_code=202)
 
 
-class RunInput(BaseModel):
-    """What a person sends a running run: a message (`content`), an action, or `guide` with its message."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    content: str | None = Field(None, min_length=1, max_length=STEER_MESSAGE_MAX_CHARS, json_schema_extra={
-        "pattern": r"\S"}, description="A message every agent sees from the next turn on (and stored in the "
-                                         "transcript as the user's); with `guide`, the guidance.")
-    action: Literal["continue", "guide", "end", "pause"] | None = Field(
-        None, description="`pause`: wait at the next boundary; `continue`: go on from a wait; `guide`: the message, "
-        "then continue; `end`: go straight to the synthesis or verdict of what was said.")
-
-
 @router.post("/{run_id}/input", status_code=202, summary="Steer a running debate: add a message, pause, continue, "
              "guide or end it", responses=errors(
                  (400, "Neither content nor action, an action that takes no content, or a blank message."),
@@ -93,7 +78,7 @@ class RunInput(BaseModel):
                  (409, "The run has ended (`run_finished`), takes no input (`run_not_steerable`: a chat completion, "
                        "a workflow without an `await` node), or already waits and was asked to pause "
                        "(`run_waiting`).")))
-async def send_input(run_id: str, body: RunInput, principal: CurrentPrincipal, engine: Engine) -> JSONResponse:
+async def send_input(run_id: str, body: steering.RunInput, principal: CurrentPrincipal, engine: Engine) -> JSONResponse:
     """Store the input (before answering 202), then deliver it to the run on whichever worker executes it; a waiting
     run that `continue`, `guide` or `end` lets go on resumes at once. The answer has the input's `id` and the run."""
     content, action = steering.parse_input(body.model_dump(exclude_none=True))

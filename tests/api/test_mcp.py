@@ -16,7 +16,8 @@ from tests.api.test_runs_api import WORKFLOW, auth
 from tests.support.duel import script_duel
 from tests.support.mcp import Progress, http_client, latest_run, run_record, until, until_status
 
-EVERY_TOOL = ["duel", "ask_panel", "roundtable_ask", "run_workflow", "get_run", "list_runs", "cancel_run"]
+EVERY_TOOL = ["duel", "ask_panel", "roundtable_ask", "run_workflow", "get_run", "list_runs", "steer_run",
+              "cancel_run"]
 DUEL = {"topic": "Should remote work be the default?", "userProfile": {"name": "Ada"}, "rounds": 2}
 
 
@@ -30,8 +31,9 @@ async def test_the_keys_scopes_decide_which_tools_are_listed(parley, make_key):
     expected = {
         ("admin",): EVERY_TOOL,
         ("readonly",): ["get_run", "list_runs"],
-        ("debate",): ["duel", "get_run", "list_runs", "cancel_run"],
-        ("chat", "conversations"): ["ask_panel", "roundtable_ask", "get_run", "list_runs", "cancel_run"],
+        ("debate",): ["duel", "get_run", "list_runs", "steer_run", "cancel_run"],
+        ("chat", "conversations"): ["ask_panel", "roundtable_ask", "get_run", "list_runs", "steer_run",
+                                    "cancel_run"],
     }
     for scopes, tools in expected.items():
         async with http_client(parley.url, make_key(scopes)) as client:

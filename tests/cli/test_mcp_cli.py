@@ -39,7 +39,8 @@ async def test_parley_mcp_serves_the_keys_tools_over_stdio_with_progress_and_res
     async with Client(stdio_server(parley.url, key)) as client:
         assert client.server_info.name == "parley" and client.instructions.startswith("Parley runs")
         tools = (await client.list_tools()).tools
-        assert [tool.name for tool in tools] == ["duel", "ask_panel", "get_run", "list_runs", "cancel_run"]
+        assert [tool.name for tool in tools] == ["duel", "ask_panel", "get_run", "list_runs", "steer_run",
+                                                 "cancel_run"]
         assert tools[0].output_schema["properties"]["winner"]  # the endpoint's own definitions, relayed
 
         duel_progress, panel_progress = Progress(), Progress()
@@ -109,7 +110,8 @@ def test_the_mcp_inspector_lists_the_tools_and_calls_one_over_http_and_stdio(par
     key = make_key(["debate"])
     over_http = ["--transport", "http", "--header", f"Authorization: Bearer {key}"]
     listed = inspector(parley.url + "/mcp", *over_http, "--method", "tools/list")
-    assert [tool["name"] for tool in listed["tools"]] == ["duel", "get_run", "list_runs", "cancel_run"]
+    assert [tool["name"] for tool in listed["tools"]] == ["duel", "get_run", "list_runs", "steer_run",
+                                                          "cancel_run"]
     called = inspector(parley.url + "/mcp", *over_http, "--method", "tools/call", "--tool-name", "duel",
                        "--tool-arg", f"topic={DUEL['topic']}", 'userProfile={"name": "Ada"}', "rounds=1")
     assert called["structuredContent"]["winner"] == "user" and called["content"][0]["text"].startswith("Winner: Ada")
@@ -119,4 +121,7 @@ def test_the_mcp_inspector_lists_the_tools_and_calls_one_over_http_and_stdio(par
     over_stdio = ["--cwd", str(ROOT), "-e", f"PARLEY_URL={parley.url}", "-e", f"PARLEY_API_KEY={key}",
                   "-e", f"PYTHONPATH={ROOT}", sys.executable, "-m", "parley.cli.main", "mcp"]
     relayed = inspector(*over_stdio, "--method", "tools/list")
+    # the same definitions, but that the relay takes no task (`execution.taskSupport`): tasks are /mcp's own
+    assert [tool.pop("execution", None) for tool in listed["tools"]][:4] == [{"taskSupport": "optional"}, None, None,
+                                                                             None]
     assert relayed["tools"] == listed["tools"]
