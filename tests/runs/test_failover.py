@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from tests.support.duel import OPPONENT, OPPONENT_REPLY, USER_REPLY, script_duel
-from tests.support.workers import Worker, apply_retracts, follow, round_of, wait_until_saved
+from tests.support.workers import Worker, apply_retracts, follow, round_of, running_workers, wait_until_saved
 
 PANEL = ["openai:gpt-5", "anthropic:claude-sonnet-4-5", "google:gemini-2.5-pro"]
 
@@ -201,12 +201,8 @@ def _wait_for_run(sync_db, kind: str, timeout: float = 30) -> str:
 def panel_workers(parley_env, tmp_path):
     """Two workers whose `router/debate` preset is PANEL, arbitrated by Claude Opus."""
     env = {"PARLEY_DEBATE_MODELS": ",".join(PANEL), "PARLEY_ARBITRATOR_MODEL": "anthropic:claude-opus-4-5"}
-    pair = [Worker(tmp_path, env), Worker(tmp_path, env)]
-    try:
-        yield [worker.wait_ready() for worker in pair]
-    finally:
-        for worker in pair:
-            worker.stop()
+    with running_workers(tmp_path, env) as pair:
+        yield pair
 
 
 def test_a_panel_request_starts_over_on_another_worker_when_its_worker_is_killed(panel_workers, llm, make_key,

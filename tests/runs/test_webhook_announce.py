@@ -17,31 +17,9 @@ from parley.core.settings import get_settings
 from parley.store import runs as run_store
 from tests.support.servers import ServerThread
 from tests.support.wait import eventually
-from tests.support.webhooks import Receiver
+from tests.support.webhooks import REVIEWED, auth, receiver  # noqa: F401 (the fixture)
 from tests.support.workers import FAST_FAILOVER
 
-REVIEWED = {
-    "version": 1, "name": "Draft, review",
-    "state": {"topic": {"type": "string", "required": True}, "draft": {"type": "string"},
-              "notes": {"type": "array"}, "final": {"type": "string"}},
-    "nodes": [
-        {"id": "write", "type": "llm", "inputs": {"prompt": "Draft a memo on {topic}."}, "output_key": "draft"},
-        {"id": "review", "type": "await", "config": {"on_end": "publish"}, "output_key": "notes"},
-        {"id": "publish", "type": "llm", "inputs": {"prompt": "Publish {draft}."}, "output_key": "final"},
-    ],
-    "edges": [{"from": "write", "to": "review"}, {"from": "review", "to": "publish"}],
-    "entry": "write", "finish": ["publish"],
-}
-
-
-def auth(key: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    with Receiver() as running:
-        yield running
 
 
 @pytest.fixture

@@ -10,30 +10,18 @@ import httpx
 import pytest
 
 from tests.support.wait import eventually
-from tests.support.webhooks import Answer, Receiver
-from tests.support.workers import Worker
+from tests.support.webhooks import Answer, auth, receiver  # noqa: F401 (the fixture)
+from tests.support.workers import running_workers
 
 
-def auth(key: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}
-
-
-@pytest.fixture
-def receiver():
-    with Receiver() as running:
-        yield running
 
 
 @pytest.fixture
 def hooked_workers(parley_env, tmp_path, receiver):
     env = {"PARLEY_WEBHOOK_URLS": receiver.url(), "PARLEY_WEBHOOK_TIMEOUT": "2", "PARLEY_WEBHOOK_POLL": "0.1",
            "PARLEY_WEBHOOK_RETRY_DELAY": "0.2"}
-    pair = [Worker(tmp_path, env), Worker(tmp_path, env)]
-    try:
-        yield [worker.wait_ready() for worker in pair]
-    finally:
-        for worker in pair:
-            worker.stop()
+    with running_workers(tmp_path, env) as pair:
+        yield pair
 
 
 def test_a_worker_killed_mid_delivery_leaves_it_to_another_with_the_same_id(hooked_workers, receiver, make_key,

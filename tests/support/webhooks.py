@@ -8,8 +8,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
@@ -122,3 +124,29 @@ class Receiver:
     def __exit__(self, *exc: object) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+# A workflow that drafts, waits for a person's review, then publishes: a run that waits, then completes.
+REVIEWED = {
+    "version": 1, "name": "Draft, review",
+    "state": {"topic": {"type": "string", "required": True}, "draft": {"type": "string"},
+              "notes": {"type": "array"}, "final": {"type": "string"}},
+    "nodes": [
+        {"id": "write", "type": "llm", "inputs": {"prompt": "Draft a memo on {topic}."}, "output_key": "draft"},
+        {"id": "review", "type": "await", "config": {"on_end": "publish"}, "output_key": "notes"},
+        {"id": "publish", "type": "llm", "inputs": {"prompt": "Publish {draft}."}, "output_key": "final"},
+    ],
+    "edges": [{"from": "write", "to": "review"}, {"from": "review", "to": "publish"}],
+    "entry": "write", "finish": ["publish"],
+}
+
+
+def auth(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    """A verifying receiver on 127.0.0.1 for the test, stopped after it."""
+    with Receiver() as running:
+        yield running

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -70,6 +71,17 @@ class Worker:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
+
+
+@contextmanager
+def running_workers(home: Path, env: dict[str, str] | None = None, count: int = 2) -> Iterator[list[Worker]]:
+    """`count` workers with `env` added to the test's environment, each ready; all stopped on the way out."""
+    started = [Worker(home, env) for _ in range(count)]
+    try:
+        yield [worker.wait_ready() for worker in started]
+    finally:
+        for worker in started:
+            worker.stop()
 
 
 def follow(url: str, key: str) -> Iterator[SseEvent]:
