@@ -123,6 +123,41 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/responses": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Create a response: one model, a router's list, a debate or a panel */
+        post: operations["create_response_v1_responses_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/responses/{response_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A stored response, in whatever state its run is */
+        get: operations["get_response_v1_responses__response_id__get"];
+        put?: never;
+        post?: never;
+        /** Delete a stored response (its run stays) */
+        delete: operations["delete_response_v1_responses__response_id__delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/models": {
         parameters: {
             query?: never;
@@ -276,6 +311,128 @@ export interface paths {
         put?: never;
         /** List a tool server's tools again (new descriptions, schemas) */
         post: operations["refresh_server_v1_tools__name__refresh_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List the workspace's webhooks */
+        get: operations["list_webhooks_v1_webhooks_get"];
+        put?: never;
+        /** Subscribe a receiver to run events; its signing secret is shown once */
+        post: operations["create_webhook_v1_webhooks_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The log of the workspace's deliveries, newest first */
+        get: operations["list_deliveries_v1_webhooks_deliveries_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/deliveries/{delivery_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One delivery: its payload, status and attempts */
+        get: operations["get_delivery_v1_webhooks_deliveries__delivery_id__get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/deliveries/{delivery_id}/replay": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Send a delivered or failed delivery again, with the same id */
+        post: operations["replay_delivery_v1_webhooks_deliveries__delivery_id__replay_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/{webhook_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One webhook (its secrets' dates, never their values) */
+        get: operations["get_webhook_v1_webhooks__webhook_id__get"];
+        put?: never;
+        post?: never;
+        /** Unsubscribe a receiver (its deliveries' log stays) */
+        delete: operations["delete_webhook_v1_webhooks__webhook_id__delete"];
+        options?: never;
+        head?: never;
+        /** Change a webhook's URL, events, kinds, description or activity */
+        patch: operations["update_webhook_v1_webhooks__webhook_id__patch"];
+        trace?: never;
+    };
+    "/v1/webhooks/{webhook_id}/rotate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Give a webhook a new secret, shown once; the old one signs too for `graceSeconds` */
+        post: operations["rotate_secret_v1_webhooks__webhook_id__rotate_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/{webhook_id}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Send the webhook a `webhook.test` delivery */
+        post: operations["test_webhook_v1_webhooks__webhook_id__test_post"];
         delete?: never;
         options?: never;
         head?: never;
@@ -958,6 +1115,70 @@ export interface components {
          */
         ChatCompletionRequest: {
             /**
+             * Debate
+             * @description Debate this request (true) or not (false), whatever the router says
+             */
+            debate?: boolean | null;
+            /**
+             * Parley Budget
+             * @description What the request may spend, `{maxTokens?, maxCost?, maxSeconds?}` (the OpenAI SDK's `extra_body`): refused with 402 `budget_too_small` below what its calls reserve, and every model call is checked against it (docs/steering.md). The workspace's default budget applies when absent.
+             */
+            parley_budget?: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * Panel
+             * @description Return every panelist's answer, labelled, without arbitration.
+             */
+            panel?: boolean | null;
+            /**
+             * Rule
+             * @description How a debate decides: `synthesis` (the arbitrator writes the answer), `vote` (the majority of the answers read by `answerRule`), `rank` (panelists rank each other's answers, Borda count), `best-of-n` (a judge picks one, in both reading orders) or `analysis` (no one decides: the labelled answers and their map, `_meta.analysis`, for a caller whose own model writes the answer). Replaces the router's rule for this request; a rule asks for a debate, so it needs a router and turns debate on.
+             */
+            rule?: ("synthesis" | "vote" | "rank" | "best-of-n" | "analysis") | null;
+            /**
+             * Answer Rule
+             * @description How `rule: vote` reads an answer: `number`, `choice`, `exact` (the default) or `regex:<pattern>`; the router's when omitted.
+             */
+            answer_rule?: string | null;
+            /**
+             * Models
+             * @description The panel for this request: 2-8 `provider:model` ids of distinct families (unless `allow_same_family`), each seated; replaces the router's models. Each must be callable here (400 `model_unavailable` naming its provider).
+             */
+            models?: string[] | null;
+            /**
+             * Arbitrator
+             * @description The arbitrator (and judge) of this request, asked before the router's and the deployment's.
+             */
+            arbitrator?: string | null;
+            /**
+             * Judge
+             * @description Another name for `arbitrator`.
+             */
+            judge?: string | null;
+            /**
+             * Criteria
+             * @description What the arbitrator and judges weigh the answers by (never shown to the panelists).
+             */
+            criteria?: string | null;
+            /**
+             * Allow Same Family
+             * @description Let `models` seat two models of one family.
+             */
+            allow_same_family?: boolean | null;
+            /**
+             * Depth
+             * @description `full` asks every seat at once; `adaptive` asks two seats of distinct families first and the rest of the panel and the rule only when they disagree (`_meta.adaptive` says which). The router's when omitted.
+             */
+            depth?: ("full" | "adaptive") | null;
+            /** @description Quorum grace, `{k, grace}`: once k panelists have answered, the others have `grace` seconds more, then the panel decides; a late seat is listed with `error: late`, never dropped. None: every panelist is awaited. */
+            quorum?: components["schemas"]["Quorum"] | null;
+            /**
+             * Shadow
+             * @description With `depth: adaptive`, ask the whole panel anyway and report in `_meta.adaptive.shadow` whether stopping early would have answered the same.
+             */
+            shadow?: boolean | null;
+            /**
              * Model
              * @description `router/<id>`, `router/debate`, `self-moa/<provider:model>` (that model sampled three times, then a decision), or a `provider:model` id.
              */
@@ -1034,74 +1255,10 @@ export interface components {
                 };
             }) | null;
             /**
-             * Debate
-             * @description Debate this request (true) or not (false), whatever the router says
-             */
-            debate?: boolean | null;
-            /**
-             * Parley Budget
-             * @description What the request may spend, `{maxTokens?, maxCost?, maxSeconds?}` (the OpenAI SDK's `extra_body`): refused with 402 `budget_too_small` below what its calls reserve, and every model call is checked against it (docs/steering.md). The workspace's default budget applies when absent.
-             */
-            parley_budget?: {
-                [key: string]: unknown;
-            } | null;
-            /**
-             * Panel
-             * @description Return every panelist's answer, labelled, without arbitration.
-             */
-            panel?: boolean | null;
-            /**
-             * Rule
-             * @description How a debate decides: `synthesis` (the arbitrator writes the answer), `vote` (the majority of the answers read by `answerRule`), `rank` (panelists rank each other's answers, Borda count), `best-of-n` (a judge picks one, in both reading orders) or `analysis` (no one decides: the labelled answers and their map, `_meta.analysis`, for a caller whose own model writes the answer). Replaces the router's rule for this request; a rule asks for a debate, so it needs a router and turns debate on.
-             */
-            rule?: ("synthesis" | "vote" | "rank" | "best-of-n" | "analysis") | null;
-            /**
-             * Answer Rule
-             * @description How `rule: vote` reads an answer: `number`, `choice`, `exact` (the default) or `regex:<pattern>`; the router's when omitted.
-             */
-            answer_rule?: string | null;
-            /**
              * Seed
              * @description Seeds the order each reviewer reads the answers in (`rule: rank`); drawn from the conversation when omitted.
              */
             seed?: number | null;
-            /**
-             * Models
-             * @description The panel for this request: 2-8 `provider:model` ids of distinct families (unless `allow_same_family`), each seated; replaces the router's models. Each must be callable here (400 `model_unavailable` naming its provider).
-             */
-            models?: string[] | null;
-            /**
-             * Arbitrator
-             * @description The arbitrator (and judge) of this request, asked before the router's and the deployment's.
-             */
-            arbitrator?: string | null;
-            /**
-             * Judge
-             * @description Another name for `arbitrator`.
-             */
-            judge?: string | null;
-            /**
-             * Criteria
-             * @description What the arbitrator and judges weigh the answers by (never shown to the panelists).
-             */
-            criteria?: string | null;
-            /**
-             * Allow Same Family
-             * @description Let `models` seat two models of one family.
-             */
-            allow_same_family?: boolean | null;
-            /**
-             * Depth
-             * @description `full` asks every seat at once; `adaptive` asks two seats of distinct families first and the rest of the panel and the rule only when they disagree (`_meta.adaptive` says which). The router's when omitted.
-             */
-            depth?: ("full" | "adaptive") | null;
-            /** @description Quorum grace, `{k, grace}`: once k panelists have answered, the others have `grace` seconds more, then the panel decides; a late seat is listed with `error: late`, never dropped. None: every panelist is awaited. */
-            quorum?: components["schemas"]["Quorum"] | null;
-            /**
-             * Shadow
-             * @description With `depth: adaptive`, ask the whole panel anyway and report in `_meta.adaptive.shadow` whether stopping early would have answered the same.
-             */
-            shadow?: boolean | null;
             /**
              * @description OpenAI's deprecated form of tools, refused: send `tools` and `tool_choice`. Only an empty value is accepted.
              * @enum {unknown}
@@ -1628,6 +1785,48 @@ export interface components {
             op: "format";
         };
         /**
+         * FunctionCallItem
+         * @description A function call an earlier answer made (its `id` and `status` are accepted and not kept).
+         */
+        FunctionCallItem: {
+            /**
+             * Type
+             * @constant
+             */
+            type: "function_call";
+            /** Call Id */
+            call_id: string;
+            /** Name */
+            name: string;
+            /**
+             * Arguments
+             * @description The call's arguments as the model wrote them (a JSON text).
+             */
+            arguments: string;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * FunctionCallOutputItem
+         * @description The result of a function call (`call_id`), for the model to read.
+         */
+        FunctionCallOutputItem: {
+            /**
+             * Type
+             * @constant
+             */
+            type: "function_call_output";
+            /** Call Id */
+            call_id: string;
+            /**
+             * Output
+             * @description The tool's result: a text, or text parts.
+             */
+            output: string | components["schemas"]["TextPart"][];
+        } & {
+            [key: string]: unknown;
+        };
+        /**
          * GrantSet
          * @description The tools a subject is granted (replacing what it had; an empty list removes the grant).
          */
@@ -1637,6 +1836,26 @@ export interface components {
              * @description Each `server/tool`, `server/*` (every allowed tool of the server), `parley/search_documents` or `parley/earlier_syntheses` (round-table agents only).
              */
             tools: string[];
+        };
+        /**
+         * ImagePart
+         * @description An image in a person's message, by URL (a `data:` URL included).
+         */
+        ImagePart: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "input_image";
+            /**
+             * Image Url
+             * @description The image's URL or `data:` URL (a `file_id` is not taken).
+             */
+            image_url: string;
+            /** Detail */
+            detail?: ("low" | "high" | "auto" | "original") | null;
+        } & {
+            [key: string]: unknown;
         };
         /**
          * InlineRunRequest
@@ -1907,6 +2126,31 @@ export interface components {
             await?: "after_round" | null;
         };
         /**
+         * MessageItem
+         * @description A message of the conversation: `{role, content}`, content a text or parts; an earlier answer's `id` and
+         *     `status` are accepted and not kept.
+         */
+        MessageItem: {
+            /**
+             * Type
+             * @default message
+             * @constant
+             */
+            type: "message";
+            /**
+             * Role
+             * @enum {string}
+             */
+            role: "user" | "assistant" | "system" | "developer";
+            /**
+             * Content
+             * @description Non-blank text, or its parts.
+             */
+            content: string | (components["schemas"]["TextPart"] | components["schemas"]["ImagePart"])[];
+        } & {
+            [key: string]: unknown;
+        };
+        /**
          * Model
          * @description One entry of `/v1/models`, in OpenAI's shape plus Parley's `metadata`.
          */
@@ -2152,6 +2396,173 @@ export interface components {
              * @description Seconds the other panelists have after.
              */
             grace: number;
+        };
+        /**
+         * ResponsesRequest
+         * @description `POST /v1/responses`: OpenAI's Responses body (function tools only) plus Parley's fields of chat completions
+         *     (`debate`, `panel`, `rule`, `models`, `arbitrator`, `depth`, …).
+         */
+        ResponsesRequest: {
+            /**
+             * Debate
+             * @description Debate this request (true) or not (false), whatever the router says
+             */
+            debate?: boolean | null;
+            /**
+             * Parley Budget
+             * @description What the request may spend, `{maxTokens?, maxCost?, maxSeconds?}` (the OpenAI SDK's `extra_body`): refused with 402 `budget_too_small` below what its calls reserve, and every model call is checked against it (docs/steering.md). The workspace's default budget applies when absent.
+             */
+            parley_budget?: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * Panel
+             * @description Return every panelist's answer, labelled, without arbitration.
+             */
+            panel?: boolean | null;
+            /**
+             * Rule
+             * @description How a debate decides: `synthesis` (the arbitrator writes the answer), `vote` (the majority of the answers read by `answerRule`), `rank` (panelists rank each other's answers, Borda count), `best-of-n` (a judge picks one, in both reading orders) or `analysis` (no one decides: the labelled answers and their map, `_meta.analysis`, for a caller whose own model writes the answer). Replaces the router's rule for this request; a rule asks for a debate, so it needs a router and turns debate on.
+             */
+            rule?: ("synthesis" | "vote" | "rank" | "best-of-n" | "analysis") | null;
+            /**
+             * Answer Rule
+             * @description How `rule: vote` reads an answer: `number`, `choice`, `exact` (the default) or `regex:<pattern>`; the router's when omitted.
+             */
+            answer_rule?: string | null;
+            /**
+             * Models
+             * @description The panel for this request: 2-8 `provider:model` ids of distinct families (unless `allow_same_family`), each seated; replaces the router's models. Each must be callable here (400 `model_unavailable` naming its provider).
+             */
+            models?: string[] | null;
+            /**
+             * Arbitrator
+             * @description The arbitrator (and judge) of this request, asked before the router's and the deployment's.
+             */
+            arbitrator?: string | null;
+            /**
+             * Judge
+             * @description Another name for `arbitrator`.
+             */
+            judge?: string | null;
+            /**
+             * Criteria
+             * @description What the arbitrator and judges weigh the answers by (never shown to the panelists).
+             */
+            criteria?: string | null;
+            /**
+             * Allow Same Family
+             * @description Let `models` seat two models of one family.
+             */
+            allow_same_family?: boolean | null;
+            /**
+             * Depth
+             * @description `full` asks every seat at once; `adaptive` asks two seats of distinct families first and the rest of the panel and the rule only when they disagree (`_meta.adaptive` says which). The router's when omitted.
+             */
+            depth?: ("full" | "adaptive") | null;
+            /** @description Quorum grace, `{k, grace}`: once k panelists have answered, the others have `grace` seconds more, then the panel decides; a late seat is listed with `error: late`, never dropped. None: every panelist is awaited. */
+            quorum?: components["schemas"]["Quorum"] | null;
+            /**
+             * Shadow
+             * @description With `depth: adaptive`, ask the whole panel anyway and report in `_meta.adaptive.shadow` whether stopping early would have answered the same.
+             */
+            shadow?: boolean | null;
+            /**
+             * Model
+             * @description `router/<id>`, `router/debate`, `self-moa/<provider:model>` or a `provider:model` id, as for chat completions.
+             */
+            model: string;
+            /**
+             * Input
+             * @description A person's text, or items: messages, function calls and their outputs.
+             */
+            input: string | (components["schemas"]["MessageItem"] | components["schemas"]["FunctionCallItem"] | components["schemas"]["FunctionCallOutputItem"])[];
+            /**
+             * Instructions
+             * @description The system message of this request (it does not carry over to a response that continues this one).
+             */
+            instructions?: string | null;
+            /**
+             * Tools
+             * @description Function tools the answer may call (`{type: function, name, description, parameters, strict}`), as chat completions' `tools`.
+             */
+            tools?: {
+                /** @constant */
+                type: "function";
+                name: string;
+                description?: string;
+                /** @description The arguments, as a JSON Schema. */
+                parameters?: Record<string, never>;
+                strict?: boolean;
+            }[] | null;
+            /**
+             * Tool Choice
+             * @description `auto` (default), `none`, `required`, or `{type: function, name}`.
+             */
+            tool_choice?: ("auto" | "none" | "required") | {
+                /** @constant */
+                type: "function";
+                name: string;
+            } | null;
+            /**
+             * Parallel Tool Calls
+             * @description Whether the answer may call several tools at once.
+             */
+            parallel_tool_calls?: boolean | null;
+            /**
+             * Text
+             * @description `format`: `text` (default), `json_object`, or `json_schema` (`name`, `schema`, `strict`): the answer is that JSON, after one repair at most, or the request fails.
+             */
+            text?: {
+                format?: {
+                    /** @enum {unknown} */
+                    type: "text" | "json_object";
+                } | {
+                    /** @constant */
+                    type: "json_schema";
+                    name: string;
+                    description?: string;
+                    /** @description The answer's JSON Schema. */
+                    schema: Record<string, never>;
+                    strict?: boolean;
+                };
+                /** @enum {unknown} */
+                verbosity?: "low" | "medium" | "high" | null;
+            } | null;
+            /** Max Output Tokens */
+            max_output_tokens?: number | null;
+            /** Temperature */
+            temperature?: number | null;
+            /**
+             * Top P
+             * @description Echoed, not acted on.
+             */
+            top_p?: number | null;
+            /**
+             * Stream
+             * @default false
+             */
+            stream: boolean;
+            /**
+             * Store
+             * @description Keep the response 30 days, to read it back and continue it; false keeps nothing to read back.
+             * @default true
+             */
+            store: boolean;
+            /**
+             * Previous Response Id
+             * @description Continue the conversation of a stored response of yours with its answer and this input.
+             */
+            previous_response_id?: string | null;
+            /**
+             * Metadata
+             * @description Up to 16 pairs of strings, echoed in the response (keys up to 64 characters, values up to 512).
+             */
+            metadata?: {
+                [key: string]: string;
+            } | null;
+        } & {
+            [key: string]: unknown;
         };
         /** RoundtableConfig */
         RoundtableConfig: {
@@ -2503,6 +2914,17 @@ export interface components {
             config?: components["schemas"]["ScoreConvergenceConfig"];
             inputs?: components["schemas"]["ScoreConvergenceInputs"];
         };
+        /**
+         * SecretRotation
+         * @description How long the secret rotated out goes on signing beside the new one.
+         */
+        SecretRotation: {
+            /**
+             * Graceseconds
+             * @default 86400
+             */
+            graceSeconds: number;
+        };
         /** SelectOpponentConfig */
         SelectOpponentConfig: {
             /**
@@ -2761,6 +3183,29 @@ export interface components {
             inputs: components["schemas"]["LlmInputs"];
         };
         /**
+         * TextPart
+         * @description Text in an item's content: a person's (`input_text`), an answer's (`output_text`) or a refusal.
+         */
+        TextPart: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "input_text" | "output_text" | "refusal";
+            /**
+             * Text
+             * @description The text (`input_text`, `output_text`).
+             */
+            text?: string | null;
+            /**
+             * Refusal
+             * @description The text of a `refusal`.
+             */
+            refusal?: string | null;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
          * ToolCall
          * @description One tool call of an assistant message, as OpenAI's API returns it.
          */
@@ -2933,6 +3378,52 @@ export interface components {
             type: "vote";
             config?: components["schemas"]["VoteConfig"];
             inputs: components["schemas"]["VoteInputs"];
+        };
+        /**
+         * WebhookCreate
+         * @description A receiver to subscribe to the workspace's run events.
+         */
+        WebhookCreate: {
+            /**
+             * Url
+             * @description Where deliveries are POSTed; under one of the deployment's PARLEY_WEBHOOK_URLS.
+             */
+            url: string;
+            /**
+             * Events
+             * @description The run events delivered (default: all four).
+             */
+            events?: ("run.completed" | "run.failed" | "run.cancelled" | "run.waiting")[];
+            /**
+             * Kinds
+             * @description Only runs of these kinds (default: every kind).
+             */
+            kinds?: ("duel" | "panel" | "roundtable" | "workflow")[] | null;
+            /**
+             * Description
+             * @description A note for the workspace's admins.
+             * @default
+             */
+            description: string;
+        };
+        /**
+         * WebhookUpdate
+         * @description A change to a subscription; fields left out keep their value (`kinds: null`: every kind again).
+         */
+        WebhookUpdate: {
+            /** Url */
+            url?: string | null;
+            /** Events */
+            events?: ("run.completed" | "run.failed" | "run.cancelled" | "run.waiting")[] | null;
+            /** Kinds */
+            kinds?: ("duel" | "panel" | "roundtable" | "workflow")[] | null;
+            /** Description */
+            description?: string | null;
+            /**
+             * Active
+             * @description False: no delivery is stored for it until it is true again.
+             */
+            active?: boolean | null;
         };
         /**
          * Parley workflow (version 1)
@@ -3451,6 +3942,245 @@ export interface operations {
             };
             /** @description The model endpoint failed, or too few panelists answered. */
             502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIError"];
+                };
+            };
+            /** @description The database is unreachable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIError"];
+                };
+            };
+        };
+    };
+    create_response_v1_responses_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ResponsesRequest"];
+            };
+        };
+        responses: {
+            /** @description A `response` object, or with `stream: true` the Responses API's events (`response.created` … `response.completed`). */
+            200: {
+                headers: {
+                    /** @description The run's id: `GET /v1/runs/{run_id}` reads it. */
+                    "X-Run-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": Record<string, never>;
+                    "text/event-stream": Record<string, never>;
+                };
+            };
+            /** @description The body is invalid (the message names the field; a tool that is not a function, an unsupported parameter, a conversation whose calls and outputs do not fit), a previous response with no answer, or a router that cannot fill its panel. A body that is not JSON (`invalid_json`), nests deeper than 64 levels (`too_deep`), or holds what MongoDB cannot store: a NUL character in a key, a lone UTF-16 surrogate, an integer beyond 64 bits (`unstorable_value`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIError"];
+                };
+            };
+            /** @description No API key, or an unknown one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIError"];
+                };
+            };
+            /** @description The workspace's credit cannot cover the request's estimated cost. */
+            402: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIError"];
+                };
+            };
+            /** @description The key may not do this: it is read-only, or lacks the scope the route needs. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIError"];
+                };
+            };
+            /** @description `router/<id>` names no router of the workspace, or `previous_response_id` no stored response the key may see. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIError"];
+                };
+            };
+            /** @description The request body is larger than the server's limit (`PARLEY_MAX_BODY_BYTES`, 4 MB by default). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIError"];
+                };
+            };
+            /** @description An unexpected failure while answering; the server log has the cause. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIError"];
+                };
+            };
+            /** @description The model endpoint failed, or too few panelists answered. */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIError"];
+                };
+            };
+            /** @description The database is unreachable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIError"];
+                };
+            };
+        };
+    };
+    get_response_v1_responses__response_id__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The response's id (`resp_…`). */
+                response_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description The request is invalid; the message names the field at fault. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIError"];
+                };
+            };
+            /** @description No API key, or an unknown one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIError"];
+                };
+            };
+            /** @description No stored response with this id that the key may see (one made with `store: false` is not kept). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIError"];
+                };
+            };
+            /** @description The database is unreachable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIError"];
+                };
+            };
+        };
+    };
+    delete_response_v1_responses__response_id__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The response's id (`resp_…`). */
+                response_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description The request is invalid; the message names the field at fault. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIError"];
+                };
+            };
+            /** @description No API key, or an unknown one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIError"];
+                };
+            };
+            /** @description The key may not do this: it is read-only, or lacks the scope the route needs. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAIError"];
+                };
+            };
+            /** @description No stored response with this id that the key may see. */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4494,6 +5224,734 @@ export interface operations {
             };
             /** @description The server could not be started, reached or listed (`tool_server_unreachable`). */
             502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The database is unreachable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+        };
+    };
+    list_webhooks_v1_webhooks_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description No API key, or an unknown one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The key is not one of the workspace's `admin` keys. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The database is unreachable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+        };
+    };
+    create_webhook_v1_webhooks_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookCreate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description A field is invalid; the URL is not under the deployment's PARLEY_WEBHOOK_URLS, or not a URL Parley calls (`webhook_url_not_allowed`); or the workspace has as many webhooks as it may (`too_many_webhooks`). A body that is not JSON (`invalid_json`), nests deeper than 64 levels (`too_deep`), or holds what MongoDB cannot store: a NUL character in a key, a lone UTF-16 surrogate, an integer beyond 64 bits (`unstorable_value`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description No API key, or an unknown one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The key is not one of the workspace's `admin` keys. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The request body is larger than the server's limit (`PARLEY_MAX_BODY_BYTES`, 4 MB by default). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The database is unreachable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+        };
+    };
+    list_deliveries_v1_webhooks_deliveries_get: {
+        parameters: {
+            query?: {
+                /** @description Only the deliveries to this webhook. */
+                webhook?: string | null;
+                /** @description Only deliveries in this status. */
+                status?: ("pending" | "delivered" | "failed" | "void") | null;
+                /** @description Deliveries per page. */
+                limit?: number;
+                /** @description `nextCursor` of the previous page. */
+                cursor?: string | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description A query parameter is invalid, or `cursor` is not one this route gave. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description No API key, or an unknown one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The key is not one of the workspace's `admin` keys. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description No webhook with this id in the key's workspace (`webhook_not_found`). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The database is unreachable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+        };
+    };
+    get_delivery_v1_webhooks_deliveries__delivery_id__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                delivery_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description The request is invalid; the message names the field at fault. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description No API key, or an unknown one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The key is not one of the workspace's `admin` keys. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description No delivery with this id in the key's workspace (`delivery_not_found`). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The database is unreachable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+        };
+    };
+    replay_delivery_v1_webhooks_deliveries__delivery_id__replay_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                delivery_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description The request is invalid; the message names the field at fault. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description No API key, or an unknown one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The key is not one of the workspace's `admin` keys. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description No delivery with this id in the key's workspace (`delivery_not_found`). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The delivery is pending: it will be sent (`delivery_pending`); or void: its event never happened (`delivery_void`). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The database is unreachable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+        };
+    };
+    get_webhook_v1_webhooks__webhook_id__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                webhook_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description The request is invalid; the message names the field at fault. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description No API key, or an unknown one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The key is not one of the workspace's `admin` keys. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description No webhook with this id in the key's workspace (`webhook_not_found`). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The database is unreachable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+        };
+    };
+    delete_webhook_v1_webhooks__webhook_id__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                webhook_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is invalid; the message names the field at fault. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description No API key, or an unknown one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The key is not one of the workspace's `admin` keys. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description No webhook with this id in the key's workspace (`webhook_not_found`). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The database is unreachable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+        };
+    };
+    update_webhook_v1_webhooks__webhook_id__patch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                webhook_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookUpdate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description A field is invalid; the URL is not under the deployment's PARLEY_WEBHOOK_URLS, or not a URL Parley calls (`webhook_url_not_allowed`); or the workspace has as many webhooks as it may (`too_many_webhooks`). A body that is not JSON (`invalid_json`), nests deeper than 64 levels (`too_deep`), or holds what MongoDB cannot store: a NUL character in a key, a lone UTF-16 surrogate, an integer beyond 64 bits (`unstorable_value`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description No API key, or an unknown one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The key is not one of the workspace's `admin` keys. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description No webhook with this id in the key's workspace (`webhook_not_found`). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The request body is larger than the server's limit (`PARLEY_MAX_BODY_BYTES`, 4 MB by default). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The database is unreachable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+        };
+    };
+    rotate_secret_v1_webhooks__webhook_id__rotate_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                webhook_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["SecretRotation"] | null;
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description The request is invalid; the message names the field at fault. A body that is not JSON (`invalid_json`), nests deeper than 64 levels (`too_deep`), or holds what MongoDB cannot store: a NUL character in a key, a lone UTF-16 surrogate, an integer beyond 64 bits (`unstorable_value`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description No API key, or an unknown one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The key is not one of the workspace's `admin` keys. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description No webhook with this id in the key's workspace (`webhook_not_found`). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description Rotated at the same moment by another request (`webhook_rotating`): ask again. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The request body is larger than the server's limit (`PARLEY_MAX_BODY_BYTES`, 4 MB by default). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The database is unreachable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+        };
+    };
+    test_webhook_v1_webhooks__webhook_id__test_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                webhook_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description The request is invalid; the message names the field at fault. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description No API key, or an unknown one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The key is not one of the workspace's `admin` keys. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description No webhook with this id in the key's workspace (`webhook_not_found`). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The webhook is not active (`webhook_inactive`). */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
