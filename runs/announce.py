@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pymongo.asynchronous.database import AsyncDatabase
 
 from parley.core import clock
+from parley.core.settings import Settings
 from parley.store import runs as run_store
 from parley.store import webhooks as webhook_store
 
@@ -46,6 +47,12 @@ def payload(record: dict[str, Any], status: str, *, at: Any = None) -> dict[str,
         data["waiting"] = record.get("waiting") or {}
         data["links"]["input"] = f"/v1/runs/{run_id}/input"
     return {"type": EVENTS[status], "timestamp": clock.iso(at or clock.now()), "data": data}
+
+
+def announcing(settings: Settings) -> bool:
+    """Whether this deployment announces run events at all: only where its operator allows webhook URLs
+    (`PARLEY_WEBHOOK_URLS`). With none allowed no delivery could be sent, so no run event costs a read."""
+    return bool(settings.parley_webhook_urls)
 
 
 async def announce(db: AsyncDatabase, record: dict[str, Any], status: str, *, wait: int | None = None) -> None:

@@ -31,6 +31,7 @@ from pymongo.errors import ConnectionFailure, PyMongoError
 
 from parley.core.settings import Settings
 from parley.llm.factory import ModelFactory
+from parley.runs.announce import announcing
 from parley.runs.events import Event
 from parley.runs.execution import Executions
 from parley.runs.following import Following
@@ -91,7 +92,7 @@ class RunEngine:
         self.stops = Stops(self.held)
         self.following = Following(db, watch=self.watch, poll=self.poll, heartbeat=self.heartbeat)
         self.inputs = Inputs(db, saver=saver, worker=self.worker, lease=self.lease, held=self.held, stops=self.stops,
-                             launch=self._launch)
+                             launch=self._launch, announcing=announcing(settings))
         self.executions = Executions(db, saver=saver, settings=settings, modes=self.modes, services=self.services,
                                      worker=self.worker, held=self.held, stops=self.stops, inputs=self.inputs,
                                      following=self.following)

@@ -25,7 +25,7 @@ from parley.llm.usage import UsageLedger, UsageRecord, usage_view
 from parley.nodes.events import EVENT_SINK, TaskEvent, report_queued
 from parley.nodes.inbox import Steering
 from parley.runs import resume
-from parley.runs.announce import announce
+from parley.runs.announce import announce, announcing
 from parley.runs.survival import EventBarrier
 from parley.runs.following import Following
 from parley.runs.held import HeldRuns
@@ -338,7 +338,8 @@ class Executions:
                                       budget=budget.figures() if budget is not None else None)
             # Its webhooks' deliveries are stored first: a worker that dies between the two writes leaves the run
             # to be resumed, and announced again under the same ids, by another.
-            await announce(self.db, {**record, **ending}, outcome.status)
+            if announcing(self.settings):
+                await announce(self.db, {**record, **ending}, outcome.status)
             finished = await store.finish(self.db, run_id=run_id, worker=self.worker, status=outcome.status,
                                           result=outcome.result, error=outcome.error, usage=ending["usage"],
                                           stopped_by=outcome.stopped_by, budget=ending.get("budget"),

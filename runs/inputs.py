@@ -37,11 +37,12 @@ class Inputs:
         held: the runs this worker executes (a run's last execution here is awaited before it is woken).
         stops: why each run here stops (a run parking is told apart from one cancelled meanwhile).
         launch: start executing a run here (a woken one), given its record.
+        announcing: whether a run's wait is announced to webhooks (`runs.announce.announcing`).
     """
 
     def __init__(self, db: AsyncDatabase, *, saver: BaseCheckpointSaver, worker: str, lease: float, held: HeldRuns,
-                 stops: Stops, launch: Callable[[dict], None]) -> None:
-        self.db, self.saver, self.worker, self.lease = db, saver, worker, lease
+                 stops: Stops, launch: Callable[[dict], None], announcing: bool) -> None:
+        self.db, self.saver, self.worker, self.lease, self.announcing = db, saver, worker, lease, announcing
         self.held, self.stops, self.launch = held, stops, launch
         self._steering: dict[str, Steering] = {}  # run id → the inputs delivered to its execution here
         self._fetching: dict[str, asyncio.Task] = {}  # run id → a fetch of its inputs under way
@@ -141,7 +142,8 @@ class Inputs:
         self.stops.close(run_id)  # nothing stops this execution now: it is storing how it stops
         wait = store.next_wait(record)
         # Announced before it is stored, as a run's end is (see `runs.announce`).
-        await announce(self.db, {**record, "waiting": where}, store.WAITING, wait=wait)
+        if self.announcing:
+            await announce(self.db, {**record, "waiting": where}, store.WAITING, wait=wait)
         if not await store.park(self.db, run_id=run_id, worker=self.worker, waiting=where, wait=wait):
             self.stops.reopen(run_id)
             current = await store.get_run(self.db, run_id=run_id) or {}

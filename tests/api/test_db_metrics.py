@@ -85,6 +85,8 @@ def test_a_panel_request_counts_its_run_and_usage_and_saves_no_checkpoint(parley
     assert not any(c == "run_checkpoints" for c, _ in counted)  # it starts over after a crash
     assert counted[("api_keys", "find")] >= 1  # the caller's key
     assert sum(v for (c, _), v in counted.items() if c == "workspaces") >= 1  # credit reserved and settled
+    # No webhook URL is allowed (PARLEY_WEBHOOK_URLS, empty by default): its end is announced to no one, unread.
+    assert not any(c in ("webhooks", "webhook_deliveries") for c, _ in counted), counted
     moved = bytes_moved(before, after)
     assert moved[("run_events", "insert", "sent")] > 0 and moved[("runs", "insert", "sent")] > 0
     assert_bounded(after)
