@@ -13,11 +13,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from pymongo import DESCENDING
 from pymongo.asynchronous.database import AsyncDatabase
 
 from parley.core.clock import now
-from parley.store.cursors import encode_cursor, older_than
+from parley.store.cursors import newest_first
 
 INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
     ("mcp_tasks", [("workspace", 1), ("createdAt", -1), ("_id", -1)], {}),
@@ -48,14 +47,7 @@ async def list_tasks(db: AsyncDatabase, *, visible: dict[str, Any], limit: int,
     Raises:
         ValueError: `cursor` is not one this list gave.
     """
-    parts: list[dict[str, Any]] = [visible, {"expiresAt": {"$gt": now()}}]
-    if cursor:
-        parts.append(older_than(cursor))
-    rows = await db.mcp_tasks.find({"$and": parts}).sort(
-        [("createdAt", DESCENDING), ("_id", DESCENDING)]).limit(limit + 1).to_list()
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return rows, encode_cursor(rows[-1]) if more and rows else None
+    return await newest_first(db.mcp_tasks, [visible, {"expiresAt": {"$gt": now()}}], limit=limit, cursor=cursor)
 
 
 async def runs_of(db: AsyncDatabase, task_ids: list[str]) -> dict[str, dict]:

@@ -36,7 +36,7 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from parley.core.clock import now  # also the runs' clock for their engine (`store.now()`)
 from parley.core.limits import MAX_EVENT_PAGE_BYTES, MAX_RUN_INPUTS
-from parley.store.cursors import encode_cursor, older_than
+from parley.store.cursors import newest_first
 from parley.store.group import DUPLICATE_KEY, Group, insert_each
 
 if TYPE_CHECKING:  # the records' type only: store/ imports nothing of Parley's but core/ (tests/test_layers.py)
@@ -369,17 +369,8 @@ async def list_runs(
 ) -> tuple[list[dict], str | None]:
     """The runs matching `visible` (a workspace's, as `services.access.visible_runs` builds it), newest
     first: one page and the cursor of the next (None at the end)."""
-    parts: list[dict[str, Any]] = [visible]
-    if status:
-        parts.append({"status": status})
-    if cursor:
-        parts.append(older_than(cursor))
-    query = parts[0] if len(parts) == 1 else {"$and": parts}
-    rows = await db.runs.find(query, {"input": 0, "result": 0}).sort(
-        [("createdAt", DESCENDING), ("_id", DESCENDING)]).limit(limit + 1).to_list()
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return rows, encode_cursor(rows[-1]) if more and rows else None
+    parts: list[dict[str, Any]] = [visible, *([{"status": status}] if status else [])]
+    return await newest_first(db.runs, parts, limit=limit, cursor=cursor, projection={"input": 0, "result": 0})
 
 
 # --- events ---------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from pymongo.operations import UpdateOne
 
 from parley.core import clock
 from parley.core.limits import WEBHOOK_LOGGED_ATTEMPTS
-from parley.store.cursors import encode_cursor, older_than
+from parley.store.cursors import newest_first
 from parley.store.group import DUPLICATE_KEY
 
 PENDING, DELIVERED, FAILED, VOID = "pending", "delivered", "failed", "void"
@@ -275,13 +275,7 @@ async def list_deliveries(db: AsyncDatabase, *, workspace: str, webhook_id: str 
         parts.append({"webhookId": webhook_id})
     if status is not None:
         parts.append({"status": status})
-    if cursor:
-        parts.append(older_than(cursor))
-    rows = await db.webhook_deliveries.find({"$and": parts}).sort(
-        [("createdAt", DESCENDING), ("_id", DESCENDING)]).limit(limit + 1).to_list()
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return rows, encode_cursor(rows[-1]) if more and rows else None
+    return await newest_first(db.webhook_deliveries, parts, limit=limit, cursor=cursor)
 
 
 async def get_delivery(db: AsyncDatabase, *, workspace: str, delivery_id: str) -> dict[str, Any] | None:
