@@ -99,7 +99,7 @@ class ModelFactory:
         settings: Settings | None = None,
         *,
         providers: dict[str, Provider] | None = None,
-        prices: dict[str, tuple[float, float]] | None = None,
+        prices: dict[str, tuple[float, ...]] | None = None,
         local_base_url: str | None = None,
     ) -> None:
         self.settings = settings or get_settings()
@@ -111,8 +111,8 @@ class ModelFactory:
         self.providers = providers
         if prices is None:
             prices = dict(BUILTIN_PRICES)
-            for name, pair in load_json_overrides(self.settings.prices_file).items():
-                prices[name.lower()] = (float(pair[0]), float(pair[1]))
+            for name, row in load_json_overrides(self.settings.prices_file).items():
+                prices[name.lower()] = tuple(float(x) for x in row[:3])
         self.prices = prices
         self.local_base_url = local_base_url or os.environ.get("PARLEY_LOCAL_BASE_URL")
         self._per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, dict]] = (

@@ -298,3 +298,14 @@ async def test_a_long_conversation_is_converted_off_the_event_loop(parley_env, l
     assert len(threads) == 2 * OFF_LOOP_MESSAGES and llm.requests[-1]["messages"][-1]["content"] == "changed"
     assert await off_loop(OFF_LOOP_MESSAGES - 1, threading.get_ident) == loop_thread
     assert await off_loop(OFF_LOOP_MESSAGES, threading.get_ident) != loop_thread
+
+
+def test_a_cached_prompt_token_costs_the_cached_price_where_the_table_has_one(parley_env):
+    parley_env.parley_home.mkdir(parents=True, exist_ok=True)
+    parley_env.prices_file.write_text(json.dumps({"my-model": [1.0, 2.0, 0.1], "plain-model": [1.0, 2.0]}))
+    factory = ModelFactory(parley_env)
+    cached = factory.price("my-model")
+    assert cached.cost(1_000_000, 0, cached_tokens=800_000) == pytest.approx(0.2 + 0.08)
+    assert cached.cost(1_000_000, 1_000_000) == pytest.approx(3.0)
+    assert factory.price("plain-model").cost(1_000_000, 0, cached_tokens=800_000) == pytest.approx(1.0)
+    assert factory.price("gpt-5").cost(1_000_000, 0, cached_tokens=1_000_000) == pytest.approx(0.125)
