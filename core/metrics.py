@@ -42,8 +42,10 @@ RUNS = Counter("parley_runs", "Runs that ended, by mode (duel, panel, roundtable
                ["kind", "status"])
 MODEL_CALLS = Counter("parley_model_calls", "Model calls that ended, by model and outcome (ok, error).",
                       ["model", "outcome"])
-MODEL_TOKENS = Counter("parley_model_tokens", "Tokens of finished model calls, by model and direction "
-                       "(input, output); estimated where the server reports none.", ["model", "direction"])
+MODEL_TOKENS = Counter("parley_model_tokens", "Tokens of finished model calls, by model, direction (input, output) "
+                       "and kind: input tokens are `input` (read in full) or `cached` (read from the provider's "
+                       "prompt cache), output tokens `output` (the answer) or `reasoning`; estimated where the "
+                       "server reports none.", ["model", "direction", "kind"])
 MODEL_COST = Counter("parley_model_cost_usd", "USD cost of finished model calls, by model (0 when unpriced).",
                      ["model"])
 MODEL_LATENCY = Histogram("parley_model_latency_seconds", "Seconds from sending a model call to its last token.",
@@ -67,9 +69,12 @@ def record_run(kind: str, status: str) -> None:
 
 def record_model_call(
     model: str, *, ok: bool, seconds: float, first_token_seconds: float | None = None,
-    input_tokens: int = 0, output_tokens: int = 0, cost: float = 0.0,
+    input_tokens: int = 0, output_tokens: int = 0, cost: float = 0.0, cached_tokens: int = 0,
+    reasoning_tokens: int = 0,
 ) -> None:
     """Record one finished model call; `first_token_seconds` None means it was not streamed (TTFT = latency).
+    `cached_tokens` are a part of `input_tokens`, `reasoning_tokens` of `output_tokens`: each token is counted under
+    one kind, so a sum over `kind` by `direction` is the call's input or output.
 
     `model` is a configured model id or `OTHER_MODEL`, never a string straight from a request: each distinct
     value is a series kept for the life of the process.
@@ -78,8 +83,11 @@ def record_model_call(
     MODEL_LATENCY.labels(model=model).observe(seconds)
     if ok:
         MODEL_TTFT.labels(model=model).observe(seconds if first_token_seconds is None else first_token_seconds)
-        MODEL_TOKENS.labels(model=model, direction="input").inc(input_tokens)
-        MODEL_TOKENS.labels(model=model, direction="output").inc(output_tokens)
+        cached, reasoning = min(cached_tokens, input_tokens), min(reasoning_tokens, output_tokens)
+        MODEL_TOKENS.labels(model=model, direction="input", kind="input").inc(input_tokens - cached)
+        MODEL_TOKENS.labels(model=model, direction="input", kind="cached").inc(cached)
+        MODEL_TOKENS.labels(model=model, direction="output", kind="output").inc(output_tokens - reasoning)
+        MODEL_TOKENS.labels(model=model, direction="output", kind="reasoning").inc(reasoning)
         MODEL_COST.labels(model=model).inc(cost)
 
 

@@ -30,10 +30,19 @@ class UsageRecord:
     estimated: bool = False
     node: str | None = None  # the workflow node that made the call, when a designer workflow did
     tool_calls: int = 0  # the tool calls the model's answer made
+    cached_tokens: int = 0  # of `input_tokens`: read from the provider's prompt cache (priced at its cached rate)
+    reasoning_tokens: int = 0  # of `output_tokens`: the model's hidden reasoning (priced as output)
+    cached_cost: float = 0.0  # of `cost`: what the cached tokens cost
+    reasoning_cost: float = 0.0  # of `cost`: what the reasoning tokens cost
 
     @property
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
+
+
+# The figures of a record that add up per model (`UsageLedger.by_model`), and their names in a usage view.
+_SUMMED = ("input_tokens", "output_tokens", "cost", "cached_tokens", "reasoning_tokens", "cached_cost",
+           "reasoning_cost")
 
 
 @dataclass
@@ -68,6 +77,14 @@ class UsageLedger:
         return sum(r.input_tokens for r in self.records)
 
     @property
+    def cached_tokens(self) -> int:
+        return sum(r.cached_tokens for r in self.records)
+
+    @property
+    def reasoning_tokens(self) -> int:
+        return sum(r.reasoning_tokens for r in self.records)
+
+    @property
     def total_cost(self) -> float:
         return sum(r.cost for r in self.records)
 
@@ -83,10 +100,9 @@ class UsageLedger:
         """Sum tokens and cost per model id."""
         out: dict[str, dict[str, float]] = {}
         for r in self.records:
-            row = out.setdefault(r.model, {"input_tokens": 0, "output_tokens": 0, "cost": 0.0, "calls": 0})
-            row["input_tokens"] += r.input_tokens
-            row["output_tokens"] += r.output_tokens
-            row["cost"] += r.cost
+            row = out.setdefault(r.model, dict.fromkeys(_SUMMED, 0) | {"calls": 0})
+            for name in _SUMMED:
+                row[name] += getattr(r, name)
             row["calls"] += 1
         return out
 
@@ -129,15 +145,19 @@ def usage_view(usage: UsageLedger | Iterable[UsageRecord], *, per_model: bool = 
 
     Returns:
         `inputTokens`, `outputTokens`, `totalTokens`, `costUsd` (`usd`), `calls`, and `toolCalls` when the answers
-        made tool calls; with `per_model`, also `models`: a row per model in the order first called (`model`,
-        `inputTokens`, `outputTokens`, `costUsd`, `calls`); with `per_node` (a ledger's workflow nodes), also
-        `nodes`: each node that ran (model calls or not), in order, with the same view of its own calls.
+        made tool calls; `cachedTokens` (the part of `inputTokens` read from the provider's prompt cache) and
+        `cachedCostUsd` (what they cost, at the cached price), `reasoningTokens` (the part of `outputTokens` the
+        models spent reasoning) and `reasoningCostUsd`; with `per_model`, also `models`: a row per model in the
+        order first called (`model`, `inputTokens`, `outputTokens`, `cachedTokens`, `reasoningTokens`, `costUsd`,
+        `cachedCostUsd`, `reasoningCostUsd`, `calls`); with `per_node` (a ledger's workflow nodes), also `nodes`:
+        each node that ran (model calls or not), in order, with the same view of its own calls.
 
     A wire contract spelling usage its own way (OpenAI's `usage`, the panel's `_meta`, the round table's message
     `usage`) takes its figures from this view.
 
-    >>> usage_view([UsageRecord("openai:gpt-5", 10, 4, 0.0001, True)])
-    {'inputTokens': 10, 'outputTokens': 4, 'totalTokens': 14, 'costUsd': 0.0001, 'calls': 1}
+    >>> usage_view([UsageRecord("openai:gpt-5", 10, 4, 0.0001, True)])  # doctest: +NORMALIZE_WHITESPACE
+    {'inputTokens': 10, 'outputTokens': 4, 'totalTokens': 14, 'costUsd': 0.0001, 'calls': 1, 'cachedTokens': 0,
+     'reasoningTokens': 0, 'cachedCostUsd': 0.0, 'reasoningCostUsd': 0.0}
     """
     ledger = usage if isinstance(usage, UsageLedger) else UsageLedger(list(usage))
     view: dict[str, Any] = {
@@ -147,11 +167,14 @@ def usage_view(usage: UsageLedger | Iterable[UsageRecord], *, per_model: bool = 
         "costUsd": usd(ledger.total_cost),
         "calls": len(ledger.records),
         **({"toolCalls": ledger.tool_calls} if ledger.tool_calls else {}),
+        **paid_parts(ledger.records),
     }
     if per_model:
         view["models"] = [
             {"model": model, "inputTokens": int(row["input_tokens"]), "outputTokens": int(row["output_tokens"]),
-             "costUsd": usd(float(row["cost"])), "calls": int(row["calls"])}
+             "cachedTokens": int(row["cached_tokens"]), "reasoningTokens": int(row["reasoning_tokens"]),
+             "costUsd": usd(float(row["cost"])), "cachedCostUsd": usd(float(row["cached_cost"])),
+             "reasoningCostUsd": usd(float(row["reasoning_cost"])), "calls": int(row["calls"])}
             for model, row in ledger.by_model().items()
         ]
     if per_node:
@@ -161,10 +184,74 @@ def usage_view(usage: UsageLedger | Iterable[UsageRecord], *, per_model: bool = 
     return view
 
 
-def usage_from_message(message: Any) -> tuple[int, int]:
-    """Read (input, output) tokens from a LangChain message's usage metadata."""
+def paid_parts(records: Iterable[UsageRecord]) -> dict[str, Any]:
+    """What some calls' figures hold besides plain tokens, in a usage view's names: `cachedTokens`,
+    `reasoningTokens`, `cachedCostUsd`, `reasoningCostUsd` (a panelist's row in `_meta` shows them too)."""
+    records = list(records)
+    return {"cachedTokens": sum(r.cached_tokens for r in records),
+            "reasoningTokens": sum(r.reasoning_tokens for r in records),
+            "cachedCostUsd": usd(sum(r.cached_cost for r in records)),
+            "reasoningCostUsd": usd(sum(r.reasoning_cost for r in records))}
+
+
+@dataclass(frozen=True)
+class ReportedUsage:
+    """The tokens a server reported for one answer: prompt (`input`) and answer (`output`) tokens, and the parts of
+    them read from the prompt cache (`cached`) and spent reasoning (`reasoning`)."""
+
+    input: int = 0
+    output: int = 0
+    cached: int = 0
+    reasoning: int = 0
+
+    def __add__(self, other: ReportedUsage) -> ReportedUsage:
+        return ReportedUsage(self.input + other.input, self.output + other.output, self.cached + other.cached,
+                             self.reasoning + other.reasoning)
+
+    def __bool__(self) -> bool:
+        return bool(self.input or self.output)
+
+
+def _detail(details: Any, name: str) -> int:
+    """A count from LangChain's `input_token_details`/`output_token_details`; a priority or flex call names it
+    `<tier>_<name>`, so every key ending in it is counted."""
+    if not isinstance(details, dict):
+        return 0
+    return sum(int(v or 0) for k, v in details.items() if k == name or k.endswith(f"_{name}"))
+
+
+def usage_from_message(message: Any) -> ReportedUsage:
+    """The usage a LangChain message's `usage_metadata` reports (langchain-openai fills it from OpenAI's `usage`,
+    streamed or not: `prompt_tokens_details.cached_tokens` as `input_token_details.cache_read`,
+    `completion_tokens_details.reasoning_tokens` as `output_token_details.reasoning`)."""
     meta = getattr(message, "usage_metadata", None) or {}
-    return int(meta.get("input_tokens", 0) or 0), int(meta.get("output_tokens", 0) or 0)
+    return ReportedUsage(int(meta.get("input_tokens", 0) or 0), int(meta.get("output_tokens", 0) or 0),
+                         _detail(meta.get("input_token_details"), "cache_read"),
+                         _detail(meta.get("output_token_details"), "reasoning"))
+
+
+def usage_from_openai(token_usage: Any) -> ReportedUsage:
+    """The usage of OpenAI's `usage` object (a result's raw `token_usage`)."""
+    if not isinstance(token_usage, dict):
+        return ReportedUsage()
+    prompt = token_usage.get("prompt_tokens_details") or {}
+    completion = token_usage.get("completion_tokens_details") or {}
+    return ReportedUsage(int(token_usage.get("prompt_tokens", 0) or 0),
+                         int(token_usage.get("completion_tokens", 0) or 0),
+                         int(prompt.get("cached_tokens", 0) or 0) if isinstance(prompt, dict) else 0,
+                         int(completion.get("reasoning_tokens", 0) or 0) if isinstance(completion, dict) else 0)
+
+
+def usage_record(model: str, reported: ReportedUsage, price: Price, **rest: Any) -> UsageRecord:
+    """The record of one call that reported `reported`, priced at `price`: cached prompt tokens at its cached rate,
+    reasoning tokens as output."""
+    cached = min(reported.cached, reported.input)
+    reasoning = min(reported.reasoning, reported.output)
+    return UsageRecord(model=model, input_tokens=reported.input, output_tokens=reported.output,
+                       cost=price.cost(reported.input, reported.output, cached_tokens=cached), priced=price.known,
+                       cached_tokens=cached, reasoning_tokens=reasoning,
+                       cached_cost=price.cost(cached, 0, cached_tokens=cached),
+                       reasoning_cost=price.cost(0, reasoning), **rest)
 
 
 class CallRecorder(AsyncCallbackHandler):
@@ -205,37 +292,25 @@ class CallRecorder(AsyncCallbackHandler):
 
     async def on_llm_end(self, response: LLMResult, *, run_id: Any = None, **kwargs: Any) -> None:
         ended = time.perf_counter()
-        input_tokens = output_tokens = made = 0
+        reported, made = ReportedUsage(), 0
         answer = []
         for generations in response.generations:
             for generation in generations:
                 answer.append(generation.text or "")
                 if isinstance(generation, ChatGeneration):
-                    i, o = usage_from_message(generation.message)
-                    input_tokens += i
-                    output_tokens += o
+                    reported += usage_from_message(generation.message)
                     calls = getattr(generation.message, "tool_calls", None) or []
                     made += len(calls) + len(getattr(generation.message, "invalid_tool_calls", None) or [])
                     answer.extend(json.dumps(call.get("args", {})) for call in calls)
-        if not (input_tokens or output_tokens) and response.llm_output:
-            token_usage = response.llm_output.get("token_usage") or {}
-            input_tokens = int(token_usage.get("prompt_tokens", 0) or 0)
-            output_tokens = int(token_usage.get("completion_tokens", 0) or 0)
-        estimated = not (input_tokens or output_tokens)
+        if not reported and response.llm_output:
+            reported = usage_from_openai(response.llm_output.get("token_usage"))
+        estimated = not reported
         prompts = self._prompts.pop(run_id, [])
-        if estimated:
-            input_tokens = sum(approx_tokens(batch) for batch in prompts)
-            output_tokens = approx_tokens([AIMessage("".join(answer))]) if any(answer) else 0
-        record = UsageRecord(
-            model=self.model_id,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            cost=self.price.cost(input_tokens, output_tokens),
-            priced=self.price.known,
-            label=self.label,
-            estimated=estimated,
-            tool_calls=made,
-        )
+        if estimated:  # nothing reported: the prompt and the visible answer are all there is to count
+            reported = ReportedUsage(sum(approx_tokens(batch) for batch in prompts),
+                                     approx_tokens([AIMessage("".join(answer))]) if any(answer) else 0)
+        record = usage_record(self.model_id, reported, self.price, label=self.label, estimated=estimated,
+                              tool_calls=made)
         if self.ledger is not None:
             self.ledger.add(record)
         started = self._started.pop(run_id, ended)
@@ -243,9 +318,9 @@ class CallRecorder(AsyncCallbackHandler):
         metrics.record_model_call(
             self.metric_label, ok=True, seconds=ended - started,
             first_token_seconds=None if first_token is None else first_token - started,
-            input_tokens=input_tokens, output_tokens=output_tokens, cost=record.cost,
+            input_tokens=record.input_tokens, output_tokens=record.output_tokens, cost=record.cost,
+            cached_tokens=record.cached_tokens, reasoning_tokens=record.reasoning_tokens,
         )
-
 
 
 def monotonic_ms() -> float:

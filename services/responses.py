@@ -475,12 +475,14 @@ def output_items(response_id: str, completion: dict[str, Any]) -> list[dict[str,
     return items
 
 
-def usage_object(usage: dict[str, int]) -> dict[str, Any]:
+def usage_object(usage: dict[str, Any]) -> dict[str, Any]:
     """A chat completion's `usage` in the Responses API's names."""
+    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
+    reasoning = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens", 0)
     return {"input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"],
             "total_tokens": usage["total_tokens"],
-            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
-            "output_tokens_details": {"reasoning_tokens": 0}}
+            "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": reasoning}}
 
 
 def response_object(response_id: str, created_at: float, echo: dict[str, Any], *, run_id: str, status: str,

@@ -27,8 +27,12 @@ async def record_usage(
             "model": model,
             "inputTokens": int(sums["input_tokens"]),
             "outputTokens": int(sums["output_tokens"]),
+            "cachedTokens": int(sums["cached_tokens"]),  # of inputTokens: read from the prompt cache
+            "reasoningTokens": int(sums["reasoning_tokens"]),  # of outputTokens: spent reasoning
             "calls": int(sums["calls"]),
             "costUsd": float(sums["cost"]),
+            "cachedCostUsd": float(sums["cached_cost"]),
+            "reasoningCostUsd": float(sums["reasoning_cost"]),
             "priced": all(r.priced for r in ledger.records if r.model == model),
             **({"toolCalls": ledger.tool_calls_of(model)} if ledger.tool_calls_of(model) else {}),
             "createdAt": now,

@@ -33,7 +33,7 @@ from parley.llm.families import independent_first, model_family
 from parley.llm.formats import AnswerFormat
 from parley.llm.providers import DEFAULT_PROVIDER, split_model_id
 from parley.llm.tools import ToolSet
-from parley.llm.usage import monotonic_ms, usage_from_message
+from parley.llm.usage import ReportedUsage, monotonic_ms, usage_from_message, usage_record
 from parley.nodes.analysis import agreement, analyse
 from parley.nodes.arbitrate import (  # noqa: F401 (re-exported: the panel's callers and tests read them here)
     ANSWER_LETTERS,
@@ -304,7 +304,8 @@ class PanelistTask(TypedDict):
 
 
 def public_panelist(result: dict[str, Any], *, proposal: bool = False) -> dict[str, Any]:
-    """A panelist's result in the contract's shape: model (its seat's label), tokens, cost, latencyMs, success, error?
+    """A panelist's result in the contract's shape: model (its seat's label), tokens (`cachedTokens` of them read from
+    the prompt cache, `reasoningTokens` spent reasoning), cost, latencyMs, success, error?
 
     The label is the model id, with " #2", " #3" on a model's resamples, so every seat stays distinct. With
     `proposal` (a debate offered tools, whose answer may be a tool call rather than text) an answer is added as
@@ -314,6 +315,7 @@ def public_panelist(result: dict[str, Any], *, proposal: bool = False) -> dict[s
     isError}` as a debater's message does.
     """
     out = {key: result[key] for key in ("model", "tokens", "cost", "latencyMs", "success")}
+    out |= {key: result.get(key, 0) for key in ("cachedTokens", "reasoningTokens")}
     if not result["success"]:
         out["error"] = result["error"]
     elif proposal:
@@ -359,17 +361,20 @@ async def panelist(task: PanelistTask, runtime: Runtime[PanelContext]) -> dict[s
     model = task["model"]
     label = task.get("label") or model
     if quorum := task.get("quorum"):  # the others may stop waiting for it (`QUORUMS`)
-        answer, input_tokens, output_tokens, tool_calls = await QUORUMS.race(quorum, ask_panelist(task, ctx))
+        answer, reported, tool_calls = await QUORUMS.race(quorum, ask_panelist(task, ctx))
     else:
-        answer, input_tokens, output_tokens, tool_calls = await ask_panelist(task, ctx)
+        answer, reported, tool_calls = await ask_panelist(task, ctx)
+    priced = usage_record(model, reported, ctx.factory.price(model))
     result = {
         "index": task["index"],
         "model": label,
         "model_id": model,
         "success": True,
         "answer": answer,
-        "tokens": input_tokens + output_tokens,
-        "cost": ctx.factory.price(model).cost(input_tokens, output_tokens),
+        "tokens": priced.total_tokens,
+        "cachedTokens": priced.cached_tokens,
+        "reasoningTokens": priced.reasoning_tokens,
+        "cost": priced.cost,
         "latencyMs": round(monotonic_ms() - task["sent_ms"]),
         **({"toolCalls": tool_calls} if tool_calls else {}),
     }
@@ -377,8 +382,8 @@ async def panelist(task: PanelistTask, runtime: Runtime[PanelContext]) -> dict[s
     return {"panelist_results": [result]}
 
 
-async def ask_panelist(task: PanelistTask, ctx: PanelContext) -> tuple[str, int, int, list[dict[str, Any]]]:
-    """One panelist's answer, its input and output tokens, and the tools it called (`panelist`)."""
+async def ask_panelist(task: PanelistTask, ctx: PanelContext) -> tuple[str, ReportedUsage, list[dict[str, Any]]]:
+    """One panelist's answer, the usage its calls reported, and the tools it called (`panelist`)."""
     model = task["model"]
     label = task.get("label") or model
     knobs: dict[str, Any] = {"temperature": task.get("temperature"), "max_tokens": task.get("max_tokens"),
@@ -390,7 +395,7 @@ async def ask_panelist(task: PanelistTask, ctx: PanelContext) -> tuple[str, int,
         with speaking(panelist_speaker(task)):  # named should the call wait for its endpoint
             reply = await ctx.chat(model, **knobs).ainvoke(prompt)
         answer = content_text(reply.content).strip()
-        input_tokens, output_tokens = usage_from_message(reply)
+        reported = usage_from_message(reply)
     else:  # the speak node's tool loop, its text kept for the arbitrator, its calls and results sent as events
         first = len(ctx.ledger.records)
         turn = await say(ctx.chat(model, **knobs, tools=box.toolset()), prompt,
@@ -399,11 +404,12 @@ async def ask_panelist(task: PanelistTask, ctx: PanelContext) -> tuple[str, int,
                          spent=ctx.chat(model, **knobs, tools=box.toolset(final=True)))
         answer = turn.text.strip()
         calls = [r for r in ctx.ledger.records[first:] if r.label == knobs["label"]]
-        input_tokens, output_tokens = sum(r.input_tokens for r in calls), sum(r.output_tokens for r in calls)
+        reported = sum((ReportedUsage(r.input_tokens, r.output_tokens, r.cached_tokens, r.reasoning_tokens)
+                        for r in calls), ReportedUsage())
         tool_calls = [run.dump() for run in turn.tool_runs]
     if not answer:
         raise EmptyAnswerError(f"{label} answered with no text")
-    return answer, input_tokens, output_tokens, tool_calls
+    return answer, reported, tool_calls
 
 
 # --- quorum grace ---------------------------------------------------------------------------

@@ -262,9 +262,10 @@ def _turn_messages(state: TableTurnInput, ctx: RoundTableContext) -> list[BaseMe
 
 
 def _usage_of(ctx: RoundTableContext, label: str) -> dict[str, int]:
-    """A turn's usage as the seed's messages show it: the tokens in and out (`usage_view`) of the turn's calls."""
+    """A turn's usage as the seed's messages show it: the tokens in and out (`usage_view`) of the turn's calls, and the
+    parts of them read from the prompt cache and spent reasoning."""
     view = usage_view(r for r in ctx.ledger.records if r.label == label)
-    return {"inputTokens": view["inputTokens"], "outputTokens": view["outputTokens"]}
+    return {key: view[key] for key in ("inputTokens", "outputTokens", "cachedTokens", "reasoningTokens")}
 
 
 def _turn_model(state: TableTurnInput, ctx: RoundTableContext) -> str | None:

@@ -60,15 +60,23 @@ def answer_choice(result: dict[str, Any]) -> dict[str, Any]:
     return {"index": 0, "message": message, "logprobs": None, "finish_reason": "tool_calls" if calls else "stop"}
 
 
-def usage_body(ledger: UsageLedger) -> dict[str, int]:
-    """OpenAI's `usage` of the completion: the figures of `llm.usage.usage_view`, in OpenAI's names."""
+def usage_body(ledger: UsageLedger) -> dict[str, Any]:
+    """OpenAI's `usage` of the completion: the figures of `llm.usage.usage_view`, in OpenAI's names (the cached and
+    reasoning parts in `prompt_tokens_details.cached_tokens` and `completion_tokens_details.reasoning_tokens`)."""
     view = usage_view(ledger)
     return {"prompt_tokens": view["inputTokens"], "completion_tokens": view["outputTokens"],
-            "total_tokens": view["totalTokens"]}
+            "total_tokens": view["totalTokens"],
+            "prompt_tokens_details": {"cached_tokens": view["cachedTokens"]},
+            "completion_tokens_details": {"reasoning_tokens": view["reasoningTokens"]}}
 
 
 def meta_body(plan: dict[str, Any], result: dict[str, Any], ledger: UsageLedger, latency_ms: int) -> dict[str, Any]:
     """The `_meta` object of the panel contract: cost, tokens, latency and who answered.
+
+    Tokens and cost count what was paid: `cachedTokens` (prompt tokens read from the provider's prompt cache, at its
+    cached price) and `reasoningTokens` (output spent reasoning), with what each cost (`cachedCostUsd`,
+    `reasoningCostUsd`), in total and in a debate's or panel's totals; each panelist's row has its own
+    `cachedTokens` and `reasoningTokens`.
 
     A panel filled by resampling (allowSameFamily) says so with `sameFamily: true`; its panelists' `model`
     is each seat's label (`local:smollm2`, `local:smollm2 #2`, ...). A debate adds its `rule` and `decision`
@@ -77,15 +85,16 @@ def meta_body(plan: dict[str, Any], result: dict[str, Any], ledger: UsageLedger,
     """
     view = usage_view(ledger)
     cost, tokens = view["costUsd"], view["totalTokens"]
+    paid = {key: view[key] for key in ("cachedTokens", "reasoningTokens", "cachedCostUsd", "reasoningCostUsd")}
     meta: dict[str, Any] = {"modelUsed": response_model(plan, result), "routerMode": plan["router_mode"],
-                            "cost": cost, "tokensUsed": tokens, "latency": latency_ms}
+                            "cost": cost, "tokensUsed": tokens, **paid, "latency": latency_ms}
     panelists = [{**p, "cost": usd(p["cost"])} for p in result.get("panelists", [])]
     same_family = {"sameFamily": True} if result.get("same_family") else {}
     if plan["mode"] == "debate":
         meta["debate"] = {"arbitrator": meta["modelUsed"], "panelists": panelists,
-                          "totalTokens": tokens, "totalCost": cost, **same_family}
+                          "totalTokens": tokens, "totalCost": cost, **paid, **same_family}
     elif plan["mode"] == "panel":
-        meta["panel"] = {"models": panelists, "totalTokens": tokens, "totalCost": cost, **same_family}
+        meta["panel"] = {"models": panelists, "totalTokens": tokens, "totalCost": cost, **paid, **same_family}
     elif result.get("attempts"):
         meta["fallbacks"] = [{"model": a["model"], "error": a["error"]} for a in result["attempts"]]
     if plan.get("housekeeping"):

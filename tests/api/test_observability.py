@@ -36,7 +36,9 @@ def scrape(http: httpx.Client) -> Samples:
 
 
 def value(samples: Samples, name: str, **labels: str) -> float:
-    return samples.get((name, frozenset(labels.items())), 0.0)
+    """A sample's value; the sum of the samples whose labels include `labels`."""
+    wanted = set(labels.items())
+    return sum(v for (n, got), v in samples.items() if n == name and wanted <= got)
 
 
 # --- metrics --------------------------------------------------------------------------------

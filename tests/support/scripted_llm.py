@@ -109,6 +109,8 @@ class Rule:
     tool_calls: list[dict[str, Any]] | None = None
     with_tools: bool | None = None
     times: int | None = None
+    reasoning_tokens: int | None = None
+    cached_tokens: int | None = None
     uses: int = field(default=0, compare=False)
 
     def __post_init__(self) -> None:
@@ -589,14 +591,22 @@ class _EndlessStream:
             watcher.cancel()
 
 
-def _usage(body: dict[str, Any], answer: _Answer) -> dict[str, int]:
+def _usage(body: dict[str, Any], answer: _Answer, rule: Rule | None = None) -> dict[str, Any]:
     prompt = "".join(_content_text(m.get("content")) for m in body.get("messages") or [])
     prompt_tokens = max(1, len(prompt) // 4)
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": answer.pieces,
-            "total_tokens": prompt_tokens + answer.pieces}
+    usage: dict[str, Any] = {"prompt_tokens": prompt_tokens, "completion_tokens": answer.pieces,
+                             "total_tokens": prompt_tokens + answer.pieces}
+    if rule is not None and rule.reasoning_tokens:
+        usage["completion_tokens"] += rule.reasoning_tokens
+        usage["total_tokens"] += rule.reasoning_tokens
+        usage["completion_tokens_details"] = {"reasoning_tokens": rule.reasoning_tokens}
+    if rule is not None and rule.cached_tokens is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": min(rule.cached_tokens, prompt_tokens)}
+    return usage
 
 
-def _stream_events(body: dict[str, Any], answer: _Answer, cid: str) -> list[tuple[dict[str, Any], bool]]:
+def _stream_events(body: dict[str, Any], answer: _Answer, cid: str,
+                   rule: Rule | None = None) -> list[tuple[dict[str, Any], bool]]:
     include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
     base = {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()), "model": body.get("model")}
 
@@ -618,7 +628,7 @@ def _stream_events(body: dict[str, Any], answer: _Answer, cid: str) -> list[tupl
                    for p in call.chunks]
     events.append((chunk({}, answer.finish), False))
     if include_usage:
-        events.append(({**base, "choices": [], "usage": _usage(body, answer)}, False))
+        events.append(({**base, "choices": [], "usage": _usage(body, answer, rule)}, False))
     return events
 
 
@@ -658,7 +668,7 @@ async def chat_completions(request: Request) -> Any:
         return _EndlessStream(rule.endless, token_delay or _ENDLESS_PACE, bool(body.get("stream")), model, cid, state)
     answer = build_answer(body, rule, reply, state)
     if body.get("stream"):
-        return _EventStream(_stream_events(body, answer, cid), token_delay, rule.drop_after if rule else None,
+        return _EventStream(_stream_events(body, answer, cid, rule), token_delay, rule.drop_after if rule else None,
                             pause, state, rule.end_after if rule else None)
 
     # Without streaming the client still waits for the whole generation, as with a real model.
@@ -674,7 +684,7 @@ async def chat_completions(request: Request) -> Any:
     completion = {
         "id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
         "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": answer.finish}],
-        "usage": _usage(body, answer),
+        "usage": _usage(body, answer, rule),
     }
     if rule is not None and (rule.drop_after is not None or rule.end_after is not None):
         return _CutBody(json.dumps(completion).encode(), drop=rule.drop_after is not None)
