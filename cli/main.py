@@ -253,7 +253,9 @@ def model_chat(
     rec = ledger.records[-1] if ledger.records else None
     if rec:
         console.print(
-            f"[dim]{model_id}: {rec.input_tokens} in, {rec.output_tokens} out, ${rec.cost:.6f}"
+            f"[dim]{model_id}: {rec.input_tokens} in"
+            f"{f' ({rec.cached_tokens} cached)' if rec.cached_tokens else ''}, {rec.output_tokens} out"
+            f"{f' ({rec.reasoning_tokens} reasoning)' if rec.reasoning_tokens else ''}, ${rec.cost:.6f}"
             f"{'' if rec.priced else ' (no price known)'}{' (estimated)' if rec.estimated else ''}[/]"
         )
 

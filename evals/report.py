@@ -27,6 +27,15 @@ def uses_embedded_model(settings: RunSettings) -> bool:
     return any(m.startswith("local:") for m in [settings.model, *settings.options.models])
 
 
+def _paid_parts(records: list[dict[str, Any]]) -> dict[str, float]:
+    """Per item, the parts of the tokens and cost paid at other rates: prompt tokens read from the provider's cache
+    (at its cached price) and output tokens spent reasoning (records written before they were counted have none)."""
+    return {"cached_tokens_per_item": round(mean([r.get("cached_tokens", 0) for r in records]), 1),
+            "cached_cost_per_item": round(mean([r.get("cached_cost", 0.0) for r in records]), 8),
+            "reasoning_tokens_per_item": round(mean([r.get("reasoning_tokens", 0) for r in records]), 1),
+            "reasoning_cost_per_item": round(mean([r.get("reasoning_cost", 0.0) for r in records]), 8)}
+
+
 def summarise(settings: RunSettings, records: list[dict[str, Any]]) -> dict[str, Any]:
     """The results document: the run's settings and, per method, accuracy with its 95 % interval and
     per-item tokens, cost, calls and seconds (means over the items that finished); when `adaptive` and `panel`
@@ -47,6 +56,7 @@ def summarise(settings: RunSettings, records: list[dict[str, Any]]) -> dict[str,
             "ci_high": _number(interval.high),
             "tokens_per_item": round(mean([r["tokens"] for r in mine]), 1),
             "cost_per_item": round(mean([r["cost"] for r in mine]), 8),
+            **_paid_parts(mine),
             "calls_per_item": round(mean([r["calls"] for r in mine]), 2),
             "seconds_per_item": round(mean([r["seconds"] for r in mine]), 2),
             "unreadable_answers": sum(1 for r in mine if r["prediction"] is None),
@@ -157,6 +167,14 @@ def markdown(doc: dict[str, Any]) -> str:
         tokens = f"{m['tokens_per_item']:.0f}" + (" (est.)" if m["estimated_tokens"] else "")
         lines.append(f"| {m['label']} | {m['n']} | {accuracy} | {interval} | {tokens} | {cost} | "
                      f"{m['calls_per_item']:.1f} | {m['seconds_per_item']:.1f} |")
+    paid = [m for m in doc["methods"] if m.get("cached_tokens_per_item") or m.get("reasoning_tokens_per_item")]
+    if paid:
+        lines += ["", "Of those tokens and that cost, per item: prompt tokens read from the provider's prompt cache "
+                  "(at its cached price) and output tokens spent reasoning (at the output price).", "",
+                  "| method | cached tokens/item | cached cost/item (USD) | reasoning tokens/item | "
+                  "reasoning cost/item (USD) |", "|---|---:|---:|---:|---:|"]
+        lines += [f"| {m['label']} | {m['cached_tokens_per_item']:.0f} | {m['cached_cost_per_item']:.6f} | "
+                  f"{m['reasoning_tokens_per_item']:.0f} | {m['reasoning_cost_per_item']:.6f} |" for m in paid]
     lines += ["", f"Intervals: {doc['interval']}."]
     unreadable = [f"{m['name']} {m['unreadable_answers']}" for m in doc["methods"] if m["unreadable_answers"]]
     if unreadable:

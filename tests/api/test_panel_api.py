@@ -14,7 +14,7 @@ import pytest
 from parley.api.main import create_app
 from parley.core.embedded import EmbeddedServices
 from parley.core.settings import get_settings
-from parley.llm.prices import BUILTIN_PRICES, Price
+from parley.llm.prices import BUILTIN_PRICES, price_of
 from tests.support.servers import ServerThread
 from tests.support.wait import eventually
 
@@ -78,7 +78,8 @@ def test_debate_preset_answers_with_the_arbitrator(client, llm, sync_db):
     assert [p["model"] for p in m["debate"]["panelists"]] == PANEL
     assert all(p["success"] and p["tokens"] > 0 and p["cost"] > 0 and "error" not in p
                for p in m["debate"]["panelists"])
-    assert set(m["debate"]["panelists"][0]) == {"model", "tokens", "cost", "latencyMs", "success"}
+    assert set(m["debate"]["panelists"][0]) == {"model", "tokens", "cachedTokens", "reasoningTokens", "cost",
+                                                "latencyMs", "success"}
     assert m["debate"]["arbitrator"] == ARBITRATOR
     assert m["tokensUsed"] == m["debate"]["totalTokens"] == resp.usage.total_tokens
     assert m["cost"] == pytest.approx(m["debate"]["totalCost"])
@@ -134,7 +135,8 @@ def test_one_failing_panelist_still_answers(client, llm):
     resp = client.chat.completions.create(model="router/debate", messages=QUESTION)
     panelists = meta(resp)["debate"]["panelists"]
     assert [p["success"] for p in panelists] == [True, False, True]
-    assert panelists[1] == {"model": "anthropic:claude-sonnet-4-5", "tokens": 0, "cost": 0.0,
+    assert panelists[1] == {"model": "anthropic:claude-sonnet-4-5", "tokens": 0, "cachedTokens": 0,
+                            "reasoningTokens": 0, "cost": 0.0,
                             "latencyMs": panelists[1]["latencyMs"], "success": False, "error": "auth"}
     arbitration = next(r for r in llm.requests if r["model"] == "claude-opus-4-5")
     assert "Answer B" in json.dumps(arbitration["messages"]) and "Answer C" not in json.dumps(arbitration["messages"])
@@ -534,7 +536,7 @@ def test_chat_needs_a_key_with_the_chat_scope(server, make_key):
 
 def _one_call_estimate(max_tokens: int) -> float:
     """The priciest model of the preset (arbitrator claude-opus-4-5) at max_tokens output, prompt tokens ignored."""
-    return Price(*BUILTIN_PRICES["claude-opus-4-5"], known=True).cost(0, max_tokens)
+    return price_of(BUILTIN_PRICES["claude-opus-4-5"]).cost(0, max_tokens)
 
 
 def test_credit_is_reserved_during_a_debate_and_settled_after(server, key, llm, sync_db):
@@ -578,7 +580,7 @@ def test_panel_reserves_three_calls(server, key, llm, sync_db):
     during = balance(sync_db)
     llm.release("gpt-5")
     worker.join()
-    sonnet = Price(*BUILTIN_PRICES["claude-sonnet-4-5"], known=True).cost(0, 1000)  # the priciest panelist
+    sonnet = price_of(BUILTIN_PRICES["claude-sonnet-4-5"]).cost(0, 1000)  # the priciest panelist
     assert 10.0 - during == pytest.approx(3 * sonnet, rel=0.05)
 
 

@@ -44,6 +44,24 @@ def test_run_writes_the_results_and_resumes_without_asking_again(parley_env, llm
     assert other.exit_code == 2 and "seed: 6 here, 5 in the stored run" in " ".join(other.output.split())
 
 
+def test_the_report_counts_cached_and_reasoning_tokens_and_their_cost(parley_env, llm, tmp_path):
+    llm.script(reply="Thinking it over... Answer: 12", reasoning_tokens=300, cached_tokens=20)
+    out = tmp_path / "out"
+    result = run("run", "--task", "arithmetic", "--methods", "single", "--n", "2", "--out", str(out), "--no-plot")
+    assert result.exit_code == 0, result.output
+    [single] = json.loads((out / "results.json").read_text())["methods"]
+    assert (single["cached_tokens_per_item"], single["reasoning_tokens_per_item"]) == (20.0, 300.0)
+    # gpt-4o-mini: $0.075 a million cached prompt tokens, $0.60 a million output tokens (reasoning included).
+    assert single["cached_cost_per_item"] == pytest.approx(20 * 0.075 / 1e6)
+    assert single["reasoning_cost_per_item"] == pytest.approx(300 * 0.60 / 1e6)
+    assert single["tokens_per_item"] > 300 and single["cost_per_item"] > single["reasoning_cost_per_item"]
+    items = [json.loads(line) for line in (out / "items.jsonl").read_text().splitlines()]
+    assert {(r["cached_tokens"], r["reasoning_tokens"]) for r in items} == {(20, 300)}
+    table = (out / "results.md").read_text()
+    assert "| method | cached tokens/item | cached cost/item (USD) | reasoning tokens/item |" in table
+    assert "| single | 20 | 0.000002 | 300 | 0.000180 |" in table
+
+
 def test_run_writes_the_panel_rules_self_moa_and_the_round_zero_vote(parley_env, llm, tmp_path):
     llm.script(match="Other agents answered", reply="On reflection... Answer: 14")
     llm.script(reply="Adding up the products... Answer: 12")

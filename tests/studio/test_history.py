@@ -65,3 +65,21 @@ def test_every_kind_is_listed_and_replays_in_its_viewer(studio, llm, sync_db):
     expect(log).to_have_count(3)
     assert [log.nth(i).get_attribute("data-node") for i in range(3)] == ["outline", "bullets", "brief"]
     expect(page.get_by_role("status")).to_contain_text("Done")
+
+
+def test_a_runs_cached_and_reasoning_tokens_show_in_the_list_and_its_replay(studio, llm, sync_db):
+    sync_db.workspaces.insert_one({"_id": "ws1", "creditUsd": 10.0})
+    llm.script(model="gpt-4o-mini", reply="Consistency or availability, under partition.", reasoning_tokens=2500,
+               cached_tokens=2)  # the prompt is 2 tokens: all of it cached
+    with studio.api() as api:
+        resp = api.post("/v1/chat/completions", json={"model": "openai:gpt-4o-mini",
+                                                      "messages": [{"role": "user", "content": "Explain CAP"}]})
+        assert resp.status_code == 200, resp.text
+    page = studio.open("/history")
+    row = page.get_by_role("row").filter(has_text="Explain CAP")
+    expect(row).to_contain_text("(2 cached · 2,500 reasoning)")
+    row.get_by_role("link").click()
+    # 2,500 reasoning tokens at gpt-4o-mini's $0.60 a million output tokens: $0.0015.
+    expect(page.locator("p.muted").filter(has_text="token")).to_contain_text(
+        "(2 cached · 2,500 reasoning) · $")
+    expect(page.locator("p.muted").filter(has_text="token")).to_contain_text("($0.001500 reasoning)")

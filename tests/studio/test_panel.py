@@ -57,7 +57,7 @@ def test_panel_columns_fill_as_answers_arrive_then_the_answer_streams(studio, ll
                hold="arbitrator", pause_after=2)
     llm.script(model="claude-sonnet-4-5", status=401)
     llm.script(model="gemini-2.5-flash", reply="Partitions will happen; plan for them.", hold="gemini")
-    llm.script(model="gpt-4o-mini", reply="Pick two of the three.")
+    llm.script(model="gpt-4o-mini", reply="Pick two of the three.", reasoning_tokens=1200, cached_tokens=3)
     page = studio.open("/panel")
     page.get_by_label("Question").fill("Explain the CAP theorem")
     page.get_by_role("button", name="Ask the panel").click()
@@ -66,6 +66,7 @@ def test_panel_columns_fill_as_answers_arrive_then_the_answer_streams(studio, ll
                            ("openai:gpt-4o-mini", "anthropic:claude-sonnet-4-5", "google:gemini-2.5-flash"))
     expect(gpt).to_have_attribute("data-status", "answered")
     expect(gpt).to_contain_text("Pick two of the three.")
+    expect(gpt.locator(".seat-tokens")).to_contain_text("(3 cached · 1,200 reasoning)")  # what the seat paid for
     expect(claude).to_have_attribute("data-status", "failed")
     expect(claude.locator(".error")).to_contain_text("auth")
     expect(gemini).to_have_attribute("data-status", "waiting")
@@ -87,6 +88,11 @@ def test_panel_columns_fill_as_answers_arrive_then_the_answer_streams(studio, ll
     panelists = figures.get_by_role("table").filter(has_text="Panelists").get_by_role("row")
     expect(panelists).to_have_count(4)
     expect(panelists.nth(2)).to_contain_text("failed")
+    expect(figures.get_by_role("row", name="reasoningTokens")).to_contain_text("1200")
+    expect(figures.get_by_role("row", name="cachedTokens")).to_contain_text("3")
+    expect(figures.get_by_role("row", name="reasoningCostUsd")).to_contain_text("0.000720")  # 1200 x $0.60/M
+    expect(panelists.nth(1).get_by_role("cell")).to_have_text(
+        ["openai:gpt-4o-mini", "answered", re.compile(r"^\d+$"), "3", "1200", re.compile(r"\$"), re.compile("ms|s")])
     decision = page.get_by_role("region", name="Decision: Synthesis")
     expect(decision.get_by_test_id("decided-by")).to_have_text(
         "The arbitrator openai:gpt-4o-mini wrote the answer from every panelist's.")

@@ -60,6 +60,15 @@ export function formatCost(usd: number | null | undefined): string {
   return usd < 0.01 ? `$${usd.toFixed(6)}` : `$${usd.toFixed(4)}`;
 }
 
+/** The parts of some tokens paid at other rates, as a note after their count: " (120 cached · 2,000 reasoning)", or
+ * "" when there are none. */
+export function paidParts(usage: { cachedTokens?: number; reasoningTokens?: number } | null | undefined): string {
+  const parts = [];
+  if (usage?.cachedTokens) parts.push(`${usage.cachedTokens.toLocaleString("en")} cached`);
+  if (usage?.reasoningTokens) parts.push(`${usage.reasoningTokens.toLocaleString("en")} reasoning`);
+  return parts.length ? ` (${parts.join(" · ")})` : "";
+}
+
 export function formatMs(ms: number | null | undefined): string {
   if (ms === null || ms === undefined) return "—";
   return ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(1)} s`;

@@ -9,6 +9,8 @@ export interface Seat {
   status: "waiting" | "answered" | "failed" | "skipped"; // skipped: adaptive depth stopped before its turn
   answer: string | null;
   tokens: number | null;
+  cachedTokens: number; // of `tokens`: prompt tokens read from the provider's prompt cache
+  reasoningTokens: number; // of `tokens`: spent reasoning
   cost: number | null;
   latencyMs: number | null;
   error: string | null;
@@ -191,6 +193,8 @@ const seat = (index: number, model: string): Seat => ({
   status: "waiting",
   answer: null,
   tokens: null,
+  cachedTokens: 0,
+  reasoningTokens: 0,
   cost: null,
   latencyMs: null,
   error: null,
@@ -243,6 +247,8 @@ export function panelReducer(view: PanelView, { event, data, id }: StreamEvent):
         status: data.success ? "answered" : "failed",
         answer: data.answer ?? null,
         tokens: data.tokens ?? null,
+        cachedTokens: data.cachedTokens ?? 0,
+        reasoningTokens: data.reasoningTokens ?? 0,
         cost: data.cost ?? null,
         latencyMs: data.latencyMs ?? null,
         error: data.error ?? null,

@@ -27,7 +27,14 @@ export interface WorkflowRunView {
   steps: Step[];
   status: "waiting" | "running" | "done" | "failed" | "cancelled";
   state: Record<string, unknown> | null;
-  usage: { totalTokens?: number; costUsd?: number } | null;
+  usage: {
+    totalTokens?: number;
+    costUsd?: number;
+    cachedTokens?: number; // of totalTokens: prompt tokens read from the provider's prompt cache
+    reasoningTokens?: number; // of totalTokens: spent reasoning
+    cachedCostUsd?: number;
+    reasoningCostUsd?: number;
+  } | null;
   error: { message: string; node: string | null } | null;
 }
 

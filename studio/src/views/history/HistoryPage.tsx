@@ -2,7 +2,7 @@
 import { useCallback, useEffect, useState } from "react";
 import { Link } from "react-router";
 
-import { Badge, ErrorNote, formatCost, formatDate } from "../../components/ui";
+import { Badge, ErrorNote, formatCost, formatDate, paidParts } from "../../components/ui";
 import { useSession } from "../../session/session";
 import { KIND_LABELS, type RunKind, type RunSummary } from "./runs";
 
@@ -92,7 +92,10 @@ export function HistoryPage() {
                     <Badge tone={STATUS_TONES[run.status] ?? "neutral"}>{run.status}</Badge>
                   </td>
                   <td>{formatDate(run.startedAt ?? run.createdAt)}</td>
-                  <td>{run.usage?.totalTokens ?? "—"}</td>
+                  <td>
+                    {run.usage?.totalTokens ?? "—"}
+                    {paidParts(run.usage)}
+                  </td>
                   <td>{formatCost(run.usage?.costUsd)}</td>
                 </tr>
               ))}

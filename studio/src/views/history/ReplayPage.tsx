@@ -4,7 +4,7 @@ import { Link, useParams } from "react-router";
 
 import { TERMINAL_EVENTS } from "../../api/sse";
 import { DUEL_ROUNDS } from "../../api/limits";
-import { Badge, count, ErrorNote, FollowNote, formatCost, formatDate } from "../../components/ui";
+import { Badge, count, ErrorNote, FollowNote, formatCost, formatDate, paidParts } from "../../components/ui";
 import { useSession } from "../../session/session";
 import { duelReducer, emptyDuel } from "../../streams/duel";
 import { emptyPanel, panelReducer } from "../../streams/panel";
@@ -154,7 +154,9 @@ export default function ReplayPage() {
       {run && (
         <p className="muted">
           <Badge tone="neutral">{run.status}</Badge> {run.id} · started {formatDate(run.startedAt ?? run.createdAt)} ·{" "}
-          {count(run.usage?.totalTokens ?? 0, "token")} · {formatCost(run.usage?.costUsd)}
+          {count(run.usage?.totalTokens ?? 0, "token")}
+          {paidParts(run.usage)} · {formatCost(run.usage?.costUsd)}
+          {run.usage?.reasoningCostUsd ? ` (${formatCost(run.usage.reasoningCostUsd)} reasoning)` : ""}
           {run.error ? ` · ${run.error}` : ""}
         </p>
       )}

@@ -11,7 +11,14 @@ export interface RunSummary {
   startedAt: string | null;
   finishedAt: string | null;
   worker: string | null;
-  usage: { totalTokens?: number; costUsd?: number } | null;
+  usage: {
+    totalTokens?: number;
+    costUsd?: number;
+    cachedTokens?: number; // of totalTokens: prompt tokens read from the provider's prompt cache
+    reasoningTokens?: number; // of totalTokens: spent reasoning
+    cachedCostUsd?: number;
+    reasoningCostUsd?: number;
+  } | null;
   ref: Record<string, string | number | null> | null;
   error: string | null;
 }

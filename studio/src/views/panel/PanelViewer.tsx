@@ -1,7 +1,7 @@
 /** A panel run side by side: each panelist's answer as it arrives, adaptive depth's path, the arbitrator's answer
  * streaming (or a degraded answer's notice), how it was decided, the map of where the answers agree, `_meta`. */
 import { ToolCalls as ToolRuns } from "../../components/ToolCalls";
-import { Badge, count, formatCost, formatMs, StatusLine } from "../../components/ui";
+import { Badge, count, formatCost, formatMs, paidParts, StatusLine } from "../../components/ui";
 import { answerText, type PanelView, type Call, type Seat } from "../../streams/panel";
 import { AgreementMap } from "./AgreementMap";
 import { DecisionCard } from "./DecisionCard";
@@ -89,7 +89,10 @@ function SeatColumn({ seat }: { seat: Seat }) {
       <Badge tone={tone}>{badge}</Badge>
       <dl className="figures">
         <dt>Tokens</dt>
-        <dd>{seat.tokens ?? "—"}</dd>
+        <dd className="seat-tokens">
+          {seat.tokens ?? "—"}
+          {paidParts(seat)}
+        </dd>
         <dt>Cost</dt>
         <dd>{formatCost(seat.cost)}</dd>
         <dt>Latency</dt>
@@ -137,6 +140,8 @@ function cell(value: unknown): string {
 interface MetaPanelist {
   model: string;
   tokens?: number;
+  cachedTokens?: number;
+  reasoningTokens?: number;
   cost?: number;
   latencyMs?: number;
   success?: boolean;
@@ -166,7 +171,8 @@ function MetaTable({ meta }: { meta: Record<string, unknown> }) {
             ))}
             {detail &&
               Object.entries(detail)
-                .filter(([, v]) => v === null || typeof v !== "object")
+                // scalars only, each once: the debate's cached and reasoning totals repeat `_meta`'s
+                .filter(([k, v]) => (v === null || typeof v !== "object") && !(k in meta))
                 .map(([k, v]) => (
                   <tr key={`d-${k}`}>
                     <th scope="row">{k}</th>
@@ -185,6 +191,8 @@ function MetaTable({ meta }: { meta: Record<string, unknown> }) {
                 <th scope="col">Model</th>
                 <th scope="col">Result</th>
                 <th scope="col">Tokens</th>
+                <th scope="col">Cached</th>
+                <th scope="col">Reasoning</th>
                 <th scope="col">Cost</th>
                 <th scope="col">Latency</th>
                 {proposals && <th scope="col">Proposal</th>}
@@ -196,6 +204,8 @@ function MetaTable({ meta }: { meta: Record<string, unknown> }) {
                   <td>{p.model}</td>
                   <td>{p.success === false ? "failed" : "answered"}</td>
                   <td>{cell(p.tokens)}</td>
+                  <td>{cell(p.cachedTokens ?? 0)}</td>
+                  <td>{cell(p.reasoningTokens ?? 0)}</td>
                   <td>{formatCost(p.cost)}</td>
                   <td>{formatMs(p.latencyMs)}</td>
                   {proposals && <td className="seat-answer">{p.proposal ?? "—"}</td>}
