@@ -97,7 +97,8 @@ class UsageLedger:
         return sum(r.tool_calls for r in self.records if r.model == model)
 
     def by_model(self) -> dict[str, dict[str, float]]:
-        """Sum tokens and cost per model id."""
+        """Sum tokens and cost per model id: `input_tokens`, `output_tokens`, `cost`, `cached_tokens`,
+        `reasoning_tokens`, `cached_cost`, `reasoning_cost` and `calls`."""
         out: dict[str, dict[str, float]] = {}
         for r in self.records:
             row = out.setdefault(r.model, dict.fromkeys(_SUMMED, 0) | {"calls": 0})
