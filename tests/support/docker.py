@@ -162,10 +162,13 @@ class Container:
         self.docker, self.name, self.port = docker, name, port
         self.url = f"http://127.0.0.1:{port}"
         docker.run("rm", "--force", name, check=False)
-        environment = [arg for key, value in {**env, "PARLEY_PORT": str(port)}.items() for arg in ("-e", f"{key}={value}")]
+        variables = {**env, "PARLEY_PORT": str(port)}
+        environment = [arg for key, value in variables.items() for arg in ("-e", f"{key}={value}")]
         # Its own hostname: with the host's network a container would otherwise take the host's, and two containers
-        # (both PID 1) would have one worker name in run records.
-        docker.run("run", "--detach", "--name", name, "--hostname", name, "--network", "host", *environment, image)
+        # (both PID 1) would have one worker name in run records. A read-only root, as deploy/kubernetes runs it:
+        # Parley writes only to PARLEY_HOME and /tmp.
+        docker.run("run", "--detach", "--name", name, "--hostname", name, "--network", "host", "--read-only",
+                   "--tmpfs", "/tmp", "--tmpfs", "/var/lib/parley:uid=10001,gid=10001,mode=0700", *environment, image)
 
     def logs(self) -> str:
         done = self.docker.run("logs", self.name, check=False)
