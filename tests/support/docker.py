@@ -110,6 +110,9 @@ class Docker:
                 make.wait(60)
             assert make.returncode == 0, f"mmdebstrap failed:\n{log.read_text()[-4000:]}"
             assert imported.returncode == 0, f"docker import failed:\n{imported.stderr[-4000:]}"
+            stale = self.run("images", "--format", "{{.Repository}}:{{.Tag}}", BASE_IMAGE.split(":")[0]).stdout.split()
+            for name in set(stale) - {BASE_IMAGE}:  # bases of earlier package lists
+                self.run("rmi", name, check=False)
         return BASE_IMAGE
 
     def build(self, *, base: str, tag: str = IMAGE) -> str:
