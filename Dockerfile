@@ -50,9 +50,17 @@ RUN --mount=type=secret,id=pipcert \
     /opt/parley/bin/pip uninstall --quiet --yes setuptools wheel pip
 
 FROM ${BASE}
-# A fixed uid, so that Kubernetes' runAsNonRoot can check it (deploy/kubernetes/deployment.yaml).
-RUN useradd --system --uid 10001 --user-group --home-dir /home/parley --create-home --shell /usr/sbin/nologin parley \
-    && mkdir -p /var/lib/parley && chown parley:parley /var/lib/parley
+ARG EXTRAS=
+# A fixed uid, so that Kubernetes' runAsNonRoot can check it (deploy/kubernetes/deployment.yaml). The embedded model
+# (llama.cpp) needs OpenMP's runtime, which slim images lack: installed with apt-get when BASE has none.
+RUN set -e; \
+    case ",$EXTRAS," in *,embedded,*|*,embedded-model,*) \
+        if ! ldconfig -p | grep -q libgomp.so.1; then \
+            apt-get update && apt-get install -y --no-install-recommends libgomp1 && rm -rf /var/lib/apt/lists/*; \
+        fi;; \
+    esac; \
+    useradd --system --uid 10001 --user-group --home-dir /home/parley --create-home --shell /usr/sbin/nologin parley; \
+    mkdir -p /var/lib/parley && chown parley:parley /var/lib/parley
 COPY --from=build /opt/parley /opt/parley
 ENV PATH=/opt/parley/bin:$PATH \
     PYTHONUNBUFFERED=1 \

@@ -35,11 +35,12 @@ CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "parl
 RUNTIME = Path("/run/parley-docker")  # socket, pid file and exec root: short paths (a socket's path has 107 bytes)
 SOCKET = RUNTIME / "docker.sock"
 
-# The base image: Debian's Python (3.11) and its venv module, CA certificates, useradd and the C++ runtime (numpy's
-# wheels need it; apt brings it into Debian's usual images), without apt, docs or translations. The `essential`
-# variant and the merged-/usr hook keep out apt and usrmerge (which pulls in all of Perl): 108 MB.
+# The base image: Debian's Python (3.11) and its venv module, CA certificates, useradd, the C++ runtime (numpy's
+# wheels need it; apt brings it into Debian's usual images) and OpenMP's (the embedded variant's llama.cpp), without
+# apt, docs or translations. The `essential` variant and the merged-/usr hook keep out apt and usrmerge (which pulls
+# in all of Perl): 109 MB.
 SUITE = "bookworm"
-BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates", "passwd", "libstdc++6")
+BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates", "passwd", "libstdc++6", "libgomp1")
 MMDEBSTRAP_ARGS = ("--variant=essential", f"--include={','.join(BASE_PACKAGES)}",
                    "--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr",
                    "--dpkgopt=path-exclude=/usr/share/man/*", "--dpkgopt=path-exclude=/usr/share/doc/*",
