@@ -5,8 +5,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
+comma := ,
 
-.PHONY: run test chromium cassettes bench studio screenshots openapi clean
+.PHONY: run test chromium docker cassettes bench studio screenshots openapi clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -57,7 +58,7 @@ $(NODE_TOOLS): tests/support/node/package-lock.json
 run: $(VENV)/.run
 	$(BIN)/parley serve
 
-test: $(VENV)/.dev chromium $(NODE_TOOLS)
+test: $(VENV)/.dev chromium docker $(NODE_TOOLS)
 	$(BIN)/python -m pytest
 
 # The Studio's browser tests drive Debian's Chromium (Playwright cannot download its own browser here): when it is
@@ -76,6 +77,26 @@ chromium:
 	fi; \
 	[ -x "$(CHROMIUM)" ] || echo "WARNING: The Studio's browser tests need Chromium at $(CHROMIUM). Install it with" \
 		"\`apt-get install -y chromium\` (Debian/Ubuntu), or set PARLEY_CHROMIUM to a Chromium binary." >&2
+
+# The container tests (tests/deploy/test_container.py) build Parley's image and run it with Debian's Docker Engine
+# (docker.io: dockerd and its client) on a base image made by mmdebstrap; when one is missing, apt-get installs both,
+# as root or through sudo without a password. Where that cannot be done this says how, and the container tests fail
+# with the same words. The tests start dockerd themselves (as root), so nothing is enabled or started here.
+DOCKER_TOOLS ?= /usr/bin/docker /usr/sbin/dockerd /usr/bin/mmdebstrap
+docker:
+	@missing=; for tool in $(DOCKER_TOOLS); do [ -x "$$tool" ] || missing=yes; done; [ -z "$$missing" ] && exit 0; \
+	if command -v apt-get >/dev/null; then \
+		if [ "$$(id -u)" = 0 ]; then sudo=; elif sudo -n true 2>/dev/null; then sudo="sudo -n"; else sudo=no; fi; \
+		if [ "$$sudo" != no ]; then \
+			echo "==> Installing Docker Engine and mmdebstrap for the container tests (apt-get install docker.io mmdebstrap)"; \
+			$$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io \
+				mmdebstrap >/dev/null || echo "ERROR: apt-get could not install docker.io and mmdebstrap" >&2; \
+		fi; \
+	fi; \
+	missing=; for tool in $(DOCKER_TOOLS); do [ -x "$$tool" ] || missing=yes; done; \
+	[ -z "$$missing" ] || echo "WARNING: The container tests need Docker Engine and mmdebstrap from Debian's packages" \
+		"($(subst $(eval) ,$(comma) ,$(strip $(DOCKER_TOOLS)))), run as root. Install them with" \
+		"\`apt-get install -y docker.io mmdebstrap\` (Debian/Ubuntu) or \`make docker\`." >&2
 
 # Re-record the model-layer cassettes from the real embedded model.
 cassettes: $(VENV)/.dev

@@ -137,14 +137,15 @@ def _first_local_key(services: EmbeddedServices) -> tuple[str, float] | None:
 
 @app.command()
 def serve(
-    host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
-    port: int = typer.Option(8000, help="Port to listen on."),
+    host: str | None = typer.Option(None, help="Interface to listen on (default: PARLEY_HOST, 127.0.0.1)."),
+    port: int | None = typer.Option(None, help="Port to listen on (default: PARLEY_PORT, 8000)."),
     workers: int = typer.Option(
         1, min=1, help="Worker processes. Runs live in the database, so any worker serves any run and resumes "
         "the runs of a worker that dies."),
 ) -> None:
     """Serve the Parley API, starting the embedded model and database when none is configured."""
     settings = get_settings()
+    host, port = host or settings.parley_host, port or settings.parley_port
     try:
         services = EmbeddedServices.start(settings, report=lambda msg: console.print(f"[cyan]•[/] {msg}"))
     except EmbeddedServerError as exc:

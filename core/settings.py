@@ -61,6 +61,12 @@ class Settings(BaseSettings):
     parley_self_moa_model: str | None = Field(
         None, description="The one model the `router/self-moa` preset samples (Self-MoA: several answers of the "
         "strongest model, then a decision); the default model when unset.")
+    parley_host: str = Field(
+        "127.0.0.1", description="Interface `parley serve` listens on unless `--host` names one; the container image "
+        "sets `0.0.0.0`.")
+    parley_port: int = Field(
+        8000, ge=1, le=65535, description="Port `parley serve` listens on unless `--port` names one (the container "
+        "image's health check asks this port).")
     parley_model_port: int = Field(0, description="Port of the embedded model server; 0 picks a free one.")
     parley_db_port: int = Field(0, description="Port of the embedded database; 0 picks a free one.")
     parley_max_body_bytes: int = Field(
