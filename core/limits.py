@@ -239,3 +239,10 @@ def refuse_unstorable(value: object, *, max_depth: int = MAX_JSON_DEPTH) -> Refu
         elif isinstance(item, int) and not isinstance(item, bool) and not INT64_MIN <= item <= INT64_MAX:
             return Refusal("unstorable_value", f"{_where(path)}: the integer is beyond 64 bits")
     return None
+# Prompt caching (issue 38). Anthropic takes at most 4 `cache_control` breakpoints in one request
+# (`llm.breakpoints` marks 2 at most: the end of the instructions, and the end of what came before the last message).
+MAX_CACHE_BREAKPOINTS = 4
+# The response cache (opt-in per request, `parley eval --cache`): an identical call (model, messages, parameters,
+# at temperature 0 or with a seed) is answered from the database for this long after it was first made (a TTL index;
+# reads skip an expired answer the index has not removed yet).
+RESPONSE_CACHE_TTL_SECONDS = 24 * 3600

@@ -14,6 +14,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
 
 from parley.core import metrics
+from parley.llm.caching import was_cached
 from parley.llm.prices import Price
 from parley.llm.tokens import approx_tokens
 
@@ -30,6 +31,7 @@ class UsageRecord:
     estimated: bool = False
     node: str | None = None  # the workflow node that made the call, when a designer workflow did
     tool_calls: int = 0  # the tool calls the model's answer made
+    response_cache: bool = False  # answered from the response cache (`llm.caching`): no model was called, cost 0
 
     @property
     def total_tokens(self) -> int:
@@ -206,11 +208,13 @@ class CallRecorder(AsyncCallbackHandler):
     async def on_llm_end(self, response: LLMResult, *, run_id: Any = None, **kwargs: Any) -> None:
         ended = time.perf_counter()
         input_tokens = output_tokens = made = 0
+        cached = False
         answer = []
         for generations in response.generations:
             for generation in generations:
                 answer.append(generation.text or "")
                 if isinstance(generation, ChatGeneration):
+                    cached = cached or was_cached(generation.message)
                     i, o = usage_from_message(generation.message)
                     input_tokens += i
                     output_tokens += o
@@ -230,11 +234,12 @@ class CallRecorder(AsyncCallbackHandler):
             model=self.model_id,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
-            cost=self.price.cost(input_tokens, output_tokens),
+            cost=0.0 if cached else self.price.cost(input_tokens, output_tokens),
             priced=self.price.known,
             label=self.label,
             estimated=estimated,
             tool_calls=made,
+            response_cache=cached,
         )
         if self.ledger is not None:
             self.ledger.add(record)

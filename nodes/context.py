@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
+from langchain_core.caches import BaseCache
 from langchain_core.runnables import Runnable
 from pydantic import BaseModel
 
@@ -50,6 +51,10 @@ class RunContext:
         steering: what a person sent the run (`nodes.steer`); None: nobody steers it.
         tools: where the speakers' granted tools come from; None: no speaker has tools.
         streamed: whether answers are read as they are written (False: an answer offered no tools is asked whole).
+        reasoning: the reasoning effort of each seat, by its label (an agent, a panelist) or its model id, a label's
+            first; `"*"` for every other call (`ModelFactory.chat`'s `reasoning_effort`). Empty: none is asked.
+        response_cache: answers of earlier identical calls (LangChain's `BaseCache`, `store.response_cache`): a call
+            at temperature 0 is answered from it when it holds one. None: every call goes to its model.
 
     Example:
         >>> import parley
@@ -79,18 +84,23 @@ class RunContext:
     # an answer offered no tools is asked for in one piece rather than streamed, which costs a fraction of the CPU
     # (`nodes.arbitrate.stream_first_answer`, `nodes.speak.say`'s `whole`).
     streamed: bool = True
+    # The reasoning effort of each seat, by label or model id (a label's first; "*": every other call).
+    reasoning: dict[str, str] = field(default_factory=dict)
+    # Answers of earlier identical calls at temperature 0 (the request's opt-in); None: every call goes to its model.
+    response_cache: BaseCache | None = None
 
     @classmethod
     def of(cls, runtime: Any) -> Self:
         """This run's context as `cls`: the caller's own; a plain RunContext widened (keeping its models, model,
-        ledger, budget, steering, tools and `streamed`, with this mode's default knobs); or fresh defaults when the
+        ledger, budget, steering, tools, `streamed`, reasoning and response cache, with this mode's default knobs); or fresh defaults when the
         caller passed none."""
         ctx = getattr(runtime, "context", None)
         if isinstance(ctx, cls):
             return ctx
         if isinstance(ctx, RunContext):
             return cls(models=ctx.models, model=ctx.model, ledger=ctx.ledger, budget=ctx.budget,
-                       steering=ctx.steering, tools=ctx.tools, streamed=ctx.streamed)
+                       steering=ctx.steering, tools=ctx.tools, streamed=ctx.streamed, reasoning=ctx.reasoning,
+                       response_cache=ctx.response_cache)
         return cls()
 
     @property
@@ -120,6 +130,8 @@ class RunContext:
             budget=self.budget,
             tools=tools,
             answer_format=answer_format,
+            reasoning_effort=self.reasoning_effort(model, label),
+            cache=self.response_cache,
         )
 
     def structured(
@@ -142,7 +154,22 @@ class RunContext:
             ledger=self.ledger,
             label=label,
             budget=self.budget,
+            reasoning_effort=self.reasoning_effort(model, label),
+            cache=self.response_cache,
         )
+
+    def reasoning_effort(self, model: str | None = None, label: str | None = None) -> str | None:
+        """The reasoning effort a call of seat `label` to `model` asks for (`reasoning`): the label's, else the
+        model's, else `"*"`'s when the model takes one; None: none is asked."""
+        if not self.reasoning:
+            return None
+        model_id = self.model_id(model)
+        for key in (label, model_id):
+            if key is not None and key in self.reasoning:
+                return self.reasoning[key]
+        if "*" in self.reasoning and self.factory.reasoning_problem(model_id, self.reasoning["*"]) is None:
+            return self.reasoning["*"]
+        return None
 
     def model_id(self, model: str | None = None) -> str:
         """The model id a call with `model` would use."""

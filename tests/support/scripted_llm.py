@@ -108,6 +108,7 @@ class Rule:
     endless: str | None = None
     tool_calls: list[dict[str, Any]] | None = None
     with_tools: bool | None = None
+    reasoning: str | None = None  # sent as `reasoning_content` beside the answer, as DeepSeek and vLLM send it
     times: int | None = None
     uses: int = field(default=0, compare=False)
 
@@ -596,7 +597,8 @@ def _usage(body: dict[str, Any], answer: _Answer) -> dict[str, int]:
             "total_tokens": prompt_tokens + answer.pieces}
 
 
-def _stream_events(body: dict[str, Any], answer: _Answer, cid: str) -> list[tuple[dict[str, Any], bool]]:
+def _stream_events(body: dict[str, Any], answer: _Answer, cid: str,
+                   reasoning: str | None = None) -> list[tuple[dict[str, Any], bool]]:
     include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
     base = {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()), "model": body.get("model")}
 
@@ -605,6 +607,8 @@ def _stream_events(body: dict[str, Any], answer: _Answer, cid: str) -> list[tupl
         return {**event, "usage": None} if include_usage else event
 
     events: list[tuple[dict[str, Any], bool]] = []
+    if reasoning:
+        events.append((chunk({"role": "assistant", "content": "", "reasoning_content": reasoning}), False))
     if answer.chunks or not answer.calls:
         pieces = answer.chunks or [""]
         events.append((chunk({"role": "assistant", "content": pieces[0]}), bool(answer.chunks)))
@@ -658,7 +662,8 @@ async def chat_completions(request: Request) -> Any:
         return _EndlessStream(rule.endless, token_delay or _ENDLESS_PACE, bool(body.get("stream")), model, cid, state)
     answer = build_answer(body, rule, reply, state)
     if body.get("stream"):
-        return _EventStream(_stream_events(body, answer, cid), token_delay, rule.drop_after if rule else None,
+        return _EventStream(_stream_events(body, answer, cid, rule.reasoning if rule else None), token_delay,
+                            rule.drop_after if rule else None,
                             pause, state, rule.end_after if rule else None)
 
     # Without streaming the client still waits for the whole generation, as with a real model.
@@ -666,6 +671,8 @@ async def chat_completions(request: Request) -> Any:
         await asyncio.sleep(token_delay * (answer.pieces - 1))
     text = "".join(answer.chunks)
     message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
+    if rule is not None and rule.reasoning:
+        message["reasoning_content"] = rule.reasoning
     if answer.calls:
         message["content"] = text or None
         message["tool_calls"] = [{"id": answer.call_id(i, cid), "type": "function",
