@@ -239,6 +239,9 @@ def refuse_unstorable(value: object, *, max_depth: int = MAX_JSON_DEPTH) -> Refu
         elif isinstance(item, int) and not isinstance(item, bool) and not INT64_MIN <= item <= INT64_MAX:
             return Refusal("unstorable_value", f"{_where(path)}: the integer is beyond 64 bits")
     return None
+# The reasoning efforts a request, a router seat or an agent may ask for (OpenAI's `reasoning_effort` values; `none`
+# where the model can answer without reasoning, as gpt-5.1 can); which models take one is the provider table's.
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high")
 # Prompt caching (issue 38). Anthropic takes at most 4 `cache_control` breakpoints in one request
 # (`llm.breakpoints` marks 2 at most: the end of the instructions, and the end of what came before the last message).
 MAX_CACHE_BREAKPOINTS = 4

@@ -13,10 +13,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from parley.core.limits import REASONING_EFFORTS
+
+__all__ = ["REASONING_EFFORTS", "Provider", "BUILTIN_PROVIDERS", "DEFAULT_PROVIDER", "split_model_id"]
+
 DEFAULT_PROVIDER = "openai"
-# The reasoning efforts a request, a router seat or an agent may ask for (OpenAI's `reasoning_effort` values; `none`
-# where the model can answer without reasoning, as gpt-5.1 can).
-REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high")
 # Models that reason and take an effort, by name (the `provider:` part left out, a gateway's vendor path kept): OpenAI's
 # o-series, gpt-5 (not gpt-5-chat) and gpt-oss, and the reasoning models gateways pass an effort on to.
 REASONING_MODELS = (r"(^|/)(o[1-9](-|$)|gpt-5(?!-chat)|gpt-oss|deepseek-r1|deepseek-reasoner|qwq|qwen3|"

@@ -98,10 +98,15 @@ class RunContext:
         if isinstance(ctx, cls):
             return ctx
         if isinstance(ctx, RunContext):
-            return cls(models=ctx.models, model=ctx.model, ledger=ctx.ledger, budget=ctx.budget,
-                       steering=ctx.steering, tools=ctx.tools, streamed=ctx.streamed, reasoning=ctx.reasoning,
-                       response_cache=ctx.response_cache)
+            return cls(**ctx.carried(), budget=ctx.budget, steering=ctx.steering, tools=ctx.tools,
+                       streamed=ctx.streamed)
         return cls()
+
+    def carried(self) -> dict[str, Any]:
+        """What a run's nested mode keeps of this context (`cls(**ctx.carried(), <its knobs>)`): the models and
+        default model, the ledger, the reasoning efforts and the response cache."""
+        return {"models": self.models, "model": self.model, "ledger": self.ledger, "reasoning": self.reasoning,
+                "response_cache": self.response_cache}
 
     @property
     def factory(self) -> ModelFactory:
@@ -117,9 +122,11 @@ class RunContext:
         label: str | None = None,
         tools: ToolSet | None = None,
         answer_format: AnswerFormat | None = None,
+        seat: str | None = None,
     ) -> Runnable:
         """A chat model for `model` (else this run's model, else the deployment default), billed to this run and
-        checked against its budget; offered `tools` and asked for `answer_format` when given (`ModelFactory.chat`)."""
+        checked against its budget; offered `tools` and asked for `answer_format` when given (`ModelFactory.chat`);
+        asked for the reasoning effort of `seat` (a speaker's id), else of `label`, else of the model (`reasoning`)."""
         return self.factory.chat(
             model or self.model,
             temperature=temperature,
@@ -130,7 +137,7 @@ class RunContext:
             budget=self.budget,
             tools=tools,
             answer_format=answer_format,
-            reasoning_effort=self.reasoning_effort(model, label),
+            reasoning_effort=self.reasoning_effort(model, seat, label),
             cache=self.response_cache,
         )
 
@@ -158,13 +165,13 @@ class RunContext:
             cache=self.response_cache,
         )
 
-    def reasoning_effort(self, model: str | None = None, label: str | None = None) -> str | None:
-        """The reasoning effort a call of seat `label` to `model` asks for (`reasoning`): the label's, else the
-        model's, else `"*"`'s when the model takes one; None: none is asked."""
+    def reasoning_effort(self, model: str | None = None, *seats: str | None) -> str | None:
+        """The reasoning effort a call to `model` by `seats` (a speaker's id, a label: the first found wins) asks for
+        (`reasoning`): a seat's, else the model's, else `"*"`'s when the model takes one; None: none is asked."""
         if not self.reasoning:
             return None
         model_id = self.model_id(model)
-        for key in (label, model_id):
+        for key in (*seats, model_id):
             if key is not None and key in self.reasoning:
                 return self.reasoning[key]
         if "*" in self.reasoning and self.factory.reasoning_problem(model_id, self.reasoning["*"]) is None:

@@ -17,12 +17,11 @@ from pydantic.json_schema import SkipJsonSchema
 from pymongo.asynchronous.database import AsyncDatabase
 
 from parley.core import clock
-from parley.core.limits import DEFAULT_PANEL_SIZE, MAX_PANEL_SIZE, MIN_PANEL_SIZE
+from parley.core.limits import DEFAULT_PANEL_SIZE, MAX_PANEL_SIZE, MIN_PANEL_SIZE, REASONING_EFFORTS
 from parley.core.settings import Settings
 from parley.graphs.panel.rules import DEFAULT_RULE, RULES, RuleError, check_rule
 from parley.graphs.panel.steps import TooFewFamiliesError, pick_panelists
 from parley.llm.factory import ModelFactory
-from parley.llm.providers import REASONING_EFFORTS
 from parley.services.errors import Conflict, InvalidRequest, NotFound
 from parley.store import routers as router_store
 
@@ -263,7 +262,7 @@ def check_router_reasoning(factory: ModelFactory | None, router: dict[str, Any])
     """Refuse a router's `reasoningEffort` for a model it does not seat (400 `invalid_reasoning_effort`) or one that
     takes no effort (400 `reasoning_unsupported`; checked where the factory is given)."""
     efforts = router.get("reasoning_effort") or {}
-    seated = {*router.get("models") or (), *([router["arbitrator"]] if router.get("arbitrator") else [])}
+    seated = {*(router.get("models") or ()), *([router["arbitrator"]] if router.get("arbitrator") else [])}
     if strangers := sorted(set(efforts) - seated):
         raise InvalidRequest(f"reasoningEffort: {', '.join(strangers)} is not among the router's models or its "
                              "arbitrator", code="invalid_reasoning_effort", param="reasoningEffort")
