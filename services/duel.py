@@ -188,7 +188,7 @@ async def start_duel(engine: RunEngine, caller: Caller, request: DebateRequest) 
         granted = await tool_service.grants_of(engine.db, workspace=caller.workspace,
                                                subjects=[duel_subject(side) for side in DUEL_SIDES])
         tools = {side: granted[duel_subject(side)] for side in DUEL_SIDES if duel_subject(side) in granted}
-        steer = SteerOptions(request.steer.await_at, limits).dump()
+        steer = SteerOptions(request.steer.await_at, limits, request.steer.response_cache).dump()
         extra = {**({"steer": steer} if steer else {}), **({"tools": tools} if tools else {}),
                  **({"model": request.model} if request.model else {})}
         await engine.submit("duel", caller=caller, run_id=debate["_id"], title=request.topic,

@@ -673,10 +673,10 @@ async def start_completion(backend: Backend, caller: Caller, body: ChatCompletio
                                         max_tokens=body.output_cap, seed=body.seed, tools=body.toolset,
                                         answer_format=body.answer_format),
                    "plan": dataclasses.asdict(plan), "bill": bill.dump(),
-                   **({"steer": {"budget": limits.dump()}} if limits else {}),
+                   **({"steer": steer} if (steer := steering.SteerOptions(
+                       budget=limits, response_cache=bool(body.parley_cache)).dump()) else {}),
                    "completion": completion, "streamed": body.stream,
-                   **({"reasoning": plan.reasoning} if plan.reasoning else {}),
-                   **({"responseCache": True} if body.parley_cache else {})},
+                   **({"reasoning": plan.reasoning} if plan.reasoning else {})},
         )
 
 

@@ -178,7 +178,7 @@ async def _start(engine: RunEngine, caller: Caller, conversation: dict, content:
     if limits:
         steering.require_minimum(limits, steering.spend_of(minimum_calls(inputs, ctx)),
                                  what="round 0 of this table and its synthesis")
-    options = SteerOptions(steer.await_at, limits).dump()
+    options = SteerOptions(steer.await_at, limits, steer.response_cache).dump()
     early_stop = engine.services.settings.parley_table_early_stop or None
     needed = estimate_minimum_tokens(inputs, ctx)
     bill = billing.Bill(usage="roundtable", allowance=await billing.reserve_allowance(

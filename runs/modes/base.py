@@ -148,11 +148,11 @@ class ModeRun(ABC):
 
     def knobs(self, context: RunContext) -> RunContext:
         """`context` with the model knobs the request stored in the run's input: the reasoning effort of its seats
-        (`reasoning`: label or model id → effort) and, when it opted in (`responseCache`), the workspace's response
-        cache (`store.response_cache`)."""
+        (`reasoning`: seat, label or model id → effort) and, when it opted in (`steer.responseCache`), the workspace's
+        response cache (`store.response_cache`)."""
         if reasoning := self.input.get("reasoning"):
             context.reasoning = {**context.reasoning, **reasoning}
-        if self.input.get("responseCache"):
+        if (self.input.get("steer") or {}).get("responseCache"):
             context.response_cache = response_cache(self.services.db, self.record["workspace"])
         return context
 

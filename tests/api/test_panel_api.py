@@ -14,7 +14,7 @@ import pytest
 from parley.api.main import create_app
 from parley.core.embedded import EmbeddedServices
 from parley.core.settings import get_settings
-from parley.llm.prices import BUILTIN_PRICES, Price
+from parley.llm.prices import BUILTIN_PRICES, price_of
 from tests.support.servers import ServerThread
 from tests.support.wait import eventually
 
@@ -534,7 +534,7 @@ def test_chat_needs_a_key_with_the_chat_scope(server, make_key):
 
 def _one_call_estimate(max_tokens: int) -> float:
     """The priciest model of the preset (arbitrator claude-opus-4-5) at max_tokens output, prompt tokens ignored."""
-    return Price(*BUILTIN_PRICES["claude-opus-4-5"], known=True).cost(0, max_tokens)
+    return price_of(BUILTIN_PRICES["claude-opus-4-5"]).cost(0, max_tokens)
 
 
 def test_credit_is_reserved_during_a_debate_and_settled_after(server, key, llm, sync_db):
@@ -578,7 +578,7 @@ def test_panel_reserves_three_calls(server, key, llm, sync_db):
     during = balance(sync_db)
     llm.release("gpt-5")
     worker.join()
-    sonnet = Price(*BUILTIN_PRICES["claude-sonnet-4-5"], known=True).cost(0, 1000)  # the priciest panelist
+    sonnet = price_of(BUILTIN_PRICES["claude-sonnet-4-5"]).cost(0, 1000)  # the priciest panelist
     assert 10.0 - during == pytest.approx(3 * sonnet, rel=0.05)
 
 
