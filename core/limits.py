@@ -242,6 +242,9 @@ def refuse_unstorable(value: object, *, max_depth: int = MAX_JSON_DEPTH) -> Refu
 # The reasoning efforts a request, a router seat or an agent may ask for (OpenAI's `reasoning_effort` values; `none`
 # where the model can answer without reasoning, as gpt-5.1 can); which models take one is the provider table's.
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high")
+# Model ids a request or a router may name a reasoning effort for (`{"<provider:model>": effort}`): each is checked
+# against the provider table, so the map is bounded as any list a body holds.
+MAX_REASONING_SEATS = 64
 # Prompt caching (issue 38). Anthropic takes at most 4 `cache_control` breakpoints in one request
 # (`llm.breakpoints` marks 2 at most: the end of the instructions, and the end of what came before the last message).
 MAX_CACHE_BREAKPOINTS = 4

@@ -54,6 +54,7 @@ from parley.services.routers import (
     RULE_HELP,
     SELF_MOA_PREFIX,
     Effort,
+    Efforts,
     RuleName,
     check_reasoning,
     load_router,
@@ -223,7 +224,7 @@ class PanelOptions(BaseModel):
     shadow: bool | None = Field(None, description="With `depth: adaptive`, ask the whole panel anyway and report in "
                                                   "`_meta.adaptive.shadow` whether stopping early would have answered "
                                                   "the same.")
-    reasoning_effort: Effort | dict[Annotated[str, Field(max_length=MAX_MODEL_ID_CHARS)], Effort] | None = Field(
+    reasoning_effort: Effort | Efforts | None = Field(
         None, description="The reasoning effort (OpenAI's `reasoning_effort`): one for the model, or for every seat "
                           "of a router's panel, or one per model id; replaces the router's. Sent as each model's "
                           "provider takes it; a model that takes none is refused (400 `reasoning_unsupported`).")
