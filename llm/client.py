@@ -111,9 +111,11 @@ class BoundedChatOpenAI(ChatOpenAI):
             whole = message_chunk_to_message(sum(pieces[1:], pieces[0]))
             await cache.aupdate(prompt, llm_string, [ChatGeneration(message=whole)])
 
-    def _cache_key(self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]) -> tuple[str, str]:
+    def _cache_key(self, messages: list[BaseMessage], stop: list[str] | None,
+                   kwargs: dict[str, Any]) -> tuple[str, str]:
         """The (prompt, llm string) a call is cached under, as `BaseChatModel._agenerate_with_cache` makes them."""
-        kwargs = {k: v for k, v in kwargs.items() if k not in ("ls_structured_output_format", "structured_output_format")}
+        traced = ("ls_structured_output_format", "structured_output_format")  # tracing only: not sent, not keyed
+        kwargs = {k: v for k, v in kwargs.items() if k not in traced}
         plain = [m.model_copy(update={"id": None}) if getattr(m, "id", None) is not None else m for m in messages]
         return dumps(plain), self._get_llm_string(stop=stop, **kwargs)
 

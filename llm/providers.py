@@ -106,7 +106,8 @@ class Provider(BaseModel):
     cache_control_models: str | None = Field(
         CACHE_CONTROL_MODELS,
         description="A regular expression over the model's name: the models that cache a prompt prefix only where "
-        "the request marks it, with Anthropic's `cache_control: {type: ephemeral}` on a content part (`llm.breakpoints`). "
+        "the request marks it, with Anthropic's `cache_control: {type: ephemeral}` on a content part "
+        "(`llm.breakpoints`). "
         "None: no model of this provider needs marks (OpenAI, DeepSeek and Gemini cache repeated prefixes by "
         "themselves).",
     )

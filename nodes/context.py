@@ -92,8 +92,8 @@ class RunContext:
     @classmethod
     def of(cls, runtime: Any) -> Self:
         """This run's context as `cls`: the caller's own; a plain RunContext widened (keeping its models, model,
-        ledger, budget, steering, tools, `streamed`, reasoning and response cache, with this mode's default knobs); or fresh defaults when the
-        caller passed none."""
+        ledger, budget, steering, tools, `streamed`, reasoning and response cache, with this mode's default knobs); or
+        fresh defaults when the caller passed none."""
         ctx = getattr(runtime, "context", None)
         if isinstance(ctx, cls):
             return ctx

@@ -17,7 +17,14 @@ from pydantic.json_schema import SkipJsonSchema
 from pymongo.asynchronous.database import AsyncDatabase
 
 from parley.core import clock
-from parley.core.limits import DEFAULT_PANEL_SIZE, MAX_PANEL_SIZE, MIN_PANEL_SIZE, MAX_REASONING_SEATS, REASONING_EFFORTS
+from parley.core.limits import (
+    DEFAULT_PANEL_SIZE,
+    MAX_MODEL_ID_CHARS,
+    MAX_PANEL_SIZE,
+    MAX_REASONING_SEATS,
+    MIN_PANEL_SIZE,
+    REASONING_EFFORTS,
+)
 from parley.core.settings import Settings
 from parley.graphs.panel.rules import DEFAULT_RULE, RULES, RuleError, check_rule
 from parley.graphs.panel.steps import TooFewFamiliesError, pick_panelists
@@ -52,7 +59,7 @@ ANSWER_RULE_HELP = ("How `vote` reads an answer: `number`, `choice`, `exact` (th
 # A reasoning effort (`llm.providers.REASONING_EFFORTS`), checked against each model where it is asked for.
 Effort = Literal[REASONING_EFFORTS]
 # A reasoning effort per model id (a router's, a request's), bounded as any list a body holds.
-Efforts = Annotated[dict[Annotated[str, Field(min_length=1, max_length=200)], Effort],
+Efforts = Annotated[dict[Annotated[str, Field(min_length=1, max_length=MAX_MODEL_ID_CHARS)], Effort],
                     Field(max_length=MAX_REASONING_SEATS)]
 REASONING_HELP = ("The reasoning effort of each seat, by model id (`{\"openai:o4-mini\": \"high\"}`): sent as the "
                   "model's provider takes it (OpenAI's `reasoning_effort`); a model that takes none is refused "

@@ -38,7 +38,8 @@ class BudgetFields(BaseModel):
                                            "take, time waiting for a person not counted.")
     responseCache: StrictBool | None = Field(
         None, description="Answer the run's model calls at temperature 0 from the response cache when an identical "
-        "call was made in this workspace within a day, and keep new answers there: a cached call is free (docs/panel.md).")
+        "call was made in this workspace within a day, and keep new answers there: a cached call is free "
+        "(docs/panel.md).")
 
 
 @dataclass(frozen=True)

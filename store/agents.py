@@ -40,8 +40,8 @@ ModelId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, 
 
 
 Effort = Literal[REASONING_EFFORTS]
-EFFORT_HELP = ("The reasoning effort of the agent's turns (`minimal` … `high`), sent as its model's provider takes it; "
-               "a model that takes none is refused (400 `reasoning_unsupported`). None: the model's own.")
+EFFORT_HELP = ("The reasoning effort of the agent's turns (`minimal` … `high`), sent as its model's provider takes "
+               "it; a model that takes none is refused (400 `reasoning_unsupported`). None: the model's own.")
 
 
 class AgentCreate(BaseModel):

@@ -219,3 +219,13 @@ def test_a_streamed_miss_is_stored_and_a_later_whole_call_hits_it(client, llm):
 def test_the_response_cache_has_a_ttl_index(client, sync_db):
     indexes = sync_db.response_cache.index_information()
     assert any(spec["key"] == [("expiresAt", 1)] and spec.get("expireAfterSeconds") == 0 for spec in indexes.values())
+
+
+def test_the_responses_api_takes_the_same_options(client, llm):
+    llm.script(model="o4-mini", reply="<think>scratch</think>Ten.")
+    ask = dict(model="openai:o4-mini", input="What is 7 + 3?", temperature=0,
+               extra_body={"reasoning_effort": "low", "parley_cache": True})
+    first = client.responses.create(**ask)
+    second = client.responses.create(**ask)
+    assert first.output_text == second.output_text == "Ten."
+    assert len(sent_to(llm, "o4-mini")) == 1 and sent_to(llm, "o4-mini")[0]["reasoning_effort"] == "low"

@@ -14,8 +14,9 @@ from parley.core.limits import MAX_CACHE_BREAKPOINTS
 from parley.llm.breakpoints import mark_stable_prefix
 from parley.llm.factory import ModelFactory
 from parley.llm.failures import ModelError
-from parley.llm.providers import BUILTIN_PROVIDERS, Provider
+from parley.llm.providers import BUILTIN_PROVIDERS
 from parley.llm.reasoning import ThinkingFilter, strip_thinking
+from parley.llm.tools import ToolSet
 from parley.nodes.context import RunContext
 from parley.store.response_cache import ResponseCache
 
@@ -178,3 +179,20 @@ async def test_an_expired_answer_is_not_used(parley_env, llm, db):
     for _ in range(2):
         await factory.chat("openai:gpt-4o", temperature=0, cache=cache).ainvoke([HumanMessage("Hi")])
     assert len(llm.requests) == 2
+
+
+async def test_a_cached_tool_call_streams_back_as_the_same_call(parley_env, llm, db):
+    tools = ToolSet.from_request([{"type": "function", "function": {
+        "name": "get_time", "parameters": {"type": "object", "properties": {"zone": {"type": "string"}}}}}],
+        "required", None)
+    factory = ModelFactory(parley_env)
+    cache = ResponseCache(db, scope="ws1")
+    calls = []
+    for _ in range(2):
+        whole = None
+        async for chunk in factory.chat("openai:gpt-4o", temperature=0, tools=tools, cache=cache).astream(
+                [HumanMessage("What time is it?")]):
+            whole = chunk if whole is None else whole + chunk
+        calls.append([(c["name"], c["args"]) for c in whole.tool_calls])
+    assert calls[0] == calls[1] and calls[0][0][0] == "get_time"
+    assert len(llm.requests) == 1
