@@ -196,3 +196,13 @@ async def test_a_cached_tool_call_streams_back_as_the_same_call(parley_env, llm,
         calls.append([(c["name"], c["args"]) for c in whole.tool_calls])
     assert calls[0] == calls[1] and calls[0][0][0] == "get_time"
     assert len(llm.requests) == 1
+
+
+async def test_a_model_behind_the_context_guard_streams_from_the_cache_too(parley_env, llm, db):
+    parley_env.parley_home.mkdir(parents=True, exist_ok=True)
+    parley_env.providers_file.write_text(json.dumps({"openai": {"context_window": 8192}}))
+    factory = ModelFactory(parley_env)
+    cache = ResponseCache(db, scope="ws1")
+    texts = ["".join([c.content async for c in factory.chat("openai:gpt-4o", temperature=0, cache=cache).astream(
+        [HumanMessage("Hello")])]) for _ in range(2)]
+    assert texts[0] == texts[1] and len(llm.requests) == 1
