@@ -99,7 +99,7 @@ class BoundedChatOpenAI(ChatOpenAI):
                 yield chunk
             return
         messages = self._convert_input(input).to_messages()
-        prompt, llm_string = self._cache_key(messages, stop, kwargs)
+        prompt, llm_string = await off_loop(len(messages), self._cache_key, messages, stop, kwargs)
         if isinstance(await cache.alookup(prompt, llm_string), list):
             yield _as_chunk(await self.ainvoke(messages, config, stop=stop, **kwargs))
             return
