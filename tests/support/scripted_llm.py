@@ -80,6 +80,8 @@ class Rule:
     the server defaults. ``hold`` names a gate the answer waits at until it is
     released; with ``pause_after`` a streamed answer sends that many chunks
     first, then waits there. A rule with ``times`` is removed after that many uses.
+    ``reasoning`` is sent beside the answer as ``reasoning_content`` (a first delta of its own when streamed), as
+    DeepSeek's API and vLLM's reasoning parsers send a model's thinking.
 
     Broken endpoints: ``drop_after`` breaks the connection after that many content
     chunks (no end of body); ``end_after`` ends the body cleanly after that many,
