@@ -229,3 +229,20 @@ def test_the_responses_api_takes_the_same_options(client, llm):
     second = client.responses.create(**ask)
     assert first.output_text == second.output_text == "Ten."
     assert len(sent_to(llm, "o4-mini")) == 1 and sent_to(llm, "o4-mini")[0]["reasoning_effort"] == "low"
+
+
+def test_a_duel_takes_one_reasoning_effort_for_its_model(parley_env, make_key, llm):
+    parley_env.openai_model = "openai:o4-mini"
+    body = {"topic": "Should remote work be the default?", "userProfile": {"name": "Ada"}, "rounds": 1}
+    with ServerThread(create_app(parley_env)) as running, httpx.Client(base_url=running.url, timeout=60) as http:
+        headers = {"Authorization": f"Bearer {make_key(['debate'])}"}
+        duel = http.post("/api/debate", json={**body, "reasoningEffort": "low"}, headers=headers)
+        assert duel.status_code == 200 and "event: done" in duel.text, duel.text[:300]
+        assert llm.requests and all(r["reasoning_effort"] == "low" for r in llm.requests)
+        wrong = http.post("/api/debate", json={**body, "reasoningEffort": "extreme"}, headers=headers)
+        assert wrong.status_code == 400
+    parley_env.openai_model = "openai:gpt-4o-mini"
+    with ServerThread(create_app(parley_env)) as running, httpx.Client(base_url=running.url, timeout=60) as http:
+        headers = {"Authorization": f"Bearer {make_key(['debate'])}"}
+        refused = http.post("/api/debate", json={**body, "reasoningEffort": "low"}, headers=headers)
+        assert refused.status_code == 400 and "reasoning" in refused.text
