@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -16,7 +16,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from parley.cli.common import console, fail, model_factory
+from parley import store
+from parley.cli.common import console, database_uri, fail, model_factory
 from parley.core.limits import ADAPTIVE_FIRST_SEATS, MAX_PANEL_SIZE, MAX_TABLE_SEATS, MIN_PANEL_SIZE
 from parley.core.settings import get_settings
 from parley.evals.judge import JUDGE_JSON, JUDGE_MD, judge_pairs, load_pairs
@@ -29,6 +30,7 @@ from parley.graphs.panel.rules import MIN_RANK_ANSWERS
 from parley.evals.tasks import TaskError, load_task
 from parley.llm.factory import ModelFactory
 from parley.llm.failures import ModelError
+from parley.store.response_cache import ResponseCache
 
 log = logging.getLogger("parley.cli.eval")
 
@@ -37,6 +39,7 @@ app = typer.Typer(help="Measure whether debate beats simpler methods on your mod
 
 
 T = TypeVar("T")
+EVAL_CACHE_SCOPE = "eval"  # the response cache's scope of `parley eval --cache`: every eval on this database
 
 
 def _comma_list(value: str | None) -> list[str]:
@@ -101,6 +104,18 @@ def _model_factory(model_ids: list[str]) -> Iterator[ModelFactory]:
         except ModelError as exc:
             raise fail(str(exc), code=2) from exc
         yield factory
+
+
+async def _cached(uri: str | None, work: Callable[[ResponseCache | None], Awaitable[T]]) -> T:
+    """`work(cache)`: with the response cache of the database at `uri` (scope `eval`), or with none (no `uri`)."""
+    if uri is None:
+        return await work(None)
+    client, db = store.connect(uri, get_settings().mongodb_db)
+    try:
+        await store.ensure_indexes(db)
+        return await work(ResponseCache(db, scope=EVAL_CACHE_SCOPE))
+    finally:
+        await client.close()
 
 
 def _run(work: Coroutine[Any, Any, T], out: Path) -> T:
@@ -207,6 +222,9 @@ def run(
     max_tokens: int = typer.Option(512, "--max-tokens", min=16, help="Output cap of every call."),
     concurrency: int = typer.Option(4, "--concurrency", min=1, help="Items asked at once."),
     no_plot: bool = typer.Option(False, "--no-plot", help=f"Write no {PLOT_FILE} (and need no matplotlib)."),
+    cache: bool = typer.Option(False, "--cache",
+                               help="Answer calls at temperature 0 that an earlier run made from the response cache "
+                               "in the database (free; kept RESPONSE_CACHE_TTL_SECONDS), and keep new ones there."),
 ) -> None:
     """Run METHODS over a task and write results.json, results.md and accuracy_vs_tokens.png under --out."""
     method_list = _comma_list(methods)
@@ -236,8 +254,10 @@ def run(
                    TextColumn("accuracy {task.fields[accuracy]}"), TimeRemainingColumn()]
         with Progress(*columns, console=console) as progress:
             bars = ProgressBars(progress)
-            records = _run(run_eval(loaded, settings, out, factory=factory,
-                                    concurrency=concurrency, observer=bars), out)
+            with database_uri() if cache else nullcontext() as uri:
+                records = _run(_cached(uri, lambda response_cache: run_eval(
+                    loaded, settings, out, factory=factory, concurrency=concurrency, observer=bars,
+                    cache=response_cache)), out)
     doc = write_reports(settings, records, out, plot=False)
     console.print(_results_table(doc))
     if summary := _adaptive_summary(doc):

@@ -239,3 +239,16 @@ def refuse_unstorable(value: object, *, max_depth: int = MAX_JSON_DEPTH) -> Refu
         elif isinstance(item, int) and not isinstance(item, bool) and not INT64_MIN <= item <= INT64_MAX:
             return Refusal("unstorable_value", f"{_where(path)}: the integer is beyond 64 bits")
     return None
+# The reasoning efforts a request, a router seat or an agent may ask for (OpenAI's `reasoning_effort` values; `none`
+# where the model can answer without reasoning, as gpt-5.1 can); which models take one is the provider table's.
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high")
+# Model ids a request or a router may name a reasoning effort for (`{"<provider:model>": effort}`): each is checked
+# against the provider table, so the map is bounded as any list a body holds.
+MAX_REASONING_SEATS = 64
+# Prompt caching (issue 38). Anthropic takes at most 4 `cache_control` breakpoints in one request
+# (`llm.breakpoints` marks 2 at most: the end of the instructions, and the end of what came before the last message).
+MAX_CACHE_BREAKPOINTS = 4
+# The response cache (opt-in per request, `parley eval --cache`): an identical call (model, messages, parameters,
+# at temperature 0 or with a seed) is answered from the database for this long after it was first made (a TTL index;
+# reads skip an expired answer the index has not removed yet).
+RESPONSE_CACHE_TTL_SECONDS = 24 * 3600

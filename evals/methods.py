@@ -109,7 +109,7 @@ async def self_consistency(question: str, rule: AnswerRule, ctx: RunContext, opt
 async def debate(question: str, rule: AnswerRule, ctx: RunContext, options: MethodOptions) -> Attempt:
     """Du et al.'s debate; the majority of the last round's answers (ties: the lowest-numbered agent's)."""
     context = MultiAgentDebateContext(
-        models=ctx.models, model=ctx.model, ledger=ctx.ledger, agents=options.agents, rounds=options.rounds,
+        **ctx.carried(), agents=options.agents, rounds=options.rounds,
         agent_models=options.models or None, temperature=options.temperature, max_tokens=options.max_tokens,
         answer_rule=rule.name,
     )
@@ -122,7 +122,7 @@ async def _panel(question: str, rule: AnswerRule, ctx: RunContext, options: Meth
                  models: list[str] | None = None, depth: str = "full") -> Attempt:
     """A panel of `agents` seats of `models` (the `--models`, else the run's model resampled) deciding by the rule
     `decide`, at `depth` (`graphs.panel.PanelInput`); the run's model arbitrates (and judges)."""
-    context = PanelContext(models=ctx.models, model=ctx.model, ledger=ctx.ledger)
+    context = PanelContext(**ctx.carried())
     result = await panel_graph.ainvoke({
         "messages": [{"role": "user", "content": question}],
         "models": models or options.models or [ctx.model_id()],
@@ -195,7 +195,7 @@ async def roundtable(question: str, rule: AnswerRule, ctx: RunContext, options: 
         for i in range(options.agents)
     ]
     context = RoundTableContext(
-        models=ctx.models, model=ctx.model, ledger=ctx.ledger, max_rounds=options.rounds, max_seats=options.agents,
+        **ctx.carried(), max_rounds=options.rounds, max_seats=options.agents,
         max_tokens=options.max_tokens, temperature=options.temperature, answer_rule=rule.name,
     )
     result = await roundtable_graph.ainvoke(
@@ -255,7 +255,7 @@ def workflow_method(path: str) -> Method:
     async def workflow(question: str, rule: AnswerRule, ctx: RunContext, options: MethodOptions) -> Attempt:
         """Run the workflow on the question; its `answer` is read by the rule."""
         values = {"question": question, **({"rule": rule.name} if "rule" in spec.state else {})}
-        context = WorkflowContext(models=ctx.models, model=ctx.model, ledger=ctx.ledger)
+        context = WorkflowContext(**ctx.carried())
         final = await _workflow_graph(path).ainvoke(prepare_input(spec, values), context=context)
         answer = final.get("answer")
         text = answer if isinstance(answer, str) else "" if answer is None else json.dumps(answer, ensure_ascii=False)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import openai
+from langchain_core.caches import BaseCache
 
 from parley.core.limits import MAX_PANEL_SIZE, MIN_PANEL_SIZE
 from parley.evals.methods import MethodOptions, method_of
@@ -194,9 +195,10 @@ class Observer:
 
 
 async def run_item(task: Task, item: Item, method: str, options: MethodOptions, factory: ModelFactory,
-                   model: str) -> dict[str, Any]:
-    """Ask one item with one method; the record written to items.jsonl."""
-    ctx = RunContext(models=factory, model=model)
+                   model: str, cache: BaseCache | None = None) -> dict[str, Any]:
+    """Ask one item with one method; the record written to items.jsonl. With a response `cache`, its calls at
+    temperature 0 are answered from it when an earlier run made them (`parley eval --cache`)."""
+    ctx = RunContext(models=factory, model=model, response_cache=cache)
     started = time.monotonic()
     attempt = await method_of(method)(task.prompt(item), task.rule, ctx, options)
     seconds = time.monotonic() - started
@@ -242,8 +244,10 @@ async def run_eval(
     factory: ModelFactory,
     concurrency: int = 4,
     observer: Observer | None = None,
+    cache: BaseCache | None = None,
 ) -> list[dict[str, Any]]:
-    """Run every method of `settings` over `task`'s items, skipping what `folder` already records.
+    """Run every method of `settings` over `task`'s items, skipping what `folder` already records; with a response
+    `cache` (`store.response_cache.ResponseCache`), calls at temperature 0 an earlier run made are answered from it.
 
     Returns every record (old and new). Items whose model calls fail are not recorded (a restart asks
     them again); `MAX_FAILURES_IN_A_ROW` failures in a row raise `EvalAborted`.
@@ -272,7 +276,7 @@ async def run_eval(
             observer.item_finished(method, record)
 
         jobs = [
-            (item.id, partial(run_item, task, item, method, options, factory, settings.model))
+            (item.id, partial(run_item, task, item, method, options, factory, settings.model, cache))
             for item in task.items if item.id not in done
         ]
         await run_jobs(jobs, store=store, concurrency=concurrency, finished=finished,

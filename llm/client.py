@@ -13,14 +13,19 @@ from typing import Any, TypeVar
 
 import httpx2 as httpx  # the openai SDK's HTTP library (httpx's API, its own types)
 import openai
-from langchain_core.messages import AIMessageChunk, BaseMessage
-from langchain_core.outputs import ChatGenerationChunk
+from langchain_core.caches import BaseCache
+from langchain_core.load import dumps
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, message_chunk_to_message
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk
+from langchain_core.runnables import RunnableConfig
 from langchain_openai import ChatOpenAI
 from pydantic import Field
 
 from parley.core.limits import OFF_LOOP_MESSAGES
+from parley.llm.breakpoints import mark_stable_prefix
 from parley.llm.endpoints import endpoint, retry_after
 from parley.llm.failures import IncompleteAnswerError, ModelDeadlineError, ModelIdleError, scrub_failure
+from parley.llm.reasoning import OPEN, ThinkingFilter, strip_thinking
 
 ResultT = TypeVar("ResultT")
 
@@ -78,6 +83,41 @@ class BoundedChatOpenAI(ChatOpenAI):
     # Calls the endpoint answers at once (`Provider.max_concurrent`; None: no limit): more wait in its line
     # (`llm.endpoints.Endpoint.slot`), and their deadline and read timeout start when they are sent.
     max_concurrent: int | None = Field(None, ge=1, exclude=True)
+    # The shortest stable prefix (tokens) that gets a `cache_control` breakpoint (`llm.breakpoints`), for a model that
+    # caches only marked prefixes (`Provider.marks_cache`); None: the request carries no breakpoints.
+    cache_marks_from: int | None = Field(None, ge=1, exclude=True)
+
+    async def astream(self, input: Any, config: RunnableConfig | None = None, *, stop: list[str] | None = None,
+                      **kwargs: Any) -> Any:
+        """Stream the answer; with a response cache (`cache=`), answer from it when it holds this call, and store a
+        streamed answer in it. LangChain's `astream` reads no cache (only `ainvoke` does): a cached answer comes whole,
+        in one chunk, through `ainvoke` (so its callbacks see it as a call), and a streamed one is stored once it
+        has ended."""
+        cache = self.cache if isinstance(self.cache, BaseCache) else None
+        if cache is None:
+            async for chunk in super().astream(input, config, stop=stop, **kwargs):
+                yield chunk
+            return
+        messages = self._convert_input(input).to_messages()
+        prompt, llm_string = await off_loop(len(messages), self._cache_key, messages, stop, kwargs)
+        if isinstance(await cache.alookup(prompt, llm_string), list):
+            yield _as_chunk(await self.ainvoke(messages, config, stop=stop, **kwargs))
+            return
+        pieces: list[AIMessageChunk] = []
+        async for chunk in super().astream(messages, config, stop=stop, **kwargs):
+            pieces.append(chunk)
+            yield chunk
+        if pieces:
+            whole = message_chunk_to_message(sum(pieces[1:], pieces[0]))
+            await cache.aupdate(prompt, llm_string, [ChatGeneration(message=whole)])
+
+    def _cache_key(self, messages: list[BaseMessage], stop: list[str] | None,
+                   kwargs: dict[str, Any]) -> tuple[str, str]:
+        """The (prompt, llm string) a call is cached under, as `BaseChatModel._agenerate_with_cache` makes them."""
+        traced = ("ls_structured_output_format", "structured_output_format")  # tracing only: not sent, not keyed
+        kwargs = {k: v for k, v in kwargs.items() if k not in traced}
+        plain = [m.model_copy(update={"id": None}) if getattr(m, "id", None) is not None else m for m in messages]
+        return dumps(plain), self._get_llm_string(stop=stop, **kwargs)
 
     async def _astream(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None,
                        **kwargs: Any) -> Any:
@@ -90,6 +130,7 @@ class BoundedChatOpenAI(ChatOpenAI):
             source = super()._astream(messages, stop, run_manager, **kwargs)
             if self.repeats_tool_call_names:
                 source = _named_once(source)
+            source = _without_thinking(source)
             loop, gap = asyncio.get_running_loop(), self.chunk_gap
             chunks, finished = 0, False
             try:
@@ -129,6 +170,7 @@ class BoundedChatOpenAI(ChatOpenAI):
                 if self.repeats_tool_call_names:
                     for generation in result.generations:
                         generation.message.additional_kwargs.pop("function_call", None)
+                result.generations = [_thought_dropped(g) for g in result.generations]
                 return result
             except TimeoutError as exc:
                 raise self._timed_out(exc, bound.expired(), None) from exc
@@ -166,6 +208,8 @@ class BoundedChatOpenAI(ChatOpenAI):
         if "messages" in payload and not (self.null_assistant_content and not self.repeats_tool_call_names):
             payload["messages"] = [self._assistant_message(m) if m.get("role") == "assistant" else m
                                    for m in payload["messages"]]
+        if "messages" in payload and self.cache_marks_from is not None:
+            payload["messages"] = mark_stable_prefix(payload["messages"], self.cache_marks_from)
         if "messages" in payload:
             # The openai SDK walks every request against its parameter types, on the event loop: ~0.15 ms a
             # message (0.3 s for a 2,000-message conversation, per call), and chat messages have nothing it
@@ -264,6 +308,45 @@ async def _named_once(source: Any) -> Any:
                                      usage_metadata=message.usage_metadata)
             chunk = ChatGenerationChunk(message=message, generation_info=chunk.generation_info)
         yield chunk
+
+
+def _with_content(chunk: ChatGenerationChunk, text: str) -> ChatGenerationChunk:
+    return ChatGenerationChunk(message=chunk.message.model_copy(update={"content": text}),
+                               generation_info=chunk.generation_info)
+
+
+async def _without_thinking(source: Any) -> Any:
+    """Streamed chunks with the answer's `<think>` blocks dropped (`llm.reasoning.ThinkingFilter`)."""
+    thinking = ThinkingFilter()
+    try:
+        async for chunk in source:
+            content = chunk.message.content
+            if isinstance(content, str) and content and (
+                    "<" in content or thinking.held or thinking.inside or thinking.after):
+                chunk = _with_content(chunk, thinking.feed(content))
+            if (chunk.generation_info or {}).get("finish_reason") and (rest := thinking.flush()):
+                chunk = _with_content(chunk, f"{chunk.message.content}{rest}")
+            yield chunk
+    finally:
+        await source.aclose()
+
+
+def _thought_dropped(generation: Any) -> Any:
+    """A whole answer's generation without its `<think>` blocks (`llm.reasoning.strip_thinking`)."""
+    message = generation.message
+    if not (isinstance(message.content, str) and OPEN in message.content):
+        return generation
+    return ChatGeneration(message=message.model_copy(update={"content": strip_thinking(message.content)}),
+                          generation_info=generation.generation_info)
+
+
+def _as_chunk(message: AIMessage) -> AIMessageChunk:
+    """A whole answer (a cached one) as the one chunk of a stream, its tool calls as pieces."""
+    pieces = [{"name": call["name"], "args": json.dumps(call["args"]), "id": call.get("id"), "index": index,
+               "type": "tool_call_chunk"} for index, call in enumerate(message.tool_calls)]
+    return AIMessageChunk(content=message.content, additional_kwargs=message.additional_kwargs,
+                          response_metadata=message.response_metadata, usage_metadata=message.usage_metadata,
+                          tool_call_chunks=pieces, id=message.id, chunk_position="last")
 
 
 async def off_loop(messages: int, fn: Callable[..., ResultT], /, *args: Any, **kwargs: Any) -> ResultT:

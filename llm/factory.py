@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from langchain_core.caches import BaseCache
 from langchain_core.messages import BaseMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig, RunnableLambda
 from langchain_core.runnables.config import ensure_config, merge_configs
@@ -25,17 +26,27 @@ from pydantic import BaseModel
 
 from parley.core import metrics
 from parley.core.settings import Settings, get_settings
+from parley.llm.caching import MarkedCache
 from parley.llm.budget import Budget, BudgetGuard, CallEstimate, estimate_call
 from parley.llm.client import HAS_CHUNK_TIMEOUT, BoundedChatOpenAI, WholeAnswerTransport
 from parley.llm.failures import ModelError, register_secret
 from parley.llm.formats import AnswerFormat, StructuredAnswerParser, cap_strings, schema_note
 from parley.llm.prices import BUILTIN_PRICES, Price, lookup_price
-from parley.llm.providers import BUILTIN_PROVIDERS, DEFAULT_PROVIDER, Provider, split_model_id
+from parley.llm.providers import BUILTIN_PROVIDERS, DEFAULT_PROVIDER, REASONING_EFFORTS, Provider, split_model_id
 from parley.llm.tokens import answer_reserve, context_guard, prompt_limit
 from parley.llm.tools import ToolSet
 from parley.llm.usage import CallRecorder, UsageLedger
 
 SchemaT = TypeVar("SchemaT", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class _Knobs:
+    """A call's reasoning effort, seed and response cache (part of the key its client is kept under)."""
+
+    reasoning_effort: str | None = None
+    seed: int | None = None
+    cache: BaseCache | None = None
 
 @dataclass(frozen=True)
 class ResolvedModel:
@@ -219,6 +230,9 @@ class ModelFactory:
         budget: Budget | None = None,
         tools: ToolSet | None = None,
         answer_format: AnswerFormat | None = None,
+        reasoning_effort: str | None = None,
+        seed: int | None = None,
+        cache: BaseCache | None = None,
     ) -> Runnable:
         """Return a chat model (behind the context guard) for `model_id`.
 
@@ -231,9 +245,17 @@ class ModelFactory:
         `parallel_tool_calls`); with `answer_format` it is asked for that JSON in the provider's dialect
         (`AnswerFormat.request_field`) and sampled as the provider wants JSON sampled (`json_extra_body`).
         Neither checks the answer: `nodes.arbitrate.stream_first_answer` does.
+
+        `reasoning_effort` (one of `llm.providers.REASONING_EFFORTS`) is sent as the provider takes it
+        (`Provider.reasoning_fields`); `seed` as OpenAI's `seed`. With a response `cache` (LangChain's `BaseCache`:
+        `store.response_cache.ResponseCache`), a call at temperature 0 or with a seed is answered from it when an
+        identical one (model, messages, parameters) was made before, and stored in it otherwise; other calls ignore it.
+
+        Raises:
+            ModelError: a reasoning effort asked of a model that takes none (`reasoning_problem`).
         """
         return self._model(None, model_id, temperature, max_tokens, timeout, ledger, label, tools, answer_format,
-                           budget)
+                           budget, _Knobs(reasoning_effort, seed, cache))
 
     def structured(
         self,
@@ -246,10 +268,28 @@ class ModelFactory:
         ledger: UsageLedger | None = None,
         label: str | None = None,
         budget: Budget | None = None,
+        reasoning_effort: str | None = None,
+        seed: int | None = None,
+        cache: BaseCache | None = None,
     ) -> Runnable:
         """Return a runnable that answers with an instance of `schema`, using the provider's structured-output method
-        (billed and checked as `chat`)."""
-        return self._model(schema, model_id, temperature, max_tokens, timeout, ledger, label, budget=budget)
+        (billed and checked, reasoning and cached as `chat`)."""
+        return self._model(schema, model_id, temperature, max_tokens, timeout, ledger, label, budget=budget,
+                           knobs=_Knobs(reasoning_effort, seed, cache))
+
+    def reasoning_problem(self, model_id: str | None, effort: str | None) -> str | None:
+        """Why `effort` cannot be asked of `model_id` (None when it can, or none is asked): not an effort Parley knows
+        (`llm.providers.REASONING_EFFORTS`), or a model its provider's table entry says takes none
+        (`Provider.reasoning_models`)."""
+        if effort is None:
+            return None
+        if effort not in REASONING_EFFORTS:
+            return f"reasoning effort '{effort}' is not one of {', '.join(REASONING_EFFORTS)}"
+        model_id = model_id or self.default_model
+        if not self.provider(model_id).reasons(split_model_id(model_id)[1]):
+            return (f"'{model_id}' takes no reasoning effort (not a reasoning model in the provider table; a "
+                    "deployment names its own with `reasoning_models` in PARLEY_HOME/providers.json)")
+        return None
 
     def _model(
         self,
@@ -263,15 +303,21 @@ class ModelFactory:
         tools: ToolSet | None = None,
         answer_format: AnswerFormat | None = None,
         budget: Budget | None = None,
+        knobs: _Knobs | None = None,
     ) -> Runnable:
         """The model runnable for these knobs, built once per event loop; the call recorder is bound per call."""
         resolved = self.resolve(model_id)
+        knobs = knobs or _Knobs()
+        if problem := self.reasoning_problem(resolved.model_id, knobs.reasoning_effort):
+            raise ModelError(problem)
+        if knobs.cache is not None and temperature != 0 and knobs.seed is None:
+            knobs = _Knobs(knobs.reasoning_effort, knobs.seed)  # a sampled answer is not the same answer twice
         key = (schema, resolved.model_id, resolved.base_url, resolved.api_key, temperature, max_tokens, timeout,
-               tools.key if tools else None, answer_format.key if answer_format else None)
+               tools.key if tools else None, answer_format.key if answer_format else None, knobs)
         cache = self._loop_cache("runnables")
         runnable = cache.get(key) if cache is not None else None
         if runnable is None:
-            runnable = self._build(schema, resolved, temperature, max_tokens, timeout, tools, answer_format)
+            runnable = self._build(schema, resolved, temperature, max_tokens, timeout, tools, answer_format, knobs)
             if cache is not None:
                 cache[key] = runnable
         # Building a client (and a structured-output schema) costs milliseconds; binding a callback does not.
@@ -291,8 +337,10 @@ class ModelFactory:
         timeout: float | None,
         tools: ToolSet | None = None,
         answer_format: AnswerFormat | None = None,
+        knobs: _Knobs | None = None,
     ) -> Runnable:
         quirks = resolved.provider
+        knobs = knobs or _Knobs()
         max_tokens = quirks.output_cap(max_tokens)
         if temperature is not None and quirks.max_temperature is not None:
             temperature = min(temperature, quirks.max_temperature)
@@ -326,6 +374,17 @@ class ModelFactory:
                 extra_body["max_tokens"] = max_tokens
             else:
                 kwargs["max_completion_tokens"] = max_tokens
+        if knobs.reasoning_effort is not None:
+            fields = quirks.reasoning_fields(knobs.reasoning_effort)
+            if "reasoning_effort" in fields:
+                kwargs["reasoning_effort"] = fields.pop("reasoning_effort")
+            extra_body.update(fields)
+        if knobs.seed is not None:
+            kwargs["seed"] = knobs.seed
+        if knobs.cache is not None:
+            kwargs["cache"] = MarkedCache(knobs.cache)
+        if quirks.marks_cache(resolved.model_name):
+            kwargs["cache_marks_from"] = quirks.cache_min_tokens
         if extra_body:
             kwargs["extra_body"] = extra_body
         if (http_client := self._loop_http_client(kwargs["timeout"])) is not None:

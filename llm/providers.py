@@ -1,7 +1,8 @@
 """The provider table: how to reach each provider and which OpenAI-API dialect it speaks.
 
 Provider quirks (token-limit parameter, structured-output method, context window, output and temperature caps,
-sampling fields for prose and for JSON) live in `BUILTIN_PROVIDERS` and nowhere else; a deployment amends it with
+sampling fields for prose and for JSON, which models take a reasoning effort and how, which need `cache_control`
+breakpoints to cache a prompt) live in `BUILTIN_PROVIDERS` and nowhere else; a deployment amends it with
 `PARLEY_HOME/providers.json` (`llm.factory.ModelFactory` reads that file).
 """
 
@@ -12,7 +13,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from parley.core.limits import REASONING_EFFORTS
+
+__all__ = ["REASONING_EFFORTS", "Provider", "BUILTIN_PROVIDERS", "DEFAULT_PROVIDER", "split_model_id"]
+
 DEFAULT_PROVIDER = "openai"
+# Models that reason and take an effort, by name (the `provider:` part left out, a gateway's vendor path kept): OpenAI's
+# o-series, gpt-5 (not gpt-5-chat) and gpt-oss, and the reasoning models gateways pass an effort on to.
+REASONING_MODELS = (r"(^|/)(o[1-9](-|$)|gpt-5(?!-chat)|gpt-oss|deepseek-r1|deepseek-reasoner|qwq|qwen3|"
+                    r"claude-(3-7|3\.7|opus-4|sonnet-4|haiku-4|[a-z]+-4)|gemini-(2\.5|3)|grok-(3-mini|4))")
+# Models that cache a prompt prefix only where the request marks it (`cache_control` breakpoints): Anthropic's, reached
+# through an OpenAI-compatible gateway (OpenRouter, LiteLLM). OpenAI, DeepSeek and Gemini cache by themselves.
+CACHE_CONTROL_MODELS = r"claude"
 
 
 class Provider(BaseModel):
@@ -80,6 +92,46 @@ class Provider(BaseModel):
         "and brackets every JSON answer repeats, and a grammar-constrained model then writes them inside its strings.",
     )
 
+    reasoning_models: str | None = Field(
+        REASONING_MODELS,
+        description="A regular expression over the model's name (without `provider:`): the models of this provider "
+        "that take a reasoning effort. None: none does, and a reasoning effort asked of one is refused (400 "
+        "`reasoning_unsupported`).",
+    )
+    reasoning_param: Literal["reasoning_effort", "reasoning"] = Field(
+        "reasoning_effort",
+        description="How the effort is sent: OpenAI's `reasoning_effort: \"high\"` (chat completions; LiteLLM maps "
+        "it for other vendors), or `reasoning: {effort: \"high\"}` (OpenRouter's unified field).",
+    )
+    cache_control_models: str | None = Field(
+        CACHE_CONTROL_MODELS,
+        description="A regular expression over the model's name: the models that cache a prompt prefix only where "
+        "the request marks it, with Anthropic's `cache_control: {type: ephemeral}` on a content part "
+        "(`llm.breakpoints`). "
+        "None: no model of this provider needs marks (OpenAI, DeepSeek and Gemini cache repeated prefixes by "
+        "themselves).",
+    )
+    cache_min_tokens: int = Field(
+        1024, ge=1,
+        description="The shortest prefix (in tokens, estimated) worth a `cache_control` mark: Anthropic caches no "
+        "shorter one (1,024 tokens for Sonnet and Opus; Haiku needs 2,048), and a mark on a shorter one is wasted.",
+    )
+
+    def reasons(self, model_name: str) -> bool:
+        """Whether the model `model_name` (without `provider:`) takes a reasoning effort here."""
+        return self.reasoning_models is not None and re.search(self.reasoning_models, model_name.lower()) is not None
+
+    def reasoning_fields(self, effort: str) -> dict[str, Any]:
+        """The request fields that ask for `effort`, in this provider's dialect."""
+        if self.reasoning_param == "reasoning":
+            return {"reasoning": {"effort": effort}}
+        return {"reasoning_effort": effort}
+
+    def marks_cache(self, model_name: str) -> bool:
+        """Whether prompts to the model `model_name` carry `cache_control` breakpoints on their stable prefix."""
+        return (self.cache_control_models is not None
+                and re.search(self.cache_control_models, model_name.lower()) is not None)
+
     def output_cap(self, max_tokens: int | None) -> int | None:
         """The output cap a call really asks for: the caller's, lowered to this provider's hard cap."""
         if self.max_output_tokens is None:
@@ -110,6 +162,8 @@ BUILTIN_PROVIDERS: dict[str, Provider] = {
         null_assistant_content=False,
         repeats_tool_call_names=True,
         max_concurrent=1,  # llama-cpp-python's server answers one request at a time
+        reasoning_models=None,  # SmolLM2 does not reason
+        cache_control_models=None,  # llama.cpp reuses its own prefix cache
     ),
 }
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackHandler
@@ -14,6 +14,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
 
 from parley.core import metrics
+from parley.llm.caching import was_cached
 from parley.llm.prices import Price
 from parley.llm.tokens import approx_tokens
 
@@ -34,6 +35,7 @@ class UsageRecord:
     reasoning_tokens: int = 0  # of `output_tokens`: the model's hidden reasoning (priced as output)
     cached_cost: float = 0.0  # of `cost`: what the cached tokens cost
     reasoning_cost: float = 0.0  # of `cost`: what the reasoning tokens cost
+    response_cache: bool = False  # answered from the response cache (`llm.caching`): no model was called, cost 0
 
     @property
     def total_tokens(self) -> int:
@@ -294,11 +296,13 @@ class CallRecorder(AsyncCallbackHandler):
     async def on_llm_end(self, response: LLMResult, *, run_id: Any = None, **kwargs: Any) -> None:
         ended = time.perf_counter()
         reported, made = ReportedUsage(), 0
+        cached = False
         answer = []
         for generations in response.generations:
             for generation in generations:
                 answer.append(generation.text or "")
                 if isinstance(generation, ChatGeneration):
+                    cached = cached or was_cached(generation.message)
                     reported += usage_from_message(generation.message)
                     calls = getattr(generation.message, "tool_calls", None) or []
                     made += len(calls) + len(getattr(generation.message, "invalid_tool_calls", None) or [])
@@ -312,6 +316,8 @@ class CallRecorder(AsyncCallbackHandler):
                                      approx_tokens([AIMessage("".join(answer))]) if any(answer) else 0)
         record = usage_record(self.model_id, reported, self.price, label=self.label, estimated=estimated,
                               tool_calls=made)
+        if cached:  # answered from the response cache: no model was called, nothing is paid
+            record = replace(record, cost=0.0, cached_cost=0.0, reasoning_cost=0.0, response_cache=True)
         if self.ledger is not None:
             self.ledger.add(record)
         started = self._started.pop(run_id, ended)

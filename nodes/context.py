@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
+from langchain_core.caches import BaseCache
 from langchain_core.runnables import Runnable
 from pydantic import BaseModel
 
@@ -50,6 +51,10 @@ class RunContext:
         steering: what a person sent the run (`nodes.steer`); None: nobody steers it.
         tools: where the speakers' granted tools come from; None: no speaker has tools.
         streamed: whether answers are read as they are written (False: an answer offered no tools is asked whole).
+        reasoning: the reasoning effort of each seat, by its label (an agent, a panelist) or its model id, a label's
+            first; `"*"` for every other call (`ModelFactory.chat`'s `reasoning_effort`). Empty: none is asked.
+        response_cache: answers of earlier identical calls (LangChain's `BaseCache`, `store.response_cache`): a call
+            at temperature 0 is answered from it when it holds one. None: every call goes to its model.
 
     Example:
         >>> import parley
@@ -79,19 +84,29 @@ class RunContext:
     # an answer offered no tools is asked for in one piece rather than streamed, which costs a fraction of the CPU
     # (`nodes.arbitrate.stream_first_answer`, `nodes.speak.say`'s `whole`).
     streamed: bool = True
+    # The reasoning effort of each seat, by label or model id (a label's first; "*": every other call).
+    reasoning: dict[str, str] = field(default_factory=dict)
+    # Answers of earlier identical calls at temperature 0 (the request's opt-in); None: every call goes to its model.
+    response_cache: BaseCache | None = None
 
     @classmethod
     def of(cls, runtime: Any) -> Self:
         """This run's context as `cls`: the caller's own; a plain RunContext widened (keeping its models, model,
-        ledger, budget, steering, tools and `streamed`, with this mode's default knobs); or fresh defaults when the
-        caller passed none."""
+        ledger, budget, steering, tools, `streamed`, reasoning and response cache, with this mode's default knobs); or
+        fresh defaults when the caller passed none."""
         ctx = getattr(runtime, "context", None)
         if isinstance(ctx, cls):
             return ctx
         if isinstance(ctx, RunContext):
-            return cls(models=ctx.models, model=ctx.model, ledger=ctx.ledger, budget=ctx.budget,
-                       steering=ctx.steering, tools=ctx.tools, streamed=ctx.streamed)
+            return cls(**ctx.carried(), budget=ctx.budget, steering=ctx.steering, tools=ctx.tools,
+                       streamed=ctx.streamed)
         return cls()
+
+    def carried(self) -> dict[str, Any]:
+        """What a run's nested mode keeps of this context (`cls(**ctx.carried(), <its knobs>)`): the models and
+        default model, the ledger, the reasoning efforts and the response cache."""
+        return {"models": self.models, "model": self.model, "ledger": self.ledger, "reasoning": self.reasoning,
+                "response_cache": self.response_cache}
 
     @property
     def factory(self) -> ModelFactory:
@@ -107,9 +122,11 @@ class RunContext:
         label: str | None = None,
         tools: ToolSet | None = None,
         answer_format: AnswerFormat | None = None,
+        seat: str | None = None,
     ) -> Runnable:
         """A chat model for `model` (else this run's model, else the deployment default), billed to this run and
-        checked against its budget; offered `tools` and asked for `answer_format` when given (`ModelFactory.chat`)."""
+        checked against its budget; offered `tools` and asked for `answer_format` when given (`ModelFactory.chat`);
+        asked for the reasoning effort of `seat` (a speaker's id), else of `label`, else of the model (`reasoning`)."""
         return self.factory.chat(
             model or self.model,
             temperature=temperature,
@@ -120,6 +137,8 @@ class RunContext:
             budget=self.budget,
             tools=tools,
             answer_format=answer_format,
+            reasoning_effort=self.reasoning_effort(model, seat, label),
+            cache=self.response_cache,
         )
 
     def structured(
@@ -142,7 +161,22 @@ class RunContext:
             ledger=self.ledger,
             label=label,
             budget=self.budget,
+            reasoning_effort=self.reasoning_effort(model, label),
+            cache=self.response_cache,
         )
+
+    def reasoning_effort(self, model: str | None = None, *seats: str | None) -> str | None:
+        """The reasoning effort a call to `model` by `seats` (a speaker's id, a label: the first found wins) asks for
+        (`reasoning`): a seat's, else the model's, else `"*"`'s when the model takes one; None: none is asked."""
+        if not self.reasoning:
+            return None
+        model_id = self.model_id(model)
+        for key in (*seats, model_id):
+            if key is not None and key in self.reasoning:
+                return self.reasoning[key]
+        if "*" in self.reasoning and self.factory.reasoning_problem(model_id, self.reasoning["*"]) is None:
+            return self.reasoning["*"]
+        return None
 
     def model_id(self, model: str | None = None) -> str:
         """The model id a call with `model` would use."""

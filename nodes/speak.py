@@ -437,7 +437,7 @@ def speak(
         granted = _value(grants, state, ctx)
         box = await ctx.tools.toolbox(granted, agent_id=who["id"]) if granted and ctx.tools else None
         knobs = dict(temperature=_value(temperature, state, ctx), max_tokens=_value(max_tokens, state, ctx),
-                     label=tag)
+                     label=tag, seat=(who or {}).get("id"))
         chat = ctx.chat(chosen, **knobs, tools=box.toolset() if box else _value(tools, state, ctx))
         spent = ctx.chat(chosen, **knobs, tools=box.toolset(final=True)) if box else None
         turn = await say(chat, prompt(state, ctx), speaker=who, round=_value(round, state, ctx),

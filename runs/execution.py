@@ -187,7 +187,7 @@ class Executions:
         config = {"configurable": {"thread_id": run_id},
                   **trace_config(run_id, kind, record["workspace"], record["user"]),
                   "callbacks": [StopGuard(self.stops, run_id)]}
-        context = mode.context(ledger)
+        context = mode.knobs(mode.context(ledger))
         context.steering, context.budget = steering, budget
         try:
             went_on, graph_input = await resume.restore(self.db, self.saver, record, mode=mode, graph=graph,

@@ -27,6 +27,7 @@ from parley.core.limits import (
     PROFILE_BIO_MAX_CHARS,
     PROFILE_LIST_MAX_ITEMS,
     PROFILE_NAME_MAX_CHARS,
+    REASONING_EFFORTS,
 )
 from parley.graphs.duel import DuelContext, minimum_calls
 from parley.llm.failures import ModelError
@@ -72,6 +73,7 @@ class DebateRequest:
     rounds: int | None = None
     steer: SteerOptions = SteerOptions()  # `await: "after_turn"` and the budget (`services.steering`)
     model: str | None = None  # every speaker's and judge's model (`parley debate --model`); None: the default
+    reasoning_effort: str | None = None  # every call's reasoning effort (`reasoningEffort`); None: the model's own
 
 
 class SoftMemory(BaseModel):
@@ -105,6 +107,9 @@ class DebateBody(BudgetFields):
     userProfile: UserProfile = Field(description="Your persona: the agent that argues your side is built from it.")
     rounds: int | None = Field(None, ge=MIN_DUEL_ROUNDS, le=MAX_DUEL_ROUNDS,
                                description="Exchanges before the verdict; the default when omitted.")
+    reasoningEffort: Literal[REASONING_EFFORTS] | None = Field(
+        None, description="The reasoning effort of every call of the duel, for a model that takes one (400 "
+        "`reasoning_unsupported` otherwise; docs/panel.md).")
     await_: Literal["after_turn"] | None = Field(
         None, alias="await", description="Wait for you after every turn (status `waiting`) until "
         "`POST /v1/runs/{id}/input` says `continue`, `guide` or `end` (docs/steering.md).")
@@ -145,8 +150,12 @@ def check_debate_request(body: Any) -> DebateRequest:
     if rounds is not None and (not isinstance(rounds, int) or isinstance(rounds, bool)
                                or not MIN_DUEL_ROUNDS <= rounds <= MAX_DUEL_ROUNDS):
         raise InvalidRequest(f"rounds must be an integer from {MIN_DUEL_ROUNDS} to {MAX_DUEL_ROUNDS}")
+    effort = body.get("reasoningEffort")
+    if effort is not None and effort not in REASONING_EFFORTS:
+        raise InvalidRequest(f"reasoningEffort must be one of {', '.join(REASONING_EFFORTS)}",
+                             code="invalid_reasoning_effort")
     return DebateRequest(topic=topic.strip(), user_profile=profile, rounds=rounds,
-                         steer=steering.parse_options(body, boundary="after_turn"))
+                         steer=steering.parse_options(body, boundary="after_turn"), reasoning_effort=effort)
 
 
 async def admit_debate(backend: Backend, caller: Caller, client_address: str) -> None:
@@ -181,6 +190,8 @@ async def start_duel(engine: RunEngine, caller: Caller, request: DebateRequest) 
             steering.require_minimum(limits, steering.spend_of(minimum_calls(inputs, context)),
                                      what="one round of this duel and its verdict")
         model = engine.services.factory.resolve(context.model).model_id
+        if problem := engine.services.factory.reasoning_problem(model, request.reasoning_effort):
+            raise InvalidRequest(f"reasoningEffort: {problem}", code="reasoning_unsupported")
         debate = await store.create_debate(
             engine.db, debate_id=new_debate_id(), user=caller.user, workspace=caller.workspace, topic=request.topic,
             user_profile=request.user_profile, rounds=rounds, model=model, stream_token=secrets.token_urlsafe(18),
@@ -188,9 +199,10 @@ async def start_duel(engine: RunEngine, caller: Caller, request: DebateRequest) 
         granted = await tool_service.grants_of(engine.db, workspace=caller.workspace,
                                                subjects=[duel_subject(side) for side in DUEL_SIDES])
         tools = {side: granted[duel_subject(side)] for side in DUEL_SIDES if duel_subject(side) in granted}
-        steer = SteerOptions(request.steer.await_at, limits).dump()
+        steer = SteerOptions(request.steer.await_at, limits, request.steer.response_cache).dump()
         extra = {**({"steer": steer} if steer else {}), **({"tools": tools} if tools else {}),
-                 **({"model": request.model} if request.model else {})}
+                 **({"model": request.model} if request.model else {}),
+                 **({"reasoning": {"*": request.reasoning_effort}} if request.reasoning_effort else {})}
         await engine.submit("duel", caller=caller, run_id=debate["_id"], title=request.topic,
                             ref={"debateId": debate["_id"]}, input={**inputs, **extra})
     except ModelError as exc:

@@ -50,7 +50,17 @@ from parley.services import tools as tool_service
 from parley.services.backend import Backend
 from parley.services.chat_apps import Housekeeping, housekeeping
 from parley.services.errors import InvalidRequest, RunFailed, invalid_field
-from parley.services.routers import RULE_HELP, SELF_MOA_PREFIX, RuleName, load_router, rule_error, self_moa_router
+from parley.services.routers import (
+    RULE_HELP,
+    SELF_MOA_PREFIX,
+    Effort,
+    Efforts,
+    RuleName,
+    check_reasoning,
+    load_router,
+    rule_error,
+    self_moa_router,
+)
 from parley.services.tools import router_subject
 
 log = logging.getLogger("parley.panel")
@@ -214,6 +224,15 @@ class PanelOptions(BaseModel):
     shadow: bool | None = Field(None, description="With `depth: adaptive`, ask the whole panel anyway and report in "
                                                   "`_meta.adaptive.shadow` whether stopping early would have answered "
                                                   "the same.")
+    reasoning_effort: Effort | Efforts | None = Field(
+        None, description="The reasoning effort (OpenAI's `reasoning_effort`): one for the model, or for every seat "
+                          "of a router's panel, or one per model id; replaces the router's. Sent as each model's "
+                          "provider takes it; a model that takes none is refused (400 `reasoning_unsupported`).")
+    parley_cache: bool | None = Field(
+        None, description="Answer each model call at temperature 0 (or with a seed) from the response cache when an "
+                          "identical call (model, messages, parameters) was made in this workspace within "
+                          "`RESPONSE_CACHE_TTL_SECONDS`, and keep its answer there otherwise: a cached call is free "
+                          "(cost 0, tokens still shown; `responseCache` in its usage).")
 
     @field_validator("models")
     @classmethod
@@ -352,6 +371,7 @@ class Plan:
     shadow: bool = False
     housekeeping: dict[str, Any] | None = None  # a chat app's own task, answered by one model (`housekeeping_plan`)
     quorum: dict[str, Any] | None = None  # {k, grace}: quorum grace (`graphs.panel.PanelInput.quorum`)
+    reasoning: dict[str, str] = field(default_factory=dict)  # model id (or "*": every seat) -> reasoning effort
 
     @property
     def calls(self) -> int:
@@ -393,7 +413,9 @@ async def plan_request(backend: Backend, body: ChatCompletionRequest, *, workspa
             asked = [name for name in ("debate", "panel", "rule", *body.council) if getattr(body, name, None)]
             raise InvalidRequest(f"{', '.join(repr(a) for a in asked)} need a router: use model 'router/debate' or "
                                  f"'router/<id>', not '{body.model}'", code="router_required")
-        return Plan(mode="single", router_mode="direct", models=[body.model])
+        plan = Plan(mode="single", router_mode="direct", models=[body.model])
+        plan.reasoning = request_reasoning(backend.factory, plan, body.reasoning_effort)
+        return plan
     if body.debate is not True and not (body.panel or body.rule or body.council) and (chore := await off_loop(
             len(body.messages), housekeeping_of, body)):
         return housekeeping_plan(backend.factory, router, chore)
@@ -411,6 +433,7 @@ async def plan_request(backend: Backend, body: ChatCompletionRequest, *, workspa
             raise InvalidRequest(f"models: {exc.__cause__} (or send allow_same_family: true)",
                                  code="too_few_families", param="models") from exc
         raise
+    plan.reasoning = request_reasoning(backend.factory, plan, body.reasoning_effort, router.get("reasoning_effort"))
     tools, answer_format = body.toolset, body.answer_format
     if reason := unanswerable(plan.mode, tools and tools.dump(), answer_format and answer_format.dump(), plan.rule):
         raise InvalidRequest(reason, code="unsupported_in_panel_mode")
@@ -419,6 +442,27 @@ async def plan_request(backend: Backend, body: ChatCompletionRequest, *, workspa
         plan.panelist_tools = (await tool_service.grants_of(backend.db, workspace=workspace, subjects=[subject])).get(
             subject, [])
     return plan
+
+
+def request_reasoning(factory: ModelFactory, plan: Plan, asked: str | dict[str, str] | None,
+                      router: dict[str, str] | None = None) -> dict[str, str]:
+    """The reasoning effort of each seat of `plan` (`RunContext.reasoning`): the request's (one for every seat, or
+    one per model), else the router's.
+
+    Raises:
+        InvalidRequest: `reasoning_unsupported`, a seat's model takes no effort (an effort for every seat is checked
+            against each panelist, or the one model).
+    """
+    if asked is None:
+        efforts = dict(router or {})
+    elif isinstance(asked, str):
+        efforts = {model: asked for model in (plan.panelists or plan.models[:1])}
+        efforts = {"*": asked, **efforts}
+    else:
+        efforts = dict(asked)
+    check_reasoning(factory, {k: v for k, v in efforts.items() if k != "*"},
+                    field="reasoning_effort" if asked is not None else "reasoningEffort")
+    return efforts
 
 
 def housekeeping_of(body: ChatCompletionRequest) -> Housekeeping | None:
@@ -630,8 +674,10 @@ async def start_completion(backend: Backend, caller: Caller, body: ChatCompletio
                                         max_tokens=body.output_cap, seed=body.seed, tools=body.toolset,
                                         answer_format=body.answer_format),
                    "plan": dataclasses.asdict(plan), "bill": bill.dump(),
-                   **({"steer": {"budget": limits.dump()}} if limits else {}),
-                   "completion": completion, "streamed": body.stream},
+                   **({"steer": steer} if (steer := steering.SteerOptions(
+                       budget=limits, response_cache=bool(body.parley_cache)).dump()) else {}),
+                   "completion": completion, "streamed": body.stream,
+                   **({"reasoning": plan.reasoning} if plan.reasoning else {})},
         )
 
 

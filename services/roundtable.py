@@ -73,6 +73,7 @@ async def seated_agents(db: AsyncDatabase, *, workspace: str, ctx: RoundTableCon
         {
             "id": a["_id"], "name": a["name"], "role": a.get("role", ""), "persona": a.get("persona", ""),
             "model": a.get("model"), "isDevilsAdvocate": bool(a.get("isDevilsAdvocate")),
+            **({"reasoningEffort": a["reasoning_effort"]} if a.get("reasoning_effort") else {}),
             "memories": [m["content"] for m in await agent_store.list_memories(
                 db, agent_ids=[a["_id"]], limit=ctx.memories_per_agent)],
             "documents": [{"title": d["title"], "text": d["text"]} for d in documents if d["agentId"] == a["_id"]],
@@ -157,6 +158,11 @@ async def _earlier_run(db: AsyncDatabase, record: dict, key: dict[str, str], fin
                               "run it anew")
 
 
+def seat_efforts(agents: list[dict]) -> dict[str, str]:
+    """The reasoning effort of each seated agent that has one, by agent id (`RunContext.reasoning`)."""
+    return {a["id"]: a["reasoningEffort"] for a in agents if a.get("reasoningEffort")}
+
+
 async def _start(engine: RunEngine, caller: Caller, conversation: dict, content: str, key: dict | None,
                  steer: SteerOptions) -> str:
     """Seat the table, check the budget, reserve the allowance, store the question, start the run; return its id."""
@@ -172,7 +178,7 @@ async def _start(engine: RunEngine, caller: Caller, conversation: dict, content:
     if limits:
         steering.require_minimum(limits, steering.spend_of(minimum_calls(inputs, ctx)),
                                  what="round 0 of this table and its synthesis")
-    options = SteerOptions(steer.await_at, limits).dump()
+    options = SteerOptions(steer.await_at, limits, steer.response_cache).dump()
     early_stop = engine.services.settings.parley_table_early_stop or None
     needed = estimate_minimum_tokens(inputs, ctx)
     bill = billing.Bill(usage="roundtable", allowance=await billing.reserve_allowance(
@@ -185,7 +191,8 @@ async def _start(engine: RunEngine, caller: Caller, conversation: dict, content:
             ref={"conversationId": conversation["_id"], "exchange": exchange},
             input={"graph": inputs, "exchange": exchange, "bill": bill.dump(),
                    "conversation": {"_id": conversation["_id"], "workspace": conversation["workspace"]},
-                   "idempotency": key, "earlyStop": early_stop, **({"steer": options} if options else {})},
+                   "idempotency": key, "earlyStop": early_stop, **({"steer": options} if options else {}),
+                   **({"reasoning": efforts} if (efforts := seat_efforts(inputs["agents"])) else {})},
         )
     if key:
         await conv_store.set_idempotency_run(db, **key, run_id=record["_id"])

@@ -17,10 +17,18 @@ from pydantic.json_schema import SkipJsonSchema
 from pymongo.asynchronous.database import AsyncDatabase
 
 from parley.core import clock
-from parley.core.limits import DEFAULT_PANEL_SIZE, MAX_PANEL_SIZE, MIN_PANEL_SIZE
+from parley.core.limits import (
+    DEFAULT_PANEL_SIZE,
+    MAX_MODEL_ID_CHARS,
+    MAX_PANEL_SIZE,
+    MAX_REASONING_SEATS,
+    MIN_PANEL_SIZE,
+    REASONING_EFFORTS,
+)
 from parley.core.settings import Settings
 from parley.graphs.panel.rules import DEFAULT_RULE, RULES, RuleError, check_rule
 from parley.graphs.panel.steps import TooFewFamiliesError, pick_panelists
+from parley.llm.factory import ModelFactory
 from parley.services.errors import Conflict, InvalidRequest, NotFound
 from parley.store import routers as router_store
 
@@ -46,6 +54,29 @@ DEPTH_HELP = ("`full` asks every panelist at once; `adaptive` asks two of distin
               "the panel and the rule only when their answers disagree (a request's `depth` replaces it).")
 ANSWER_RULE_HELP = ("How `vote` reads an answer: `number`, `choice`, `exact` (the default) or `regex:<pattern>`; "
                     "the panelists are asked for that format.")
+
+
+# A reasoning effort (`llm.providers.REASONING_EFFORTS`), checked against each model where it is asked for.
+Effort = Literal[REASONING_EFFORTS]
+# A reasoning effort per model id (a router's, a request's), bounded as any list a body holds.
+Efforts = Annotated[dict[Annotated[str, Field(min_length=1, max_length=MAX_MODEL_ID_CHARS)], Effort],
+                    Field(max_length=MAX_REASONING_SEATS)]
+REASONING_HELP = ("The reasoning effort of each seat, by model id (`{\"openai:o4-mini\": \"high\"}`): sent as the "
+                  "model's provider takes it (OpenAI's `reasoning_effort`); a model that takes none is refused "
+                  "(400 `reasoning_unsupported`).")
+
+
+def check_reasoning(factory: ModelFactory, efforts: dict[str, str] | None, *, field: str,
+                    default: str | None = None) -> None:
+    """Refuse a reasoning effort asked of a model that takes none (`ModelFactory.reasoning_problem`), 400
+    `reasoning_unsupported` naming the model and `field`; a `"*"` key (a request's one effort for every seat) is
+    checked against `default` (its model), when there is one."""
+    for model, effort in (efforts or {}).items():
+        target = default if model == "*" else model
+        if model == "*" and target is None:
+            continue
+        if problem := factory.reasoning_problem(target, effort):
+            raise InvalidRequest(f"{field}: {problem}", code="reasoning_unsupported", param=field)
 
 
 class _RouterFields(BaseModel):
@@ -81,6 +112,7 @@ class RouterCreate(_RouterFields):
     rule: RuleName = Field(DEFAULT_RULE, description=RULE_HELP)
     answer_rule: str | None = Field(None, description=ANSWER_RULE_HELP)
     depth: Depth = Field("full", description=DEPTH_HELP)
+    reasoning_effort: Efforts | None = Field(None, description=REASONING_HELP)
 
 
 class RouterUpdate(_RouterFields):
@@ -97,6 +129,7 @@ class RouterUpdate(_RouterFields):
     rule: RuleName | SkipJsonSchema[None] = Field(None, description=RULE_HELP)
     answer_rule: str | None = Field(None, description=ANSWER_RULE_HELP)
     depth: Depth | SkipJsonSchema[None] = Field(None, description=DEPTH_HELP)
+    reasoning_effort: Efforts | None = Field(None, description=REASONING_HELP)
 
 
 def public_router(router: dict[str, Any]) -> dict[str, Any]:
@@ -114,6 +147,7 @@ def public_router(router: dict[str, Any]) -> dict[str, Any]:
         "rule": router.get("rule") or DEFAULT_RULE,
         "answerRule": router.get("answer_rule"),
         "depth": router.get("depth") or "full",
+        "reasoningEffort": router.get("reasoning_effort"),
         "preset": router.get("preset", False),
         "createdAt": clock.iso(router.get("createdAt")),
         "updatedAt": clock.iso(router.get("updatedAt")),
@@ -234,18 +268,33 @@ async def list_routers(db: AsyncDatabase, settings: Settings, *, workspace: str)
     return {"object": "list", "data": [public_router(r) for r in routers]}
 
 
-async def create_router(db: AsyncDatabase, *, workspace: str, body: RouterCreate) -> dict[str, Any]:
+def check_router_reasoning(factory: ModelFactory | None, router: dict[str, Any]) -> None:
+    """Refuse a router's `reasoningEffort` for a model it does not seat (400 `invalid_reasoning_effort`) or one that
+    takes no effort (400 `reasoning_unsupported`; checked where the factory is given)."""
+    efforts = router.get("reasoning_effort") or {}
+    seated = {*(router.get("models") or ()), *([router["arbitrator"]] if router.get("arbitrator") else [])}
+    if strangers := sorted(set(efforts) - seated):
+        raise InvalidRequest(f"reasoningEffort: {', '.join(strangers)} is not among the router's models or its "
+                             "arbitrator", code="invalid_reasoning_effort", param="reasoningEffort")
+    if factory is not None:
+        check_reasoning(factory, efforts, field="reasoningEffort")
+
+
+async def create_router(db: AsyncDatabase, *, workspace: str, body: RouterCreate,
+                        factory: ModelFactory | None = None) -> dict[str, Any]:
     _refuse_preset(body.id)
     router = body.model_dump()
     check_rule_fields(router)
     check_debate_ready(router)
+    check_router_reasoning(factory, router)
     stored = await router_store.insert_router(db, workspace=workspace, router=router)
     if stored is None:
         raise Conflict(f"A router '{body.id}' already exists in this workspace", code="router_exists")
     return public_router(stored)
 
 
-async def update_router(db: AsyncDatabase, *, workspace: str, router_id: str, body: RouterUpdate) -> dict[str, Any]:
+async def update_router(db: AsyncDatabase, *, workspace: str, router_id: str, body: RouterUpdate,
+                        factory: ModelFactory | None = None) -> dict[str, Any]:
     _refuse_preset(router_id)
     current = await router_store.get_router(db, workspace=workspace, router_id=router_id)
     if current is None:
@@ -256,6 +305,7 @@ async def update_router(db: AsyncDatabase, *, workspace: str, router_id: str, bo
             raise InvalidRequest(f"{to_camel(required)} cannot be null", code="invalid_request")
     check_rule_fields({**current, **changes})
     check_debate_ready({**current, **changes})
+    check_router_reasoning(factory, {**current, **changes})
     updated = await router_store.update_router(db, workspace=workspace, router_id=router_id, changes=changes)
     if updated is None:  # deleted meanwhile
         raise _not_found(router_id)

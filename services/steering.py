@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt
 from pymongo.asynchronous.database import AsyncDatabase
 
 from parley.core.limits import MIN_BUDGET_SECONDS, STEER_MESSAGE_MAX_CHARS
@@ -29,12 +29,17 @@ BUDGET_FIELDS = tuple(FIELDS)  # maxTokens, maxCost, maxSeconds
 
 class BudgetFields(BaseModel):
     """A run's budget as the request bodies that start one take it (docs/steering.md): the run goes to its synthesis
-    or verdict before a step would pass a limit (`stoppedBy: "budget"`); one too small for one round is 402."""
+    or verdict before a step would pass a limit (`stoppedBy: "budget"`); one too small for one round is 402. And
+    whether its model calls use the response cache (`responseCache`)."""
 
     maxTokens: StrictInt | None = Field(None, gt=0, description="Budget: tokens the run may use.")
     maxCost: StrictFloat | None = Field(None, gt=0, description="Budget: USD the run may cost.")
     maxSeconds: StrictFloat | None = Field(None, ge=MIN_BUDGET_SECONDS, description="Budget: seconds the run may "
                                            "take, time waiting for a person not counted.")
+    responseCache: StrictBool | None = Field(
+        None, description="Answer the run's model calls at temperature 0 from the response cache when an identical "
+        "call was made in this workspace within a day, and keep new answers there: a cached call is free "
+        "(docs/panel.md).")
 
 
 @dataclass(frozen=True)
@@ -43,11 +48,13 @@ class SteerOptions:
 
     await_at: str | None = None
     budget: BudgetLimits = BudgetLimits()
+    response_cache: bool = False  # the run's model calls use the response cache (`runs.modes.base.ModeRun.knobs`)
 
     def dump(self) -> dict[str, Any]:
         """The options as the run's input keeps them (`input.steer`)."""
         return {**({"await": self.await_at} if self.await_at else {}),
-                **({"budget": self.budget.dump()} if self.budget else {})}
+                **({"budget": self.budget.dump()} if self.budget else {}),
+                **({"responseCache": True} if self.response_cache else {})}
 
 
 def parse_options(body: Mapping[str, Any], *, boundary: str | None, where: str = "") -> SteerOptions:
@@ -66,7 +73,10 @@ def parse_options(body: Mapping[str, Any], *, boundary: str | None, where: str =
                                     where=where)
     except InvalidBudget as exc:
         raise InvalidRequest(str(exc), code="invalid_budget", field=exc.field) from exc
-    return SteerOptions(await_at=await_at, budget=limits)
+    cache = body.get("responseCache")
+    if cache is not None and not isinstance(cache, bool):
+        raise InvalidRequest(f"{where}responseCache: must be true or false", code="invalid_request")
+    return SteerOptions(await_at=await_at, budget=limits, response_cache=bool(cache))
 
 
 def parse_budget(value: Any, *, where: str) -> BudgetLimits:

@@ -196,7 +196,8 @@ async def start_run(
     if any(isinstance(n, RoundtableNode) and n.config.agents == "workspace" for n in spec.nodes):
         agents = await workspace_agents(backend.db, principal.workspace)
     return await start_workflow(backend.runs, principal.caller, spec=spec, initial=initial, workflow_id=workflow_id,
-                                workspace_agents=agents, steer=SteerOptions(budget=limits))
+                                workspace_agents=agents,
+                                steer=SteerOptions(budget=limits, response_cache=steer.response_cache))
 
 
 async def run_to_end(backend: Backend, run: dict) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import PyMongoError
 
 from parley.core.limits import refuse_unstorable
-from parley.store import agents, conversations, inputs, mcp_tasks, responses, runs, tools, webhooks
+from parley.store import agents, conversations, inputs, mcp_tasks, response_cache, responses, runs, tools, webhooks
 from parley.store.monitor import LISTENER
 
 Database = AsyncDatabase
@@ -56,6 +56,7 @@ INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
     *mcp_tasks.INDEXES,
     *tools.INDEXES,
     *responses.INDEXES,
+    *response_cache.INDEXES,
     *webhooks.INDEXES,
     ("debates", [("workspace", 1), ("user", 1), ("createdAt", -1), ("_id", -1)], {}),
     # `fail_runless` at every worker's start looks for in-progress debates: a seek, not a scan of them all.

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from pydantic.json_schema import SkipJsonSchema
@@ -18,6 +18,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
 from parley.core import clock
+from parley.core.limits import REASONING_EFFORTS
 from parley.store import tools as tool_store
 
 INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
@@ -38,23 +39,30 @@ Persona = Annotated[str, StringConstraints(strip_whitespace=True, max_length=800
 ModelId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200), NOT_BLANK]
 
 
+Effort = Literal[REASONING_EFFORTS]
+EFFORT_HELP = ("The reasoning effort of the agent's turns (`minimal` … `high`), sent as its model's provider takes "
+               "it; a model that takes none is refused (400 `reasoning_unsupported`). None: the model's own.")
+
+
 class AgentCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     name: Name = Field(description="How the agent is called at the table.")
     role: Role = Field("", description="Its expertise or function, e.g. 'Head of sales'.")
     persona: Persona = Field("", description="Instructions: priorities, tone, what it argues from.")
     model: ModelId | None = Field(None, description="`provider:model`; the deployment default when omitted.")
+    reasoning_effort: Effort | None = Field(None, alias="reasoningEffort", description=EFFORT_HELP)
 
 
 class AgentUpdate(BaseModel):
     # At least one field (`changes` refuses an empty update); a null name is refused, so it is not declared.
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"minProperties": 1})
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, json_schema_extra={"minProperties": 1})
 
     name: Name | SkipJsonSchema[None] = None
     role: Role | None = None
     persona: Persona | None = None
     model: ModelId | None = None
+    reasoning_effort: Effort | None = Field(None, alias="reasoningEffort", description=EFFORT_HELP)
 
     def changes(self) -> dict[str, Any]:
         """The fields to set, as `update_agent` takes them; ValueError when there is nothing valid to change.
@@ -63,10 +71,10 @@ class AgentUpdate(BaseModel):
         """
         changes = self.model_dump(exclude_unset=True)
         if not changes:
-            raise ValueError("Nothing to update: send one of name, role, persona, model")
+            raise ValueError("Nothing to update: send one of name, role, persona, model, reasoningEffort")
         if changes.get("name", "") is None:
             raise ValueError("name: cannot be null")
-        return {k: ("" if v is None and k != "model" else v) for k, v in changes.items()}
+        return {k: ("" if v is None and k not in ("model", "reasoning_effort") else v) for k, v in changes.items()}
 
 
 class DocumentCreate(BaseModel):
@@ -96,6 +104,7 @@ def public_agent(doc: dict) -> dict:
         "role": doc.get("role", ""),
         "persona": doc.get("persona", ""),
         "model": doc.get("model"),
+        "reasoningEffort": doc.get("reasoning_effort"),
         "isDevilsAdvocate": bool(doc.get("isDevilsAdvocate")),
         "createdAt": clock.iso(doc.get("createdAt")),
         "updatedAt": clock.iso(doc.get("updatedAt")),
@@ -111,13 +120,15 @@ async def _next_order(db: AsyncDatabase, workspace: str) -> int:
 
 
 async def create_agent(
-    db: AsyncDatabase, *, workspace: str, name: str, role: str, persona: str, model: str | None
+    db: AsyncDatabase, *, workspace: str, name: str, role: str, persona: str, model: str | None,
+    reasoning_effort: str | None = None,
 ) -> dict:
     """Store a regular agent at the end of the workspace's creation order."""
     now = clock.now()
     doc = {
         "_id": new_id("agt"), "workspace": workspace, "name": name, "role": role, "persona": persona,
-        "model": model, "isDevilsAdvocate": False, "order": await _next_order(db, workspace),
+        "model": model, **({"reasoning_effort": reasoning_effort} if reasoning_effort else {}),
+        "isDevilsAdvocate": False, "order": await _next_order(db, workspace),
         "createdAt": now, "updatedAt": now,
     }
     await db.agents.insert_one(doc)

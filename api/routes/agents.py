@@ -28,6 +28,11 @@ def _check_model(factory, model: str | None) -> None:
         raise ApiError(400, f"model: {exc}", code="invalid_model") from exc
 
 
+def _check_reasoning(factory, model: str | None, effort: str | None) -> None:
+    if problem := factory.reasoning_problem(model, effort):
+        raise ApiError(400, f"reasoningEffort: {problem}", code="reasoning_unsupported")
+
+
 async def _agent_or_404(db, principal: Principal, agent_id: str) -> dict:
     agent = await store.get_agent(db, workspace=principal.workspace, agent_id=agent_id)
     if agent is None:
@@ -39,6 +44,7 @@ async def _agent_or_404(db, principal: Principal, agent_id: str) -> dict:
              responses=errors((400, "A field is invalid, or `model` names no known model.")))
 async def create_agent(body: AgentCreate, principal: Writer, db: Db, factory: Factory) -> dict:
     _check_model(factory, body.model)
+    _check_reasoning(factory, body.model, body.reasoning_effort)
     agent = await store.create_agent(db, workspace=principal.workspace, **body.model_dump())
     return {"agent": store.public_agent(agent)}
 
@@ -61,6 +67,10 @@ async def update_agent(agent_id: str, body: AgentUpdate, principal: Writer, db: 
     except ValueError as exc:
         raise ApiError(400, str(exc), code="invalid_request") from exc
     _check_model(factory, changes.get("model"))
+    if "model" in changes or changes.get("reasoning_effort"):
+        current = await _agent_or_404(db, principal, agent_id)
+        _check_reasoning(factory, changes.get("model", current.get("model")),
+                         changes.get("reasoning_effort", current.get("reasoning_effort")))
     agent = await store.update_agent(db, workspace=principal.workspace, agent_id=agent_id, changes=changes)
     if agent is None:
         raise ApiError(404, "Agent not found")

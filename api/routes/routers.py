@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends
 
-from parley.api.deps import AppSettings, Db, Principal, require_scope
+from parley.api.deps import AppSettings, Db, Factory, Principal, require_scope
 from parley.api.openapi import errors
 from parley.services import routers as router_service
 from parley.services.routers import RouterCreate, RouterUpdate
@@ -22,8 +22,8 @@ Writer = Annotated[Principal, Depends(require_scope("admin", write=True))]
 @router.post("/v1/routers", status_code=201, summary="Create a router", responses=errors(
     (400, "A field is invalid, or debate is on and the models cannot fill a panel of distinct families."),
     (409, "A router with this id exists already, or the id is the preset's (`debate`).")))
-async def create_router(body: RouterCreate, db: Db, caller: Writer):
-    return await router_service.create_router(db, workspace=caller.workspace, body=body)
+async def create_router(body: RouterCreate, db: Db, caller: Writer, factory: Factory):
+    return await router_service.create_router(db, workspace=caller.workspace, body=body, factory=factory)
 
 
 @router.get("/v1/routers", summary="List the workspace's routers, the debate preset first")
@@ -40,8 +40,9 @@ async def get_router(router_id: str, db: Db, settings: AppSettings, caller: Read
 @router.patch("/v1/routers/{router_id}", summary="Change a router (debate on/off, models, panel size, prompts)",
               responses=errors((400, "A field is invalid or null where it cannot be, or debate would be on with "
                                      "too few model families."), 404, PRESET_READ_ONLY))
-async def update_router(router_id: str, body: RouterUpdate, db: Db, caller: Writer):
-    return await router_service.update_router(db, workspace=caller.workspace, router_id=router_id, body=body)
+async def update_router(router_id: str, body: RouterUpdate, db: Db, caller: Writer, factory: Factory):
+    return await router_service.update_router(db, workspace=caller.workspace, router_id=router_id, body=body,
+                                              factory=factory)
 
 
 @router.delete("/v1/routers/{router_id}", summary="Delete a router", responses=errors(404, PRESET_READ_ONLY))

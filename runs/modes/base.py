@@ -18,6 +18,18 @@ from parley.llm.factory import ModelFactory
 from parley.llm.usage import UsageLedger
 from parley.nodes.context import RunContext
 from parley.runs.tools import WorkspaceTools
+from parley.store.response_cache import ResponseCache
+
+# One response cache per database and workspace: the model factory keeps a client per cache it is given.
+_CACHES: weakref.WeakKeyDictionary[AsyncDatabase, dict[str, ResponseCache]] = weakref.WeakKeyDictionary()
+
+
+def response_cache(db: AsyncDatabase, workspace: str) -> ResponseCache:
+    """The response cache of `workspace`'s runs (the same object for every run of it)."""
+    caches = _CACHES.setdefault(db, {})
+    if workspace not in caches:
+        caches[workspace] = ResponseCache(db, scope=workspace)
+    return caches[workspace]
 
 
 # Bill a run that ends (its record, what its model calls used): record its usage, settle what was reserved for it;
@@ -133,6 +145,16 @@ class ModeRun(ABC):
     @abstractmethod
     def context(self, ledger: UsageLedger) -> RunContext:
         """The run context, billing every model call to `ledger`."""
+
+    def knobs(self, context: RunContext) -> RunContext:
+        """`context` with the model knobs the request stored in the run's input: the reasoning effort of its seats
+        (`reasoning`: seat, label or model id → effort) and, when it opted in (`steer.responseCache`), the workspace's
+        response cache (`store.response_cache`)."""
+        if reasoning := self.input.get("reasoning"):
+            context.reasoning = {**context.reasoning, **reasoning}
+        if (self.input.get("steer") or {}).get("responseCache"):
+            context.response_cache = response_cache(self.services.db, self.record["workspace"])
+        return context
 
     @abstractmethod
     def graph_input(self) -> dict[str, Any]:

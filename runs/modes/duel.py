@@ -103,7 +103,7 @@ class DuelRun(ModeRun):
 
     def graph_input(self) -> dict[str, Any]:
         # The engine reads `steer`, the context `model`.
-        return {key: value for key, value in self.input.items() if key not in ("steer", "model")}
+        return {key: value for key, value in self.input.items() if key not in ("steer", "model", "reasoning")}
 
     def translate(self, mode: str, part: Any) -> Iterable[Emit]:
         kind = part.get("event")

@@ -294,3 +294,24 @@ def test_an_event_too_large_to_store_fails_its_run_loudly(http, auth, llm, sync_
     ended = [e for e in stored if e["event"] == "node_end"]
     assert len(ended) == 1 and "omitted" in ended[0]["data"]  # kept in order, without its data
     assert stored[-1]["event"] == "error"
+
+
+def test_a_run_asking_for_the_response_cache_answers_its_temperature_0_calls_from_it(http, auth, llm, sync_db):
+    document = load_example("outline-brief")
+    for node in document["nodes"]:
+        if node["type"] == "llm":
+            node["config"]["temperature"] = 0
+    workflow = create(http, auth, document)
+    body = {"input": {"topic": "vaccines", "audience": "children"}, "responseCache": True}
+    first = http.post(f"/v1/workflows/{workflow['id']}/runs", headers=auth, json=body)
+    assert first.status_code == 200, first.text
+    asked = len(llm.requests)
+    assert asked == 2
+    second = http.post(f"/v1/workflows/{workflow['id']}/runs", headers=auth, json=body).json()
+    assert len(llm.requests) == asked  # both calls came from the cache
+    assert second["output"] == first.json()["output"]
+    assert second["usage"]["costUsd"] == 0 and second["usage"]["totalTokens"] == first.json()["usage"]["totalTokens"]
+    plain = http.post(f"/v1/workflows/{workflow['id']}/runs", headers=auth, json={**body, "responseCache": False})
+    assert plain.status_code == 200 and len(llm.requests) == asked + 2
+    refused = http.post(f"/v1/workflows/{workflow['id']}/runs", headers=auth, json={**body, "responseCache": "yes"})
+    assert refused.status_code in (400, 422)

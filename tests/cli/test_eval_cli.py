@@ -210,3 +210,26 @@ def test_a_workflow_method_must_read_question_and_write_answer(parley_env, tmp_p
     missing = run("run", "--task", "arithmetic", "--methods", f"workflow:{tmp_path / 'none.json'}",
                   "--out", str(tmp_path / "out"))
     assert missing.exit_code == 2 and "cannot read workflow" in " ".join(missing.output.split())
+
+
+def test_run_with_cache_answers_a_rerun_s_calls_at_temperature_0_from_the_database(parley_env, llm, tmp_path, sync_db):
+    llm.script(reply="Adding up the products... Answer: 12")
+    args = ["run", "--task", "arithmetic", "--methods", "single,debate", "--n", "2", "--seed", "3", "--no-plot",
+            "--temperature", "0", "--concurrency", "1", "--cache"]
+    first = run(*args, "--out", str(tmp_path / "first"))
+    assert first.exit_code == 0, first.output
+    asked = len(llm.requests)
+    # Even the first run asks fewer than its 2 x (1 + 6) calls: the debate's agents, one model at temperature 0,
+    # ask each other's identical questions, answered once.
+    assert 0 < asked < 2 * (1 + 6) and sync_db.response_cache.count_documents({"scope": "eval"}) > 0
+    # A new run (another folder: nothing to resume) asks the same calls: every one is answered from the cache.
+    second = run(*args, "--out", str(tmp_path / "second"))
+    assert second.exit_code == 0, second.output
+    assert len(llm.requests) == asked
+    first_doc = json.loads((tmp_path / "first" / "results.json").read_text())
+    second_doc = json.loads((tmp_path / "second" / "results.json").read_text())
+    assert [m["accuracy"] for m in second_doc["methods"]] == [m["accuracy"] for m in first_doc["methods"]]
+    # Without --cache, nothing is read from it.
+    third = run(*args[:-1], "--out", str(tmp_path / "third"))
+    assert third.exit_code == 0, third.output
+    assert len(llm.requests) == asked + 2 * (1 + 6)  # every call made

@@ -80,6 +80,8 @@ class Rule:
     the server defaults. ``hold`` names a gate the answer waits at until it is
     released; with ``pause_after`` a streamed answer sends that many chunks
     first, then waits there. A rule with ``times`` is removed after that many uses.
+    ``reasoning`` is sent beside the answer as ``reasoning_content`` (a first delta of its own when streamed), as
+    DeepSeek's API and vLLM's reasoning parsers send a model's thinking.
 
     Broken endpoints: ``drop_after`` breaks the connection after that many content
     chunks (no end of body); ``end_after`` ends the body cleanly after that many,
@@ -108,6 +110,7 @@ class Rule:
     endless: str | None = None
     tool_calls: list[dict[str, Any]] | None = None
     with_tools: bool | None = None
+    reasoning: str | None = None  # sent as `reasoning_content` beside the answer, as DeepSeek and vLLM send it
     times: int | None = None
     reasoning_tokens: int | None = None
     cached_tokens: int | None = None
@@ -615,6 +618,8 @@ def _stream_events(body: dict[str, Any], answer: _Answer, cid: str,
         return {**event, "usage": None} if include_usage else event
 
     events: list[tuple[dict[str, Any], bool]] = []
+    if rule is not None and rule.reasoning:
+        events.append((chunk({"role": "assistant", "content": "", "reasoning_content": rule.reasoning}), False))
     if answer.chunks or not answer.calls:
         pieces = answer.chunks or [""]
         events.append((chunk({"role": "assistant", "content": pieces[0]}), bool(answer.chunks)))
@@ -676,6 +681,8 @@ async def chat_completions(request: Request) -> Any:
         await asyncio.sleep(token_delay * (answer.pieces - 1))
     text = "".join(answer.chunks)
     message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
+    if rule is not None and rule.reasoning:
+        message["reasoning_content"] = rule.reasoning
     if answer.calls:
         message["content"] = text or None
         message["tool_calls"] = [{"id": answer.call_id(i, cid), "type": "function",
