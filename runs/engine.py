@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
@@ -29,6 +27,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import ConnectionFailure, PyMongoError
 
+from parley.core.workers import WORKER
 from parley.core.settings import Settings
 from parley.llm.factory import ModelFactory
 from parley.runs.announce import announcing
@@ -84,7 +83,7 @@ class RunEngine:
         if not self.uri:
             raise ValueError("RunEngine needs the database's URI (uri=, or MONGODB_URI) for its lease renewals")
         self.services = Services(db=db, factory=factory, settings=settings, settle=settle)
-        self.worker = worker or f"{socket.gethostname()}:{os.getpid()}"
+        self.worker = worker or WORKER
         self.lease, self.heartbeat = settings.parley_run_lease, settings.parley_run_heartbeat
         self.poll = settings.parley_run_poll
         self.watch = PageWatch(db)  # wakes followers of runs executing elsewhere, where the database can

@@ -19,9 +19,7 @@ import base64
 import contextlib
 import json
 import logging
-import os
 import secrets
-import socket
 import time
 from datetime import timedelta
 from typing import Annotated, Any, Literal
@@ -30,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import PyMongoError
 
+from parley.core.workers import WORKER
 from parley.core import clock, outbound
 from parley.core.limits import (
     MAX_WEBHOOK_ANSWER_BYTES,
@@ -296,7 +295,7 @@ class WebhookSender:
 
     def __init__(self, db: AsyncDatabase, settings: Settings, *, worker: str | None = None) -> None:
         self.db, self.settings = db, settings
-        self.worker = worker or f"{socket.gethostname()}:{os.getpid()}"
+        self.worker = worker or WORKER
         self.lease = settings.parley_webhook_timeout + WEBHOOK_LEASE_MARGIN_SECONDS
         self._loop: asyncio.Task | None = None
         self._sending: dict[asyncio.Task, dict[str, Any]] = {}

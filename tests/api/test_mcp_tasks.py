@@ -54,7 +54,7 @@ async def test_a_duel_task_answers_at_once_and_another_worker_gives_its_status_a
     assert immediate.startswith(f"Parley started run {task.task_id}")
     await anyio.to_thread.run_sync(llm.wait_held, "opponent")
     run = await run_record(first.url, key, task.task_id)
-    assert run["kind"] == "duel" and run["status"] == "running" and run["worker"] == first.name
+    assert run["kind"] == "duel" and run["status"] == "running" and first.named(run["worker"])
 
     async with http_client(second.url, key, mode="legacy") as client:
         seen = await until_task(client, task.task_id, lambda t: t.status_message == "Margaret Hale is speaking",
@@ -72,7 +72,7 @@ async def test_a_duel_task_answers_at_once_and_another_worker_gives_its_status_a
     assert [m["name"] for m in data["messages"]] == ["Ada", "Margaret Hale"] * 2
     assert result.content[0].text.startswith("Winner: Ada (user)")
     assert ended.status == "completed" and ended.status_message == "verdict: user"
-    assert plain.structured_content["status"] == "completed" and plain.structured_content["worker"] == second.name
+    assert plain.structured_content["status"] == "completed" and second.named(plain.structured_content["worker"])
     assert plain.structured_content["claims"] == 2
 
 

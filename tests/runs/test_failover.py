@@ -50,7 +50,7 @@ def follow_and_kill(holder: Worker, follower: Worker, run_id: str, key: str, db,
 
 def ran_on(follower: Worker, run_id: str, key: str) -> dict:
     run = httpx.get(f"{follower.url}/v1/runs/{run_id}", headers=auth(key)).json()
-    assert run["status"] == "completed" and run["worker"] == follower.name and run["claims"] == 2, run
+    assert run["status"] == "completed" and follower.named(run["worker"]) and run["claims"] == 2, run
     return run
 
 

@@ -64,7 +64,7 @@ def test_a_waiting_table_resumes_on_the_other_worker_with_the_guidance_its_worke
     resp = httpx.post(f"{other.url}/v1/runs/{run_id}/input", headers=auth(key),
                       json={"action": "guide", "content": GUIDANCE}, timeout=30)
     assert resp.status_code == 202, resp.text
-    assert resp.json()["run"]["worker"] == other.name and resp.json()["run"]["status"] == "running"
+    assert other.named(resp.json()["run"]["worker"]) and resp.json()["run"]["status"] == "running"
     waits_at(other, run_id, key, 2)
     assert httpx.post(f"{other.url}/v1/runs/{run_id}/input", headers=auth(key),
                       json={"action": "continue"}).status_code == 202
@@ -79,7 +79,7 @@ def test_a_waiting_table_resumes_on_the_other_worker_with_the_guidance_its_worke
         (name, n): 1 for name in ("Claire", "Marc", "Devil's Advocate") for n in range(4)}
     assert {table_round(r) for r in llm.requests[asked:] if r.get("stream")} == {2, 3}  # nothing asked again
     run = run_on(other, run_id, key)
-    assert run["worker"] == other.name and run["result"]["totalRounds"] == 3
+    assert other.named(run["worker"]) and run["result"]["totalRounds"] == 3
 
     # Once in the transcript and once in the run's events, in round 2.
     stored = httpx.get(f"{other.url}/v1/conversations/{conversation['id']}",

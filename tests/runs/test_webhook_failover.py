@@ -37,8 +37,8 @@ def test_a_worker_killed_mid_delivery_leaves_it_to_another_with_the_same_id(hook
 
     receiver.got(1, "the first attempt reaches the receiver, which holds it")
     sender = sync_db.webhook_deliveries.find_one({"runId": run_id})["worker"]
-    holder, survivor = (first, second) if sender == first.name else (second, first)
-    assert sender == holder.name
+    holder, survivor = (first, second) if first.named(sender) else (second, first)
+    assert holder.named(sender)
     holder.kill()
     got = receiver.got(2, "the survivor sends the delivery again once its lease ends")
     held.set()
@@ -48,7 +48,7 @@ def test_a_worker_killed_mid_delivery_leaves_it_to_another_with_the_same_id(hook
     eventually(lambda: sync_db.webhook_deliveries.find_one({"runId": run_id})["status"] == "delivered",
                "the survivor records the delivery")
     stored = sync_db.webhook_deliveries.find_one({"runId": run_id})
-    assert stored["attempts"][-1]["worker"] == survivor.name and stored["attempts"][-1]["statusCode"] == 200
+    assert survivor.named(stored["attempts"][-1]["worker"]) and stored["attempts"][-1]["statusCode"] == 200
 
     other = httpx.post(survivor.url + "/v1/chat/completions", json=chat, headers=auth(key), timeout=60).headers[
         "x-run-id"]

@@ -41,10 +41,10 @@ class Worker:
             self.proc = subprocess.Popen([sys.executable, "-m", "parley.cli.main", "serve", "--port", str(self.port)],
                                          cwd=ROOT, env=environment, stdout=log, stderr=subprocess.STDOUT)
 
-    @property
-    def name(self) -> str:
-        """How run records name this worker."""
-        return f"{socket.gethostname()}:{self.proc.pid}"
+    def named(self, worker: str | None) -> bool:
+        """Whether `worker`, as run records name a worker (`core.workers.WORKER`: host, pid and a random part), is
+        this one."""
+        return worker is not None and worker.startswith(f"{socket.gethostname()}:{self.proc.pid}:")
 
     def wait_ready(self, timeout: float = 90) -> Worker:
         deadline = time.monotonic() + timeout
