@@ -61,10 +61,11 @@ def seat_of(body: dict) -> str:
 
 
 def round_of(body: dict) -> int | None:
-    """The round a call says it is (the last "round N" of its prompt), None for calls that name none."""
+    """The round a call asks for (the duel's "Round N of M", the round table's "This is [debate] round N"; the last
+    of its prompt), None for calls that name none."""
     text = "\n".join(str(m.get("content") or "") for m in body["messages"])
-    found = re.findall(r"\bround (\d+)\b", text, flags=re.IGNORECASE)
-    return int(found[-1]) if found else None
+    found = re.findall(r"\bRound (\d+) of \d+|\bThis is (?:debate )?round (\d+)", text)
+    return int("".join(found[-1])) if found else None
 
 
 def shared_tokens(a: dict, b: dict) -> int:
