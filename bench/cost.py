@@ -55,9 +55,10 @@ class Call:
 
 
 def seat_of(body: dict) -> str:
-    """Which seat a call is: its model and the first line of its first message (a persona, or a shared role)."""
-    first = next((m.get("content") or "" for m in body["messages"]), "")
-    return f"{body.get('model')}|{str(first).splitlines()[0] if first else ''}"
+    """Which seat a call is: its model and the first line of its first message that says who it is ("You are ..."),
+    or the first line of that message (a shared role)."""
+    lines = str(next((m.get("content") or "" for m in body["messages"]), "")).splitlines() or [""]
+    return f"{body.get('model')}|{next((line for line in lines if line.startswith('You ')), lines[0])}"
 
 
 def round_of(body: dict) -> int | None:
@@ -165,7 +166,7 @@ async def roundtable(llm: ScriptedLLM, rounds: int) -> dict:
                                  context=ctx)
     assert result["total_rounds"] == rounds, result["total_rounds"]
     return report(f"round table (2 agents + devil's advocate, {rounds} debate rounds)", llm, output_of(ctx),
-                  r"\|You are .*seated at a round table", 2)
+                  r"\|You are .*, seated at", 2)
 
 
 async def multiagent(llm: ScriptedLLM, rounds: int) -> dict:

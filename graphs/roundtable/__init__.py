@@ -148,7 +148,7 @@ def final_reserve(state: RoundTableState, ctx: RoundTableContext) -> list[CallEs
     seats = state.get("seats") or []
     positions = len(seats) * (ctx.position_chars // 4 + 40)
     synthesis = approx_text_tokens(prompts.SYNTHESIS_SYSTEM + prompts.SYNTHESIS_PROMPT) + 2 * positions
-    seat = approx_text_tokens(prompts.AGENT_SYSTEM + prompts.DEVILS_ADVOCATE_RULES + prompts.QUESTION_BLOCK)
+    seat = approx_text_tokens(prompts.AGENT_SYSTEM + prompts.DEVILS_ADVOCATE_RULES + prompts.TABLE_HEADER)
     memory = seat + approx_text_tokens(prompts.MEMORY_PROMPT) + positions // 2 + 200
     return [ctx.factory.estimate(ctx.synthesis_model or ctx.model, synthesis, None, SynthesisDraft),
             *(ctx.factory.estimate(seat.get("model") or ctx.model, memory, None, MemoryNotes) for seat in seats)]
@@ -167,7 +167,7 @@ def minimum_calls(inputs: RoundTableInput, ctx: RoundTableContext) -> list[CallE
             approx_text_tokens(m) for m in (seat.get("memories") or [])[-ctx.memories_per_agent:])
         passages = min(sum(approx_text_tokens(d.get("text") or "") for d in seat.get("documents") or []),
                        ctx.passages_per_agent * 150)
-        prompt = approx_text_tokens(prompts.AGENT_SYSTEM + prompts.DEVILS_ADVOCATE_RULES + prompts.QUESTION_BLOCK
+        prompt = approx_text_tokens(prompts.AGENT_SYSTEM + prompts.DEVILS_ADVOCATE_RULES + prompts.TABLE_HEADER
                                     + prompts.INITIAL_INSTRUCTIONS)
         calls.append(ctx.factory.estimate(seat.get("model") or ctx.model, prompt + own + passages + shared,
                                           ctx.max_tokens))

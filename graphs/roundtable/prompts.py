@@ -1,17 +1,25 @@
 """Prompts of the round table: agent turns, the devil's advocate, position extraction, synthesis, memories."""
 
-# A seat's prompt is in cache-friendly order (`nodes.prefix`): this system message (who it is, its memories and
-# documents, then the question) is the same on each of its turns; each earlier round's positions follow as a
-# message of their own, in order; the round's instructions come last.
-AGENT_SYSTEM = """You are {name}, {role}, seated at a round table that debates one question.
+# Every call of a round table opens with this header (`table_header`): the seats' turns, the reading of their
+# stances, their memory notes and the synthesis share it as the start of their prompts, which a provider's prompt
+# cache reads once for them all.
+TABLE_HEADER = """A round table debates one question.
+Topic: {topic}
+Question: {question}{history}"""
+
+# A seat's prompt is in cache-friendly order (`nodes.prefix`): this system message (the table, how a seat argues,
+# who it is, how rounds work, its memories and documents) is the same on each of its calls; each earlier round's
+# positions follow as a message of their own, in order; the round's short ask comes last.
+AGENT_SYSTEM = """{table}
+
+Every seat argues in character, from its role's expertise and priorities, in plain prose, in at most {words}
+words. Be concrete (numbers, conditions, risks). When you use a passage from your documents, cite its title in
+square brackets, like [Title].
+
+You are {name}, {role}, seated at a round table that debates this question.
 {persona}
 
-Stay in character: argue from your role's expertise and priorities, in plain prose, in at most {words} words.
-Be concrete (numbers, conditions, risks). When you use a passage from your documents, cite its title in
-square brackets, like [Title].
 {rules}{memories}{passages}
-
-{question}
 
 The positions taken in earlier rounds follow, one message per round, oldest first; the last message says what
 this round asks of you."""
@@ -31,9 +39,6 @@ DEVILS_ADVOCATE_ROLE = "Devil's advocate"
 DEVILS_ADVOCATE_PERSONA = """Your job is to stress-test the table. You attack the strongest emerging consensus:
 find its weakest assumption, the scenario in which it fails, and the cost of being wrong. You are not
 contrarian for sport: concede what is solid, and make the best case against what is not."""
-
-QUESTION_BLOCK = """Topic: {topic}
-Question: {question}{history}"""
 
 HISTORY_BLOCK = """
 
@@ -63,31 +68,32 @@ consensus, which that round's message names: its weakest assumption, how it fail
 # What each round asks, last in a seat's prompt: all that changes from one of its turns to the next.
 INITIAL_INSTRUCTIONS = """This is round 0: give your initial position on the question."""
 
-DEBATE_INSTRUCTIONS = """This is debate round {round}: respond to the positions after round {previous_round}."""
+DEBATE_INSTRUCTIONS = """This is debate round {round}. Respond to the positions after round {previous_round}."""
 
 DEVILS_ADVOCATE_INITIAL = """This is round 0: nobody has spoken yet."""
 
 DEVILS_ADVOCATE_DEBATE = """The strongest emerging consensus after round {previous_round}: {consensus}
 
-This is debate round {round}: attack that consensus."""
+This is debate round {round}. Attack that consensus."""
 
-POSITION_SYSTEM = """You read one participant's contribution to a debate and record the position it takes on
-the question, without adding opinions of your own: its stance on the question, how confident the contribution
-sounds, and its key point."""
+POSITION_SYSTEM = """{table}
 
-# The instructions are in POSITION_SYSTEM, the same for every contribution; the contribution comes last.
-POSITION_PROMPT = """Question: {question}
+You read one participant's contribution to this debate and record the position it takes on the question, without
+adding opinions of your own: its stance on the question, how confident the contribution sounds, and its key
+point."""
 
-{name} ({role}) said:
-{answer}"""
+# The table and the instructions are in POSITION_SYSTEM, the same for every contribution; the contribution is last.
+POSITION_PROMPT = """{name} ({role}) said:
+{answer}
 
-SYNTHESIS_SYSTEM = """You are the synthesizer of a round-table debate. You report what the table concluded,
-faithfully and concisely, for a human who will make the decision. You do not take sides."""
+Record {name}'s stance."""
 
-SYNTHESIS_PROMPT = """Topic: {topic}
-Question: {question}{history}
+SYNTHESIS_SYSTEM = """{table}
 
-The debate ran {rounds} debate round(s) after the initial positions.
+You are the synthesizer of a round-table debate on this question. You report what the table concluded, faithfully and
+concisely, for a human who will make the decision. You do not take sides."""
+
+SYNTHESIS_PROMPT = """The debate ran {rounds} debate round(s) after the initial positions.
 
 How positions evolved (stance and confidence per round):
 {evolution}

@@ -200,9 +200,17 @@ async def seat_agents(state: dict[str, Any], runtime: Runtime) -> dict[str, Any]
 # --- turns ----------------------------------------------------------------------------------
 
 
+def table_header(state: TableTurnInput | MemoryInput | dict[str, Any]) -> str:
+    """The opening of every prompt of a round table (`prompts.TABLE_HEADER`): the topic, the question and the
+    conversation's earlier exchanges, the same for every call, so a prompt cache reads it once for them all."""
+    history = prompts.HISTORY_BLOCK.format(history=state["history"]) if state.get("history") else ""
+    return prompts.TABLE_HEADER.format(topic=state.get("topic") or state["question"], question=state["question"],
+                                       history=history)
+
+
 def seat_system(agent: dict[str, Any], ctx: RoundTableContext, state: TableTurnInput | MemoryInput) -> str:
-    """A seat's system message, the same on all its calls of a debate (turns and memory notes): who it is, how
-    rounds work, its memories and passages, then the question (`nodes.prefix`)."""
+    """A seat's system message, the same on all its calls of a debate (turns and memory notes): the table, how a
+    seat argues, who it is, how rounds work, its memories and passages (`nodes.prefix`)."""
     memories = ""
     if agent.get("memories"):
         memories = prompts.MEMORIES_BLOCK.format(memories="\n".join(f"- {m}" for m in agent["memories"]))
@@ -211,13 +219,9 @@ def seat_system(agent: dict[str, Any], ctx: RoundTableContext, state: TableTurnI
         passages = prompts.PASSAGES_BLOCK.format(
             passages="\n\n".join(f"[{p['title']}]\n{p['text']}" for p in agent["passages"])
         )
-    history = prompts.HISTORY_BLOCK.format(history=state["history"]) if state.get("history") else ""
-    question = prompts.QUESTION_BLOCK.format(
-        topic=state.get("topic") or state["question"], question=state["question"], history=history
-    )
     return prompts.AGENT_SYSTEM.format(
-        name=agent["name"], role=agent["role"] or "a participant", persona=agent.get("persona") or "",
-        words=ctx.answer_words, memories=memories, passages=passages, question=question,
+        table=table_header(state), name=agent["name"], role=agent["role"] or "a participant",
+        persona=agent.get("persona") or "", words=ctx.answer_words, memories=memories, passages=passages,
         rules=prompts.DEVILS_ADVOCATE_RULES if agent["isDevilsAdvocate"] else prompts.AGENT_RULES,
     )
 
@@ -297,9 +301,9 @@ async def _record_turn(turn: Turn, state: TableTurnInput, ctx: RoundTableContext
         return StatedPosition(stance="neutral", confidence=0.0, keyPoint=first_sentence(content, 200))
 
     position: StatedPosition = await ask_structured(extract, [
-        SystemMessage(prompts.POSITION_SYSTEM),
+        SystemMessage(prompts.POSITION_SYSTEM.format(table=table_header(state))),
         HumanMessage(prompts.POSITION_PROMPT.format(
-            question=state["question"], name=agent["name"], role=agent["role"] or "participant", answer=content
+            name=agent["name"], role=agent["role"] or "participant", answer=content
         )),
     ], fallback=unknown_stance)
     message = {
@@ -400,20 +404,19 @@ def fallback_synthesis(seats: list[dict[str, Any]], transcript: list[dict[str, A
 
 
 def synthesis_prompt(state: dict[str, Any], ctx: RoundTableContext) -> list[BaseMessage]:
-    """The synthesizer's prompt: the question, how positions moved, the final ones, and every attack."""
+    """The synthesizer's prompt: the table's header (the question), then how positions moved, the final ones, and
+    every attack."""
     seats, transcript, rounds_run = state["seats"], state.get("transcript") or [], state["round"]
     last = [m for m in transcript if m["roundNumber"] == rounds_run]
     attacks = [m["content"] for m in transcript if m["isDevilsAdvocate"]]
-    history = prompts.HISTORY_BLOCK.format(history=state["history"]) if state.get("history") else ""
     prompt = prompts.SYNTHESIS_PROMPT.format(
-        topic=state.get("topic") or state["question"], question=state["question"], history=history,
         rounds=rounds_run, evolution=_evolution(seats, transcript),
         positions=format_positions(last, chars=ctx.position_chars),
         attacks="\n".join(f"- round {i}: {a[: ctx.position_chars]}" for i, a in enumerate(attacks)) or "(nothing)",
     )
     if state.get("human"):
         prompt += prompts.GUIDANCE_BLOCK.format(guidance=guidance_lines(state["human"]))
-    return [SystemMessage(prompts.SYNTHESIS_SYSTEM), HumanMessage(prompt)]
+    return [SystemMessage(prompts.SYNTHESIS_SYSTEM.format(table=table_header(state))), HumanMessage(prompt)]
 
 
 def finish_synthesis(state: dict[str, Any], ctx: RoundTableContext, draft: SynthesisDraft) -> dict[str, Any]:

@@ -139,7 +139,7 @@ async def test_agents_see_every_earlier_round_in_order_and_the_advocate_attacks_
         assert len(later["messages"]) == len(earlier["messages"]) + 1
     assert "Question: Open a Lyon office?" in requests[0]["messages"][0]["content"]
     assert requests[2]["messages"][2]["content"].startswith("Positions at the table after round 1:")
-    assert requests[2]["messages"][-1]["content"].startswith("This is debate round 2:")
+    assert requests[2]["messages"][-1]["content"].startswith("This is debate round 2.")
     advocate = [user_prompt(r) for r in turn_requests(llm, "Devil's Advocate")]
     assert "Three letters of intent prove demand." in advocate[1]
     assert "2 agent(s) are for" in advocate[1]
