@@ -31,12 +31,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.support.duel import script_duel  # noqa: E402
 from tests.support.scripted_llm import PromptCache, ScriptedLLM, prefix_digests, prompt_tokens  # noqa: E402
 
 PRICED_AS = "gpt-5-mini"
 # The README's duel and round table.
 DUEL_TOPIC = "Should remote work be the default?"
-DUEL_USER = {"name": "Ada", "bio": "Engineer"}
+DUEL_USER = {"name": "Ada", "bio": "Engineer"}  # against tests/support/duel.py's opponent, turns and judges
 TABLE_QUESTION = "Should we open a second office in Lyon?"
 TABLE_AGENTS = [
     {"id": "claire", "name": "Claire", "role": "Finance", "persona": "", "memories": [], "documents": []},
@@ -153,20 +154,28 @@ async def duel(llm: ScriptedLLM, rounds: int) -> dict:
     from parley.graphs.duel import graph
     from parley.graphs.duel.steps import DuelContext
 
+    script_duel(llm)  # fixed turns within the length bounds: the same calls before and after a prompt change
     ctx = DuelContext(models=factory_for(llm), rounds=rounds)
     await graph.ainvoke({"topic": DUEL_TOPIC, "user_profile": DUEL_USER}, context=ctx)
     return report(f"duel ({rounds} rounds)", llm, output_of(ctx), r"\|You are (?!an impartial)", 2)
 
 
-async def roundtable(llm: ScriptedLLM, rounds: int) -> dict:
+async def roundtable(llm: ScriptedLLM, rounds: int, agents: list[dict] = TABLE_AGENTS,
+                     question: str = TABLE_QUESTION, topic: str = TABLE_QUESTION) -> dict:
     from parley.graphs.roundtable import RoundTableContext, graph
 
     ctx = RoundTableContext(models=factory_for(llm), max_rounds=rounds, convergence_threshold=1.01)
-    result = await graph.ainvoke({"question": TABLE_QUESTION, "topic": TABLE_QUESTION, "agents": TABLE_AGENTS},
-                                 context=ctx)
+    result = await graph.ainvoke({"question": question, "topic": topic, "agents": agents}, context=ctx)
     assert result["total_rounds"] == rounds, result["total_rounds"]
-    return report(f"round table (2 agents + devil's advocate, {rounds} debate rounds)", llm, output_of(ctx),
-                  r"\|You are .*, seated at", 2)
+    return report(f"round table ({len(agents)} agents + devil's advocate, {rounds} debate rounds)", llm,
+                  output_of(ctx), r"\|You are .*, seated at", 2)
+
+
+async def roundtable5(llm: ScriptedLLM, rounds: int) -> dict:
+    """bench/roundtable.py's table: five agents with personas, a question with numbers."""
+    from bench.roundtable import QUESTION, TITLE, agents
+
+    return await roundtable(llm, rounds, agents(), QUESTION, TITLE)
 
 
 async def multiagent(llm: ScriptedLLM, rounds: int) -> dict:
@@ -179,7 +188,7 @@ async def multiagent(llm: ScriptedLLM, rounds: int) -> dict:
                   llm, output_of(ctx), r"^agent-", 2, by_index=True)
 
 
-MODES = {"duel": duel, "roundtable": roundtable, "multiagent": multiagent}
+MODES = {"duel": duel, "roundtable": roundtable, "roundtable5": roundtable5, "multiagent": multiagent}
 
 
 async def main() -> None:
@@ -189,7 +198,8 @@ async def main() -> None:
     parser.add_argument("--revisions", type=int, default=2, help="multi-agent debate revision rounds")
     parser.add_argument("--mode", action="append", choices=sorted(MODES), help="one mode (repeat for more)")
     args = parser.parse_args()
-    counts = {"duel": args.rounds, "roundtable": args.table_rounds, "multiagent": args.revisions}
+    counts = {"duel": args.rounds, "roundtable": args.table_rounds, "roundtable5": args.table_rounds,
+              "multiagent": args.revisions}
     print(f"cached tokens as the scripted server reports them at a 0-token minimum and 1-token steps; "
           f"priced as {PRICED_AS}")
     with ScriptedLLM(cache_min=0, cache_step=1) as llm:
