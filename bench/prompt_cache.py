@@ -5,6 +5,8 @@ off (`prompt_cache_bytes=0`, as before issue 38) or on (`EMBEDDED_PROMPT_CACHE_B
 debate through the graph in-process: the duel "Should remote work be the default?" for Ada, Engineer (5 rounds),
 or the round table "Should we open a second office in Lyon?" with Claire (Finance), Marc (Sales) and the
 devil's advocate, all three debate rounds (convergence off, so both sides of a pair run the same number of calls).
+Every call is greedy (temperature 0), so both sides of a pair generate the same text and differ only in what
+llama.cpp had to read: the log's prompt tokens read and generated, with their seconds, are printed per run.
 Runs alternate off/on, then on/off, so a neighbour's load on the shared machine favours neither; the load average
 is printed with each run.
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -39,19 +42,29 @@ async def duel(factory: ModelFactory) -> str:
     from parley.graphs.duel import graph
     from parley.graphs.duel.steps import DuelContext
 
-    result = await graph.ainvoke({"topic": TOPIC, "user_profile": USER}, context=DuelContext(models=factory))
+    ctx = DuelContext(models=factory, temperature=0.0, synthesis_temperature=0.0)
+    result = await graph.ainvoke({"topic": TOPIC, "user_profile": USER}, context=ctx)
     return f"{len(result['messages'])} turns"
 
 
 async def roundtable(factory: ModelFactory) -> str:
     from parley.graphs.roundtable import RoundTableContext, graph
 
-    ctx = RoundTableContext(models=factory, convergence_threshold=1.01)
+    ctx = RoundTableContext(models=factory, convergence_threshold=1.01, temperature=0.0)
     result = await graph.ainvoke({"question": QUESTION, "topic": QUESTION, "agents": AGENTS}, context=ctx)
     return f"{result['total_rounds']} debate rounds, {len(result['transcript'])} turns"
 
 
 MODES = {"duel": duel, "roundtable": roundtable}
+
+
+def work(log: str) -> tuple[int, float, int, float]:
+    """From llama.cpp's log: the prompt tokens it read (those no cached prefix covered) and the seconds it took, and
+    the tokens it generated and the seconds they took."""
+    tokens = sum(int(n) for n in re.findall(r"remaining (\d+) prompt tokens to eval", log))
+    millis = sum(float(ms) for ms in re.findall(r"prompt eval time =\s+([\d.]+) ms", log))
+    runs = re.findall(r"\s eval time =\s+([\d.]+) ms /\s+(\d+) runs", log)
+    return tokens, millis / 1000, sum(int(n) for _, n in runs), sum(float(ms) for ms, _ in runs) / 1000
 
 
 async def one_run(mode: str, cache_bytes: int) -> float:
@@ -64,8 +77,10 @@ async def one_run(mode: str, cache_bytes: int) -> float:
             wall = time.perf_counter() - started
         finally:
             server.stop()
+        read, reading, written, writing = work(server.log_path.read_text(errors="replace"))
     label = "cache on " if cache_bytes else "cache off"
-    print(f"  {mode:<10} {label}  {wall:6.1f} s  ({what})  load average {os.getloadavg()[0]:.2f}", flush=True)
+    print(f"  {mode:<10} {label}  {wall:6.1f} s  ({what}); prompt tokens read {read} in {reading:.1f} s, "
+          f"{written} generated in {writing:.1f} s; load average {os.getloadavg()[0]:.2f}", flush=True)
     return wall
 
 
