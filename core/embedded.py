@@ -29,6 +29,7 @@ from pathlib import Path
 
 import httpx
 
+from parley.core.limits import EMBEDDED_PROMPT_CACHE_BYTES
 from parley.core.llama_server import CHAT_FORMAT
 
 log = logging.getLogger("parley.embedded")
@@ -313,8 +314,10 @@ def _http_ok(url: str) -> Callable[[], bool]:
     return check
 
 
-def model_server(home: Path, port: int = 0, n_ctx: int = 2048) -> ManagedProcess:
-    """Describe the embedded llama.cpp model server (not started yet)."""
+def model_server(home: Path, port: int = 0, n_ctx: int = 2048,
+                 prompt_cache_bytes: int = EMBEDDED_PROMPT_CACHE_BYTES) -> ManagedProcess:
+    """Describe the embedded llama.cpp model server (not started yet), its prompt cache `prompt_cache_bytes` of RAM
+    (0: none)."""
     if importlib.util.find_spec("llama_cpp") is None:
         raise EmbeddedServerError(
             "the embedded model server (llama-cpp-python) is not installed: `pip install 'parley[embedded]'` (`make run` "
@@ -337,6 +340,11 @@ def model_server(home: Path, port: int = 0, n_ctx: int = 2048) -> ManagedProcess
         # llama-cpp-python's `chatml-function-calling` without the HTML escaping of every message (`&#39;`).
         "--chat_format", CHAT_FORMAT,
     ]
+    if prompt_cache_bytes:
+        # Keep the model's state after each answered prompt; a prompt that starts as a kept one (a seat's next turn,
+        # `nodes.prefix`) is read from its longest match on. Without it, llama.cpp reuses only the prefix shared with
+        # the one prompt before, which in a debate is another seat's.
+        command += ["--cache", "true", "--cache_type", "ram", "--cache_size", str(prompt_cache_bytes)]
     return ManagedProcess(
         "embedded model server",
         command,

@@ -75,8 +75,6 @@ class DuelState(SteerState, total=False):
     rounds: int
     opponent_profile: dict
     messages: Annotated[list[dict], operator.add]
-    summary: str  # running summary of the turns that left the speakers' recent window
-    summarized: int  # how many turns the summary covers
     tools: dict  # the tools each side was granted
     verdicts: Annotated[list[dict], operator.add]
     synthesis: dict

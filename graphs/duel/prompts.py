@@ -27,20 +27,19 @@ Rules for every turn:
 - Speak in the first person as {name}, in {language}.
 - Between {min_chars} and {max_chars} characters: one to three sentences, plain text, no lists, \
 no headings, no name prefix, no quotation marks around the turn.
-- Answer your opponent's latest point, then advance your own argument. Never switch sides."""
+- Answer your opponent's latest point, then advance your own argument. Never switch sides.
+
+The turns spoken so far follow, one message each, oldest first; the last message asks for your turn."""
 
 USER_STANCE = """\
 the position you, with your background and interests, most plausibly hold — opposed to your \
 opponent's"""
 
-SPEAKER_TURN = """\
-Earlier in the debate (summary):
-{summary}
+# One earlier turn, as the speakers read it; the turn's own message in their prompts (`nodes.prefix`).
+TRANSCRIPT_TURN = "{name}: {content}"
 
-Latest turns:
-{recent}
-
-Round {round} of {rounds}. {cue}"""
+# What the speaker is asked, after the turns so far: the only part of its prompt that changes from call to call.
+SPEAKER_TURN = "Round {round} of {rounds}. {cue}"
 
 # Added to a turn's prompt once the person who started the debate has sent messages (`nodes.steer`).
 GUIDANCE_BLOCK = """
@@ -52,8 +51,6 @@ Take what they said into account in your turn, in character."""
 OPENING_CUE = "You open the debate: state your position and your strongest reason."
 REPLY_CUE = "Your turn: reply to {opponent_name}'s latest point."
 CLOSING_CUE = "This is your last turn: reply, then close with your strongest point."
-NO_SUMMARY = "(nothing yet)"
-NO_TURNS = "(no turns yet)"
 
 CONTINUE_PROMPT = """\
 That turn has {length} characters; a turn needs {min_chars} to {max_chars}. Continue it with one \

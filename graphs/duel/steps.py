@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import BaseMessage
 from langgraph.runtime import Runtime
 from typing_extensions import NotRequired, TypedDict  # pydantic's schemas need these before Python 3.12
 
@@ -21,12 +21,13 @@ from parley.core.limits import DEFAULT_DUEL_ROUNDS, DUEL_CONCLUSION_MAX_CHARS, D
 from parley.graphs.duel import prompts
 from parley.nodes.context import RunContext
 from parley.nodes.events import emit
+from parley.nodes.prefix import stable_first
 from parley.nodes.judge import agreed_winner, verdicts_by_order
 from parley.nodes.select_opponent import listing as _listing
 from parley.nodes.speak import LengthRule, Speaker, Turn, speak
 from parley.nodes.speak import TurnInterrupted as TurnInterrupted  # where the duel's callers have always found it
 from parley.nodes.steer import guidance_lines
-from parley.nodes.text import clip, first_sentence, is_cjk, newest_within, topic_language
+from parley.nodes.text import clip, is_cjk, topic_language
 
 log = logging.getLogger("parley.duel")
 
@@ -43,8 +44,6 @@ class DuelContext(RunContext):
     min_chars: int = DUEL_TURN_MIN_CHARS
     max_chars: int = DUEL_TURN_MAX_CHARS
     conclusion_max_chars: int = DUEL_CONCLUSION_MAX_CHARS
-    recent_turns: int = 4
-    summary_max_chars: int = 600
     turn_max_tokens: int | None = None
     user_model: str | None = None
     opponent_model: str | None = None
@@ -74,8 +73,6 @@ class DuelTurnInput(TypedDict):
     opponent_profile: dict
     messages: list[dict]
     rounds: NotRequired[int]
-    summary: NotRequired[str]
-    summarized: NotRequired[int]
     human: NotRequired[list[dict]]  # what the person who started the debate sent (`nodes.steer`)
     tools: NotRequired[dict]
 
@@ -88,21 +85,6 @@ class SynthesisInput(TypedDict):
 
 
 # --- speak -----------------------------------------------------------------------------------
-
-
-def fold_summary(
-    summary: str, folded: int, messages: list[dict], *, keep_recent: int, max_chars: int
-) -> tuple[str, int]:
-    """Fold turns that left the recent window into the running summary (first sentence each), capped in size.
-
-    Returns the new summary and how many turns it now covers; the prompt therefore holds at most
-    `max_chars` of summary plus `keep_recent` turns, whatever the number of rounds.
-    """
-    lines = summary.splitlines() if summary else []
-    older = max(0, len(messages) - keep_recent)
-    for message in messages[folded:older]:
-        lines.append(f"{message['name']}: {first_sentence(message['content'])}")
-    return "\n".join(newest_within(lines, max_chars)), max(folded, older)
 
 
 def _persona(role: Role, state: DuelTurnInput) -> dict:
@@ -122,8 +104,9 @@ def _persona(role: Role, state: DuelTurnInput) -> dict:
     }
 
 
-def turn_prompt(role: Role, state: DuelTurnInput, ctx: DuelContext, summary: str) -> list[BaseMessage]:
-    """The prompt of the next turn: persona and rules, the running summary, and the recent turns."""
+def turn_prompt(role: Role, state: DuelTurnInput, ctx: DuelContext) -> list[BaseMessage]:
+    """The prompt of the next turn, in cache-friendly order (`nodes.prefix`): persona, rules and topic, then every
+    earlier turn in order, then the round and its cue (and what the person who started the debate said)."""
     persona = _persona(role, state)
     messages = state.get("messages") or []
     rounds = state.get("rounds") or ctx.rounds
@@ -135,19 +118,15 @@ def turn_prompt(role: Role, state: DuelTurnInput, ctx: DuelContext, summary: str
         cue = prompts.CLOSING_CUE
     else:
         cue = prompts.REPLY_CUE.format(opponent_name=persona["opponent_name"])
-    recent = messages[-ctx.recent_turns:] if ctx.recent_turns else []
     system = prompts.SPEAKER_SYSTEM.format(
         **persona, topic=state["topic"], language=topic_language(state["topic"]),
         min_chars=ctx.min_chars, max_chars=ctx.max_chars,
     )
-    ask = prompts.SPEAKER_TURN.format(
-        summary=summary or prompts.NO_SUMMARY,
-        recent="\n".join(f"{m['name']}: {m['content']}" for m in recent) or prompts.NO_TURNS,
-        round=round_no, rounds=rounds, cue=cue,
-    )
+    ask = prompts.SPEAKER_TURN.format(round=round_no, rounds=rounds, cue=cue)
     if state.get("human"):
         ask += prompts.GUIDANCE_BLOCK.format(guidance=guidance_lines(state["human"]))
-    return [SystemMessage(system), HumanMessage(ask)]
+    earlier = [prompts.TRANSCRIPT_TURN.format(name=m["name"], content=m["content"]) for m in messages]
+    return stable_first(system, earlier, ask)
 
 
 def _turn_length(state: DuelTurnInput, ctx: DuelContext) -> LengthRule:
@@ -177,14 +156,10 @@ def make_speaker(role: Role):
     within the context's character bounds: a `speak` node (`nodes.speak`)."""
 
     def prepare(state: DuelTurnInput, ctx: DuelContext) -> dict:
-        """Fold the turns that left the recent window into the summary, and announce the turn."""
-        summary, summarized = fold_summary(
-            state.get("summary", ""), state.get("summarized", 0), state.get("messages") or [],
-            keep_recent=ctx.recent_turns, max_chars=ctx.summary_max_chars,
-        )
+        """Announce the turn."""
         emit({"event": "start", "role": role, "name": _speaker(role, state)["name"], "round": _round_of(state),
               "rounds": state.get("rounds") or ctx.rounds})
-        return {"summary": summary, "summarized": summarized}
+        return {}
 
     def record(turn: Turn, state: DuelTurnInput, ctx: DuelContext) -> dict:
         message = {"role": role, "name": turn.speaker["name"], "content": turn.text,
@@ -192,7 +167,7 @@ def make_speaker(role: Role):
         if turn.tool_runs:
             message["toolCalls"] = [run.dump() for run in turn.tool_runs]
         emit({"event": "message", **message, "round": _round_of(state)})
-        return {"messages": [message], "summary": state["summary"], "summarized": state["summarized"]}
+        return {"messages": [message]}
 
     return speak(
         name=f"{role}_turn",
@@ -201,7 +176,7 @@ def make_speaker(role: Role):
         reads=DuelTurnInput,
         prepare=prepare,
         speaker=lambda state, ctx: _speaker(role, state),
-        prompt=lambda state, ctx: turn_prompt(role, state, ctx, state["summary"]),
+        prompt=lambda state, ctx: turn_prompt(role, state, ctx),
         model=lambda state, ctx: ctx.user_model if role == "user" else ctx.opponent_model,
         temperature=lambda state, ctx: ctx.temperature,
         max_tokens=lambda state, ctx: ctx.turn_tokens(state["topic"]),

@@ -1,8 +1,9 @@
 """The round table: up to five persona agents and a devil's advocate debate over rounds, then a synthesis.
 
 Round 0 gives initial positions; each debate round fans the seats out with `Send` (a round costs its
-slowest agent), each agent seeing only the previous round's positions, so a prompt's size does not
-grow with the round number. Convergence is scored after every debate round; the table stops at the
+slowest agent), each agent seeing the positions of every earlier round in order, the same on each of its turns
+(cache-friendly, `nodes.prefix`): a turn repeats its seat's previous prompt and adds one round, which a provider's
+prompt cache reads at a fraction of the price (rounds are bounded by MAX_TABLE_ROUNDS). Convergence is scored after every debate round; the table stops at the
 threshold or after `max_rounds` (or after a unanimous round 0, with `unanimous_confidence`), then the
 synthesis and each agent's memory notes are written concurrently.
 
@@ -116,9 +117,9 @@ MEMORIES = FanOut(node="form_memories", results_key="memories")
 
 
 def turn_tasks(state: RoundTableState) -> list[dict[str, Any]]:
-    """Every seat's turn of the round, with the previous round's positions."""
+    """Every seat's turn of the round, with the positions of the rounds before it."""
     round_number = state["round"]
-    previous = [m for m in state.get("transcript") or [] if m["roundNumber"] == round_number - 1]
+    earlier = [m for m in state.get("transcript") or [] if m["roundNumber"] < round_number]
     return [
         {
             "agent": seat,
@@ -126,7 +127,7 @@ def turn_tasks(state: RoundTableState) -> list[dict[str, Any]]:
             "question": state["question"],
             "topic": state.get("topic"),
             "history": state.get("history"),
-            "previous": previous,
+            "earlier": earlier,
             "human": state.get("human") or [],
         }
         for seat in state["seats"]
@@ -134,7 +135,7 @@ def turn_tasks(state: RoundTableState) -> list[dict[str, Any]]:
 
 
 dispatch_turns = TURNS.dispatch(turn_tasks, name="dispatch_turns",
-                                doc="Send every seat its turn, with the previous round's positions.")
+                                doc="Send every seat its turn, with the earlier rounds' positions.")
 
 
 def another_round(state: RoundTableState, ctx: RoundTableContext) -> bool:
@@ -147,7 +148,8 @@ def final_reserve(state: RoundTableState, ctx: RoundTableContext) -> list[CallEs
     seats = state.get("seats") or []
     positions = len(seats) * (ctx.position_chars // 4 + 40)
     synthesis = approx_text_tokens(prompts.SYNTHESIS_SYSTEM + prompts.SYNTHESIS_PROMPT) + 2 * positions
-    memory = approx_text_tokens(prompts.MEMORY_SYSTEM + prompts.MEMORY_PROMPT) + positions // 2 + 200
+    seat = approx_text_tokens(prompts.AGENT_SYSTEM + prompts.DEVILS_ADVOCATE_RULES + prompts.TABLE_HEADER)
+    memory = seat + approx_text_tokens(prompts.MEMORY_PROMPT) + positions // 2 + 200
     return [ctx.factory.estimate(ctx.synthesis_model or ctx.model, synthesis, None, SynthesisDraft),
             *(ctx.factory.estimate(seat.get("model") or ctx.model, memory, None, MemoryNotes) for seat in seats)]
 
@@ -165,7 +167,8 @@ def minimum_calls(inputs: RoundTableInput, ctx: RoundTableContext) -> list[CallE
             approx_text_tokens(m) for m in (seat.get("memories") or [])[-ctx.memories_per_agent:])
         passages = min(sum(approx_text_tokens(d.get("text") or "") for d in seat.get("documents") or []),
                        ctx.passages_per_agent * 150)
-        prompt = approx_text_tokens(prompts.AGENT_SYSTEM + prompts.QUESTION_BLOCK + prompts.INITIAL_INSTRUCTIONS)
+        prompt = approx_text_tokens(prompts.AGENT_SYSTEM + prompts.DEVILS_ADVOCATE_RULES + prompts.TABLE_HEADER
+                                    + prompts.INITIAL_INSTRUCTIONS)
         calls.append(ctx.factory.estimate(seat.get("model") or ctx.model, prompt + own + passages + shared,
                                           ctx.max_tokens))
         answer = approx_text_tokens(prompts.POSITION_SYSTEM + prompts.POSITION_PROMPT) + ctx.max_tokens + shared
@@ -188,7 +191,8 @@ def after_round(state: RoundTableState, runtime: Runtime) -> list[Send | str] | 
     if not state.get("stopped_by") and another_round(state, ctx):
         return "open_round"
     memory_turns = MEMORIES.send(
-        {"agent": seat, "question": state["question"], "transcript": state["transcript"]} for seat in state["seats"]
+        {"agent": seat, "question": state["question"], "topic": state.get("topic"), "history": state.get("history"),
+         "transcript": state["transcript"]} for seat in state["seats"]
     )
     return ["synthesize", *memory_turns]
 

@@ -1,11 +1,28 @@
 """Prompts of the round table: agent turns, the devil's advocate, position extraction, synthesis, memories."""
 
-AGENT_SYSTEM = """You are {name}, {role}, seated at a round table that debates one question.
+# Every call of a round table opens with this header (`table_header`): the seats' turns, the reading of their
+# stances, their memory notes and the synthesis share it as the start of their prompts, which a provider's prompt
+# cache reads once for them all.
+TABLE_HEADER = """A round table debates one question.
+Topic: {topic}
+Question: {question}{history}"""
+
+# A seat's prompt is in cache-friendly order (`nodes.prefix`): this system message (the table, how a seat argues,
+# who it is, how rounds work, its memories and documents) is the same on each of its calls; each earlier round's
+# positions follow as a message of their own, in order; the round's short ask comes last.
+AGENT_SYSTEM = """{table}
+
+Every seat argues in character, from its role's expertise and priorities, in plain prose, in at most {words}
+words. Be concrete (numbers, conditions, risks). When you use a passage from your documents, cite its title in
+square brackets, like [Title].
+
+You are {name}, {role}, seated at a round table that debates this question.
 {persona}
 
-Stay in character: argue from your role's expertise and priorities, in plain prose, in at most {words} words.
-Be concrete (numbers, conditions, risks). When you use a passage from your documents, cite its title in
-square brackets, like [Title].{memories}{passages}"""
+{rules}{memories}{passages}
+
+The positions taken in earlier rounds follow, one message per round, oldest first; the last message says what
+this round asks of you."""
 
 MEMORIES_BLOCK = """
 
@@ -23,9 +40,6 @@ DEVILS_ADVOCATE_PERSONA = """Your job is to stress-test the table. You attack th
 find its weakest assumption, the scenario in which it fails, and the cost of being wrong. You are not
 contrarian for sport: concede what is solid, and make the best case against what is not."""
 
-QUESTION_BLOCK = """Topic: {topic}
-Question: {question}{history}"""
-
 HISTORY_BLOCK = """
 
 Earlier in this conversation (the table's previous exchanges):
@@ -38,49 +52,48 @@ The person who asked the question added, during the debate:
 {guidance}
 Take what they said into account."""
 
-INITIAL_INSTRUCTIONS = """
+# One earlier round, as a seat reads it on each later turn.
+ROUND_POSITIONS = """Positions at the table after round {round}:
+{positions}"""
 
-This is round 0: give your initial position on the question."""
+# How each round works, in a seat's system message: the same on all its turns.
+AGENT_RULES = """In round 0, give your initial position on the question. In each debate round after it, respond \
+to the others' latest positions: say where you agree, challenge what you find weak, and state whether (and why) \
+your position has changed."""
 
-DEBATE_INSTRUCTIONS = """
+DEVILS_ADVOCATE_RULES = """In round 0 nobody has spoken yet: name the answer the table is most likely to converge \
+on and make the strongest case against it. In each debate round after it, attack the strongest emerging \
+consensus, which that round's message names: its weakest assumption, how it fails, what it costs."""
 
-Positions at the table after round {previous_round}:
-{positions}
+# What each round asks, last in a seat's prompt: all that changes from one of its turns to the next.
+INITIAL_INSTRUCTIONS = """This is round 0: give your initial position on the question."""
 
-This is debate round {round}. Respond to the others: say where you agree, challenge what you find weak,
-and state whether (and why) your position has changed."""
+DEBATE_INSTRUCTIONS = """This is debate round {round}. Respond to the positions after round {previous_round}."""
 
-DEVILS_ADVOCATE_INITIAL = """
+DEVILS_ADVOCATE_INITIAL = """This is round 0: nobody has spoken yet."""
 
-This is round 0: nobody has spoken yet. Name the answer the table is most likely to converge on and
-make the strongest case against it."""
+DEVILS_ADVOCATE_DEBATE = """The strongest emerging consensus after round {previous_round}: {consensus}
 
-DEVILS_ADVOCATE_DEBATE = """
+This is debate round {round}. Attack that consensus."""
 
-Positions at the table after round {previous_round}:
-{positions}
+POSITION_SYSTEM = """{table}
 
-The strongest emerging consensus: {consensus}
+You read one participant's contribution to this debate and record the position it takes on the question, without
+adding opinions of your own: its stance on the question, how confident the contribution sounds, and its key
+point."""
 
-This is debate round {round}. Attack that consensus: its weakest assumption, how it fails, what it costs."""
-
-POSITION_SYSTEM = """You read one participant's contribution to a debate and record the position it takes on
-the question, without adding opinions of your own."""
-
-POSITION_PROMPT = """Question: {question}
-
-{name} ({role}) said:
+# The table and the instructions are in POSITION_SYSTEM, the same for every contribution; the contribution is last.
+POSITION_PROMPT = """{name} ({role}) said:
 {answer}
 
-Record {name}'s stance on the question, how confident the contribution sounds, and its key point."""
+Record {name}'s stance."""
 
-SYNTHESIS_SYSTEM = """You are the synthesizer of a round-table debate. You report what the table concluded,
-faithfully and concisely, for a human who will make the decision. You do not take sides."""
+SYNTHESIS_SYSTEM = """{table}
 
-SYNTHESIS_PROMPT = """Topic: {topic}
-Question: {question}{history}
+You are the synthesizer of a round-table debate on this question. You report what the table concluded, faithfully and
+concisely, for a human who will make the decision. You do not take sides."""
 
-The debate ran {rounds} debate round(s) after the initial positions.
+SYNTHESIS_PROMPT = """The debate ran {rounds} debate round(s) after the initial positions.
 
 How positions evolved (stance and confidence per round):
 {evolution}
@@ -93,10 +106,9 @@ What the devil's advocate argued:
 
 Write the synthesis."""
 
-MEMORY_SYSTEM = """You are {name}, {role}. {persona}"""
-
-MEMORY_PROMPT = """You just took part in a round-table debate.
-Question: {question}
+# A seat's memory notes are asked after its system message of the debate (`AGENT_SYSTEM`, which its turns
+# already sent: a prompt cache holds it), so only the final positions and this request are new.
+MEMORY_PROMPT = """The debate is over.
 
 Your final position: {own}
 

@@ -25,6 +25,7 @@ from parley.nodes.bounds import AtMost, Clipped
 from parley.nodes.context import RunContext
 from parley.nodes.convergence import positions_of, strongest_consensus
 from parley.nodes.events import emit
+from parley.nodes.prefix import stable_first
 from parley.nodes.retrieval import retrieve
 from parley.nodes.speak import Turn, speak
 from parley.nodes.steer import guidance_lines
@@ -120,7 +121,7 @@ class TableTurnInput(TypedDict):
     question: str
     topic: str | None
     history: str | None
-    previous: list[dict[str, Any]]
+    earlier: list[dict[str, Any]]  # the transcript of the rounds before this one
     human: list[dict[str, Any]]  # what the person who asked sent so far (`nodes.steer`)
 
 
@@ -129,6 +130,8 @@ class MemoryInput(TypedDict):
 
     agent: dict[str, Any]
     question: str
+    topic: str | None
+    history: str | None
     transcript: list[dict[str, Any]]
 
 
@@ -197,7 +200,17 @@ async def seat_agents(state: dict[str, Any], runtime: Runtime) -> dict[str, Any]
 # --- turns ----------------------------------------------------------------------------------
 
 
-def _system_prompt(agent: dict[str, Any], ctx: RoundTableContext) -> str:
+def table_header(state: TableTurnInput | MemoryInput | dict[str, Any]) -> str:
+    """The opening of every prompt of a round table (`prompts.TABLE_HEADER`): the topic, the question and the
+    conversation's earlier exchanges, the same for every call, so a prompt cache reads it once for them all."""
+    history = prompts.HISTORY_BLOCK.format(history=state["history"]) if state.get("history") else ""
+    return prompts.TABLE_HEADER.format(topic=state.get("topic") or state["question"], question=state["question"],
+                                       history=history)
+
+
+def seat_system(agent: dict[str, Any], ctx: RoundTableContext, state: TableTurnInput | MemoryInput) -> str:
+    """A seat's system message, the same on all its calls of a debate (turns and memory notes): the table, how a
+    seat argues, who it is, how rounds work, its memories and passages (`nodes.prefix`)."""
     memories = ""
     if agent.get("memories"):
         memories = prompts.MEMORIES_BLOCK.format(memories="\n".join(f"- {m}" for m in agent["memories"]))
@@ -207,8 +220,9 @@ def _system_prompt(agent: dict[str, Any], ctx: RoundTableContext) -> str:
             passages="\n\n".join(f"[{p['title']}]\n{p['text']}" for p in agent["passages"])
         )
     return prompts.AGENT_SYSTEM.format(
-        name=agent["name"], role=agent["role"] or "a participant", persona=agent.get("persona") or "",
-        words=ctx.answer_words, memories=memories, passages=passages,
+        table=table_header(state), name=agent["name"], role=agent["role"] or "a participant",
+        persona=agent.get("persona") or "", words=ctx.answer_words, memories=memories, passages=passages,
+        rules=prompts.DEVILS_ADVOCATE_RULES if agent["isDevilsAdvocate"] else prompts.AGENT_RULES,
     )
 
 
@@ -236,29 +250,30 @@ def describe_consensus(previous: list[dict[str, Any]], round_number: int) -> str
 
 
 def _turn_messages(state: TableTurnInput, ctx: RoundTableContext) -> list[BaseMessage]:
+    """A seat's turn in cache-friendly order (`nodes.prefix`): who it is and the question, each earlier round's
+    positions, then what this round asks (and what the person who asked added)."""
     agent, round_number = state["agent"], state["round"]
-    history = prompts.HISTORY_BLOCK.format(history=state["history"]) if state.get("history") else ""
-    human = prompts.QUESTION_BLOCK.format(
-        topic=state.get("topic") or state["question"], question=state["question"], history=history
-    )
-    positions = format_positions(state.get("previous") or [], chars=ctx.position_chars, me=agent["id"])
+    said = state.get("earlier") or []
+    earlier = [
+        prompts.ROUND_POSITIONS.format(round=number, positions=format_positions(
+            [m for m in said if m["roundNumber"] == number], chars=ctx.position_chars, me=agent["id"]))
+        for number in range(round_number)
+    ]
     if agent["isDevilsAdvocate"]:
         if round_number == 0:
-            human += prompts.DEVILS_ADVOCATE_INITIAL
+            ask = prompts.DEVILS_ADVOCATE_INITIAL
         else:
-            human += prompts.DEVILS_ADVOCATE_DEBATE.format(
-                previous_round=round_number - 1, positions=positions, round=round_number,
-                consensus=describe_consensus(state.get("previous") or [], round_number - 1),
+            ask = prompts.DEVILS_ADVOCATE_DEBATE.format(
+                previous_round=round_number - 1, round=round_number,
+                consensus=describe_consensus(said, round_number - 1),
             )
     elif round_number == 0:
-        human += prompts.INITIAL_INSTRUCTIONS
+        ask = prompts.INITIAL_INSTRUCTIONS
     else:
-        human += prompts.DEBATE_INSTRUCTIONS.format(
-            previous_round=round_number - 1, positions=positions, round=round_number
-        )
+        ask = prompts.DEBATE_INSTRUCTIONS.format(previous_round=round_number - 1, round=round_number)
     if state.get("human"):
-        human += prompts.GUIDANCE_BLOCK.format(guidance=guidance_lines(state["human"]))
-    return [SystemMessage(_system_prompt(agent, ctx)), HumanMessage(human)]
+        ask += prompts.GUIDANCE_BLOCK.format(guidance=guidance_lines(state["human"]))
+    return stable_first(seat_system(agent, ctx, state), earlier, ask)
 
 
 def _usage_of(ctx: RoundTableContext, label: str) -> dict[str, int]:
@@ -287,9 +302,9 @@ async def _record_turn(turn: Turn, state: TableTurnInput, ctx: RoundTableContext
         return StatedPosition(stance="neutral", confidence=0.0, keyPoint=first_sentence(content, 200))
 
     position: StatedPosition = await ask_structured(extract, [
-        SystemMessage(prompts.POSITION_SYSTEM),
+        SystemMessage(prompts.POSITION_SYSTEM.format(table=table_header(state))),
         HumanMessage(prompts.POSITION_PROMPT.format(
-            question=state["question"], name=agent["name"], role=agent["role"] or "participant", answer=content
+            name=agent["name"], role=agent["role"] or "participant", answer=content
         )),
     ], fallback=unknown_stance)
     message = {
@@ -390,20 +405,19 @@ def fallback_synthesis(seats: list[dict[str, Any]], transcript: list[dict[str, A
 
 
 def synthesis_prompt(state: dict[str, Any], ctx: RoundTableContext) -> list[BaseMessage]:
-    """The synthesizer's prompt: the question, how positions moved, the final ones, and every attack."""
+    """The synthesizer's prompt: the table's header (the question), then how positions moved, the final ones, and
+    every attack."""
     seats, transcript, rounds_run = state["seats"], state.get("transcript") or [], state["round"]
     last = [m for m in transcript if m["roundNumber"] == rounds_run]
     attacks = [m["content"] for m in transcript if m["isDevilsAdvocate"]]
-    history = prompts.HISTORY_BLOCK.format(history=state["history"]) if state.get("history") else ""
     prompt = prompts.SYNTHESIS_PROMPT.format(
-        topic=state.get("topic") or state["question"], question=state["question"], history=history,
         rounds=rounds_run, evolution=_evolution(seats, transcript),
         positions=format_positions(last, chars=ctx.position_chars),
         attacks="\n".join(f"- round {i}: {a[: ctx.position_chars]}" for i, a in enumerate(attacks)) or "(nothing)",
     )
     if state.get("human"):
         prompt += prompts.GUIDANCE_BLOCK.format(guidance=guidance_lines(state["human"]))
-    return [SystemMessage(prompts.SYNTHESIS_SYSTEM), HumanMessage(prompt)]
+    return [SystemMessage(prompts.SYNTHESIS_SYSTEM.format(table=table_header(state))), HumanMessage(prompt)]
 
 
 def finish_synthesis(state: dict[str, Any], ctx: RoundTableContext, draft: SynthesisDraft) -> dict[str, Any]:
@@ -447,21 +461,19 @@ synthesize = synthesize_node(
 
 
 def memory_prompt(state: MemoryInput, ctx: RoundTableContext) -> list[BaseMessage]:
-    """One agent's prompt for its notes: its own final position and the others'."""
+    """One agent's prompt for its notes: its system message of the debate (`seat_system`, as its turns had it),
+    then its own final position and the others'."""
     agent, transcript = state["agent"], state["transcript"]
     final_round = max((m["roundNumber"] for m in transcript), default=0)
     final = [m for m in transcript if m["roundNumber"] == final_round]
     own = next((m for m in final if m["agentId"] == agent["id"]), None)
     others = [m for m in final if m["agentId"] != agent["id"]]
     prompt = prompts.MEMORY_PROMPT.format(
-        question=state["question"],
         own=f"[{own['stance']}] {own['keyPoint']}" if own else "(none)",
         others="\n".join(f"- {m['agentName']} [{m['stance']}]: {m['keyPoint']}" for m in others) or "(none)",
         count=ctx.memory_notes,
     )
-    system = prompts.MEMORY_SYSTEM.format(name=agent["name"], role=agent["role"] or "participant",
-                                          persona=agent.get("persona") or "")
-    return [SystemMessage(system), HumanMessage(prompt)]
+    return [SystemMessage(seat_system(agent, ctx, state)), HumanMessage(prompt)]
 
 
 def keep_notes(state: MemoryInput, ctx: RoundTableContext, notes: MemoryNotes) -> dict[str, Any]:

@@ -70,7 +70,7 @@ async def test_roundtable_reads_the_recommended_action(parley_env, llm):
     assert attempt.prediction == "6" and attempt.response == "Report the result. Answer: 6"
     assert attempt.first_vote == {"rule": "number", "answer": "6", "count": 2, "tied": False, "votes": ["6", "6"]}
     first_turn = next(r for r in llm.requests if "Careful solver" in r["messages"][0]["content"])
-    assert prompts.ROUNDTABLE_TOPIC in first_turn["messages"][1]["content"]
+    assert prompts.ROUNDTABLE_TOPIC in first_turn["messages"][0]["content"]  # the table's header, before the rounds
     assert any("Sceptical checker" in r["messages"][0]["content"] for r in llm.requests)
     assert len(context.ledger.records) == len(llm.requests)  # every call is on the item's bill
 

@@ -161,18 +161,36 @@ async def test_a_chinese_topic_gets_chinese_turns_within_bounds(parley_env, llm)
     assert len(CHINESE_USER_REPLY) <= 200
 
 
-async def test_prompts_stay_bounded_however_many_rounds(parley_env, llm):
+async def test_each_turn_repeats_the_seats_previous_prompt_then_adds_the_new_turns(parley_env, llm):
     script_duel(llm)
-    _, state = await run_duel(parley_env, rounds=8, summary_max_chars=300)
+    _, state = await run_duel(parley_env, rounds=8)
     assert len(state["messages"]) == 16
-    sizes = [sum(len(m["content"]) for m in r["messages"]) for r in requests_with(llm, "You are Ada,")]
-    assert len(sizes) == 8
-    # Recent turns plus a capped running summary: once the summary is full the prompt stops growing.
-    assert max(sizes[4:]) - min(sizes[4:]) < 150
-    assert max(sizes) < 2500
-    late = requests_with(llm, "You are Ada,")[-1]["messages"][1]["content"]
-    assert "Ada: Remote work widens the talent pool" in late.split("Latest turns:")[0]  # summarised, first sentence
-    assert "Round 8 of 8" in late and "last turn" in late
+    prompts = [r["messages"] for r in requests_with(llm, "You are Ada,")]
+    assert len(prompts) == 8
+    for earlier, later in zip(prompts, prompts[1:]):
+        # Cache-friendly: all but the ask of the previous call, byte for byte, then the two new turns, then the ask.
+        assert later[: len(earlier) - 1] == earlier[:-1]
+        assert len(later) == len(earlier) + 2
+    last = prompts[-1]
+    assert last[0]["role"] == "system" and "You are Ada," in last[0]["content"]
+    assert [m["content"] for m in last[1:-1]] == [f"{m['name']}: {m['content']}" for m in state["messages"][:14]]
+    assert last[-1]["content"].startswith("Round 8 of 8") and "last turn" in last[-1]["content"]
+    assert prompts[0][-1]["content"].startswith("Round 1 of 8. You open the debate")
+
+
+async def test_a_small_window_cuts_the_oldest_turns_and_keeps_persona_and_ask(parley_env, llm):
+    from parley.llm.providers import BUILTIN_PROVIDERS
+
+    llm.script(match="You are Ada,", replies=[f"({i}) {USER_REPLY}" for i in range(1, 9)])
+    script_duel(llm)
+    small = {**BUILTIN_PROVIDERS, "openai": BUILTIN_PROVIDERS["openai"].model_copy(update={"context_window": 700})}
+    context = DuelContext(models=ModelFactory(parley_env, providers=small), rounds=8)
+    state = await graph.ainvoke({"topic": TOPIC, "user_profile": ADA}, context=context)
+    assert len(state["messages"]) == 16
+    last = requests_with(llm, "You are Ada,")[-1]["messages"]
+    assert last[0]["role"] == "system" and last[-1]["content"].startswith("Round 8 of 8")
+    assert state["messages"][13]["content"] in last[-2]["content"]  # the newest turns stay
+    assert not any(state["messages"][0]["content"] in m["content"] for m in last)  # the oldest went
 
 
 async def test_a_failure_before_the_first_token_is_retried(parley_env, llm):

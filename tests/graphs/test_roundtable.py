@@ -118,7 +118,7 @@ def test_the_budget_estimates_seat_the_table_as_the_graph_does(make_context):
     assert len(minimum_calls({"question": "Q?", "agents": crowd}, ctx)) == len(calls)
 
 
-async def test_agents_see_only_the_previous_round_and_the_advocate_attacks_the_consensus(llm, make_context):
+async def test_agents_see_every_earlier_round_in_order_and_the_advocate_attacks_the_consensus(llm, make_context):
     llm.script(match="You are Claire,", replies=["Claire opening words.", "Claire second words.",
                                                 "Claire third words."])
     stance(llm, "Claire", "Finance", "against")
@@ -126,12 +126,20 @@ async def test_agents_see_only_the_previous_round_and_the_advocate_attacks_the_c
     stance(llm, "Lea", "Legal", "for", key_point="The lease terms are acceptable.")
     await graph.ainvoke({"question": "Open a Lyon office?", "agents": TABLE},
                         context=make_context(max_rounds=2, convergence_threshold=1.0))
-    marc = [user_prompt(r) for r in turn_requests(llm, "Marc")]
+    requests = turn_requests(llm, "Marc")
+    marc = [user_prompt(r) for r in requests]
     assert len(marc) == 3
     assert "This is round 0" in marc[0] and "Claire opening words" not in marc[0]
     assert "Claire opening words." in marc[1] and "[against, confidence 0.90]" in marc[1]
-    # Round 2 carries round 1's positions only, so a prompt does not grow with the round number.
-    assert "Claire second words." in marc[2] and "Claire opening words" not in marc[2]
+    assert "Claire second words." in marc[2] and "Claire opening words" in marc[2]
+    # Cache-friendly: each turn repeats the previous one's messages but its last (the round's ask), byte for byte,
+    # then adds the round just played and its own ask; the question is in the system message, before the rounds.
+    for earlier, later in zip(requests, requests[1:]):
+        assert later["messages"][: len(earlier["messages"]) - 1] == earlier["messages"][:-1]
+        assert len(later["messages"]) == len(earlier["messages"]) + 1
+    assert "Question: Open a Lyon office?" in requests[0]["messages"][0]["content"]
+    assert requests[2]["messages"][2]["content"].startswith("Positions at the table after round 1:")
+    assert requests[2]["messages"][-1]["content"].startswith("This is debate round 2.")
     advocate = [user_prompt(r) for r in turn_requests(llm, "Devil's Advocate")]
     assert "Three letters of intent prove demand." in advocate[1]
     assert "2 agent(s) are for" in advocate[1]

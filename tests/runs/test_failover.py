@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from tests.support.duel import OPPONENT, OPPONENT_REPLY, USER_REPLY, script_duel
+from tests.support.roundtable import seat_name
 from tests.support.workers import Worker, apply_retracts, follow, round_of, running_workers, wait_until_saved
 
 PANEL = ["openai:gpt-5", "anthropic:claude-sonnet-4-5", "google:gemini-2.5-pro"]
@@ -138,7 +139,7 @@ def test_a_round_table_resumes_on_another_worker_when_its_worker_is_killed(worke
     assert [m["senderType"] for m in stored["conversation"]["messages"]].count("synthesizer") == 1
     # The turns announced before the kill were never asked again.
     asked = collections.Counter(
-        (r["messages"][0]["content"].split(",")[0].removeprefix("You are "), _table_round(r))
+        (seat_name(r), _table_round(r))
         for r in llm.requests if _table_round(r) is not None)
     announced = {(e.json()["agentName"], e.json()["roundNumber"]) for e in kept_events if e.id in seen_before}
     assert len(announced) == 2 and all(asked[turn] == 1 for turn in announced), (asked, announced)

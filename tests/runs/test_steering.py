@@ -9,6 +9,7 @@ import collections
 import httpx
 
 from tests.support.duel import script_duel
+from tests.support.roundtable import seat_name
 from tests.support.wait import eventually
 from tests.support.workers import Worker, apply_retracts, follow
 
@@ -71,7 +72,7 @@ def test_a_waiting_table_resumes_on_the_other_worker_with_the_guidance_its_worke
     eventually(lambda: run_on(other, run_id, key)["status"] == "completed", "the table ends", timeout=60)
 
     # Round 2's prompts carry the guidance; no earlier turn's did, and no turn was asked twice.
-    turns = [(r["messages"][0]["content"].split(",")[0].removeprefix("You are "), table_round(r), r)
+    turns = [(seat_name(r), table_round(r), r)
              for r in llm.requests if r.get("stream") and table_round(r) is not None]
     assert all(GUIDANCE in r["messages"][-1]["content"] for _, n, r in turns if n >= 2)
     assert not any(GUIDANCE in r["messages"][-1]["content"] for _, n, r in turns if n < 2)

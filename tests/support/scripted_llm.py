@@ -29,6 +29,13 @@ racing it: nothing moves past the gate until they have looked.
 Control endpoints, so a subprocess can be scripted too: ``POST /_script`` (a rule
 object or a list of them), ``POST /_release`` (``{"name": gate}``), ``POST /_reset``,
 ``GET /_requests``.
+
+Prompt caching as OpenAI does it: a request's ``usage.prompt_tokens_details.cached_tokens`` (streamed and not) is
+the longest prefix its prompt shares with an earlier request's prompt to the same model, in tokens (this server
+counts a token per 4 characters of message text; roles, tool calls and the offered tools must match too), counted
+in steps of ``cache_step`` tokens and only from ``cache_min`` tokens on: OpenAI's 128 and 1,024 by default, set
+lower (``ScriptedLLM(cache_min=0, cache_step=1)``, ``--cache-min``/``--cache-step``) to measure small prompts.
+``llm.cached_tokens`` lists what each recorded request was told, ``GET /_cached`` too.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import hashlib
 import itertools
 import json
 import logging
@@ -154,13 +162,70 @@ class Gate:
             return self._changed.wait_for(lambda: self.arrived >= count, timeout)
 
 
+def prompt_tokens(body: dict[str, Any]) -> int:
+    """A request's prompt tokens as this server counts them: one per 4 characters of its messages' text."""
+    return max(1, sum(len(_content_text(m.get("content"))) for m in body.get("messages") or []) // 4)
+
+
+def prefix_digests(body: dict[str, Any], step: int) -> list[bytes]:
+    """Digests of a request's prompt cut after every `step` tokens (`prompt_tokens`): the k-th covers the model, the
+    offered tools, and the messages (roles, tool calls, text) up to token k * step. Two prompts share their first k
+    digests exactly when they share that prefix."""
+    head = hashlib.blake2b(digest_size=16)
+    head.update(json.dumps([body.get("model"), body.get("tools")], sort_keys=True).encode())
+    width, filled, digests = 4 * step, 0, []
+    for message in body.get("messages") or []:
+        if not isinstance(message, dict):
+            continue
+        frame = {k: message.get(k) for k in ("role", "name", "tool_calls", "tool_call_id")}
+        head.update(b"\x1e" + json.dumps(frame, sort_keys=True).encode() + b"\x1f")
+        text = _content_text(message.get("content"))
+        while text:
+            piece, text = text[: width - filled], text[width - filled:]
+            head.update(piece.encode())
+            filled += len(piece)
+            if filled == width:
+                digests.append(head.copy().digest())
+                filled = 0
+    return digests
+
+
+class PromptCache:
+    """OpenAI's automatic prompt caching, as far as a bill shows it: the tokens of the longest prefix a prompt shares
+    with an earlier prompt (to the same model), in steps of `step` tokens, nothing under `minimum` tokens."""
+
+    def __init__(self, minimum: int = 1024, step: int = 128):
+        if step < 1 or minimum < 0:
+            raise ValueError("the cache step must be at least 1 token and its minimum not negative")
+        self.minimum, self.step = minimum, step
+        self._seen: set[bytes] = set()
+
+    def clear(self) -> None:
+        self._seen.clear()
+
+    def lookup(self, body: dict[str, Any]) -> int:
+        """The cached tokens of this request's prompt; the prompt is then cached for the requests after it."""
+        digests = prefix_digests(body, self.step)
+        hit = 0
+        for hit, digest in enumerate(digests):  # every prefix of a cached prompt is cached too
+            if digest not in self._seen:
+                break
+        else:
+            hit = len(digests)
+        self._seen.update(digests)
+        return hit * self.step if hit * self.step >= max(self.minimum, 1) else 0
+
+
 class ScriptState:
     """Rules, recorded requests and server-wide defaults.
 
     Shared between the server's event loop thread and the test thread, hence the lock.
     """
 
-    def __init__(self, latency: float = 0.0, token_delay: float = 0.0, default_reply_chars: int = 150):
+    def __init__(self, latency: float = 0.0, token_delay: float = 0.0, default_reply_chars: int = 150,
+                 cache_min: int = 1024, cache_step: int = 128):
+        self.prompt_cache = PromptCache(cache_min, cache_step)
+        self._cached: list[int] = []
         self.latency = latency
         self.token_delay = token_delay
         self.default_reply_chars = default_reply_chars
@@ -180,7 +245,9 @@ class ScriptState:
         with self._lock:
             self._rules.clear()
             self._requests.clear()
+            self._cached.clear()
             self._spans.clear()
+            self.prompt_cache.clear()
             gates, self._gates = list(self._gates.values()), {}
         for gate in gates:  # answers still held by an earlier test go on, rather than hang
             gate.opened.set()
@@ -228,9 +295,19 @@ class ScriptState:
             most = max(most, now)
         return most
 
-    def record(self, body: dict[str, Any]) -> None:
+    @property
+    def cached_tokens(self) -> list[int]:
+        """The cached prompt tokens reported to each recorded request, in the order of `requests`."""
         with self._lock:
+            return list(self._cached)
+
+    def record(self, body: dict[str, Any]) -> int:
+        """Record a request; return the prompt tokens it repeats of an earlier one's (`PromptCache`)."""
+        with self._lock:
+            cached = self.prompt_cache.lookup(body)
             self._requests.append(body)
+            self._cached.append(cached)
+        return cached
 
     def take(self, model: str, transcript: str, offers_tools: bool = False) -> tuple[Rule | None, str | None]:
         """Find the first matching rule, count the use, and pick its reply text."""
@@ -594,21 +671,23 @@ class _EndlessStream:
             watcher.cancel()
 
 
-def _usage(body: dict[str, Any], answer: _Answer, rule: Rule | None = None) -> dict[str, Any]:
-    prompt = "".join(_content_text(m.get("content")) for m in body.get("messages") or [])
-    prompt_tokens = max(1, len(prompt) // 4)
-    usage: dict[str, Any] = {"prompt_tokens": prompt_tokens, "completion_tokens": answer.pieces,
-                             "total_tokens": prompt_tokens + answer.pieces}
+def _usage(body: dict[str, Any], answer: _Answer, cached: int = 0, rule: Rule | None = None) -> dict[str, Any]:
+    """The answer's usage: the prompt's tokens, `cached` of them a repeated prefix (`PromptCache`), unless the rule
+    forces its own `cached_tokens`; the rule's `reasoning_tokens` added to the completion's."""
+    prompt = prompt_tokens(body)
+    if rule is not None and rule.cached_tokens is not None:
+        cached = rule.cached_tokens
+    usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": answer.pieces,
+                             "total_tokens": prompt + answer.pieces,
+                             "prompt_tokens_details": {"cached_tokens": min(cached, prompt)}}
     if rule is not None and rule.reasoning_tokens:
         usage["completion_tokens"] += rule.reasoning_tokens
         usage["total_tokens"] += rule.reasoning_tokens
         usage["completion_tokens_details"] = {"reasoning_tokens": rule.reasoning_tokens}
-    if rule is not None and rule.cached_tokens is not None:
-        usage["prompt_tokens_details"] = {"cached_tokens": min(rule.cached_tokens, prompt_tokens)}
     return usage
 
 
-def _stream_events(body: dict[str, Any], answer: _Answer, cid: str,
+def _stream_events(body: dict[str, Any], answer: _Answer, cid: str, cached: int = 0,
                    rule: Rule | None = None) -> list[tuple[dict[str, Any], bool]]:
     include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
     base = {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()), "model": body.get("model")}
@@ -633,7 +712,7 @@ def _stream_events(body: dict[str, Any], answer: _Answer, cid: str,
                    for p in call.chunks]
     events.append((chunk({}, answer.finish), False))
     if include_usage:
-        events.append(({**base, "choices": [], "usage": _usage(body, answer, rule)}, False))
+        events.append(({**base, "choices": [], "usage": _usage(body, answer, cached, rule)}, False))
     return events
 
 
@@ -645,7 +724,7 @@ async def chat_completions(request: Request) -> Any:
         return error_response(400, "Request body is not valid JSON.")
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
         return error_response(400, "Request must be a JSON object with a 'messages' list.")
-    state.record(body)
+    cached = state.record(body)
     model = str(body.get("model") or "scripted")
     transcript = "\n".join(_content_text(m.get("content")) for m in body["messages"] if isinstance(m, dict))
     rule, reply = state.take(model, transcript, bool(body.get("tools")))
@@ -673,7 +752,8 @@ async def chat_completions(request: Request) -> Any:
         return _EndlessStream(rule.endless, token_delay or _ENDLESS_PACE, bool(body.get("stream")), model, cid, state)
     answer = build_answer(body, rule, reply, state)
     if body.get("stream"):
-        return _EventStream(_stream_events(body, answer, cid, rule), token_delay, rule.drop_after if rule else None,
+        return _EventStream(_stream_events(body, answer, cid, cached, rule), token_delay,
+                            rule.drop_after if rule else None,
                             pause, state, rule.end_after if rule else None)
 
     # Without streaming the client still waits for the whole generation, as with a real model.
@@ -691,7 +771,7 @@ async def chat_completions(request: Request) -> Any:
     completion = {
         "id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
         "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": answer.finish}],
-        "usage": _usage(body, answer, rule),
+        "usage": _usage(body, answer, cached, rule),
     }
     if rule is not None and (rule.drop_after is not None or rule.end_after is not None):
         return _CutBody(json.dumps(completion).encode(), drop=rule.drop_after is not None)
@@ -739,6 +819,10 @@ async def recorded_requests(request: Request) -> JSONResponse:
     return JSONResponse(request.app.state.script.requests)
 
 
+async def reported_cached(request: Request) -> JSONResponse:
+    return JSONResponse(request.app.state.script.cached_tokens)
+
+
 class _Spans:
     """Notes when each chat completion request arrives and when its answer, streamed or not, has been sent whole
     (`ScriptState.spans`), so a test can tell how many the server answered at once."""
@@ -766,6 +850,7 @@ def create_app(state: ScriptState) -> Starlette:
         Route("/_release", release, methods=["POST"]),
         Route("/_reset", reset, methods=["POST"]),
         Route("/_requests", recorded_requests, methods=["GET"]),
+        Route("/_cached", reported_cached, methods=["GET"]),
     ])
     app.state.script = state
     app.add_middleware(_Spans, state=state)
@@ -789,9 +874,10 @@ class ScriptedLLM:
     """
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, latency: float = 0.0,
-                 token_delay: float = 0.0, default_reply_chars: int = 150):
+                 token_delay: float = 0.0, default_reply_chars: int = 150, cache_min: int = 1024,
+                 cache_step: int = 128):
         self.host, self.port = host, port
-        self.state = ScriptState(latency, token_delay, default_reply_chars)
+        self.state = ScriptState(latency, token_delay, default_reply_chars, cache_min, cache_step)
         self.app = create_app(self.state)
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -807,6 +893,11 @@ class ScriptedLLM:
     @property
     def requests(self) -> list[dict[str, Any]]:
         return self.state.requests
+
+    @property
+    def cached_tokens(self) -> list[int]:
+        """The cached prompt tokens each recorded request was told (`PromptCache`), in the order of `requests`."""
+        return self.state.cached_tokens
 
     @property
     def spans(self) -> list[tuple[float, float | None]]:
@@ -881,12 +972,13 @@ class ScriptedLLM:
         self.stop()
 
 
-def spawn(*, latency: float = 0.0, token_delay: float = 0.0) -> tuple[subprocess.Popen, str]:
+def spawn(*, latency: float = 0.0, token_delay: float = 0.0, cache_min: int = 1024,
+          cache_step: int = 128) -> tuple[subprocess.Popen, str]:
     """Start the server as a subprocess (so its CPU time is not the caller's); return it and its base URL."""
     root = Path(__file__).resolve().parents[2]
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.support.scripted_llm", "--port", "0", "--latency", str(latency),
-         "--token-delay", str(token_delay)],
+         "--token-delay", str(token_delay), "--cache-min", str(cache_min), "--cache-step", str(cache_step)],
         cwd=root, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(root)},
     )
     line = (proc.stdout.readline() if proc.stdout else "").strip()
@@ -903,13 +995,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
     parser.add_argument("--token-delay", type=float, default=0.0, help="seconds between streamed chunks")
     parser.add_argument("--default-reply-chars", type=int, default=150)
+    parser.add_argument("--cache-min", type=int, default=1024, help="fewest prompt tokens reported as cached")
+    parser.add_argument("--cache-step", type=int, default=128, help="cached prompt tokens are counted in these steps")
     args = parser.parse_args(argv)
 
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     llm = ScriptedLLM(host=args.host, port=args.port, latency=args.latency, token_delay=args.token_delay,
-                      default_reply_chars=args.default_reply_chars).start()
+                      default_reply_chars=args.default_reply_chars, cache_min=args.cache_min,
+                      cache_step=args.cache_step).start()
     print(f"READY {llm.base_url}", flush=True)
     while not stop.wait(0.5):
         pass

@@ -104,6 +104,37 @@ def test_stream_usage_chunk_when_requested(client):
     assert all(c.usage is None for c in ask(client, stream=True))
 
 
+def test_a_repeated_prefix_is_reported_cached_as_openai_counts_it(client, llm):
+    system = {"role": "system", "content": "rules " * 1000}  # 6,000 characters: 1,500 tokens
+
+    def chat(*messages, model="pro", **kw):
+        return client.chat.completions.create(model=model, messages=[system, *messages], **kw)
+
+    first = chat({"role": "user", "content": "round one"})
+    assert first.usage.prompt_tokens_details.cached_tokens == 0  # nothing before it
+    second = chat({"role": "user", "content": "round one"}, {"role": "user", "content": "round two"})
+    assert second.usage.prompt_tokens_details.cached_tokens == 1408  # 1,502 tokens shared, in 128-token steps
+    streamed = list(chat({"role": "user", "content": "round one, again"}, stream=True,
+                         stream_options={"include_usage": True}))
+    assert streamed[-1].usage.prompt_tokens_details.cached_tokens == 1408
+    assert chat({"role": "assistant", "content": "round one"}).usage.prompt_tokens_details.cached_tokens == 1408
+    assert chat({"role": "user", "content": "x"}, model="con").usage.prompt_tokens_details.cached_tokens == 0
+    short = client.chat.completions.create(model="pro", messages=[{"role": "user", "content": "rules " * 100}])
+    assert short.usage.prompt_tokens_details.cached_tokens == 0  # under 1,024 tokens nothing is cached
+    assert llm.cached_tokens == [0, 1408, 1408, 1408, 0, 0]
+    llm.reset()
+    assert chat({"role": "user", "content": "round one"}).usage.prompt_tokens_details.cached_tokens == 0
+
+
+def test_the_cache_minimum_and_step_are_settable():
+    with ScriptedLLM(cache_min=0, cache_step=1) as llm:
+        client = openai.OpenAI(base_url=llm.base_url, api_key="x", max_retries=0)
+        ask(client, content="Is tea better than coffee? " * 3)
+        again = ask(client, content="Is tea better than coffee? " * 3 + "And cocoa?")
+        assert again.usage.prompt_tokens_details.cached_tokens == len("Is tea better than coffee? " * 3) // 4
+        assert httpx.get(f"{llm.url}/_cached").json() == [0, 20]
+
+
 def test_rules_by_model_and_match(llm, client):
     llm.script(model="judge", reply="Pro wins.")
     llm.script(match="cities", reply="Cars out.")
