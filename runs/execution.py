@@ -77,13 +77,16 @@ class Executions:
         stops: why each run here stops (cancels, deadlines, failures, hand-overs).
         inputs: the inputs delivered to each run here, and where a run parks.
         following: where this worker's listeners find each execution here, and the records of runs ended here.
+        leases_hold: awaited before each model call of a run (`RunEngine.leases_hold`), given its id.
     """
 
     def __init__(self, db: AsyncDatabase, *, saver: BaseCheckpointSaver, settings: Settings,
                  modes: Mapping[str, type[ModeRun]], services: Services, worker: str, held: HeldRuns, stops: Stops,
-                 inputs: Inputs, following: Following) -> None:
+                 inputs: Inputs, following: Following,
+                 leases_hold: Callable[[str], Awaitable[None]] | None = None) -> None:
         self.db, self.saver, self.settings, self.modes, self.services = db, saver, settings, modes, services
         self.worker, self.held, self.stops, self.inputs, self.following = worker, held, stops, inputs, following
+        self.leases_hold = leases_hold
 
     def launch(self, record: dict) -> None:
         """Execute the run `record` here, in a task of its own, from its start or from where it got to."""
@@ -200,9 +203,10 @@ class Executions:
         a person)."""
         run_id, kind = record["_id"], record["kind"]
         graph = mode.graph(self.saver if mode.checkpointed else None)
+        hold = None if self.leases_hold is None else (lambda: self.leases_hold(run_id))
         config = {"configurable": {"thread_id": run_id},
                   **trace_config(run_id, kind, record["workspace"], record["user"]),
-                  "callbacks": [StopGuard(self.stops, run_id)]}
+                  "callbacks": [StopGuard(self.stops, run_id, hold=hold)]}
         context = mode.context(ledger)
         context.steering, context.budget = steering, budget
         try:

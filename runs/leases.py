@@ -59,6 +59,7 @@ class LeaseKeeper:
         self.uri, self.db_name, self.worker, self.lease, self.heartbeat = uri, db_name, worker, lease, heartbeat
         self.held, self.renewed, self.failed = held, renewed, failed
         self._stopping = threading.Event()
+        self.ok_at = time.monotonic()  # when the last renewal that succeeded began (set from the thread)
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -66,6 +67,7 @@ class LeaseKeeper:
         """Start renewing (from the event loop the answers go to)."""
         self._loop = asyncio.get_running_loop()
         self._stopping.clear()
+        self.ok_at = time.monotonic()
         self._thread = threading.Thread(target=self._run, name=f"run leases of {self.worker}", daemon=True)
         self._thread.start()
 
@@ -75,6 +77,11 @@ class LeaseKeeper:
         if self._thread is not None:
             self._thread.join(timeout=self.lease + 3)
             self._thread = None
+
+    def holds(self) -> bool:
+        """Whether every lease this worker holds is known not to have ended: the last renewal that succeeded began
+        less than `RENEWED_WITHIN` heartbeats ago (it left none of them shorter than that; capped at a lease)."""
+        return time.monotonic() - self.ok_at < min(self.RENEWED_WITHIN * self.heartbeat, self.lease)
 
     def _run(self) -> None:
         timeout_ms = int(max(0.1, min(3.0, self.lease / 2)) * 1000)
@@ -90,7 +97,7 @@ class LeaseKeeper:
                 sent = self.held()
                 extended = {h.task: extended[h.task] for h in sent.values() if h.task in extended}
                 if not sent:
-                    ok_at = started  # nothing to hold: nothing can be lost
+                    ok_at = self.ok_at = started  # nothing to hold: nothing can be lost
                 else:
                     at = store.now()  # the leases the update sets end a little later than at + lease
                     soon = at + timedelta(seconds=self.RENEWED_WITHIN * self.heartbeat)
@@ -104,7 +111,7 @@ class LeaseKeeper:
                     except Exception:  # never let the thread die: the leases would lapse while the worker lives
                         log.exception("run engine: a lease renewal failed")
                     else:
-                        ok_at = started
+                        ok_at = self.ok_at = started
                         extended.update((sent[run_id].task, at + timedelta(seconds=self.lease)) for run_id in due)
                         self._hand(self.renewed, sent, held)
                 self._stopping.wait(max(0.0, started + self.heartbeat - time.monotonic()))
