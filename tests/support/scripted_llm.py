@@ -161,6 +161,7 @@ class ScriptState:
         self.default_reply_chars = default_reply_chars
         self._rules: list[Rule] = []
         self._requests: list[dict[str, Any]] = []
+        self._peers: list[tuple[float, str | None]] = []  # each recorded request's arrival (monotonic) and client
         self._gates: dict[str, Gate] = {}
         self._spans: list[list[float | None]] = []
         self._lock = threading.Lock()
@@ -175,6 +176,7 @@ class ScriptState:
         with self._lock:
             self._rules.clear()
             self._requests.clear()
+            self._peers.clear()
             self._spans.clear()
             gates, self._gates = list(self._gates.values()), {}
         for gate in gates:  # answers still held by an earlier test go on, rather than hang
@@ -223,9 +225,16 @@ class ScriptState:
             most = max(most, now)
         return most
 
-    def record(self, body: dict[str, Any]) -> None:
+    def record(self, body: dict[str, Any], peer: str | None = None) -> None:
         with self._lock:
             self._requests.append(body)
+            self._peers.append((time.monotonic(), peer))
+
+    @property
+    def calls(self) -> list[tuple[float, str | None, dict[str, Any]]]:
+        """Each recorded request as (when it arrived, `time.monotonic()`; the client's address; its body)."""
+        with self._lock:
+            return [(at, peer, body) for (at, peer), body in zip(self._peers, self._requests, strict=True)]
 
     def take(self, model: str, transcript: str, offers_tools: bool = False) -> tuple[Rule | None, str | None]:
         """Find the first matching rule, count the use, and pick its reply text."""
@@ -630,7 +639,7 @@ async def chat_completions(request: Request) -> Any:
         return error_response(400, "Request body is not valid JSON.")
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
         return error_response(400, "Request must be a JSON object with a 'messages' list.")
-    state.record(body)
+    state.record(body, request.client.host if request.client else None)
     model = str(body.get("model") or "scripted")
     transcript = "\n".join(_content_text(m.get("content")) for m in body["messages"] if isinstance(m, dict))
     rule, reply = state.take(model, transcript, bool(body.get("tools")))
@@ -790,6 +799,11 @@ class ScriptedLLM:
     @property
     def requests(self) -> list[dict[str, Any]]:
         return self.state.requests
+
+    @property
+    def calls(self) -> list[tuple[float, str | None, dict[str, Any]]]:
+        """Each request as (when it arrived, `time.monotonic()`; the client's address; its body)."""
+        return self.state.calls
 
     @property
     def spans(self) -> list[tuple[float, float | None]]:
