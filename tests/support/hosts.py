@@ -120,9 +120,10 @@ class Cluster:
         raise AssertionError(f"{what}: not within {timeout} s")
 
     def follow_run(self, worker: Worker, run_id: str, *, after: str | None = None, timeout: float = 60,
-                   into: list[SseEvent] | None = None) -> list[SseEvent]:
+                   into: list[SseEvent] | None = None, times: list[float] | None = None) -> list[SseEvent]:
         """The run's events from `worker` (after id `after`, sent as `Last-Event-ID`) until its stream ends, appended
-        to `into` as they come; a stream broken by its host's death ends the list."""
+        to `into` as they come (and when each came, `time.monotonic()`, to `times`); a stream broken by its host's
+        death ends the list."""
         events = into if into is not None else []
         headers = {**self.headers, **({"Last-Event-ID": after} if after is not None else {})}
         try:
@@ -131,6 +132,8 @@ class Cluster:
                 assert resp.status_code == 200, resp.read()
                 for event in iter_sse(resp.iter_lines()):
                     events.append(event)
+                    if times is not None:
+                        times.append(time.monotonic())
         except httpx.HTTPError:  # the host died, or is cut off: the stream is broken
             pass
         return events
