@@ -50,6 +50,7 @@ def one_round(case: str, settings: dict[str, str], lease: float) -> dict[str, fl
         following = threading.Thread(target=follow)
         following.start()
         net.wait_for_call(holder, 2)
+        net.wait_step_saved(run_id, 1)  # only the call in flight may be asked again
         cut_at, cut_wall = time.monotonic(), datetime.now(UTC)
         if case == "kill":
             holder.kill()

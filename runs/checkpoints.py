@@ -39,7 +39,6 @@ used, are no longer read or written.)
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -62,8 +61,6 @@ from parley.runs.checkpoint_docs import GraphDocs, graph_key, read_saved, saved_
 from parley.runs.survival import EventBarrier, SavedGraph
 from parley.store.monitor import LISTENER
 from parley.store.runs import Fenced
-
-log = logging.getLogger("parley.runs")
 
 COLLECTION = "run_checkpoints"
 # A finished run's checkpoints are deleted at its end; the TTL index removes those a crash left behind, once
@@ -249,11 +246,9 @@ class RunSaver(BaseCheckpointSaver):
                 lease = self._lease(config)
                 if lease is None or lease.number is None:
                     raise
-                thread_id = config["configurable"]["thread_id"]
-                log.warning("run %s: a checkpoint write refused: another worker took the run over (this execution "
-                            "held lease %s)", thread_id, lease.number)
-                lease.lost()
-                raise Fenced(f"run {thread_id}: checkpoint refused, another worker holds the run") from None
+                lease.lost()  # logged and counted there
+                raise Fenced(f"run {config['configurable']['thread_id']}: checkpoint refused, another worker holds "
+                             "the run") from None
 
     def _upsert(self, query: dict, update: dict) -> None:
         """Upsert once more if it fails on the `_id`: a graph's document is created by its first save or by the

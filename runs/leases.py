@@ -59,7 +59,9 @@ class LeaseKeeper:
         self.uri, self.db_name, self.worker, self.lease, self.heartbeat = uri, db_name, worker, lease, heartbeat
         self.held, self.renewed, self.failed = held, renewed, failed
         self._stopping = threading.Event()
-        self.ok_at = time.monotonic()  # when the last renewal that succeeded began (set from the thread)
+        # When the last renewal that succeeded began, set on the event loop once its answer was applied (the runs it
+        # found lost are stopped first): what `holds` reads.
+        self.ok_at = time.monotonic()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -97,7 +99,8 @@ class LeaseKeeper:
                 sent = self.held()
                 extended = {h.task: extended[h.task] for h in sent.values() if h.task in extended}
                 if not sent:
-                    ok_at = self.ok_at = started  # nothing to hold: nothing can be lost
+                    ok_at = started  # nothing to hold: nothing can be lost
+                    self._hand(self._answered, started, None, None)
                 else:
                     at = store.now()  # the leases the update sets end a little later than at + lease
                     soon = at + timedelta(seconds=self.RENEWED_WITHIN * self.heartbeat)
@@ -111,12 +114,18 @@ class LeaseKeeper:
                     except Exception:  # never let the thread die: the leases would lapse while the worker lives
                         log.exception("run engine: a lease renewal failed")
                     else:
-                        ok_at = self.ok_at = started
+                        ok_at = started
                         extended.update((sent[run_id].task, at + timedelta(seconds=self.lease)) for run_id in due)
-                        self._hand(self.renewed, sent, held)
+                        self._hand(self._answered, started, sent, held)
                 self._stopping.wait(max(0.0, started + self.heartbeat - time.monotonic()))
         finally:
             client.close()
+
+    def _answered(self, started: float, sent: dict[str, Holding] | None, held: dict[str, store.Held] | None) -> None:
+        """A renewal's answer, on the loop: applied (`renewed`), then noted as the last that succeeded."""
+        if sent is not None and held is not None:
+            self.renewed(sent, held)
+        self.ok_at = max(self.ok_at, started)
 
     def _hand(self, callback: Callable[..., None], *args: Any) -> None:
         with contextlib.suppress(RuntimeError):  # the loop has closed: the worker is gone

@@ -8,12 +8,15 @@
   cleanly, and once the link is back nothing it wrote is stored: the run's record, checkpoints, events and usage
   are each the new holder's, once;
 - a host cut from its clients only: its runs finish there, readable from any other host.
+- a host's worker frozen (SIGSTOP) with its call in flight until another has finished the run, then thawed: what it
+  writes is refused, it calls the model no more, and the stored run is the new holder's.
 
 The test makes namespaces, so it runs as root; anywhere else it fails, saying so.
 """
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from collections import Counter
@@ -93,6 +96,7 @@ def test_a_run_resumes_on_another_host_when_its_worker_is_killed(hosts):
     following = threading.Thread(target=net.follow_run, args=(first, run_id), kwargs={"into": events})
     following.start()
     net.wait_for_call(first, 2)
+    net.wait_step_saved(run_id, 1)  # so that only the call in flight can be asked again
     first.kill()
     following.join(30)
     assert not following.is_alive()
@@ -116,6 +120,7 @@ def test_a_host_cut_from_the_database_loses_its_run_and_nothing_it_writes_is_sto
     following = threading.Thread(target=net.follow_run, args=(cut_off, run_id), kwargs={"into": events})
     following.start()
     net.wait_for_call(cut_off, 2)  # its second call is in flight (the model link stays up)
+    net.wait_step_saved(run_id, 1)
     cut_at = time.monotonic()
     net.net.cut(host, net.net.db)
     try:
@@ -170,3 +175,38 @@ def test_a_host_cut_from_its_clients_finishes_its_runs_readable_from_any_other(h
             seen = client.get(f"{worker.url}/v1/runs/{run_id}", headers=net.headers).json()
             assert seen["status"] == "completed" and seen["worker"] == alone.name
     net.net.heal(net.host_of(alone), net.net.clients)
+
+
+def test_a_host_frozen_for_longer_than_a_lease_writes_nothing_once_it_thaws(hosts):
+    """A worker stopped (SIGSTOP: a long pause, a suspended VM) while its model call is in flight comes back holding a
+    run another worker took over: whatever it goes on to write is refused (or its next lease renewal stops it
+    first), it starts no model call, and the stored run is the new holder's."""
+    net = hosts()
+    net.script_steps()
+    frozen = net.workers[0]
+    run_id = net.start_steps(frozen)
+    net.wait_for_call(frozen, 2)
+    net.wait_step_saved(run_id, 1)
+    frozen.proc.send_signal(signal.SIGSTOP)
+    try:
+        taker = net.wait_for(lambda: net.worker_named(record(net, run_id)["worker"]) not in (None, frozen) and
+                             net.worker_named(record(net, run_id)["worker"]), "another worker taking the run over")
+        net.wait_for(lambda: record(net, run_id)["status"] == "completed", "the run ending on the taker", timeout=60)
+    finally:
+        frozen.proc.send_signal(signal.SIGCONT)
+    thawed_at = time.monotonic()
+    net.wait_for(lambda: f"run {run_id}: lease lost" in frozen.log.read_text() or
+                 "write was refused" in frozen.log.read_text(), "the thawed worker giving the run up")
+    time.sleep(LEASE)  # time for it to write whatever it would
+
+    done = record(net, run_id)
+    assert done["status"] == "completed" and done["worker"] == taker.name and done["lease"] == 2
+    checkpoints = list(net.db[COLLECTION].find({"thread_id": run_id}, {"lease": 1}))
+    assert checkpoints and {doc["lease"] for doc in checkpoints} == {2}
+    stored_once(net, run_id)
+    assert net.calls(frozen, after=thawed_at) == []
+    with net.net.client(timeout=10) as client:
+        metrics = client.get(f"{frozen.url}/metrics").text
+    refused = sum(float(line.split()[-1]) for line in metrics.splitlines()
+                  if line.startswith("parley_run_fenced_writes_total{"))
+    print(f"writes refused on the thawed worker: {refused:g}")  # 0 when its lease renewal stopped it first

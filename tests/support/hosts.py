@@ -24,11 +24,12 @@ from pymongo.database import Database
 from parley import store
 from parley.core.embedded import database_server
 from parley.store.keys import create_key
+from parley.store.runs import page_events
 from tests.support.netns import Network
 from tests.support.scripted_llm import ScriptedLLM
 from tests.support.servers import run_sync
 from tests.support.sse import SseEvent, iter_sse
-from tests.support.workers import FAST_FAILOVER, Worker
+from tests.support.workers import FAST_FAILOVER, Worker, wait_until_saved
 
 STEP_COUNT = 5
 STEPS = {
@@ -110,6 +111,16 @@ class Cluster:
                     return at
             time.sleep(0.02)
         raise AssertionError(f"{worker.name} did not ask for step {step} in {timeout} s")
+
+    def wait_step_saved(self, run_id: str, step: int, timeout: float = 30) -> None:
+        """Wait until step `step`'s results are saved in the run's checkpoints (a run resumed after that does not run
+        it again: LangGraph saves a step just after its events are stored, and a kill or cut may land between)."""
+        def stored() -> list[int]:
+            rows = page_events(self.db.run_events.find({"runId": run_id}).sort("seq", 1))
+            return [row["seq"] for row in rows if row["event"] == "node_end" and row["data"].get("node") == f"s{step}"]
+
+        seqs = self.wait_for(stored, f"step {step}'s end stored", timeout)
+        wait_until_saved(self.db, run_id, [str(seq) for seq in seqs], timeout)
 
     def wait_for(self, check: Callable[[], object], what: str, timeout: float = 30) -> object:
         deadline = time.monotonic() + timeout
