@@ -51,6 +51,8 @@ class LeaseKeeper:
     # A lease is extended once no more than this many heartbeats of it are left: with the defaults (a 5 s lease, a
     # 1 s heartbeat) every other heartbeat, never with less than 2 s of it to go.
     RENEWED_WITHIN = 3
+    # A run's model call starts only while the last renewal that succeeded began less than this many heartbeats ago.
+    CALLS_WITHIN = 2
 
     def __init__(self, uri: str, db_name: str, *, worker: str, lease: float, heartbeat: float,
                  held: Callable[[], dict[str, Holding]],
@@ -81,9 +83,11 @@ class LeaseKeeper:
             self._thread = None
 
     def holds(self) -> bool:
-        """Whether every lease this worker holds is known not to have ended: the last renewal that succeeded began
-        less than `RENEWED_WITHIN` heartbeats ago (it left none of them shorter than that; capped at a lease)."""
-        return time.monotonic() - self.ok_at < min(self.RENEWED_WITHIN * self.heartbeat, self.lease)
+        """Whether this worker's leases are known to hold, for a model call to start: the last renewal that succeeded
+        began less than `CALLS_WITHIN` heartbeats ago (no more than one renewal missed since; it left every lease
+        at least `RENEWED_WITHIN` heartbeats, so none has ended). A worker cut off from the database thus starts no
+        call after two heartbeats, well before another may take its runs over."""
+        return time.monotonic() - self.ok_at < min(self.CALLS_WITHIN * self.heartbeat, self.lease)
 
     def _run(self) -> None:
         timeout_ms = int(max(0.1, min(3.0, self.lease / 2)) * 1000)
