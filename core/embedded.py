@@ -354,8 +354,9 @@ def model_server(home: Path, port: int = 0, n_ctx: int = 2048,
     )
 
 
-def database_server(home: Path, port: int = 0) -> ManagedProcess:
-    """Describe the embedded MongoDB-protocol server (not started yet)."""
+def database_server(home: Path, port: int = 0, host: str = "127.0.0.1") -> ManagedProcess:
+    """Describe the embedded MongoDB-protocol server (not started yet), listening on `host` (a test that runs workers
+    in network namespaces of their own gives an address they reach)."""
     binary = shutil.which("secantusd-py") or str(Path(sys.executable).with_name("secantusd-py"))
     if not Path(binary).exists():
         raise EmbeddedServerError(
@@ -365,8 +366,8 @@ def database_server(home: Path, port: int = 0) -> ManagedProcess:
     port = port or free_port()
     storage = home / "db"
     storage.mkdir(parents=True, exist_ok=True)
-    command = [binary, "--host", "127.0.0.1", "--port", str(port), "--storage-path", str(storage), *EMBEDDED_DB_FLAGS]
-    uri = f"mongodb://127.0.0.1:{port}/?{EMBEDDED_DB_OPTIONS}"
+    command = [binary, "--host", host, "--port", str(port), "--storage-path", str(storage), *EMBEDDED_DB_FLAGS]
+    uri = f"mongodb://{host}:{port}/?{EMBEDDED_DB_OPTIONS}"
     return ManagedProcess("embedded database", command, home / "logs" / "database.log", _mongo_ok(uri), url=uri)
 
 

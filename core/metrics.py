@@ -60,11 +60,19 @@ DB_OPERATIONS = Counter("parley_db_operations", "Database commands Parley sent, 
                         "(find, insert, update, findAndModify, delete, getMore, ...).", ["collection", "command"])
 DB_BYTES = Counter("parley_db_bytes", "BSON bytes of database commands (sent) and their replies (received), by "
                    "collection and command.", ["collection", "command", "direction"])
+FENCED_WRITES = Counter("parley_run_fenced_writes", "Writes of a run's execution refused because another worker took "
+                        "the run over (its lease is older), by what was written (events, usage, checkpoint).",
+                        ["what"])
 
 
 def record_run(kind: str, status: str) -> None:
     """Count one run of `kind` (duel, panel, roundtable, workflow) ending as `status` (completed, failed…)."""
     RUNS.labels(kind=kind, status=status).inc()
+
+
+def record_fenced_write(what: str) -> None:
+    """Count one write of a run's execution refused by the run's fence (`store.runs.Fenced`): `what` was written."""
+    FENCED_WRITES.labels(what=what).inc()
 
 
 def record_model_call(

@@ -55,10 +55,12 @@ def announcing(settings: Settings) -> bool:
     return bool(settings.parley_webhook_urls)
 
 
-async def announce(db: AsyncDatabase, record: dict[str, Any], status: str, *, wait: int | None = None) -> None:
+async def announce(db: AsyncDatabase, record: dict[str, Any], status: str, *, wait: int | None = None,
+                   lease: int | None = None) -> None:
     """Store the deliveries of run `record`'s coming `status` (one of `EVENTS`; `record` as it will be once the
     status is written) to the workspace's subscribed webhooks, before the status is written; for `waiting`, `wait`
-    is the wait's number (`store.runs.next_wait`). Nothing is written when no subscription matches (one read).
+    is the wait's number (`store.runs.next_wait`); `lease`, the lease of the execution announcing it (a delivery
+    stored by a later one is not rewritten by it). Nothing is written when no subscription matches (one read).
 
     Raises:
         PyMongoError: the deliveries could not be stored: the status is not to be written either (the run is
@@ -72,7 +74,7 @@ async def announce(db: AsyncDatabase, record: dict[str, Any], status: str, *, wa
     else:
         key, gate = f"{record['_id']}\n{event['type']}", {"status": status}
     await webhook_store.enqueue(db, workspace=record["workspace"], event=event["type"], kind=record["kind"],
-                                run_id=record["_id"], key=key, gate=gate,
+                                run_id=record["_id"], key=key, gate=gate, lease=lease,
                                 body=json.dumps(event, ensure_ascii=False, separators=(",", ":")))
 
 

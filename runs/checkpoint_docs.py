@@ -37,6 +37,18 @@ PAUSE_CHANNELS = frozenset({"__interrupt__", "__resume__"}) & set(WRITES_IDX_MAP
 COMPRESS_FROM = 256
 
 
+def fenced(query: dict, lease: int | None) -> dict:
+    """`query` matching only a document no worker fenced past lease `lease` (`RunSaver.afence`): an execution whose
+    run was taken over writes nothing (its update matches nothing; its upsert meets the `_id`, a duplicate key).
+    Unchanged for a write that holds no lease (`None`)."""
+    return query if lease is None else {**query, "lease": {"$not": {"$gt": lease}}}
+
+
+def leased(lease: int | None) -> dict[str, int]:
+    """The fields a write by the execution holding lease `lease` sets."""
+    return {} if lease is None else {"lease": lease}
+
+
 def graph_key(thread_id: str, ns: str) -> dict[str, str]:
     if not isinstance(thread_id, str) or not isinstance(ns, str):  # an operator document must not widen a query
         raise ValueError("thread_id and checkpoint_ns must be strings")
@@ -135,10 +147,11 @@ class GraphDocs:
                 del self._stored[key]
 
     def put_updates(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
-                     new_versions: ChannelVersions) -> tuple[dict, dict | None, dict, dict, dict[str, list]]:
+                     new_versions: ChannelVersions, lease: int | None = None
+                     ) -> tuple[dict, dict | None, dict, dict, dict[str, list]]:
         """The updates that save `checkpoint`: (filter, update) of the delta against its parent (None when
         the parent is not known to be the stored one), (filter, update) of a full save, and the lists saved
-        (copies, made as they are serialized)."""
+        (copies, made as they are serialized); by the execution holding lease `lease` (`fenced`)."""
         conf = config["configurable"]
         key = graph_key(conf["thread_id"], conf.get("checkpoint_ns", ""))
         parent, checkpoint_id = conf.get("checkpoint_id"), checkpoint["id"]
@@ -148,7 +161,7 @@ class GraphDocs:
             "checkpoint_id": checkpoint_id,
             "checkpoint": self._part([{**checkpoint, "channel_values": {}}]),
             "metadata": self._part([get_checkpoint_metadata(config, metadata)]),
-            **self.expiry(),
+            **self.expiry(), **leased(lease),
         }
         resaved = parent == checkpoint_id  # the same checkpoint again (LangGraph's save at the graph's exit)
         if not resaved:
@@ -158,7 +171,7 @@ class GraphDocs:
         full = {"$set": {**head, "values": {_field(ch): self._encode(v, versions.get(ch)) for ch, v in values.items()}},
                 "$setOnInsert": dict(key), "$addToSet": ids, "$pull": older}
         if parent is None:
-            return {"_id": key}, None, {"_id": key}, full, saved
+            return fenced({"_id": key}, lease), None, fenced({"_id": key}, lease), full, saved
         with self._lock:
             stored = self._stored.get((key["thread_id"], key["checkpoint_ns"]))
         lists = stored.lists if stored is not None and stored.checkpoint_id == parent else {}
@@ -182,10 +195,11 @@ class GraphDocs:
             pushes["ids"] = checkpoint_id
         if pushes:
             delta["$push"] = pushes
-        return {"_id": key, "checkpoint_id": parent}, delta, {"_id": key}, full, saved
+        return (fenced({"_id": key, "checkpoint_id": parent}, lease), delta, fenced({"_id": key}, lease), full,
+                saved)
 
     def writes_update(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
-                       task_path: str) -> tuple[dict, dict]:
+                       task_path: str, lease: int | None = None) -> tuple[dict, dict]:
         conf = config["configurable"]
         key = graph_key(conf["thread_id"], conf.get("checkpoint_ns", ""))
         checkpoint_id = conf["checkpoint_id"]
@@ -197,9 +211,9 @@ class GraphDocs:
         if writes and all(channel in PAUSE_CHANNELS for channel, _ in writes):
             entry["pause"] = True  # a task that stopped to wait, or the answer it waits for: not its result
         update = {"$push": {"writes": entry}, "$setOnInsert": dict(key)}
-        if expiry := self.expiry():
-            update["$set"] = expiry
-        return {"_id": key}, update
+        if sets := {**self.expiry(), **leased(lease)}:
+            update["$set"] = sets
+        return fenced({"_id": key}, lease), update
 
     def tuple(self, doc: dict | None, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint tuple of a stored graph (None if it has no checkpoint, or not the one asked for)."""

@@ -18,6 +18,9 @@ from one is known to have run from a saved step). So each graph of a run (per th
     ids            every checkpoint id saved, oldest first
     writes         [{cid, task_id, path, part}]: a task's writes (part of [{idx, channel, t, b}]) against
                    checkpoint `cid`, one entry per `put_writes`
+    lease          the number of the lease of the execution that saved last (`store.runs.lease_of`); a worker that
+                   takes the run over raises it to its own (`RunSaver.afence`) before it reads, and a save or
+                   writes of an execution holding an older lease are refused (`store.runs.Fenced`)
     expiresAt      the TTL index's date: a run whose end never removed it (a crash, say) is removed then (none
                    while the run waits for a person, `akeep`)
 
@@ -37,7 +40,8 @@ used, are no longer read or written.)
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -56,6 +60,7 @@ from pymongo.errors import DuplicateKeyError
 from parley.runs.checkpoint_docs import GraphDocs, graph_key, read_saved, saved_of, saved_query
 from parley.runs.survival import EventBarrier, SavedGraph
 from parley.store.monitor import LISTENER
+from parley.store.runs import Fenced
 
 COLLECTION = "run_checkpoints"
 # A finished run's checkpoints are deleted at its end; the TTL index removes those a crash left behind, once
@@ -64,11 +69,21 @@ COLLECTION = "run_checkpoints"
 ORPHANS_KEPT_SECONDS = 86_400.0
 
 
+@dataclass(frozen=True)
+class RunLease:
+    """The lease the execution of a run in this process holds (`number`, `store.runs.lease_of`), which its saves
+    and writes carry, and what to do when one is refused (`lost`: the execution stops at once)."""
+
+    number: int | None
+    lost: Callable[[], None]
+
+
 class RunSaver(BaseCheckpointSaver):
     """A LangGraph checkpointer on MongoDB that keeps, per graph of a thread, the latest checkpoint, the
     writes against it and the ids of every checkpoint saved (see the module's docstring), and saves a
     run's task results only after the events sent before them (each run that registers an `EventBarrier`
-    under its thread id in `barriers`).
+    under its thread id in `barriers`), and with the lease its execution holds (each run that registers a
+    `RunLease` in `leases`): once another worker took the run over (`afence`), they are refused (`Fenced`).
 
     The async interface (the one the run engine's graphs call) uses an `AsyncMongoClient`, so it never
     blocks the event loop; the sync one a `MongoClient` made when first used. Older checkpoints are not
@@ -85,6 +100,7 @@ class RunSaver(BaseCheckpointSaver):
         self.acollection = self.aclient[db_name][COLLECTION]
         self._client: MongoClient | None = None
         self.barriers: dict[str, EventBarrier] = {}
+        self.leases: dict[str, RunLease] = {}
         self.docs = GraphDocs(self.serde, expire_after)
         self._lock = threading.Lock()
 
@@ -171,28 +187,31 @@ class RunSaver(BaseCheckpointSaver):
     async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
                    new_versions: ChannelVersions) -> RunnableConfig:
         # Serialized at once (a channel may change its list in place meanwhile), sent after the events.
-        query, delta, full_query, full, saved = self.docs.put_updates(config, checkpoint, metadata, new_versions)
+        lease = self._lease(config)
+        query, delta, full_query, full, saved = self.docs.put_updates(config, checkpoint, metadata, new_versions,
+                                                                      lease and lease.number)
         await self._barrier(config)
         if delta is None or not (await self.acollection.update_one(query, delta)).matched_count:
-            try:
-                await self.acollection.update_one(full_query, full, upsert=True)
-            except DuplicateKeyError:  # see `_upsert`
-                await self.acollection.update_one(full_query, full, upsert=True)
+            await self._aupsert(config, full_query, full)
         self.docs.remember((query["_id"]["thread_id"], query["_id"]["checkpoint_ns"]), checkpoint["id"], saved)
         return self._saved_config(config, checkpoint)
 
     async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
                           task_path: str = "") -> None:
-        query, update = self.docs.writes_update(config, writes, task_id, task_path)
+        lease = self._lease(config)
+        query, update = self.docs.writes_update(config, writes, task_id, task_path, lease and lease.number)
         await self._barrier(config)
-        try:
-            await self.acollection.update_one(query, update, upsert=True)
-        except DuplicateKeyError:  # see `_upsert`
-            await self.acollection.update_one(query, update, upsert=True)
+        await self._aupsert(config, query, update)
 
     async def adelete_thread(self, thread_id: str) -> None:
         self.forget(thread_id)
         await self.acollection.delete_many({"thread_id": graph_key(thread_id, "")["thread_id"]})
+
+    async def afence(self, thread_id: str, lease: int) -> None:
+        """Refuse from now on every save and writes of the thread's graphs by an execution holding a lease older
+        than `lease` (a worker taking the run over does this before it reads them): one update."""
+        await self.acollection.update_many({"thread_id": graph_key(thread_id, "")["thread_id"]},
+                                           {"$max": {"lease": lease}})
 
     async def akeep(self, thread_id: str) -> None:
         """Keep a thread's checkpoints until its run goes on (its next save sets their expiry again): a run that
@@ -212,6 +231,24 @@ class RunSaver(BaseCheckpointSaver):
         barrier = self.barriers.get(config.get("configurable", {}).get("thread_id"))
         if barrier is not None:
             await barrier.wait()
+
+    def _lease(self, config: RunnableConfig) -> RunLease | None:
+        return self.leases.get(config.get("configurable", {}).get("thread_id"))
+
+    async def _aupsert(self, config: RunnableConfig, query: dict, update: dict) -> None:
+        """`_upsert`'s async twin; an upsert that meets the `_id` twice was fenced (`afence`): `Fenced`."""
+        try:
+            await self.acollection.update_one(query, update, upsert=True)
+        except DuplicateKeyError:
+            try:
+                await self.acollection.update_one(query, update, upsert=True)
+            except DuplicateKeyError:
+                lease = self._lease(config)
+                if lease is None or lease.number is None:
+                    raise
+                lease.lost()  # logged and counted there
+                raise Fenced(f"run {config['configurable']['thread_id']}: checkpoint refused, another worker holds "
+                             "the run") from None
 
     def _upsert(self, query: dict, update: dict) -> None:
         """Upsert once more if it fails on the `_id`: a graph's document is created by its first save or by the

@@ -16,6 +16,7 @@ id). The worker that starts a run executes it at once. `RunEngine` puts together
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -31,7 +32,7 @@ from parley.core.workers import WORKER
 from parley.core.settings import Settings
 from parley.llm.factory import ModelFactory
 from parley.runs.announce import announcing
-from parley.runs.events import Event
+from parley.runs.events import Event, Signal
 from parley.runs.execution import Executions
 from parley.runs.following import Following
 from parley.runs.held import HeldRuns, Holding
@@ -94,10 +95,11 @@ class RunEngine:
                              launch=self._launch, announcing=announcing(settings))
         self.executions = Executions(db, saver=saver, settings=settings, modes=self.modes, services=self.services,
                                      worker=self.worker, held=self.held, stops=self.stops, inputs=self.inputs,
-                                     following=self.following)
+                                     following=self.following, leases_hold=self.leases_hold)
         self.take_overs = TakeOvers(db, worker=self.worker, lease=self.lease, heartbeat=self.heartbeat,
                                     poll=self.poll, held=self.held, launch=self._launch)
         self._keeper: LeaseKeeper | None = None
+        self._renewal = Signal()  # a lease renewal answered, or failed
 
     # --- life cycle ---------------------------------------------------------------------------
 
@@ -181,6 +183,15 @@ class RunEngine:
 
     # --- lease renewals' answers (on the loop) --------------------------------------------------
 
+    async def leases_hold(self, run_id: str) -> None:
+        """Return once this worker's leases are known to hold (`LeaseKeeper.holds`) or run `run_id` was told to stop:
+        at once while renewals succeed, else after the next renewal's answer. Every model call of a run awaits it
+        (`StopGuard`), so that a worker cut off from the database, or frozen, for longer than a lease starts no call
+        before it learns that its run was taken over (`_renewed` stops it)."""
+        while (keeper := self._keeper) is not None and not keeper.holds() and not self.stops.told(run_id):
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._renewal.wait(), self.heartbeat)
+
     def _renewed(self, sent: dict[str, Holding], held: dict[str, store.Held]) -> None:
         """A lease renewal's answer: stop the runs of `sent` this worker no longer holds (another took them over),
         and those someone cancelled (again, while they still execute: a cancellation lost in the graph); fetch
@@ -199,6 +210,7 @@ class RunEngine:
             elif self.inputs.behind(run_id, held[run_id].inputs):
                 self.inputs.fetch(run_id)
         self.following.storage_down(False)
+        self._renewal.notify()
 
     def _renewal_failed(self, exc: PyMongoError, ok_at: float) -> None:
         """A lease renewal failed: listeners are told at once when the database cannot be reached, and once no
@@ -209,3 +221,4 @@ class RunEngine:
         if time.monotonic() - ok_at > self.lease:
             for run_id in self.held.ids():  # our leases have run out: others may hold these runs now
                 self.stops.stop(run_id, "lost")
+        self._renewal.notify()

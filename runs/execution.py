@@ -16,7 +16,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import PyMongoError
 
 from parley.core.limits import MAX_RUN_CRASHES
-from parley.core.metrics import record_run
+from parley.core.metrics import record_fenced_write, record_run
 from parley.core.settings import Settings
 from parley.core.telemetry import trace_config
 from parley.llm.budget import Budget, BudgetExceeded, BudgetLimits
@@ -26,6 +26,7 @@ from parley.nodes.events import EVENT_SINK, TaskEvent, report_queued
 from parley.nodes.inbox import Steering
 from parley.runs import resume
 from parley.runs.announce import announce, announcing
+from parley.runs.checkpoints import RunLease
 from parley.runs.survival import EventBarrier
 from parley.runs.following import Following
 from parley.runs.held import HeldRuns
@@ -76,13 +77,16 @@ class Executions:
         stops: why each run here stops (cancels, deadlines, failures, hand-overs).
         inputs: the inputs delivered to each run here, and where a run parks.
         following: where this worker's listeners find each execution here, and the records of runs ended here.
+        leases_hold: awaited before each model call of a run (`RunEngine.leases_hold`), given its id.
     """
 
     def __init__(self, db: AsyncDatabase, *, saver: BaseCheckpointSaver, settings: Settings,
                  modes: Mapping[str, type[ModeRun]], services: Services, worker: str, held: HeldRuns, stops: Stops,
-                 inputs: Inputs, following: Following) -> None:
+                 inputs: Inputs, following: Following,
+                 leases_hold: Callable[[str], Awaitable[None]] | None = None) -> None:
         self.db, self.saver, self.settings, self.modes, self.services = db, saver, settings, modes, services
         self.worker, self.held, self.stops, self.inputs, self.following = worker, held, stops, inputs, following
+        self.leases_hold = leases_hold
 
     def launch(self, record: dict) -> None:
         """Execute the run `record` here, in a task of its own, from its start or from where it got to."""
@@ -111,16 +115,21 @@ class Executions:
         resumed = record.get("claims", 1) > 1  # another worker began it
         deadline = self._deadline(record)
         barriers: dict[str, EventBarrier] | None = getattr(self.saver, "barriers", None)
+        leases: dict[str, RunLease] | None = getattr(self.saver, "leases", None)
+        lease = store.lease_of(record)
         try:
             mode: ModeRun = self.modes[record["kind"]](record, self.services)
+            if leases is not None:  # its checkpoints are saved with its lease, and refused once it is taken
+                leases[run_id] = RunLease(lease, lambda: self._lost(run_id, lease, "checkpoint"))
             if live is None:  # a run another execution began (a new run's is registered by `launch`)
-                live = LiveRun(run_id, first_seq=await resume.first_seq(self.db, record, mode))
+                live = LiveRun(run_id, first_seq=await resume.first_seq(self.db, record, mode, saver=self.saver))
                 self.following.show(live)
             barrier = EventBarrier()
             if barriers is not None:
                 barriers[run_id] = barrier
-            writer = EventWriter(self.db, live, barrier, write_after=mode.store_every,
+            writer = EventWriter(self.db, live, barrier, write_after=mode.store_every, lease=lease,
                                  on_failure=lambda: self.stops.stop(run_id, "storage"),
+                                 on_lost=lambda what: self._lost(run_id, lease, what),
                                  on_too_large=lambda exc: self.stops.fail(run_id, RunFailure(
                                      f"The run was stopped: an event too large to store ({exc})", status=500,
                                      code="event_too_large")))
@@ -143,8 +152,18 @@ class Executions:
             self.inputs.forget(run_id)
             if barriers is not None:
                 barriers.pop(run_id, None)
+            if leases is not None:
+                leases.pop(run_id, None)
             if hasattr(self.saver, "forget"):  # what the checkpointer keeps in memory of the run
                 self.saver.forget(run_id)
+
+    def _lost(self, run_id: str, lease: int | None, what: str) -> None:
+        """A write of this execution was refused (`what`: events, usage, checkpoint): another worker took the run
+        over. It stops at once, its model calls with it (`Stops`), writing nothing more."""
+        log.warning("run %s: its %s write was refused: another worker took the run over from this execution (lease "
+                    "%s); it stops here", run_id, what, lease)
+        record_fenced_write(what)
+        self.stops.stop(run_id, "lost")
 
     def _deadline(self, record: dict) -> asyncio.TimerHandle:
         """Stop the run once it has been active for `PARLEY_RUN_DEADLINE` seconds since it was created (a resumed
@@ -184,15 +203,16 @@ class Executions:
         a person)."""
         run_id, kind = record["_id"], record["kind"]
         graph = mode.graph(self.saver if mode.checkpointed else None)
+        hold = None if self.leases_hold is None else (lambda: self.leases_hold(run_id))
         config = {"configurable": {"thread_id": run_id},
                   **trace_config(run_id, kind, record["workspace"], record["user"]),
-                  "callbacks": [StopGuard(self.stops, run_id)]}
+                  "callbacks": [StopGuard(self.stops, run_id, hold=hold)]}
         context = mode.knobs(mode.context(ledger))
         context.steering, context.budget = steering, budget
         try:
             went_on, graph_input = await resume.restore(self.db, self.saver, record, mode=mode, graph=graph,
                                                         config=config, writer=writer, steering=steering,
-                                                        worker=self.worker)
+                                                        worker=self.worker, lease=store.lease_of(record))
             if record.get("cancelRequested"):
                 self.stops.mark(run_id, "cancel")
                 raise asyncio.CancelledError
@@ -234,13 +254,13 @@ class Executions:
                 raise asyncio.CancelledError
             if state.get("__interrupt__"):  # stopped at a boundary of its graph to wait for a person
                 if not await self.inputs.park(record, mode, writer, state):
-                    await self._hand_over(run_id, writer, "lost")
+                    await self._hand_over(record, writer, "lost")
                 return None
             return await self._end(record, mode, ledger, lambda: mode.completed(state, ledger), "completed")
         except asyncio.CancelledError:
             return await self._stopped(record, mode, writer, ledger)
-        except store.EventConflict:
-            await self._hand_over(run_id, writer, "lost")
+        except store.Fenced:  # another worker took the run over: this execution writes nothing more
+            await self._hand_over(record, writer, "lost")
             return None
         except PyMongoError as exc:
             # The database cannot take the run's writes: leave the run to be resumed when it can.
@@ -273,7 +293,7 @@ class Executions:
             writer.live.storage_failed = True
             return None
         if reason != "cancel":
-            await self._hand_over(run_id, writer, reason)
+            await self._hand_over(record, writer, reason)
             return None
         self.stops.close(run_id)
         return await mode.cancelled(ledger)
@@ -297,8 +317,10 @@ class Executions:
         the claim wins: the run ends cancelled, whatever its graph did after the request."""
         run_id = record["_id"]
         self.stops.close(run_id)
-        claimed = await store.conclude(self.db, run_id=run_id, worker=self.worker, status=status)
-        if claimed is None or claimed.get("worker") != self.worker or claimed["status"] in store.FINISHED:
+        lease = store.lease_of(record)
+        claimed = await store.conclude(self.db, run_id=run_id, worker=self.worker, lease=lease, status=status)
+        if claimed is None or claimed.get("worker") != self.worker or claimed.get("lease") != lease or \
+                claimed["status"] in store.FINISHED:
             log.warning("run %s: another worker holds it now", run_id)
             return None
         if claimed.get("concluding") != status:  # cancelled before it could end
@@ -313,13 +335,14 @@ class Executions:
             log.warning("run %s (%s) failed: %s", run_id, record["kind"], exc, exc_info=True)
             return await self._failed(record, mode, ledger, exc)
 
-    async def _hand_over(self, run_id: str, writer: EventWriter, reason: str) -> None:
+    async def _hand_over(self, record: dict, writer: EventWriter, reason: str) -> None:
         """Stop executing a run here without ending it: lost to another worker, or this worker shutting down."""
+        run_id = record["_id"]
         if reason == "shutdown":
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(writer.close(), timeout=2)
             with contextlib.suppress(PyMongoError):
-                await store.release(self.db, run_id=run_id, worker=self.worker)
+                await store.release(self.db, run_id=run_id, worker=self.worker, lease=store.lease_of(record))
             log.info("run %s released for another worker to resume", run_id)
         else:
             writer.abandon()
@@ -339,8 +362,9 @@ class Executions:
             # Its webhooks' deliveries are stored first: a worker that dies between the two writes leaves the run
             # to be resumed, and announced again under the same ids, by another.
             if announcing(self.settings):
-                await announce(self.db, {**record, **ending}, outcome.status)
-            finished = await store.finish(self.db, run_id=run_id, worker=self.worker, status=outcome.status,
+                await announce(self.db, {**record, **ending}, outcome.status, lease=store.lease_of(record))
+            finished = await store.finish(self.db, run_id=run_id, worker=self.worker, lease=store.lease_of(record),
+                                          status=outcome.status,
                                           result=outcome.result, error=outcome.error, usage=ending["usage"],
                                           stopped_by=outcome.stopped_by, budget=ending.get("budget"),
                                           at=ending["finishedAt"])
@@ -348,7 +372,7 @@ class Executions:
                 self.following.ended({**record, **finished})
             record_run(record["kind"], outcome.status)
             writer.live.publish(rows)
-        except (PyMongoError, store.EventConflict) as exc:
+        except (PyMongoError, store.Fenced) as exc:
             log.error("run %s: its end could not be stored (%s)", run_id, exc)
             writer.live.storage_failed = isinstance(exc, PyMongoError)
             return

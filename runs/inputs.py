@@ -143,18 +143,19 @@ class Inputs:
         wait = store.next_wait(record)
         # Announced before it is stored, as a run's end is (see `runs.announce`).
         if self.announcing:
-            await announce(self.db, {**record, "waiting": where}, store.WAITING, wait=wait)
-        if not await store.park(self.db, run_id=run_id, worker=self.worker, waiting=where, wait=wait):
+            await announce(self.db, {**record, "waiting": where}, store.WAITING, wait=wait, lease=store.lease_of(record))
+        if not await store.park(self.db, run_id=run_id, worker=self.worker, lease=store.lease_of(record),
+                                waiting=where, wait=wait):
             self.stops.reopen(run_id)
             current = await store.get_run(self.db, run_id=run_id) or {}
-            if current.get("worker") == self.worker and current.get("cancelRequested"):
+            if current.get("lease") == store.lease_of(record) and current.get("cancelRequested"):
                 self.stops.mark(run_id, "cancel")
                 raise asyncio.CancelledError
             return False
         log.info("run %s (%s) waits for a person (%s)", run_id, record["kind"], where)
         try:
             writer.live.publish(await writer.close([Emit("waiting", where)]))
-        except (PyMongoError, store.EventConflict) as exc:  # woken and fenced elsewhere already, or storage down
+        except (PyMongoError, store.Fenced) as exc:  # woken and fenced elsewhere already, or storage down
             log.warning("run %s: its waiting event was not stored (%s)", run_id, exc)
         with contextlib.suppress(PyMongoError):
             if mode.checkpointed and hasattr(self.saver, "akeep"):

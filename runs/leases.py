@@ -51,6 +51,8 @@ class LeaseKeeper:
     # A lease is extended once no more than this many heartbeats of it are left: with the defaults (a 5 s lease, a
     # 1 s heartbeat) every other heartbeat, never with less than 2 s of it to go.
     RENEWED_WITHIN = 3
+    # A run's model call starts only while the last renewal that succeeded began less than this many heartbeats ago.
+    CALLS_WITHIN = 2
 
     def __init__(self, uri: str, db_name: str, *, worker: str, lease: float, heartbeat: float,
                  held: Callable[[], dict[str, Holding]],
@@ -59,6 +61,9 @@ class LeaseKeeper:
         self.uri, self.db_name, self.worker, self.lease, self.heartbeat = uri, db_name, worker, lease, heartbeat
         self.held, self.renewed, self.failed = held, renewed, failed
         self._stopping = threading.Event()
+        # When the last renewal that succeeded began, set on the event loop once its answer was applied (the runs it
+        # found lost are stopped first): what `holds` reads.
+        self.ok_at = time.monotonic()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -66,6 +71,7 @@ class LeaseKeeper:
         """Start renewing (from the event loop the answers go to)."""
         self._loop = asyncio.get_running_loop()
         self._stopping.clear()
+        self.ok_at = time.monotonic()
         self._thread = threading.Thread(target=self._run, name=f"run leases of {self.worker}", daemon=True)
         self._thread.start()
 
@@ -75,6 +81,13 @@ class LeaseKeeper:
         if self._thread is not None:
             self._thread.join(timeout=self.lease + 3)
             self._thread = None
+
+    def holds(self) -> bool:
+        """Whether this worker's leases are known to hold, for a model call to start: the last renewal that succeeded
+        began less than `CALLS_WITHIN` heartbeats ago (no more than one renewal missed since; it left every lease
+        at least `RENEWED_WITHIN` heartbeats, so none has ended). A worker cut off from the database thus starts no
+        call after two heartbeats, well before another may take its runs over."""
+        return time.monotonic() - self.ok_at < min(self.CALLS_WITHIN * self.heartbeat, self.lease)
 
     def _run(self) -> None:
         timeout_ms = int(max(0.1, min(3.0, self.lease / 2)) * 1000)
@@ -91,6 +104,7 @@ class LeaseKeeper:
                 extended = {h.task: extended[h.task] for h in sent.values() if h.task in extended}
                 if not sent:
                     ok_at = started  # nothing to hold: nothing can be lost
+                    self._hand(self._answered, started, None, None)
                 else:
                     at = store.now()  # the leases the update sets end a little later than at + lease
                     soon = at + timedelta(seconds=self.RENEWED_WITHIN * self.heartbeat)
@@ -106,10 +120,16 @@ class LeaseKeeper:
                     else:
                         ok_at = started
                         extended.update((sent[run_id].task, at + timedelta(seconds=self.lease)) for run_id in due)
-                        self._hand(self.renewed, sent, held)
+                        self._hand(self._answered, started, sent, held)
                 self._stopping.wait(max(0.0, started + self.heartbeat - time.monotonic()))
         finally:
             client.close()
+
+    def _answered(self, started: float, sent: dict[str, Holding] | None, held: dict[str, store.Held] | None) -> None:
+        """A renewal's answer, on the loop: applied (`renewed`), then noted as the last that succeeded."""
+        if sent is not None and held is not None:
+            self.renewed(sent, held)
+        self.ok_at = max(self.ok_at, started)
 
     def _hand(self, callback: Callable[..., None], *args: Any) -> None:
         with contextlib.suppress(RuntimeError):  # the loop has closed: the worker is gone

@@ -89,9 +89,11 @@ class EventWriter:
     SHOWN_UNSTORED = 256
 
     def __init__(self, db: AsyncDatabase, live: LiveRun, barrier: EventBarrier, *, write_after: float,
-                 on_failure: Callable[[], None] = lambda: None,
+                 lease: int | None = None, on_failure: Callable[[], None] = lambda: None,
+                 on_lost: Callable[[str], None] = lambda what: None,
                  on_too_large: Callable[[store.EventTooLarge], None] = lambda exc: None) -> None:
-        self.db, self.live, self.barrier, self.on_failure = db, live, barrier, on_failure
+        self.db, self.live, self.barrier, self.on_failure, self.on_lost = db, live, barrier, on_failure, on_lost
+        self.lease = lease  # the lease the execution holds: its usage rows are stored with it
         self.on_too_large = on_too_large
         self.write_after = write_after
         self.failure: BaseException | None = None
@@ -149,6 +151,8 @@ class EventWriter:
             self.failure = task.exception()
             if isinstance(self.failure, PyMongoError):  # the run stops now, not at its next step
                 self.on_failure()
+            elif isinstance(self.failure, store.Fenced):  # another worker took the run over: it stops now too
+                self.on_lost("events" if isinstance(self.failure, store.EventConflict) else "usage")
 
     def _omit(self, exc: store.EventTooLarge) -> None:
         """Keep an event too large to store as its name and size only, and have its run fail (never silently)."""
@@ -182,7 +186,7 @@ class EventWriter:
                 await self._stores[index]()
             try:
                 await store.store_batch(self.db, run_id=self.live.id, events=self._rows[self._stored:upto],
-                                        usage=usage)
+                                        usage=usage, lease=self.lease)
             except store.EventTooLarge as exc:  # stored again at once without its data, and the run fails
                 for index in changes:  # made already: not again
                     del self._stores[index]

@@ -26,18 +26,33 @@ log = logging.getLogger("parley.runs")
 RESUMED_REASON = "the worker running this turn stopped; it is streamed again from its start"
 
 
-async def first_seq(db: AsyncDatabase, record: dict, mode: ModeRun) -> int:
-    """The number of this execution's first event. For a run another execution began, past a fence (no page of
-    that execution, still going somewhere, is stored after this one's) and past the numbers it may have shown
-    without storing them (see `EventWriter`); a run woken from a wait had stored every event it showed."""
+async def fence(db: AsyncDatabase, record: dict, mode: ModeRun, *, saver: BaseCheckpointSaver | None = None) -> int:
+    """Keep every earlier execution of a run another execution began (one whose worker may still be going, cut off
+    from the database) from writing anything more of it: a fence page of events (`store.runs.fence_events`), its
+    usage rows (`store.runs.fence_usage`) and, before they are read, its checkpoints (`RunSaver.afence`) are
+    refused to a lease older than this execution's. Return the number of the last event stored (-1: none)."""
+    run_id, lease = record["_id"], store.lease_of(record)
+    if lease is not None:
+        await store.fence_usage(db, run_id=run_id, lease=lease)
+        if mode.checkpointed and hasattr(saver, "afence"):
+            await saver.afence(run_id, lease)
+    return await store.fence_events(db, run_id=run_id)
+
+
+async def first_seq(db: AsyncDatabase, record: dict, mode: ModeRun, *, saver: BaseCheckpointSaver | None = None
+                    ) -> int:
+    """The number of this execution's first event. For a run another execution began, past a fence (`fence`: no
+    write of that execution, still going somewhere, is stored after this one's) and past the numbers it may have
+    shown without storing them (see `EventWriter`); a run woken from a wait had stored every event it showed."""
     resumed = record.get("claims", 1) > 1
-    stored = await store.fence_events(db, run_id=record["_id"]) if resumed else -1
+    stored = await fence(db, record, mode, saver=saver) if resumed else -1
     gap = (1 if record.get("woken") else EventWriter.SHOWN_UNSTORED) if resumed else 0
     return max(mode.first_seq, stored + 1 + gap)
 
 
 async def restore(db: AsyncDatabase, saver: BaseCheckpointSaver, record: dict, *, mode: ModeRun, graph: Any,
-                  config: dict, writer: EventWriter, steering: Steering | None, worker: str) -> tuple[bool, Any]:
+                  config: dict, writer: EventWriter, steering: Steering | None, worker: str,
+                  lease: int | None = None) -> tuple[bool, Any]:
     """Where the run's graph starts. For a run another execution began: void the events of the tasks that
     will run again (announcing them in a `retract`) and bring the mode's records in line.
 
@@ -48,7 +63,7 @@ async def restore(db: AsyncDatabase, saver: BaseCheckpointSaver, record: dict, *
     """
     if record.get("claims", 1) <= 1:
         return False, mode.graph_input()
-    await store.mark_running(db, run_id=record["_id"], worker=worker)
+    await store.mark_running(db, run_id=record["_id"], worker=worker, lease=lease)
     rows = await store.all_events(db, run_id=record["_id"])
     live_rows = [row for row in rows if not row.get("void") and row["event"] != RETRACT]
     # Ids an earlier execution may have shown but not stored: events of tasks that had not finished.

@@ -9,6 +9,7 @@ end of a run is claimed before it is stored, see `store.runs.conclude`). A run p
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackHandler
@@ -91,7 +92,9 @@ class StopGuard(AsyncCallbackHandler):
 
     Stopping a run cancels its task; should that cancellation be lost on its way through the graph, a
     node could go on to its next model call. Every model call of a run inherits this callback, which
-    raises `RunStopped` before the request is sent (and delivers the stop again).
+    raises `RunStopped` before the request is sent (and delivers the stop again). With `hold`, a call first
+    awaits it (`RunEngine.leases_hold`: until the worker's lease renewals show that its leases still hold), so that
+    no call starts under a lease that may have been taken over.
     """
 
     raise_error = True  # LangChain re-raises what this handler raises, so the model call does not start
@@ -99,8 +102,8 @@ class StopGuard(AsyncCallbackHandler):
     # end) in a task of its own.
     run_inline = True
 
-    def __init__(self, stops: Stops, run_id: str) -> None:
-        self.stops, self.run_id = stops, run_id
+    def __init__(self, stops: Stops, run_id: str, hold: Callable[[], Awaitable[None]] | None = None) -> None:
+        self.stops, self.run_id, self.hold = stops, run_id, hold
 
     def _check(self) -> None:
         if self.stops.told(self.run_id):
@@ -108,7 +111,13 @@ class StopGuard(AsyncCallbackHandler):
             raise RunStopped(f"run {self.run_id} was told to stop")
 
     async def on_chat_model_start(self, *args: Any, **kwargs: Any) -> None:
-        self._check()
+        await self._held()
 
     async def on_llm_start(self, *args: Any, **kwargs: Any) -> None:
+        await self._held()
+
+    async def _held(self) -> None:
         self._check()
+        if self.hold is not None:
+            await self.hold()
+            self._check()

@@ -7,7 +7,11 @@ whichever worker receives it (`wake`). The worker executing it holds a
 lease (`worker`, `leaseUntil`) that it renews while it runs (`renew_leases`, from a thread of its own with a
 synchronous client: a busy event loop does not delay it) and notes when it last did (`heartbeatAt`); once a
 lease has expired and no heartbeat came for a whole lease, any other worker may claim the run and resume it
-(`next_expiring`, `claim_expired`). Before a worker stores a run's end it claims it (`conclude`), unless a
+(`next_expiring`, `claim_expired`). Every lease has a number (`lease`: 1 when the run is created, one more at each
+claim or wake) that the execution holding it keeps, and every write of an execution carries it: the run's record
+changes only while its `lease` is the execution's (`conclude`, `finish`, `park`, `release`, `mark_running`,
+`set_ref`), and its pages of events, usage rows and checkpoints are fenced by the worker that takes it over, so
+that nothing an execution whose lease was taken writes afterwards is accepted (`Fenced`). Before a worker stores a run's end it claims it (`conclude`), unless a
 cancel was asked for first (`request_cancel`): of the two, the first recorded wins. Times are the workers'
 clocks (keep them in sync, e.g. with NTP): the embedded database cannot evaluate `$$NOW` in a query.
 
@@ -33,6 +37,7 @@ from pymongo.asynchronous.change_stream import AsyncChangeStream
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.database import Database
 from pymongo.errors import BulkWriteError, DuplicateKeyError
+from pymongo.operations import UpdateOne
 
 from parley.core.clock import now  # also the runs' clock for their engine (`store.now()`)
 from parley.core.limits import MAX_EVENT_PAGE_BYTES, MAX_RUN_INPUTS
@@ -64,7 +69,12 @@ INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
 ]
 
 
-class EventConflict(RuntimeError):
+class Fenced(RuntimeError):
+    """A write of an execution was refused: another worker took its run over (a later lease, see `fence_usage` and
+    `runs.checkpoints.RunSaver.afence`). The execution is to stop at once, writing nothing more."""
+
+
+class EventConflict(Fenced):
     """Another worker stored events under the same sequence numbers: it holds the run now."""
 
 
@@ -93,7 +103,7 @@ async def create_run(
     record = {
         "_id": run_id, "kind": kind, "workspace": workspace, "user": user, "title": title, "input": input,
         "ref": ref or {}, "status": RUNNING, "worker": worker, "leaseUntil": at + timedelta(seconds=lease_seconds),
-        "heartbeatAt": at, "claims": 1, "cancelRequested": False, "createdAt": at, "startedAt": at,
+        "heartbeatAt": at, "claims": 1, "lease": 1, "cancelRequested": False, "createdAt": at, "startedAt": at,
         "finishedAt": None, "updatedAt": at, "usage": None, "result": None, "error": None, "concluding": None,
     }
     await _new_runs(db, record)
@@ -146,7 +156,7 @@ async def claim_expired(db: AsyncDatabase, *, run: dict, worker: str, lease_seco
          "heartbeatAt": run.get("heartbeatAt")},
         {"$set": {"worker": worker, "leaseUntil": at + timedelta(seconds=lease_seconds), "heartbeatAt": at,
                   "claimedAt": at, "updatedAt": at, **({} if crashed else {"crashes": 0})},
-         "$inc": {"claims": 1, **({"crashes": 1} if crashed else {})}},
+         "$inc": {"claims": 1, "lease": 1, **({"crashes": 1} if crashed else {})}},
     )
     if taken.modified_count != 1:
         return None
@@ -179,34 +189,42 @@ def renew_leases(db: Database, *, run_ids: list[str], worker: str, lease_seconds
     return {row["_id"]: Held(bool(row.get("cancelRequested")), int(row.get("inputs") or 0)) for row in rows}
 
 
-async def release(db: AsyncDatabase, *, run_id: str, worker: str) -> None:
+def lease_of(record: dict) -> int | None:
+    """The number of the lease an execution of run `record` holds (None: a run stored before leases had numbers,
+    until its next claim)."""
+    return record.get("lease")
+
+
+async def release(db: AsyncDatabase, *, run_id: str, worker: str, lease: int | None) -> None:
     """Give a run up so that another worker resumes it at once (a worker shutting down)."""
     at = now()
-    await db.runs.update_one({"_id": run_id, "worker": worker, "status": {"$in": list(ACTIVE)}},
+    await db.runs.update_one({"_id": run_id, "worker": worker, "lease": lease, "status": {"$in": list(ACTIVE)}},
                              {"$set": {"leaseUntil": at, "heartbeatAt": None, "updatedAt": at}})
 
 
-async def mark_running(db: AsyncDatabase, *, run_id: str, worker: str) -> None:
+async def mark_running(db: AsyncDatabase, *, run_id: str, worker: str, lease: int | None) -> None:
     """Note that a claimed run runs again (it may have been claimed before it ever started)."""
     at = now()
-    await db.runs.update_one({"_id": run_id, "worker": worker},
+    await db.runs.update_one({"_id": run_id, "worker": worker, "lease": lease},
                              {"$set": {"status": RUNNING, "updatedAt": at, "startedAt": at}})
 
 
-async def conclude(db: AsyncDatabase, *, run_id: str, worker: str, status: str) -> dict | None:
+async def conclude(db: AsyncDatabase, *, run_id: str, worker: str, lease: int | None, status: str) -> dict | None:
     """Claim a run's end as `status` (`completed` or `failed`) before its mode stores it, unless a cancel was
     asked for first: of a cancel request and this claim, the first to be recorded wins (`request_cancel`
-    refuses a run whose end is claimed). Return the record's `worker`, `status` and `concluding` as they now
-    are (None when there is no such run); the claim holds when its `concluding` is `status`."""
+    refuses a run whose end is claimed). Return the record's `worker`, `lease`, `status` and `concluding` as they
+    now are (None when there is no such run); the claim holds when its `concluding` is `status` and its `lease` is
+    `lease`."""
     # An atomic update by `_id` (not a findAndModify: see `claim_expired`). When it matched, the claim holds and
     # nothing needs reading back; otherwise the record read says why (a cancel came first, or another worker).
     done = await db.runs.update_one(
-        {"_id": run_id, "worker": worker, "status": {"$in": list(ACTIVE)}, "cancelRequested": {"$ne": True}},
+        {"_id": run_id, "worker": worker, "lease": lease, "status": {"$in": list(ACTIVE)},
+         "cancelRequested": {"$ne": True}},
         {"$set": {"concluding": status, "updatedAt": now()}},
     )
     if done.matched_count == 1:
-        return {"_id": run_id, "worker": worker, "status": RUNNING, "concluding": status}
-    return await db.runs.find_one({"_id": run_id}, {"worker": 1, "status": 1, "concluding": 1})
+        return {"_id": run_id, "worker": worker, "lease": lease, "status": RUNNING, "concluding": status}
+    return await db.runs.find_one({"_id": run_id}, {"worker": 1, "lease": 1, "status": 1, "concluding": 1})
 
 
 def end_fields(*, status: str, result: Any = None, error: dict | None = None, usage: dict | None = None,
@@ -224,17 +242,17 @@ def end_fields(*, status: str, result: Any = None, error: dict | None = None, us
 
 
 async def finish(
-    db: AsyncDatabase, *, run_id: str, worker: str, status: str, result: Any = None, error: dict | None = None,
+    db: AsyncDatabase, *, run_id: str, worker: str, lease: int | None, status: str, result: Any = None, error: dict | None = None,
     usage: dict | None = None, stopped_by: str | None = None, budget: dict | None = None,
     at: datetime | None = None,
 ) -> dict | None:
     """Record how a run ended (at `at`, by default now), if `worker` still holds it, and return the fields set
     (`end_fields`: the engine adds them to the record it holds, for those waiting on the run: see
-    `RunEngine.wait`); None when it does not (another worker took over).
+    `RunEngine.wait`); None when it does not (another worker took over: its `lease` is no longer `lease`).
 
     Only a run whose end was claimed as `status` (`conclude`) is stored `completed` or `failed`: never one whose
     cancel was acknowledged."""
-    query: dict[str, Any] = {"_id": run_id, "worker": worker, "status": {"$in": list(ACTIVE)}}
+    query: dict[str, Any] = {"_id": run_id, "worker": worker, "lease": lease, "status": {"$in": list(ACTIVE)}}
     if status != CANCELLED:
         query["concluding"] = status
     # An update by `_id` rather than a findAndModify, which the embedded database answers by reading the whole
@@ -299,13 +317,15 @@ def next_wait(record: dict) -> int:
     return int(record.get("waits") or 0) + 1
 
 
-async def park(db: AsyncDatabase, *, run_id: str, worker: str, waiting: dict[str, Any], wait: int) -> bool:
+async def park(db: AsyncDatabase, *, run_id: str, worker: str, lease: int | None, waiting: dict[str, Any],
+               wait: int) -> bool:
     """Store that `worker`'s run waits for a person at a boundary (`waiting`: where; `wait`: its number, see
     `next_wait`): no worker holds it, no lease runs, no one takes it over. False when the worker no longer holds
     it, or a cancel was asked first."""
     at = now()
     parked = await db.runs.update_one(
-        {"_id": run_id, "worker": worker, "status": RUNNING, "concluding": None, "cancelRequested": {"$ne": True}},
+        {"_id": run_id, "worker": worker, "lease": lease, "status": RUNNING, "concluding": None,
+         "cancelRequested": {"$ne": True}},
         {"$set": {"status": WAITING, "worker": None, "leaseUntil": None, "heartbeatAt": None, "waiting": waiting,
                   "waitingSince": at, "updatedAt": at, "crashes": 0, "waits": wait}},
     )
@@ -326,7 +346,7 @@ async def wake(db: AsyncDatabase, *, run_id: str, worker: str, lease_seconds: fl
         {"_id": run_id, "status": WAITING, "waitingSince": record.get("waitingSince")},
         {"$set": {"status": RUNNING, "worker": worker, "leaseUntil": at + timedelta(seconds=lease_seconds),
                   "heartbeatAt": at, "claimedAt": at, "updatedAt": at, "waiting": None, "waitingSince": None},
-         "$inc": {"claims": 1, "waitedSeconds": max(0.0, (at - since).total_seconds())}},
+         "$inc": {"claims": 1, "lease": 1, "waitedSeconds": max(0.0, (at - since).total_seconds())}},
     )
     if taken.modified_count != 1:
         return None
@@ -556,43 +576,85 @@ async def migrate_events(db: AsyncDatabase) -> None:
         await db.migrations.update_one({"_id": "run_events.last"}, {"$set": {"at": now()}}, upsert=True)
 
 
-async def add_usage(db: AsyncDatabase, *, run_id: str, records: list[UsageRecord]) -> None:
-    """Store the usage of model calls as they are made, so a resumed run still bills them."""
-    await add_usage_batches(db, [(run_id, records)])
+async def add_usage(db: AsyncDatabase, *, run_id: str, records: list[UsageRecord], lease: int | None = None) -> None:
+    """Store the usage of model calls as they are made, so a resumed run still bills them (by the execution holding
+    lease `lease`: see `add_usage_batches`).
+
+    Raises:
+        Fenced: another worker took the run over (`fence_usage`): the rows are not stored.
+    """
+    if (refused := (await add_usage_batches(db, [(run_id, records, lease)])).get(run_id)) is not None:
+        raise refused
 
 
-async def add_usage_batches(db: AsyncDatabase, batches: list[tuple[str, list[UsageRecord]]]) -> None:
-    """`add_usage` for several runs in one command."""
+def _usage_query(run_id: str, lease: int | None) -> dict[str, Any]:
+    # A run's usage rows stored on their own are one document (`_id` the run's id) that only an execution whose
+    # lease is not older than the latest `fence_usage` may push to: a stale one's upsert meets the id, a duplicate.
+    return {"_id": run_id, "lease": {"$not": {"$gt": lease or 0}}}
+
+
+async def add_usage_batches(db: AsyncDatabase, batches: list[tuple[str, list[UsageRecord], int | None]]
+                            ) -> dict[str, Fenced]:
+    """`add_usage` for several runs in one command (each run at most once, with the lease its execution holds);
+    return the runs whose rows were refused (another worker took them over), every other run's are stored."""
     at = now()
-    docs = [{"runId": run_id, "at": at, **asdict(r)} for run_id, records in batches for r in records]
-    if docs:
-        await db.run_usage.insert_many(docs, ordered=False)
+    writes, runs = [], []
+    for run_id, records, lease in batches:
+        if records:
+            writes.append(UpdateOne(_usage_query(run_id, lease), {
+                "$set": {"lease": lease or 0}, "$setOnInsert": {"runId": run_id},
+                "$push": {"rows": {"$each": [{"at": at, **asdict(r)} for r in records]}}}, upsert=True))
+            runs.append(run_id)
+    if not writes:
+        return {}
+    try:
+        await db.run_usage.bulk_write(writes, ordered=False)
+    except BulkWriteError as exc:
+        errors = exc.details.get("writeErrors", [])
+        if exc.details.get("writeConcernErrors") or any(e.get("code") != DUPLICATE_KEY for e in errors):
+            raise
+        return {runs[e["index"]]: Fenced(f"run {runs[e['index']]}: usage refused, another worker holds the run")
+                for e in errors}
+    return {}
 
 
-async def store_batch(db: AsyncDatabase, *, run_id: str, events: list[dict], usage: list[UsageRecord]) -> None:
+async def fence_usage(db: AsyncDatabase, *, run_id: str, lease: int) -> None:
+    """Keep every execution of a run whose lease is older than `lease` from storing usage rows on their own (a
+    worker taking the run over does this first; those riding in pages of events are fenced with them)."""
+    await db.run_usage.update_one({"_id": run_id}, {"$max": {"lease": lease}, "$setOnInsert": {"runId": run_id}},
+                                  upsert=True)
+
+
+async def store_batch(db: AsyncDatabase, *, run_id: str, events: list[dict], usage: list[UsageRecord],
+                      lease: int | None = None) -> None:
     """Store one execution's next events, then its usage rows, with the batches of every other run that came
     meanwhile (`store.group`: a hundred runs storing every quarter of a second cost a few commands a round).
+    `lease`: the lease the execution holds (its usage rows stored without events are fenced by it, `fence_usage`).
 
     Raises:
         EventConflict: one of the events' numbers is taken (another worker took the run over); neither the rest
             of its events nor its usage rows are stored, while every other run's are.
+        Fenced: its usage rows came without events, and another worker took the run over: they are not stored.
         EventTooLarge: one of the events is larger than a page of events may be; none of them, nor the usage
             rows, are stored (every other run's are).
     """
     if events or usage:
-        await _batches(db, (run_id, events, usage))
+        await _batches(db, (run_id, events, usage, lease))
 
 
-async def _store_batches(db: AsyncDatabase, items: list[tuple[str, list[dict], list[UsageRecord]]]
-                         ) -> list[EventConflict | None]:
+async def _store_batches(db: AsyncDatabase, items: list[tuple[str, list[dict], list[UsageRecord], int | None]]
+                         ) -> list[Exception | None]:
     # Usage rows ride in their run's page; those that came without events go on their own.
-    refused = await append_batches(db, [(run_id, events) for run_id, events, _ in items if events],
-                                   {run_id: usage for run_id, events, usage in items if events})
-    await add_usage_batches(db, [(run_id, usage) for run_id, events, usage in items if usage and not events])
-    return [refused.get(run_id) for run_id, _, _ in items]
+    refused: dict[str, Exception] = dict(await append_batches(
+        db, [(run_id, events) for run_id, events, _, _ in items if events],
+        {run_id: usage for run_id, events, usage, _ in items if events}))
+    refused.update(await add_usage_batches(db, [(run_id, usage, lease) for run_id, events, usage, lease in items
+                                                if usage and not events]))
+    return [refused.get(run_id) for run_id, _, _, _ in items]
 
 
-_batches: Group[tuple[str, list[dict], list[UsageRecord]], None] = Group("store event batches", send=_store_batches)
+_batches: Group[tuple[str, list[dict], list[UsageRecord], int | None], None] = Group("store event batches",
+                                                                                    send=_store_batches)
 
 
 async def list_usage(db: AsyncDatabase, *, run_id: str) -> list[dict[str, Any]]:
@@ -601,6 +663,8 @@ async def list_usage(db: AsyncDatabase, *, run_id: str) -> list[dict[str, Any]]:
     paged = db.run_events.find({"runId": run_id, "usage": {"$exists": True}}, {"at": 1, "usage": 1}).sort(
         "seq", ASCENDING)
     rows = [(page["at"], row) async for page in paged for row in page["usage"]]
-    alone = db.run_usage.find({"runId": run_id}, {"runId": 0}).sort("_id", ASCENDING)
-    rows += [(row["at"], {k: v for k, v in row.items() if k not in ("_id", "at")}) async for row in alone]
+    async for doc in db.run_usage.find({"runId": run_id}, {"runId": 0, "lease": 0}):
+        # One document of rows per run (`add_usage_batches`); a row a document, as stored before leases had numbers.
+        for row in doc.get("rows") or ([] if "rows" in doc or "at" not in doc else [doc]):
+            rows.append((row["at"], {k: v for k, v in row.items() if k not in ("_id", "at")}))
     return [row for _, row in sorted(rows, key=lambda pair: pair[0])]

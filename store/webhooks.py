@@ -148,14 +148,16 @@ def delivery_id(webhook_id: str, key: str) -> str:
 
 async def enqueue(db: AsyncDatabase, *, workspace: str, event: str, kind: str | None, run_id: str | None,
                   body: str, webhook_id: str | None = None, key: str | None = None,
-                  gate: dict[str, Any] | None = None) -> list[str]:
+                  gate: dict[str, Any] | None = None, lease: int | None = None) -> list[str]:
     """Store one pending delivery of `body` (the payload's JSON, sent as is) for each active subscription of the
     workspace to `event` whose `kinds` admit `kind` (None: every subscription to the event; `webhook_id`: only that
     one, whatever it subscribed to). Return the deliveries' ids.
 
     With `key` (what names the event, see `delivery_id`) the ids are the event's own, and storing them again is
     harmless: a delivery not yet let through its `gate` (what run `run_id`'s record must show before it is sent,
-    see `runs.announce.readiness`) takes the new `body`, any other is left as it is. One read of the workspace's
+    see `runs.announce.readiness`) takes the new `body`, any other is left as it is; with `lease` (the lease of the
+    run's execution that announces it, `store.runs.lease_of`) only a delivery stored under no later lease: a worker
+    whose run was taken over never rewrites what the worker holding it now stored. One read of the workspace's
     subscriptions, and no write when none subscribes."""
     query: dict[str, Any] = {"workspace": workspace, "active": True}
     if webhook_id is not None:
@@ -180,8 +182,10 @@ async def enqueue(db: AsyncDatabase, *, workspace: str, event: str, kind: str | 
     ids = [delivery_id(s, key) for s in subscribers]
     # An upsert on the id, matching only a delivery still behind its gate: one past it (or being sent) does not
     # match, so the upsert's insert meets the id already stored, a duplicate key, which is what it should meet.
-    writes = [UpdateOne({"_id": _id, "status": PENDING, "gate": {"$ne": None}},
-                        {"$set": {"body": body, "gate": gate, "updatedAt": now},
+    fence = {} if lease is None else {"lease": {"$not": {"$gt": lease}}}
+    writes = [UpdateOne({"_id": _id, "status": PENDING, "gate": {"$ne": None}, **fence},
+                        {"$set": {"body": body, "gate": gate, "updatedAt": now,
+                                  **({} if lease is None else {"lease": lease})},
                          "$setOnInsert": {k: v for k, v in fresh(s, _id).items() if k != "_id"}}, upsert=True)
               for s, _id in zip(subscribers, ids, strict=True)]
     try:

@@ -149,7 +149,7 @@ async def test_a_claim_takes_a_run_only_from_a_holder_that_is_gone_and_only_once
     await db.runs.update_many({}, {"$set": {"leaseUntil": past, "heartbeatAt": past - timedelta(seconds=lease)}})
     # A holder with a lease of one second, which it renewed half a second ago: not gone by a 5 s lease.
     await db.runs.update_one({"_id": "short"}, {"$set": {"heartbeatAt": at - timedelta(seconds=0.5)}})
-    await run_store.release(db, run_id="released", worker="w0")
+    await run_store.release(db, run_id="released", worker="w0", lease=1)
 
     first = await run_store.next_expiring(db, exclude=["mine"])
     assert first is not None and first["_id"] != "mine"
@@ -297,7 +297,7 @@ async def test_a_claim_counts_the_crashes_of_a_run_in_a_row(db):
     await crashed_run(db, "crashed", crashes=1)
     run = await run_store.next_expiring(db, exclude=[])
     assert (await run_store.claim_expired(db, run=run, worker="w1", lease_seconds=LEASE))["crashes"] == 2
-    await run_store.release(db, run_id="crashed", worker="w1")
+    await run_store.release(db, run_id="crashed", worker="w1", lease=2)
     released = await db.runs.find_one({"_id": "crashed"}, {"leaseUntil": 1, "heartbeatAt": 1})
     assert (await run_store.claim_expired(db, run=released, worker="w2", lease_seconds=LEASE))["crashes"] == 0
 

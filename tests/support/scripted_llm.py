@@ -231,6 +231,7 @@ class ScriptState:
         self.default_reply_chars = default_reply_chars
         self._rules: list[Rule] = []
         self._requests: list[dict[str, Any]] = []
+        self._peers: list[tuple[float, str | None]] = []  # each recorded request's arrival (monotonic) and client
         self._gates: dict[str, Gate] = {}
         self._spans: list[list[float | None]] = []
         self._lock = threading.Lock()
@@ -246,6 +247,7 @@ class ScriptState:
             self._rules.clear()
             self._requests.clear()
             self._cached.clear()
+            self._peers.clear()
             self._spans.clear()
             self.prompt_cache.clear()
             gates, self._gates = list(self._gates.values()), {}
@@ -301,13 +303,21 @@ class ScriptState:
         with self._lock:
             return list(self._cached)
 
-    def record(self, body: dict[str, Any]) -> int:
-        """Record a request; return the prompt tokens it repeats of an earlier one's (`PromptCache`)."""
+    def record(self, body: dict[str, Any], peer: str | None = None) -> int:
+        """Record a request (and the client's address, `peer`); return the prompt tokens it repeats of an earlier
+        one's (`PromptCache`)."""
         with self._lock:
             cached = self.prompt_cache.lookup(body)
             self._requests.append(body)
             self._cached.append(cached)
+            self._peers.append((time.monotonic(), peer))
         return cached
+
+    @property
+    def calls(self) -> list[tuple[float, str | None, dict[str, Any]]]:
+        """Each recorded request as (when it arrived, `time.monotonic()`; the client's address; its body)."""
+        with self._lock:
+            return [(at, peer, body) for (at, peer), body in zip(self._peers, self._requests, strict=True)]
 
     def take(self, model: str, transcript: str, offers_tools: bool = False) -> tuple[Rule | None, str | None]:
         """Find the first matching rule, count the use, and pick its reply text."""
@@ -724,7 +734,7 @@ async def chat_completions(request: Request) -> Any:
         return error_response(400, "Request body is not valid JSON.")
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
         return error_response(400, "Request must be a JSON object with a 'messages' list.")
-    cached = state.record(body)
+    cached = state.record(body, request.client.host if request.client else None)
     model = str(body.get("model") or "scripted")
     transcript = "\n".join(_content_text(m.get("content")) for m in body["messages"] if isinstance(m, dict))
     rule, reply = state.take(model, transcript, bool(body.get("tools")))
@@ -898,6 +908,11 @@ class ScriptedLLM:
     def cached_tokens(self) -> list[int]:
         """The cached prompt tokens each recorded request was told (`PromptCache`), in the order of `requests`."""
         return self.state.cached_tokens
+
+    @property
+    def calls(self) -> list[tuple[float, str | None, dict[str, Any]]]:
+        """Each request as (when it arrived, `time.monotonic()`; the client's address; its body)."""
+        return self.state.calls
 
     @property
     def spans(self) -> list[tuple[float, float | None]]:

@@ -21,6 +21,7 @@ from parley.runs.checkpoints import COLLECTION, read_saved
 from parley.runs.survival import namespaces, survives
 from parley.runs.live import origin_of
 from parley.store.runs import page_events
+from tests.support.netns import Host
 from tests.support.sse import SseEvent, iter_sse
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,15 +31,18 @@ FAST_FAILOVER = {"PARLEY_RUN_LEASE": "2", "PARLEY_RUN_HEARTBEAT": "0.5", "PARLEY
 
 
 class Worker:
-    """One `parley serve` process, with the environment of the test (database, scripted model) it runs in."""
+    """One `parley serve` process, with the environment of the test (database, scripted model) it runs in; on
+    `host` (`tests.support.netns`: inside its network namespace, listening on its address) when given."""
 
-    def __init__(self, home: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(self, home: Path, env: dict[str, str] | None = None, host: Host | None = None) -> None:
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.address = host.address if host is not None else "127.0.0.1"
+        self.url = f"http://{self.address}:{self.port}"
         self.log = home / f"worker-{self.port}.log"
         environment = {**os.environ, **FAST_FAILOVER, "PARLEY_HOME": str(home), **(env or {})}
-        with self.log.open("w") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "parley.cli.main", "serve", "--port", str(self.port)],
+        command = [sys.executable, "-m", "parley.cli.main", "serve", "--host", self.address, "--port", str(self.port)]
+        with self.log.open("w") as log:  # `ip netns exec` execs the command: the process is the worker itself
+            self.proc = subprocess.Popen(host.command(command) if host is not None else command,
                                          cwd=ROOT, env=environment, stdout=log, stderr=subprocess.STDOUT)
 
     def named(self, worker: str | None) -> bool:
