@@ -80,7 +80,7 @@ class Cluster:
         return {"Authorization": f"Bearer {self.key}"}
 
     def worker_named(self, name: str | None) -> Worker | None:
-        return next((w for w in self.workers if w.name == name), None)
+        return next((w for w in self.workers if w.named(name)), None)
 
     def host_of(self, worker: Worker):
         return self.net.hosts[self.workers.index(worker)]
@@ -110,7 +110,7 @@ class Cluster:
                 if peer == address and step_of(body) == step:
                     return at
             time.sleep(0.02)
-        raise AssertionError(f"{worker.name} did not ask for step {step} in {timeout} s")
+        raise AssertionError(f"{worker.url} did not ask for step {step} in {timeout} s")
 
     def wait_step_saved(self, run_id: str, step: int, timeout: float = 30) -> None:
         """Wait until step `step`'s results are saved in the run's checkpoints (a run resumed after that does not run

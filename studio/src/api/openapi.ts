@@ -893,6 +893,11 @@ export interface components {
              * @description `provider:model`; the deployment default when omitted.
              */
             model?: string | null;
+            /**
+             * Reasoningeffort
+             * @description The reasoning effort of the agent's turns (`minimal` … `high`), sent as its model's provider takes it; a model that takes none is refused (400 `reasoning_unsupported`). None: the model's own.
+             */
+            reasoningEffort?: ("none" | "minimal" | "low" | "medium" | "high") | null;
         };
         /**
          * AgentSpec
@@ -942,6 +947,11 @@ export interface components {
             persona?: string | null;
             /** Model */
             model?: string | null;
+            /**
+             * Reasoningeffort
+             * @description The reasoning effort of the agent's turns (`minimal` … `high`), sent as its model's provider takes it; a model that takes none is refused (400 `reasoning_unsupported`). None: the model's own.
+             */
+            reasoningEffort?: ("none" | "minimal" | "low" | "medium" | "high") | null;
         };
         /** ArbitrateConfig */
         ArbitrateConfig: {
@@ -1179,6 +1189,18 @@ export interface components {
              */
             shadow?: boolean | null;
             /**
+             * Reasoning Effort
+             * @description The reasoning effort (OpenAI's `reasoning_effort`): one for the model, or for every seat of a router's panel, or one per model id; replaces the router's. Sent as each model's provider takes it; a model that takes none is refused (400 `reasoning_unsupported`).
+             */
+            reasoning_effort?: ("none" | "minimal" | "low" | "medium" | "high") | {
+                [key: string]: "none" | "minimal" | "low" | "medium" | "high";
+            } | null;
+            /**
+             * Parley Cache
+             * @description Answer each model call at temperature 0 (or with a seed) from the response cache when an identical call (model, messages, parameters) was made in this workspace within `RESPONSE_CACHE_TTL_SECONDS`, and keep its answer there otherwise: a cached call is free (cost 0, tokens still shown; `responseCache` in its usage).
+             */
+            parley_cache?: boolean | null;
+            /**
              * Model
              * @description `router/<id>`, `router/debate`, `self-moa/<provider:model>` (that model sampled three times, then a decision), or a `provider:model` id.
              */
@@ -1388,6 +1410,12 @@ export interface components {
              */
             maxSeconds: number | null;
             /**
+             * Responsecache
+             * @description Answer the run's model calls at temperature 0 from the response cache when an identical call was made in this workspace within a day, and keep new answers there: a cached call is free (docs/panel.md).
+             * @default null
+             */
+            responseCache: boolean | null;
+            /**
              * Topic
              * @description The question to debate; not blank.
              */
@@ -1400,6 +1428,12 @@ export interface components {
              * @default null
              */
             rounds: number | null;
+            /**
+             * Reasoningeffort
+             * @description The reasoning effort of every call of the duel, for a model that takes one (400 `reasoning_unsupported` otherwise; docs/panel.md).
+             * @default null
+             */
+            reasoningEffort: ("none" | "minimal" | "low" | "medium" | "high") | null;
             /**
              * Await
              * @description Wait for you after every turn (status `waiting`) until `POST /v1/runs/{id}/input` says `continue`, `guide` or `end` (docs/steering.md).
@@ -1878,6 +1912,11 @@ export interface components {
              */
             maxSeconds?: number | null;
             /**
+             * Responsecache
+             * @description Answer the run's model calls at temperature 0 from the response cache when an identical call was made in this workspace within a day, and keep new answers there: a cached call is free (docs/panel.md).
+             */
+            responseCache?: boolean | null;
+            /**
              * Input
              * @description Values of declared state keys; omitted: the sampleInput.
              */
@@ -2117,6 +2156,11 @@ export interface components {
              * @description Budget: seconds the run may take, time waiting for a person not counted.
              */
             maxSeconds?: number | null;
+            /**
+             * Responsecache
+             * @description Answer the run's model calls at temperature 0 from the response cache when an identical call was made in this workspace within a day, and keep new answers there: a cached call is free (docs/panel.md).
+             */
+            responseCache?: boolean | null;
             /** Content */
             content: string;
             /**
@@ -2468,6 +2512,18 @@ export interface components {
              */
             shadow?: boolean | null;
             /**
+             * Reasoning Effort
+             * @description The reasoning effort (OpenAI's `reasoning_effort`): one for the model, or for every seat of a router's panel, or one per model id; replaces the router's. Sent as each model's provider takes it; a model that takes none is refused (400 `reasoning_unsupported`).
+             */
+            reasoning_effort?: ("none" | "minimal" | "low" | "medium" | "high") | {
+                [key: string]: "none" | "minimal" | "low" | "medium" | "high";
+            } | null;
+            /**
+             * Parley Cache
+             * @description Answer each model call at temperature 0 (or with a seed) from the response cache when an identical call (model, messages, parameters) was made in this workspace within `RESPONSE_CACHE_TTL_SECONDS`, and keep its answer there otherwise: a cached call is free (cost 0, tokens still shown; `responseCache` in its usage).
+             */
+            parley_cache?: boolean | null;
+            /**
              * Model
              * @description `router/<id>`, `router/debate`, `self-moa/<provider:model>` or a `provider:model` id, as for chat completions.
              */
@@ -2703,6 +2759,13 @@ export interface components {
              * @enum {string}
              */
             depth: "full" | "adaptive";
+            /**
+             * Reasoningeffort
+             * @description The reasoning effort of each seat, by model id (`{"openai:o4-mini": "high"}`): sent as the model's provider takes it (OpenAI's `reasoning_effort`); a model that takes none is refused (400 `reasoning_unsupported`).
+             */
+            reasoningEffort?: {
+                [key: string]: "none" | "minimal" | "low" | "medium" | "high";
+            } | null;
         };
         /**
          * RouterMetadata
@@ -2808,6 +2871,13 @@ export interface components {
              * @enum {string}
              */
             depth?: "full" | "adaptive";
+            /**
+             * Reasoningeffort
+             * @description The reasoning effort of each seat, by model id (`{"openai:o4-mini": "high"}`): sent as the model's provider takes it (OpenAI's `reasoning_effort`); a model that takes none is refused (400 `reasoning_unsupported`).
+             */
+            reasoningEffort?: {
+                [key: string]: "none" | "minimal" | "low" | "medium" | "high";
+            } | null;
         };
         /**
          * RunInput
@@ -2845,6 +2915,11 @@ export interface components {
              * @description Budget: seconds the run may take, time waiting for a person not counted.
              */
             maxSeconds?: number | null;
+            /**
+             * Responsecache
+             * @description Answer the run's model calls at temperature 0 from the response cache when an identical call was made in this workspace within a day, and keep new answers there: a cached call is free (docs/panel.md).
+             */
+            responseCache?: boolean | null;
             /**
              * Input
              * @description Values of declared state keys; omitted: the sampleInput.
