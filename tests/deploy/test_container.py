@@ -22,7 +22,7 @@ import pytest
 from parley.core.embedded import free_port
 from tests.support import docker as engine
 from tests.support.duel import OPPONENT_REPLY, USER_REPLY, script_duel
-from tests.support.workers import FAST_FAILOVER, apply_retracts, follow, round_of
+from tests.support.workers import FAST_FAILOVER, duel_messages_once, follow, round_of
 
 STOP_TIMEOUT = 30  # seconds `docker stop` waits before it kills: a clean stop takes a few
 
@@ -119,18 +119,7 @@ def test_a_duel_moves_to_the_other_container_when_its_container_is_stopped(conta
     state = holder.docker.inspect(holder.name)["State"]
     assert stopped.returncode == 0 and state["ExitCode"] == 143 and not state["OOMKilled"], (state, holder.logs())
     assert events and events[-1].event == "done", ([e.event for e in events], holder.logs(), other.logs())
-    kept = apply_retracts(events)
-    messages = [e.json() for e in kept if e.event == "message"]
-    assert [(m["role"], m["content"]) for m in messages] == [("user", USER_REPLY), ("opponent", OPPONENT_REPLY)] * 5
-    assert len({e.id for e in kept if e.event == "message"}) == 10  # each message exactly once
-    turns, current = [], []
-    for event in kept:
-        if event.event == "chunk":
-            current.append(event.json()["content"])
-        elif event.event == "message":
-            turns.append("".join(current))
-            current = []
-    assert turns == [m["content"] for m in messages]
+    messages = duel_messages_once(events, USER_REPLY, OPPONENT_REPLY)
 
     run = httpx.get(f"{other.url}/v1/runs/{run_id}", headers=auth(key)).json()
     assert run["status"] == "completed" and run["worker"].startswith(f"{other.name}:"), run

@@ -19,7 +19,8 @@ import pytest
 
 from tests.support.duel import OPPONENT, OPPONENT_REPLY, USER_REPLY, script_duel
 from tests.support.roundtable import seat_name
-from tests.support.workers import Worker, apply_retracts, follow, round_of, running_workers, wait_until_saved
+from tests.support.workers import (Worker, apply_retracts, duel_messages_once, follow, round_of, running_workers,
+                                   wait_until_saved)
 
 PANEL = ["openai:gpt-5", "anthropic:claude-sonnet-4-5", "google:gemini-2.5-pro"]
 
@@ -73,18 +74,7 @@ def test_a_duel_resumes_on_another_worker_when_its_worker_is_killed(workers, llm
     retracted = [seq for e in events if e.event == "retract" for seq in e.json()["seqs"]]
     cut_off = [e for e in events if e.id and int(e.id) in retracted]
     assert cut_off and {e.event for e in cut_off} <= {"start", "chunk"} and cut_off[-1].event == "chunk"
-    kept = apply_retracts(events)
-    messages = [e.json() for e in kept if e.event == "message"]
-    assert [(m["role"], m["content"]) for m in messages] == [("user", USER_REPLY), ("opponent", OPPONENT_REPLY)] * 5
-    assert len({e.id for e in kept if e.event == "message"}) == 10  # each message exactly once
-    turns, current = [], []
-    for event in kept:
-        if event.event == "chunk":
-            current.append(event.json()["content"])
-        elif event.event == "message":
-            turns.append("".join(current))
-            current = []
-    assert turns == [m["content"] for m in messages]  # each turn's chunks make its message
+    messages = duel_messages_once(events, USER_REPLY, OPPONENT_REPLY)
     assert events[-1].json()["messages"] == messages
 
     ran_on(follower, run_id, key)

@@ -101,6 +101,24 @@ def apply_retracts(events: list[SseEvent]) -> list[SseEvent]:
     return [e for e in events if e.event != "retract" and e.id not in void]
 
 
+def duel_messages_once(events: list[SseEvent], user_reply: str, opponent_reply: str, rounds: int = 5) -> list[dict]:
+    """The messages of a duel whose run moved to another worker, as a client that applies `retract` sees them,
+    checked: every turn once, in order, and each turn's chunks its message."""
+    kept = apply_retracts(events)
+    messages = [e.json() for e in kept if e.event == "message"]
+    assert [(m["role"], m["content"]) for m in messages] == [("user", user_reply), ("opponent", opponent_reply)] * rounds
+    assert len({e.id for e in kept if e.event == "message"}) == 2 * rounds  # each message exactly once
+    turns, current = [], []
+    for event in kept:
+        if event.event == "chunk":
+            current.append(event.json()["content"])
+        elif event.event == "message":
+            turns.append("".join(current))
+            current = []
+    assert turns == [m["content"] for m in messages]  # each turn's chunks make its message
+    return messages
+
+
 def round_of(request: dict) -> int | None:
     """The duel round a turn request is for (`Round N of M.` in its prompt)."""
     found = re.search(r"Round (\d+) of \d+\.", request["messages"][-1]["content"])

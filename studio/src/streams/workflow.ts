@@ -1,6 +1,7 @@
 /** A workflow run as the designer's overlay and run log show it (`run_start node_start chunk tool_call tool_result
  * progress node_end done`). */
 import type { StreamEvent } from "../api/sse";
+import type { UsageTotals } from "../api/usage";
 import { withToolEvent, type ToolCall } from "./tools";
 import { retracted, withoutPieces, type Piece } from "./useStream";
 
@@ -27,14 +28,7 @@ export interface WorkflowRunView {
   steps: Step[];
   status: "waiting" | "running" | "done" | "failed" | "cancelled";
   state: Record<string, unknown> | null;
-  usage: {
-    totalTokens?: number;
-    costUsd?: number;
-    cachedTokens?: number; // of totalTokens: prompt tokens read from the provider's prompt cache
-    reasoningTokens?: number; // of totalTokens: spent reasoning
-    cachedCostUsd?: number;
-    reasoningCostUsd?: number;
-  } | null;
+  usage: UsageTotals | null;
   error: { message: string; node: string | null } | null;
 }
 

@@ -1,5 +1,7 @@
 /** Runs as `GET /v1/runs` lists them: every duel, panel, round-table question and workflow run. */
 
+import type { UsageTotals } from "../../api/usage";
+
 export type RunKind = "duel" | "panel" | "roundtable" | "workflow";
 
 export interface RunSummary {
@@ -11,14 +13,7 @@ export interface RunSummary {
   startedAt: string | null;
   finishedAt: string | null;
   worker: string | null;
-  usage: {
-    totalTokens?: number;
-    costUsd?: number;
-    cachedTokens?: number; // of totalTokens: prompt tokens read from the provider's prompt cache
-    reasoningTokens?: number; // of totalTokens: spent reasoning
-    cachedCostUsd?: number;
-    reasoningCostUsd?: number;
-  } | null;
+  usage: UsageTotals | null;
   ref: Record<string, string | number | null> | null;
   error: string | null;
 }
