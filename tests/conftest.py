@@ -52,6 +52,16 @@ def embedded_model(tmp_path_factory) -> Iterator[ManagedProcess]:
 
 
 @pytest.fixture(scope="session")
+def greedy_embedded_model(tmp_path_factory) -> Iterator[ManagedProcess]:
+    """The real embedded model with llama.cpp's prompt cache off, for checks that need a temperature-0 answer to be
+    the same every time: with the cache on, a prompt whose prefix was cached is evaluated in other batches than a
+    fresh one, and its greedy answer may differ (docs/performance.md)."""
+    server = model_server(tmp_path_factory.mktemp("greedy-model"), prompt_cache_bytes=0).start(timeout=120)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
 def wheel(tmp_path_factory) -> Path:
     """Parley's wheel, built from this tree (`tests.support.wheel`)."""
     return build_wheel(tmp_path_factory.mktemp("wheel"))

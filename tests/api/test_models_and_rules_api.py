@@ -88,7 +88,8 @@ def test_a_request_votes_and_meta_says_how(client, llm):
     assert m["rule"] == "vote" and m["routerMode"] == "debate" and m["modelUsed"] == "openai:gpt-5"
     assert m["decision"]["decidedBy"] == "majority" and m["decision"]["answer"] == "16"
     assert m["decision"]["tally"][0] == {"answer": "16", "votes": 2, "panelists": PANEL[:2]}
-    assert set(m["debate"]["panelists"][0]) == {"model", "tokens", "cost", "latencyMs", "success"}
+    assert set(m["debate"]["panelists"][0]) == {"model", "tokens", "cachedTokens", "reasoningTokens", "cost", "latencyMs",
+                                                 "success"}
     assert not any(r["model"] == "claude-opus-4-5" for r in llm.requests)
 
 

@@ -58,7 +58,7 @@ DEBATE = [
 ]
 
 
-async def test_the_duels_verdict_is_well_formed_on_the_embedded_model(parley_env, embedded_model):
+async def test_the_duels_verdict_is_well_formed_on_the_embedded_model(parley_env, greedy_embedded_model):
     """The duel's judge (a structured step) on the real embedded model: each verdict parses, and its text holds no
     JSON punctuation. Grammar-constrained, the JSON was always valid; sampled with the prose's repetition penalty
     and without its fields explained, 9 verdicts in 10 had strings like `]}` or `[6]` in them."""
@@ -67,9 +67,10 @@ async def test_the_duels_verdict_is_well_formed_on_the_embedded_model(parley_env
     builder.add_edge(START, "judge")
     builder.add_edge("judge", END)
     graph = builder.compile()
-    # Greedy (temperature 0): the same verdicts every run, so the check cannot pass or fail by chance.
-    context = DuelContext(models=ModelFactory(parley_env, local_base_url=embedded_model.url), model="local:smollm2",
-                          synthesis_temperature=0.0)
+    # Greedy (temperature 0) and no prompt cache: the same verdicts every run, so the check cannot pass or fail by
+    # chance.
+    context = DuelContext(models=ModelFactory(parley_env, local_base_url=greedy_embedded_model.url),
+                          model="local:smollm2", synthesis_temperature=0.0)
     verdicts = []
     for swapped in (False, True, False):
         out = await graph.ainvoke({"topic": "Should cities ban cars?", "user_profile": {"name": "Ada"},
