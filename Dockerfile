@@ -70,9 +70,10 @@ ENV PATH=/opt/parley/bin:$PATH \
 USER 10001:10001
 WORKDIR /home/parley
 EXPOSE 8000
-# Healthy while /healthz answers 200: the model endpoint and the database are both reachable.
+# Healthy while /readyz answers 200: this worker tends its runs and the database answers (the model endpoint is
+# /healthz's business: its outage is not this container's fault).
 HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
-    CMD ["python3", "-c", "import os, urllib.request; urllib.request.urlopen(f'http://127.0.0.1:{os.environ.get(\"PARLEY_PORT\", \"8000\")}/healthz', timeout=4)"]
+    CMD ["python3", "-c", "import os, urllib.request; urllib.request.urlopen(f'http://127.0.0.1:{os.environ.get(\"PARLEY_PORT\", \"8000\")}/readyz', timeout=4)"]
 # SIGTERM (docker stop, a pod's deletion) stops it in order: no new connections, its runs handed over to other
 # workers, then exit (docs/operations.md). Python is PID 1 here and handles the signal itself.
 STOPSIGNAL SIGTERM

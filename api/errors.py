@@ -134,8 +134,9 @@ def failure_error(exc: Exception) -> ApiError:
     if isinstance(exc, service_errors.ServiceError):
         return service_error(exc)
     if isinstance(exc, ConnectionFailure):
+        # Where the database is (its host and port, in the driver's message) is for the log, not for the caller.
         log.error("database unreachable: %s", exc)
-        return ApiError(503, "Database unavailable: " + str(exc).split(",")[0], code="database_unavailable")
+        return ApiError(503, "Database unavailable: the server log has the cause", code="database_unavailable")
     log.error("unexpected failure", exc_info=exc)
     return ApiError(500, INTERNAL_ERROR, code="internal_error")
 

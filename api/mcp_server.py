@@ -96,6 +96,7 @@ def error_result(err: ApiError, run_id: str | None = None) -> CallToolResult:
 
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
+LOOPBACK_HOSTS = [*LOOPBACK_NAMES, *(f"{name}:*" for name in LOOPBACK_NAMES)]
 
 
 def _matches(value: str, allowed: list[str]) -> bool:
@@ -106,19 +107,20 @@ def _matches(value: str, allowed: list[str]) -> bool:
 
 def rebinding_refusal(scope: Scope, settings: Any) -> ApiError | None:
     """Why `/mcp` refuses a request against DNS rebinding (MCP's streamable HTTP transport asks servers to check
-    `Origin`), or None: its `Host` must be allowed (`PARLEY_MCP_ALLOWED_HOSTS`; by default loopback names when it came
-    in on a loopback address), and its `Origin`, when it has one, too (`PARLEY_MCP_ALLOWED_ORIGINS`; by default
-    loopback origins on a loopback address, else the request's own origin)."""
+    `Origin`), or None: its `Host` must be allowed (`PARLEY_MCP_ALLOWED_HOSTS`; by default the loopback names alone,
+    whatever address Parley listens on: a deployment names the hosts its clients use), and its `Origin`, when it has
+    one, too (`PARLEY_MCP_ALLOWED_ORIGINS`; by default loopback origins on a loopback address, else the request's
+    own origin)."""
     headers = dict(scope.get("headers") or ())
     host = headers.get(b"host", b"").decode("latin-1").lower()
     origin = headers.get(b"origin", b"").decode("latin-1").lower()
     server = (scope.get("server") or ("", None))[0] or ""
     loopback = server in ("127.0.0.1", "::1", "localhost") or server.startswith("127.")
-    hosts = settings.parley_mcp_allowed_hosts or ([*LOOPBACK_NAMES, *(f"{n}:*" for n in LOOPBACK_NAMES)]
-                                                  if loopback else None)
-    if hosts is not None and not _matches(host, [h.lower() for h in hosts]):
-        return ApiError(421, f"/mcp does not answer the host {host or '(none)'!r}; an operator allows more with "
-                             "PARLEY_MCP_ALLOWED_HOSTS", code="host_not_allowed")
+    hosts = settings.parley_mcp_allowed_hosts or LOOPBACK_HOSTS
+    if not _matches(host, [h.lower() for h in hosts]):
+        return ApiError(421, f"/mcp does not answer the host {host or '(none)'!r}: it answers only the hosts "
+                             "PARLEY_MCP_ALLOWED_HOSTS names (unset: localhost, 127.0.0.1 and [::1]); an operator "
+                             "adds the names clients reach Parley by there", code="host_not_allowed")
     if origin:
         origins = settings.parley_mcp_allowed_origins or (
             [f"{scheme}://{name}{port}" for scheme in ("http", "https") for name in LOOPBACK_NAMES

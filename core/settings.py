@@ -154,9 +154,10 @@ class Settings(BaseSettings):
 
     parley_mcp_allowed_hosts: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
-        description="`Host` values `/mcp` answers (comma list; `name:*` for any port), against DNS rebinding. Empty "
-        "(the default): loopback names (`localhost`, `127.0.0.1`, `[::1]`) when the request came in on a loopback "
-        "address, any host otherwise (set it when Parley listens on a public interface).")
+        description="`Host` values `/mcp` answers (comma list; `name:*` for any port), against DNS rebinding; any "
+        "other is refused (421 `host_not_allowed`), whatever interface Parley listens on. Empty (the default): the "
+        "loopback names alone (`localhost`, `127.0.0.1`, `[::1]`, any port): a deployment reached by another name "
+        "sets it to the names its clients use (compose.yaml and deploy/kubernetes/configmap.yaml do).")
     parley_mcp_allowed_origins: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="`Origin` values `/mcp` answers when a request carries one (a browser's; comma list, "

@@ -127,6 +127,12 @@ class RunEngine:
             await asyncio.wait(tasks, timeout=grace)
         await self.watch.close()
 
+    def tending(self) -> bool:
+        """Whether this worker tends its runs: started and not stopping, its lease renewals answered on time
+        (`LeaseKeeper.holds`: its event loop turns and its lease thread lives). What `/readyz` reports, with the
+        database's ping."""
+        return self._keeper is not None and self._keeper.holds()
+
     # --- runs ---------------------------------------------------------------------------------
 
     async def submit(

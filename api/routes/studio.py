@@ -1,7 +1,7 @@
 """Parley Studio, the web UI built from `studio/` into `api/static/studio/`, served at `/`.
 
 The route is registered last and only matches what it serves, so it never shadows the API: paths under
-`/api`, `/v1`, `/mcp`, `/healthz`, `/docs`, `/openapi.json`, `/redoc` and `/metrics` are never its, and a
+`/api`, `/v1`, `/mcp`, `/healthz`, `/readyz`, `/docs`, `/openapi.json`, `/redoc` and `/metrics` are never its, and a
 request it would not serve falls through to the API's own 404 or 405. It serves the bundle's files, and
 gives `index.html` to a browser navigating to any other page (the Studio's client-side routes).
 """
@@ -17,7 +17,7 @@ from starlette.routing import Match
 from starlette.types import Scope
 
 STUDIO_DIR = Path(__file__).resolve().parents[1] / "static" / "studio"
-RESERVED = ("/api", "/v1", "/mcp", "/healthz", "/docs", "/openapi.json", "/redoc", "/metrics")
+RESERVED = ("/api", "/v1", "/mcp", "/healthz", "/readyz", "/docs", "/openapi.json", "/redoc", "/metrics")
 
 # The key lives in localStorage, so no script but the bundle's may run: no inline or foreign scripts.
 # Inline styles stay allowed (the canvas positions nodes with style attributes).
