@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -18,30 +19,36 @@ from tests.support.servers import ServerThread
 
 
 def test_healthz_reports_model_and_database(http, llm, make_key):
+    """Without a key /healthz says whether all is well and nothing else (which model, endpoint and library versions
+    a deployment runs are its own); a key gets the model and the database, an admin key the endpoint and versions."""
     resp = http.get("/healthz")
     assert resp.status_code == 200, resp.text
-    body = resp.json()
-    assert body["status"] == "ok"
-    # Without a key (or with one that is not an admin's) the model endpoint's address is not shown.
-    assert body["model"]["ok"] and "endpoint" not in body["model"] and llm.base_url not in resp.text
-    assert body["database"] == {"ok": True, "embedded": False}
-    assert body["versions"]["parley"] == parley.__version__ == importlib.metadata.version("parley")
+    assert resp.json() == {"status": "ok"}
+    assert http.get("/healthz", headers={"Authorization": "Bearer pk_not_a_key"}).json() == {"status": "ok"}
     reader = http.get("/healthz", headers={"Authorization": f"Bearer {make_key(['readonly'])}"}).json()
-    assert "endpoint" not in reader["model"]
+    assert reader["status"] == "ok" and reader["database"] == {"ok": True, "embedded": False}
+    assert reader["model"]["ok"] and "endpoint" not in reader["model"] and "versions" not in reader
     admin = http.get("/healthz", headers={"Authorization": f"Bearer {make_key(['admin'])}"}).json()
     assert admin["model"]["endpoint"] == llm.base_url.rstrip("/")
+    assert admin["versions"]["parley"] == parley.__version__ == importlib.metadata.version("parley")
 
 
-def test_healthz_degraded_when_model_unreachable(monkeypatch, parley_env):
+def test_healthz_unavailable_when_model_unreachable_while_the_worker_stays_ready(monkeypatch, parley_env, make_key):
+    """The model endpoint down: /healthz answers 503 (its cause for a key), /readyz 200: the worker can serve what
+    needs no model, and its readiness does not fail with every other worker's."""
     from parley.core.embedded import free_port
 
     parley_env.openai_base_url = f"http://127.0.0.1:{free_port()}/v1"
+    key = make_key(["readonly"])
     with ServerThread(create_app(parley_env)) as server:
         resp = httpx.get(server.url + "/healthz", timeout=30)
-    assert resp.status_code == 503
-    body = resp.json()
-    assert body["status"] == "degraded" and body["model"]["ok"] is False and "unreachable" in body["model"]["error"]
-    assert body["database"]["ok"] is True
+        keyed = httpx.get(server.url + "/healthz", headers={"x-api-key": key}, timeout=30)
+        ready = httpx.get(server.url + "/readyz", timeout=30)
+    assert resp.status_code == 503 and resp.json() == {"status": "unavailable", "code": "model_unavailable"}
+    body = keyed.json()
+    assert keyed.status_code == 503 and body["code"] == "model_unavailable"
+    assert body["model"]["ok"] is False and "unreachable" in body["model"]["error"] and body["database"]["ok"]
+    assert ready.status_code == 200 and ready.json() == {"status": "ok"}
 
 
 def test_healthz_503_when_database_is_lost(parley_env, tmp_path):
@@ -49,14 +56,32 @@ def test_healthz_503_when_database_is_lost(parley_env, tmp_path):
 
     own_db = database_server(tmp_path / "own-db").start(timeout=60)
     parley_env.mongodb_uri = own_db.url
+    port = str(urlsplit(own_db.url).port)
     try:
         with ServerThread(create_app(parley_env)) as server:
             assert httpx.get(server.url + "/healthz", timeout=30).status_code == 200
+            assert httpx.get(server.url + "/readyz", timeout=30).json() == {"status": "ok"}
             own_db.stop()
             resp = httpx.get(server.url + "/healthz", timeout=30)
-            assert resp.status_code == 503 and resp.json()["database"]["ok"] is False
+            ready = httpx.get(server.url + "/readyz", timeout=30)
     finally:
         own_db.stop()
+    # The status and a code, and not where the database is.
+    assert resp.status_code == 503 and resp.json() == {"status": "unavailable", "code": "database_unavailable"}
+    assert port not in resp.text
+    assert ready.status_code == 503 and ready.json() == {"status": "unavailable", "code": "database_unavailable"}
+
+
+def test_readyz_fails_while_the_worker_is_out_of_touch_with_its_runs(parley_env):
+    """Ready means this worker can serve: its lease renewals answered on time (a frozen event loop or a dead lease
+    thread leaves them unanswered) as well as the database answering."""
+    parley_env.parley_run_heartbeat = 60.0  # no renewal answers during the test but the first
+    app = create_app(parley_env)
+    with ServerThread(app) as server:
+        assert httpx.get(server.url + "/readyz", timeout=30).json() == {"status": "ok"}
+        app.state.runs._keeper.ok_at -= 120  # the last renewal answered two minutes ago
+        resp = httpx.get(server.url + "/readyz", timeout=30)
+    assert resp.status_code == 503 and resp.json() == {"status": "unavailable", "code": "worker_unavailable"}
 
 
 def test_key_lookup_with_database_down_is_503(parley_env, tmp_path):
@@ -78,6 +103,8 @@ def test_key_lookup_with_database_down_is_503(parley_env, tmp_path):
             resp = httpx.get(server.url + "/_probe", headers={"x-api-key": "pk_x"}, timeout=30)
             assert resp.status_code == 503
             assert resp.json()["code"] == "database_unavailable"
+            # Where the database is stays in the server's log: a caller without a valid key learns nothing of it.
+            assert str(urlsplit(own_db.url).port) not in resp.text and "127.0.0.1" not in resp.text, resp.text
     finally:
         own_db.stop()
 

@@ -178,6 +178,28 @@ def test_mcp_hosts_and_origins_are_the_operators_to_widen(parley_env, make_key, 
         assert loopback.status_code == 421  # the operator's list replaces the default
 
 
+@pytest.mark.parametrize("server", [("10.0.0.5", 8000), ("0.0.0.0", 8000), ("2001:db8::5", 8000)])
+def test_mcp_refuses_a_foreign_host_on_a_public_interface_too(server):
+    """Wherever Parley listens (a container's 0.0.0.0, a pod's address), /mcp answers the loopback names alone
+    until the operator names the hosts clients use: a name rebound to the server's address is refused. It once
+    answered any host on an address other than loopback."""
+    from parley.api.mcp_server import rebinding_refusal
+    from parley.core.settings import Settings
+
+    def scope(host: str) -> dict:
+        return {"type": "http", "server": server, "scheme": "http", "headers": [(b"host", host.encode())]}
+
+    default, named = Settings(), Settings(parley_mcp_allowed_hosts=["parley.example.com", "10.0.0.5:*"])
+    for host in ("evil.example", "evil.example:8000", "parley.example.com", ""):
+        refused = rebinding_refusal(scope(host), default)
+        assert refused is not None and (refused.status, refused.code) == (421, "host_not_allowed"), host
+        assert "PARLEY_MCP_ALLOWED_HOSTS" in refused.message
+    assert rebinding_refusal(scope("localhost:8000"), default) is None
+    assert rebinding_refusal(scope("parley.example.com"), named) is None
+    assert rebinding_refusal(scope("10.0.0.5:8000"), named) is None
+    assert rebinding_refusal(scope("evil.example"), named).code == "host_not_allowed"
+
+
 # --- two workers ----------------------------------------------------------------------------
 
 

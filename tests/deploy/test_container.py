@@ -81,7 +81,7 @@ def auth(key: str) -> dict[str, str]:
 def test_the_image_runs_parley_as_a_user_without_privileges(docker, image):
     config = docker.inspect(image)["Config"]
     assert config["User"] == "10001:10001" and config["Entrypoint"] == ["parley", "serve"]
-    assert "/healthz" in " ".join(config["Healthcheck"]["Test"])
+    assert "/readyz" in " ".join(config["Healthcheck"]["Test"])  # this worker and its database, not the model
     uid = docker.run("run", "--rm", "--network", "none", "--entrypoint", "id", image, "-u").stdout.strip()
     assert uid == "10001"
     # The Studio's bundle is in the image, and pip's certificate bundle (a build secret) is not.
@@ -95,8 +95,10 @@ def test_the_image_runs_parley_as_a_user_without_privileges(docker, image):
 def test_a_duel_moves_to_the_other_container_when_its_container_is_stopped(containers, llm, make_key, sync_db):
     holder, other = containers
     for container in containers:
-        health = wait_healthy(container)
+        assert wait_healthy(container) == {"status": "ok"}  # without a key: the status alone
+        health = httpx.get(container.url + "/healthz", headers=auth(make_key(["readonly"])), timeout=10).json()
         assert health["database"] == {"ok": True, "embedded": False} and health["model"]["ok"], health
+        assert httpx.get(container.url + "/readyz", timeout=10).json() == {"status": "ok"}
     # The user's turn of round 2 waits at a gate the first time it is asked: the container is stopped meanwhile.
     llm.script(match="Round 2 of 5.", reply=USER_REPLY, hold="stop", times=1, token_delay=0.01)
     script_duel(llm, user_turn={"token_delay": 0.01}, opponent_turn={"token_delay": 0.01})

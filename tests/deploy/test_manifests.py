@@ -26,7 +26,8 @@ MANIFESTS = sorted(KUBERNETES.glob("*.yaml"))
 DOCS = ROOT / "docs" / "deploy.md"
 KUBERNETES_VERSION = "1.30.0"  # the oldest release still supported by the major clouds when this was written
 SETTINGS = {name.upper() for name in Settings.model_fields}
-INTERPOLATION = re.compile(r"\$\{(\w+)(?::?-([^}]*))?\}")
+INTERPOLATION = re.compile(r"\$\{(\w+)(?::?([-?])([^}]*))?\}")
+REQUIRED = "given-in-dot-env"  # what a test reads for `${NAME:?message}`, a variable compose.yaml requires
 
 
 def dockerfile() -> str:
@@ -39,9 +40,10 @@ def image_env(name: str) -> str:
 
 
 def interpolated(text: str, env: dict[str, str] | None = None) -> str:
-    """compose.yaml as Compose reads it, with `${NAME:-default}` replaced (from `env`, else the default)."""
+    """compose.yaml as Compose reads it, with `${NAME:-default}` replaced (from `env`, else the default) and
+    `${NAME:?message}` from `env`, else `REQUIRED`."""
     env = env or {}
-    return INTERPOLATION.sub(lambda m: env.get(m[1]) or (m[2] or ""), text)
+    return INTERPOLATION.sub(lambda m: env.get(m[1]) or (REQUIRED if m[2] == "?" else m[3] or ""), text)
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +77,56 @@ def test_compose_runs_mongodb_as_a_replica_set_it_initiates(compose):
     check = " ".join(mongo["healthcheck"]["test"])
     assert f"rs.initiate({{_id: '{replica_set}'" in check and f"host: 'mongo:{uri.port}'" in check
     assert parley["depends_on"]["mongo"]["condition"] == "service_healthy"
+
+
+def test_compose_mongodb_requires_a_password_and_parley_presents_it(compose):
+    """MongoDB runs with authentication: its root user is made from the environment (no default password: Compose
+    refuses to start without one), Parley's URI carries the same credentials, and the replica set's key (which
+    mongod requires once authentication is on) is made by a step that completes before MongoDB starts."""
+    services = compose["services"]
+    mongo, parley = services["mongo"], services["parley"]
+    raw = COMPOSE.read_text(encoding="utf-8")
+    assert re.search(r"\$\{MONGO_PASSWORD:\?[^}]+\}", raw) and not re.search(r"\$\{MONGO_PASSWORD:?-", raw)
+    uri = urlsplit(parley["environment"]["MONGODB_URI"])
+    env = mongo["environment"]
+    assert (uri.username, uri.password) == (env["MONGO_INITDB_ROOT_USERNAME"], env["MONGO_INITDB_ROOT_PASSWORD"])
+    assert uri.password == REQUIRED and parse_qs(uri.query)["authSource"] == ["admin"]
+    # The health check that initiates the replica set logs in as that user.
+    check = " ".join(mongo["healthcheck"]["test"])
+    assert "$$MONGO_INITDB_ROOT_USERNAME" in check and "$$MONGO_INITDB_ROOT_PASSWORD" in check
+    # The key file: made into a volume by a one-off step, read by mongod from it.
+    key_path = mongo["command"][mongo["command"].index("--keyFile") + 1]
+    (keyed,) = [name for name, condition in mongo["depends_on"].items()
+                if condition["condition"] == "service_completed_successfully"]
+    maker = services[keyed]
+    volume = next(v.split(":")[0] for v in mongo["volumes"] if key_path.startswith(v.split(":")[1] + "/"))
+    assert any(v.split(":")[0] == volume for v in maker["volumes"]) and volume in compose["volumes"]
+    made = " ".join(maker["entrypoint"])
+    assert "chmod 400" in made and "chown 999:999" in made and "/dev/urandom" in made
+
+
+def test_compose_trusts_the_proxy_alone(compose):
+    """Forwarded client addresses are believed from the nginx proxy's fixed address only, not from the whole
+    network (a replica, or any container on it, could claim any address), and no other container can be given
+    that address."""
+    import ipaddress
+
+    services = compose["services"]
+    trusted = services["parley"]["environment"]["PARLEY_TRUSTED_PROXIES"].split(",")
+    proxy_address = services["proxy"]["networks"]["parley"]["ipv4_address"]
+    assert trusted == [proxy_address]
+    (pool,) = compose["networks"]["parley"]["ipam"]["config"]
+    assert ipaddress.ip_address(proxy_address) in ipaddress.ip_network(pool["subnet"])
+    assert ipaddress.ip_address(proxy_address) not in ipaddress.ip_network(pool["ip_range"])
+
+
+def test_compose_names_the_hosts_mcp_answers(compose):
+    """/mcp is behind the proxy, which passes the client's Host on: compose.yaml names the hosts it answers (the
+    published loopback address by default, the deployment's own names from `.env`)."""
+    environment = compose["services"]["parley"]["environment"]
+    assert environment["PARLEY_MCP_ALLOWED_HOSTS"].split(",") == ["localhost:*", "127.0.0.1:*"]
+    public = interpolated(COMPOSE.read_text(encoding="utf-8"), {"PARLEY_MCP_ALLOWED_HOSTS": "parley.example.com"})
+    assert "PARLEY_MCP_ALLOWED_HOSTS: parley.example.com" in public
 
 
 def test_compose_has_a_local_model_server_only_in_its_profile(compose):
@@ -137,13 +189,40 @@ def test_the_deployment_fits_the_image_and_hands_runs_over_when_a_pod_stops():
     assert container["securityContext"]["readOnlyRootFilesystem"]
     mounts = {m["mountPath"] for m in container["volumeMounts"]}
     assert mounts == {image_env("PARLEY_HOME"), "/tmp"}
-    # Ready on /healthz (model and database); alive on a route that asks neither.
-    assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
-    assert container["livenessProbe"]["httpGet"]["path"] != "/healthz"
+    # Ready on /readyz (this worker and the database: a model endpoint's outage leaves every pod ready); alive on a
+    # route that asks neither.
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    assert container["livenessProbe"]["httpGet"]["path"] not in ("/healthz", "/readyz")
+    assert route_paths() >= {"/readyz", container["livenessProbe"]["httpGet"]["path"]}
+    # Parley never calls the Kubernetes API: no token of it in the pod.
+    assert pod["spec"]["automountServiceAccountToken"] is False
     # A stopping pod waits for the Service to drop it, then has time for SIGTERM's hand-over (the engine waits
     # up to 5 s for queued events) before it is killed.
     pause = int(container["lifecycle"]["preStop"]["exec"]["command"][-1])
     assert pause > 0 and pod["spec"]["terminationGracePeriodSeconds"] >= pause + 5 + 20
+
+
+def route_paths() -> set[str]:
+    from parley.api.main import create_app
+
+    return {route.path for route in create_app(Settings()).routes}
+
+
+def test_a_network_policy_lets_in_the_ingress_alone_and_out_dns_mongodb_and_https():
+    kinds = by_kind()
+    policy, pod = kinds["NetworkPolicy"], kinds["Deployment"]["spec"]["template"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    assert set(policy["spec"]["policyTypes"]) == {"Ingress", "Egress"}  # both denied but for the rules below
+    # In: the API port alone, from the ingress controller's namespace alone.
+    (ingress,) = policy["spec"]["ingress"]
+    assert [(p["port"], p["protocol"]) for p in ingress["ports"]] == [("http", "TCP")]
+    assert [set(peer) for peer in ingress["from"]] == [{"namespaceSelector"}]
+    # Out: DNS (to the cluster's resolver), MongoDB and HTTPS, each on its own port, and nothing else.
+    out = {(p["port"], p["protocol"]): rule["to"] for rule in policy["spec"]["egress"] for p in rule["ports"]}
+    assert set(out) == {(53, "UDP"), (53, "TCP"), (27017, "TCP"), (443, "TCP")}
+    assert all("podSelector" in peer for peer in out[53, "UDP"])
+    uri = urlsplit(kinds["Secret"]["stringData"]["MONGODB_URI"])
+    assert uri.port in (None, 27017)
 
 
 def test_the_deployment_reads_its_settings_and_secrets_from_the_manifests():
@@ -155,6 +234,8 @@ def test_the_deployment_reads_its_settings_and_secrets_from_the_manifests():
     variables = set(kinds["ConfigMap"]["data"]) | set(kinds["Secret"]["stringData"])
     assert variables <= SETTINGS, variables - SETTINGS
     assert {"OPENAI_API_KEY", "MONGODB_URI"} <= set(kinds["Secret"]["stringData"])
+    # /mcp answers the names clients use, not loopback alone (DNS rebinding: rebinding_refusal).
+    assert kinds["ConfigMap"]["data"]["PARLEY_MCP_ALLOWED_HOSTS"]
 
 
 def test_docs_deploy_shows_the_files_the_tests_check():
