@@ -10,6 +10,7 @@ import json
 import agents
 import httpx
 import openai
+import openresponses_types
 import pytest
 from openai.types.responses import Response
 from pydantic import BaseModel
@@ -26,6 +27,32 @@ QUESTION = "Should I take an umbrella in Paris today?"
 
 def meta(response) -> dict:
     return response.model_extra["_meta"]
+
+
+# The Open Responses specification's model of each stream event, by its `type` (each model's `type` is a one-member
+# enum).
+OPEN_EVENTS = {next(iter(model.model_fields["type"].annotation)).value: model
+               for name, model in vars(openresponses_types).items() if name.endswith("StreamingEvent")}
+
+
+def open_response(body: dict) -> dict:
+    """`body` checked against the Open Responses specification's `response` object (its pydantic model)."""
+    openresponses_types.ResponseResource.model_validate(body)
+    return body
+
+
+def open_events(lines: list[str]) -> list[dict]:
+    """The events of an SSE stream, each checked against the Open Responses specification's model of its type."""
+    payloads = [json.loads(line.removeprefix("data: ")) for line in lines if line.startswith("data: ")]
+    for payload in payloads:
+        OPEN_EVENTS[payload["type"]].model_validate(payload)
+    return payloads
+
+
+def streamed_lines(api, body: dict) -> list[str]:
+    with api.stream("POST", "/v1/responses", json={**body, "stream": True}) as raw:
+        assert raw.status_code == 200, raw.read()
+        return [line for line in raw.iter_lines() if line]
 
 
 def script_debate(llm, answer: str | None = "Take the umbrella.") -> None:
@@ -236,6 +263,48 @@ def test_a_failed_debate_is_an_openai_error_and_a_failed_event(client, api, llm)
         events = list(stream)
     assert events[-1].type == "response.failed"
     assert events[-1].response.status == "failed" and events[-1].response.error.code == "too_few_panelists"
+
+
+# --- the Open Responses schema -------------------------------------------------------------------------------
+
+
+def test_responses_and_their_events_fit_the_open_responses_schema(client, api, llm):
+    """Every `response` object (answered, a tool call, failed, read back) and every stream event (text, a tool call's
+    arguments, a failure, the `error` of a cancelled stream) is what the published schema's models take."""
+    llm.script(model="gpt-4o", reply="Yes, take one.", times=2)
+    text = open_response(api.post("/v1/responses", json={"model": "openai:gpt-4o", "input": QUESTION}).json())
+    assert text["temperature"] == 1.0 and text["top_p"] == 1.0 and text["presence_penalty"] == 0.0
+    assert text["service_tier"] == "default" and text["max_tool_calls"] is None and text["top_logprobs"] == 0
+    open_response(api.get(f"/v1/responses/{text['id']}").json())
+    events = open_events(streamed_lines(api, {"model": "openai:gpt-4o", "input": QUESTION, "temperature": 0.3,
+                                              "safety_identifier": "u-1", "prompt_cache_key": "k-1"}))
+    assert events[-1]["type"] == "response.completed" and events[-1]["response"]["temperature"] == 0.3
+    assert events[-1]["response"]["safety_identifier"] == "u-1" and events[-1]["response"]["prompt_cache_key"] == "k-1"
+    llm.script(model="gpt-4o", tool_calls=[CALL], with_tools=True, times=2)
+    call = open_response(api.post("/v1/responses", json={"model": "openai:gpt-4o", "input": QUESTION,
+                                                         "tools": [WEATHER]}).json())
+    assert call["output"][0]["type"] == "function_call"
+    kinds = [e["type"] for e in open_events(streamed_lines(api, {"model": "openai:gpt-4o", "input": QUESTION,
+                                                                  "tools": [WEATHER]}))]
+    assert "response.function_call_arguments.done" in kinds
+    llm.script(model="claude-sonnet-4-5", status=401)
+    llm.script(model="gemini-2.5-pro", status=401)
+    failed = open_events(streamed_lines(api, {"model": "router/debate", "input": QUESTION}))
+    assert failed[-1]["type"] == "response.failed"
+    assert open_response(api.get(f"/v1/responses/{failed[0]['response']['id']}").json())["status"] == "failed"
+    llm.script(model="gpt-4o", reply="Slowly.", hold="cancel")
+    with api.stream("POST", "/v1/responses", json={"model": "openai:gpt-4o", "input": QUESTION,
+                                                    "stream": True}) as raw:
+        lines = raw.iter_lines()
+        created = json.loads(next(line for line in lines if line.startswith("data: ")).removeprefix("data: "))
+        llm.wait_held("cancel")
+        held = open_response(api.get(f"/v1/responses/{created['response']['id']}").json())
+        assert held["status"] == "in_progress"
+        assert api.post(f"/v1/runs/{held['metadata']['parley_run_id']}/cancel").status_code == 202
+        rest = [line for line in lines if line]
+        llm.release("cancel")
+    [error] = [e for e in open_events(rest) if e["type"] == "error"]
+    assert error["code"] == "cancelled" and error["error"]["code"] == "cancelled"
 
 
 # --- stored responses ---------------------------------------------------------------------------------------
