@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import UTC, datetime, timedelta
 
 import agents
+import bson
 import httpx
 import openai
 import openresponses_types
@@ -355,6 +357,97 @@ def test_a_response_still_running_cannot_be_continued(client, api, llm):
         llm.release("slow")
         assert any("response.completed" in line for line in lines)
     assert client.responses.retrieve(response_id).output_text == "Slowly."
+
+
+def turn_text(turn: int) -> str:
+    return f"Turn {turn}: " + "the forecast, again. " * 100
+
+
+def continue_chain(client, turns: int, previous: str | None = None) -> list[str]:
+    ids = []
+    for turn in range(turns):
+        previous = client.responses.create(model="openai:gpt-4o", input=turn_text(turn),
+                                           previous_response_id=previous).id
+        ids.append(previous)
+    return ids
+
+
+def test_a_turn_stores_what_it_adds_and_the_model_reads_the_whole_conversation(client, llm, sync_db):
+    """Each response keeps its own input and refers to the one it continues; so does its run. The model still reads
+    the whole conversation, put back together from the chain."""
+    llm.script(model="gpt-4o", reply="Noted.")
+    ids = continue_chain(client, 6)
+    sent = sent_to(llm, "gpt-4o")[-1]["messages"]
+    assert sent == [message for turn in range(6) for message in (
+        {"role": "user", "content": turn_text(turn)}, {"role": "assistant", "content": "Noted."})][:-1]
+    docs = {doc["_id"]: doc for doc in sync_db.responses.find()}
+    for turn, response_id in enumerate(ids):
+        doc = docs[response_id]
+        assert doc["messages"] == [{"role": "user", "content": turn_text(turn)}]
+        assert doc["previous"] == (ids[turn - 1] if turn else None)
+        run = sync_db.runs.find_one({"_id": doc["run"]})
+        assert run["input"]["graph"]["messages"] == [{"role": "user", "content": turn_text(turn)}]
+        assert run["input"].get("history", {}).get("response") == doc["previous"]
+    sizes = [len(bson.encode(docs[response_id])) for response_id in ids]
+    assert max(sizes) - min(sizes) < 200, sizes  # the sixth turn stores what the first did, not six times it
+    assert sync_db.stored_bytes.find_one({"_id": "ws1"})["responses"] == sum(doc["bytes"] for doc in docs.values())
+    # Storing a turn keeps the responses it continues as long as itself.
+    assert {docs[response_id]["expiresAt"] for response_id in ids} == {docs[ids[-1]]["expiresAt"]}
+
+
+def test_a_conversation_whose_chain_is_gone_cannot_be_continued(client, api, llm, sync_db):
+    """Deleting a response in the middle of a conversation leaves the later ones readable; continuing one of them
+    is a 404 `response_chain_broken` naming the response gone, and stores nothing. An earlier one goes on."""
+    llm.script(model="gpt-4o", reply="Noted.")
+    first, middle, last = continue_chain(client, 3)
+    client.responses.delete(middle)
+    counted = sync_db.stored_bytes.find_one({"_id": "ws1"})["responses"]
+    asked = len(llm.requests)
+    refused = api.post("/v1/responses", json={"model": "openai:gpt-4o", "input": "And then?",
+                                              "previous_response_id": last})
+    assert refused.status_code == 404, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "response_chain_broken" and middle in error["message"]
+    assert error["param"] == "previous_response_id"
+    assert len(llm.requests) == asked and sync_db.responses.count_documents({}) == 2
+    assert sync_db.stored_bytes.find_one({"_id": "ws1"})["responses"] == counted
+    assert client.responses.retrieve(last).output_text == "Noted."
+    again = client.responses.create(model="openai:gpt-4o", input="Once more.", previous_response_id=first)
+    assert sent_to(llm, "gpt-4o")[-1]["messages"] == [{"role": "user", "content": turn_text(0)},
+                                                      {"role": "assistant", "content": "Noted."},
+                                                      {"role": "user", "content": "Once more."}]
+    # A response of the chain that expired (the TTL index had not removed it yet) is gone as well.
+    sync_db.responses.update_one({"_id": first}, {"$set": {"expiresAt": datetime.now(UTC) - timedelta(seconds=1)}})
+    expired = api.post("/v1/responses", json={"model": "openai:gpt-4o", "input": "And then?",
+                                              "previous_response_id": again.id})
+    assert expired.status_code == 404 and expired.json()["error"]["code"] == "response_chain_broken"
+
+
+def test_a_workspaces_stored_responses_are_bounded(parley_env, client, api, llm, sync_db):
+    """Past PARLEY_WORKSPACE_MAX_STORED_BYTES a response to store is a 413 `storage_quota_exceeded` that starts no
+    run and loses nothing stored; `store: false` is still answered, and deleting a response (or its expiry) makes
+    room."""
+    llm.script(model="gpt-4o", reply="Noted.")
+    [kept] = continue_chain(client, 1)
+    size = sync_db.responses.find_one({"_id": kept})["bytes"]
+    parley_env.parley_workspace_max_stored_bytes = 2 * size + size // 2
+    [second] = continue_chain(client, 1)
+    asked = len(llm.requests)
+    refused = api.post("/v1/responses", json={"model": "openai:gpt-4o", "input": turn_text(0)})
+    assert refused.status_code == 413, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "storage_quota_exceeded" and "PARLEY_WORKSPACE_MAX_STORED_BYTES" in error["message"]
+    assert len(llm.requests) == asked and sync_db.runs.count_documents({}) == 2
+    assert sync_db.stored_bytes.find_one({"_id": "ws1"})["responses"] == 2 * size
+    assert [client.responses.retrieve(i).output_text for i in (kept, second)] == ["Noted.", "Noted."]
+    assert client.responses.create(model="openai:gpt-4o", input=turn_text(0), store=False).output_text == "Noted."
+    client.responses.delete(kept)
+    [third] = continue_chain(client, 1)
+    assert api.post("/v1/responses", json={"model": "openai:gpt-4o", "input": turn_text(0)}).status_code == 413
+    # Expired responses the TTL index has not removed yet are counted out when the bound would refuse.
+    sync_db.responses.update_many({}, {"$set": {"expiresAt": datetime.now(UTC) - timedelta(seconds=1)}})
+    continue_chain(client, 1)
+    assert sync_db.stored_bytes.find_one({"_id": "ws1"})["responses"] == size
 
 
 # --- refusals ------------------------------------------------------------------------------------------------
