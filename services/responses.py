@@ -14,6 +14,7 @@ see or continue a response is who may see its run (`services.runs.visible_run`):
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -459,8 +460,8 @@ async def start_response(backend: Backend, principal: Principal, body: Responses
     history = panel_service.History(body.previous_response_id, system, len(earlier)) if earlier else None
     size = 0
     if body.store:  # what this turn adds, as the model reads it; the conversation before it stays in its chain
-        turn = await off_loop(len(conversation), lambda: chat.openai_messages()[system + len(earlier):])
-        size = await off_loop(len(turn), store.stored_size, turn, echo)
+        turn = [message.openai() for message in chat.messages[system + len(earlier):]]
+        size = await asyncio.to_thread(store.stored_size, turn, echo)  # one message may be megabytes
         limit = backend.settings.parley_workspace_max_stored_bytes
         if not await store.reserve(backend.db, workspace=principal.workspace, size=size, limit=limit):
             raise TooLarge(f"This response ({size:,} bytes to store) would take the workspace's stored responses "
