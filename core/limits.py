@@ -69,6 +69,10 @@ MAX_RESPONSE_CONVERSATION_BYTES = 4 * 1024 * 1024
 # What one workspace's stored responses may hold in all, by default (`PARLEY_WORKSPACE_MAX_STORED_BYTES`): past it a
 # response to store is refused (413 `storage_quota_exceeded`); deleting responses, or their expiry, makes room.
 WORKSPACE_MAX_STORED_BYTES = 1024**3
+# The count of those bytes is not lowered by expiry: a request it would refuse counts them again from the live
+# responses first, at most once in this many seconds per workspace (a client refused in a loop cannot make the
+# database sum a workspace's responses at each request).
+STORED_BYTES_RECOUNT_SECONDS = 60
 # A response's `metadata`, as OpenAI takes it: keys, the characters of a key and of a value.
 MAX_METADATA_KEYS = 16
 MAX_METADATA_KEY_CHARS = 64

@@ -12,7 +12,7 @@ index; storing a response moves its chain's expiry on; reads skip an expired one
 What a workspace's responses hold is counted (`bytes`, the JSON size of a document's messages and echo) in
 `stored_bytes` (`{_id: workspace, responses}`), raised with `$inc` before a response is stored, only while the total
 stays within the workspace's bound (`reserve`), and lowered when one is deleted. Expiry does not lower it: when it
-would refuse, it is counted again from the live documents (`recount`) before it does.
+would refuse, it is counted again from the live documents (`recount`, at most once a minute) before it does.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
 from parley.core import clock
-from parley.core.limits import RESPONSE_TTL_DAYS
+from parley.core.limits import RESPONSE_TTL_DAYS, STORED_BYTES_RECOUNT_SECONDS
 
 INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
     ("responses", [("expiresAt", 1)], {"expireAfterSeconds": 0}),
@@ -54,14 +54,18 @@ def stored_size(messages: list[dict[str, Any]], echo: dict[str, Any]) -> int:
 
 async def reserve(db: AsyncDatabase, *, workspace: str, size: int, limit: int) -> bool:
     """Add `size` bytes to what the workspace's responses hold, if the total stays within `limit`; False (nothing
-    added) when it would not, even counted again from the live responses (`recount`)."""
+    added) when it would not, even counted again from the live responses (`recount`, unless the count is younger
+    than `STORED_BYTES_RECOUNT_SECONDS`)."""
     for attempt in range(2):
         taken = await db.stored_bytes.update_one({"_id": workspace, "responses": {"$lte": limit - size}},
                                                  {"$inc": {"responses": size}})
         if taken.matched_count:
             return True
-        if attempt == 0:
-            await recount(db, workspace=workspace)
+        counted = await db.stored_bytes.find_one({"_id": workspace}, projection={"countedAt": 1})
+        if attempt or counted and counted.get("countedAt") and (
+                clock.now() - counted["countedAt"]).total_seconds() < STORED_BYTES_RECOUNT_SECONDS:
+            return False
+        await recount(db, workspace=workspace)
     return False
 
 
@@ -78,10 +82,11 @@ async def recount(db: AsyncDatabase, *, workspace: str) -> int:
         {"$match": {"workspace": workspace, "expiresAt": {"$gt": clock.now()}}},
         {"$group": {"_id": None, "bytes": {"$sum": "$bytes"}}}])).to_list()
     total = int(rows[0]["bytes"]) if rows else 0
+    counted = {"$set": {"responses": total, "countedAt": clock.now()}}
     try:
-        await db.stored_bytes.update_one({"_id": workspace}, {"$set": {"responses": total}}, upsert=True)
+        await db.stored_bytes.update_one({"_id": workspace}, counted, upsert=True)
     except DuplicateKeyError:  # made at the same moment by another recount
-        await db.stored_bytes.update_one({"_id": workspace}, {"$set": {"responses": total}})
+        await db.stored_bytes.update_one({"_id": workspace}, counted)
     return total
 
 

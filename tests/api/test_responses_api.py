@@ -444,8 +444,12 @@ def test_a_workspaces_stored_responses_are_bounded(parley_env, client, api, llm,
     client.responses.delete(kept)
     [third] = continue_chain(client, 1)
     assert api.post("/v1/responses", json={"model": "openai:gpt-4o", "input": turn_text(0)}).status_code == 413
-    # Expired responses the TTL index has not removed yet are counted out when the bound would refuse.
-    sync_db.responses.update_many({}, {"$set": {"expiresAt": datetime.now(UTC) - timedelta(seconds=1)}})
+    # Expired responses the TTL index has not removed yet are counted out when the bound would refuse, once the
+    # last count is a minute old (a refused client does not make the database count at each request).
+    past = datetime.now(UTC) - timedelta(seconds=1)
+    sync_db.responses.update_many({}, {"$set": {"expiresAt": past}})
+    assert api.post("/v1/responses", json={"model": "openai:gpt-4o", "input": turn_text(0)}).status_code == 413
+    sync_db.stored_bytes.update_one({"_id": "ws1"}, {"$set": {"countedAt": past - timedelta(minutes=1)}})
     continue_chain(client, 1)
     assert sync_db.stored_bytes.find_one({"_id": "ws1"})["responses"] == size
 
