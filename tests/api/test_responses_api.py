@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 
 import agents
 import bson
@@ -16,6 +17,10 @@ import openresponses_types
 import pytest
 from openai.types.responses import Response
 from pydantic import BaseModel
+from pymongo import AsyncMongoClient
+
+from parley.runs.modes.base import RunFailure
+from parley.runs.modes.panel import PanelRun
 
 # The panel API's fixtures: the debate preset on PANEL with ARBITRATOR, a key with credit, the openai SDK and httpx.
 from tests.api.test_panel_api import ARBITRATOR, PANEL, api, client, key, server  # noqa: F401
@@ -421,6 +426,31 @@ def test_a_conversation_whose_chain_is_gone_cannot_be_continued(client, api, llm
     expired = api.post("/v1/responses", json={"model": "openai:gpt-4o", "input": "And then?",
                                               "previous_response_id": again.id})
     assert expired.status_code == 404 and expired.json()["error"]["code"] == "response_chain_broken"
+
+
+def test_a_run_reads_the_conversation_it_continues_back_from_the_chain(client, llm, sync_db, parley_env):
+    """A run started (or resumed on another worker) reads the conversation back; one whose chain is gone by then
+    fails `response_chain_broken`, rather than answer a conversation missing turns."""
+    llm.script(model="gpt-4o", reply="Noted.")
+    first, second = continue_chain(client, 2)
+    run = sync_db.runs.find_one({"_id": sync_db.responses.find_one({"_id": second})["run"]})
+
+    async def prepared() -> list[dict]:
+        mongo = AsyncMongoClient(parley_env.mongodb_uri, tz_aware=True)
+        try:
+            mode = PanelRun(run, SimpleNamespace(db=mongo[parley_env.mongodb_db]))
+            await mode.prepare()
+            return mode.graph_input()["messages"]
+        finally:
+            await mongo.close()
+
+    assert asyncio.run(prepared()) == [{"role": "user", "content": turn_text(0)},
+                                       {"role": "assistant", "content": "Noted."},
+                                       {"role": "user", "content": turn_text(1)}]
+    client.responses.delete(first)
+    with pytest.raises(RunFailure) as failed:
+        asyncio.run(prepared())
+    assert failed.value.error["code"] == "response_chain_broken" and first in failed.value.error["message"]
 
 
 def test_a_workspaces_stored_responses_are_bounded(parley_env, client, api, llm, sync_db):
