@@ -7,9 +7,11 @@ started by `services.panel.start_completion`, so planning, billing, budgets, the
 completions' own. Its run's result (a `chat.completion`) is then read as a `response` object (`response_object`), and
 its events as the Responses stream (`ResponseStream`).
 
-A stored response (`store`, true by default: `store.responses`) keeps the conversation it answered; a later request
-naming it (`previous_response_id`) continues that conversation with the response's answer and its own input. Who may
-see or continue a response is who may see its run (`services.runs.visible_run`): what a key may not see is not found.
+A stored response (`store`, true by default: `store.responses`) keeps what its turn added and the response it
+continued; a later request naming it (`previous_response_id`) continues the conversation read back along that chain
+with the response's answer and its own input (its run refers to the chain too). What a workspace's responses store
+is bounded (`PARLEY_WORKSPACE_MAX_STORED_BYTES`). Who may see or continue a response is who may see its run
+(`services.runs.visible_run`): what a key may not see is not found.
 """
 
 from __future__ import annotations
@@ -269,9 +271,10 @@ class ResponsesRequest(PanelOptions):
         return [MessageItem(role="user", content=self.input)] if isinstance(self.input, str) else list(self.input)
 
     def echo(self) -> dict[str, Any]:
-        """The request's settings as a `response` object repeats them (`ECHO_DEFAULTS` for those it leaves out)."""
+        """The request's settings as a `response` object repeats them (`response_object` fills in `ECHO_DEFAULTS`
+        for those it leaves out)."""
         extra = self.model_extra or {}
-        return {**ECHO_DEFAULTS, "instructions": self.instructions, "tools": self.tools or [],
+        return {"instructions": self.instructions, "tools": self.tools or [],
                 "tool_choice": self.tool_choice or "auto",
                 "parallel_tool_calls": True if self.parallel_tool_calls is None else self.parallel_tool_calls,
                 "text": self.text or {"format": {"type": "text"}},
@@ -442,12 +445,21 @@ async def continued(backend: Backend, principal: Principal, response_id: str) ->
                              param="previous_response_id") from None
 
 
+def stored_turn(chat: ChatCompletionRequest, start: int, echo: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
+    """What a stored response keeps of its turn: its messages from `start` on, as the model reads them, and the bytes
+    they and its settings count for (on a worker thread: one message may be megabytes)."""
+    turn = [message.openai() for message in chat.messages[start:]]
+    return turn, store.stored_size(turn, echo)
+
+
 async def start_response(backend: Backend, principal: Principal, body: ResponsesRequest) -> Started:
     """Continue the previous response's conversation (if any), start the chat completion the request stands for
-    (`services.panel.start_completion`: planning, credit, budget, the run) and, with `store`, store the response.
+    (`services.panel.start_completion`: planning, credit, budget, the run) and, with `store`, store the response:
+    its bytes are reserved in the workspace's bound first, so that a refusal starts and stores nothing.
 
     Raises:
         InvalidRequest, NotFound, PaymentRequired: as `start_completion`, `chat_request` and `continued`.
+        TooLarge: `storage_quota_exceeded`: storing it would pass the workspace's bound.
     """
     earlier, chain = (await continued(backend, principal, body.previous_response_id) if body.previous_response_id
                       else ([], []))
@@ -460,8 +472,7 @@ async def start_response(backend: Backend, principal: Principal, body: Responses
     history = panel_service.History(body.previous_response_id, system, len(earlier)) if earlier else None
     size = 0
     if body.store:  # what this turn adds, as the model reads it; the conversation before it stays in its chain
-        turn = [message.openai() for message in chat.messages[system + len(earlier):]]
-        size = await asyncio.to_thread(store.stored_size, turn, echo)  # one message may be megabytes
+        turn, size = await asyncio.to_thread(stored_turn, chat, system + len(earlier), echo)
         limit = backend.settings.parley_workspace_max_stored_bytes
         if not await store.reserve(backend.db, workspace=principal.workspace, size=size, limit=limit):
             raise TooLarge(f"This response ({size:,} bytes to store) would take the workspace's stored responses "
