@@ -103,6 +103,7 @@ SERVICE_STATUSES: dict[type[service_errors.ServiceError], int] = {
     service_errors.Forbidden: 403,
     service_errors.NotFound: 404,
     service_errors.Conflict: 409,
+    service_errors.TooLarge: 413,
     service_errors.Unprocessable: 422,
     service_errors.RateLimited: 429,
     service_errors.CannotStart: 500,

@@ -60,11 +60,19 @@ MAX_WORKFLOW_ROUTES = 4_000
 ROUTE_LIST_ITEMS = {"/v1/chat/completions": {"messages": MAX_CHAT_MESSAGES, "tools": MAX_TOOLS},
                     "/v1/responses": {"input": MAX_CHAT_MESSAGES, "tools": MAX_TOOLS}}
 # The Responses API (`POST /v1/responses`): a stored response (`store: true`, the default) can be read back and
-# continued (`previous_response_id`) for this many days, as OpenAI keeps them, then it is deleted (a TTL index). A
-# conversation continued that way is held to what one request could send: `MAX_CHAT_MESSAGES` items, and this many
-# bytes of JSON (a stored response and its run each keep it whole; MongoDB refuses a document over 16 MB).
+# continued (`previous_response_id`) for this many days after the last response continuing it, as OpenAI keeps
+# them, then it is deleted (a TTL index). A conversation continued that way is held to what one request could send:
+# `MAX_CHAT_MESSAGES` items, and this many bytes of JSON (a stored response keeps only its own turn; the
+# conversation is read back from its chain, and a run holds it whole in memory only).
 RESPONSE_TTL_DAYS = 30
 MAX_RESPONSE_CONVERSATION_BYTES = 4 * 1024 * 1024
+# What one workspace's stored responses may hold in all, by default (`PARLEY_WORKSPACE_MAX_STORED_BYTES`): past it a
+# response to store is refused (413 `storage_quota_exceeded`); deleting responses, or their expiry, makes room.
+WORKSPACE_MAX_STORED_BYTES = 1024**3
+# The count of those bytes is not lowered by expiry: a request it would refuse counts them again from the live
+# responses first, at most once in this many seconds per workspace (a client refused in a loop cannot make the
+# database sum a workspace's responses at each request).
+STORED_BYTES_RECOUNT_SECONDS = 60
 # A response's `metadata`, as OpenAI takes it: keys, the characters of a key and of a value.
 MAX_METADATA_KEYS = 16
 MAX_METADATA_KEY_CHARS = 64

@@ -18,6 +18,7 @@ from parley.core.limits import (
     WEBHOOK_MAX_ATTEMPTS,
     WEBHOOK_MAX_RETRY_DELAY_SECONDS,
     WEBHOOK_MAX_TIMEOUT_SECONDS,
+    WORKSPACE_MAX_STORED_BYTES,
 )
 
 EMBEDDED_MODEL_ID = "local:smollm2"
@@ -71,6 +72,10 @@ class Settings(BaseSettings):
     parley_db_port: int = Field(0, description="Port of the embedded database; 0 picks a free one.")
     parley_max_body_bytes: int = Field(
         MAX_BODY_BYTES, ge=1024, description="Bytes of the largest request body any route reads (413 beyond).")
+    parley_workspace_max_stored_bytes: int = Field(
+        WORKSPACE_MAX_STORED_BYTES, ge=0, description="Bytes one workspace's stored responses (`POST /v1/responses` "
+        "with `store: true`) may hold in all (1 GiB by default): past it a response to store is refused with 413 "
+        "`storage_quota_exceeded`, and nothing stored is lost; deleting responses, or their expiry, makes room.")
     parley_request_timeout: float = Field(
         120.0, gt=0, description="Seconds a model call waits for its next piece of data: the HTTP read timeout, "
         "and the longest gap between streamed chunks (keep-alive comments do not count).")

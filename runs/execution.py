@@ -210,6 +210,7 @@ class Executions:
         context = mode.knobs(mode.context(ledger))
         context.steering, context.budget = steering, budget
         try:
+            await mode.prepare()
             went_on, graph_input = await resume.restore(self.db, self.saver, record, mode=mode, graph=graph,
                                                         config=config, writer=writer, steering=steering,
                                                         worker=self.worker, lease=store.lease_of(record))

@@ -55,6 +55,12 @@ class Unprocessable(ServiceError):
     code = "invalid_request"
 
 
+class TooLarge(ServiceError):
+    """What the request would store does not fit: the workspace's stored bytes would pass their bound."""
+
+    code = "storage_quota_exceeded"
+
+
 class PaymentRequired(ServiceError):
     """The workspace cannot pay for the run: its credit or its token allowance does not cover it."""
 

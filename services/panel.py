@@ -640,6 +640,16 @@ def graph_input(plan: Plan, messages: list[dict[str, Any]], *, temperature: floa
     ))
 
 
+@dataclass(frozen=True)
+class History:
+    """Messages of a request that a stored response holds (`store.responses.conversation`): the `count` messages from
+    index `at` (after the system message) are the conversation of `response_id` and its answer."""
+
+    response_id: str
+    at: int
+    count: int
+
+
 def new_completion_id(mode: str) -> str:
     """The id of the completion body: the panel contract's `panel-<ms>` for a raw panel, `chatcmpl-…` otherwise."""
     if mode == "panel":
@@ -648,9 +658,12 @@ def new_completion_id(mode: str) -> str:
 
 
 async def start_completion(backend: Backend, caller: Caller, body: ChatCompletionRequest, *,
-                           completion_id: str | None = None, **overrides: Any) -> dict:
+                           completion_id: str | None = None, history: History | None = None,
+                           **overrides: Any) -> dict:
     """Plan one chat completion (`overrides`: as `plan_request`'s), reserve its credit and start its run; return the
-    run record. `completion_id` names it (a response's id, `services.responses`), else it gets its own.
+    run record. `completion_id` names it (a response's id, `services.responses`), else it gets its own. With
+    `history`, the messages it names are a stored response's conversation: the run's input refers to that response
+    instead of holding them (`runs.modes.panel.PanelRun.prepare` reads them back).
 
     With `body.stream` the client reads the answer as it comes, so a candidate that fails midway cannot hand over
     to the next one (the client already has part of an answer); without it, the next candidate answers.
@@ -667,15 +680,19 @@ async def start_completion(backend: Backend, caller: Caller, body: ChatCompletio
                         credit=await reserve(backend, plan, body, workspace=caller.workspace))
     question = next((m.content for m in reversed(body.messages) if m.role == "user" and isinstance(m.content, str)),
                     body.model)
+    messages = body.openai_messages()
+    if history:  # the earlier conversation stays where it is stored
+        messages = messages[:history.at] + messages[history.at + history.count:]
     async with billing.released_on_failure(backend.db, caller.workspace, bill):
         return await backend.runs.submit(
             "panel", caller=caller, title=question[:200], ref={"completionId": completion["id"]},
-            input={"graph": graph_input(plan, body.openai_messages(), temperature=body.temperature,
+            input={"graph": graph_input(plan, messages, temperature=body.temperature,
                                         max_tokens=body.output_cap, seed=body.seed, tools=body.toolset,
                                         answer_format=body.answer_format),
                    "plan": dataclasses.asdict(plan), "bill": bill.dump(),
                    **({"steer": steer} if (steer := steering.SteerOptions(
                        budget=limits, response_cache=bool(body.parley_cache)).dump()) else {}),
+                   **({"history": {"response": history.response_id, "at": history.at}} if history else {}),
                    "completion": completion, "streamed": body.stream,
                    **({"reasoning": plan.reasoning} if plan.reasoning else {})},
         )

@@ -7,13 +7,16 @@ started by `services.panel.start_completion`, so planning, billing, budgets, the
 completions' own. Its run's result (a `chat.completion`) is then read as a `response` object (`response_object`), and
 its events as the Responses stream (`ResponseStream`).
 
-A stored response (`store`, true by default: `store.responses`) keeps the conversation it answered; a later request
-naming it (`previous_response_id`) continues that conversation with the response's answer and its own input. Who may
-see or continue a response is who may see its run (`services.runs.visible_run`): what a key may not see is not found.
+A stored response (`store`, true by default: `store.responses`) keeps what its turn added and the response it
+continued; a later request naming it (`previous_response_id`) continues the conversation read back along that chain
+with the response's answer and its own input (its run refers to the chain too). What a workspace's responses store
+is bounded (`PARLEY_WORKSPACE_MAX_STORED_BYTES`). Who may see or continue a response is who may see its run
+(`services.runs.visible_run`): what a key may not see is not found.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -50,7 +53,14 @@ from parley.services import panel as panel_service
 from parley.services import runs as run_service
 from parley.services.access import Principal
 from parley.services.backend import Backend
-from parley.services.errors import InvalidRequest, NotFound, describe_validation, invalid_field, validation_code
+from parley.services.errors import (
+    InvalidRequest,
+    NotFound,
+    TooLarge,
+    describe_validation,
+    invalid_field,
+    validation_code,
+)
 from parley.services.panel import ChatCompletionRequest, PanelOptions
 from parley.services.progress import progress_line
 from parley.store import responses as store
@@ -261,14 +271,28 @@ class ResponsesRequest(PanelOptions):
         return [MessageItem(role="user", content=self.input)] if isinstance(self.input, str) else list(self.input)
 
     def echo(self) -> dict[str, Any]:
-        """The request's settings as a `response` object repeats them."""
-        return {"instructions": self.instructions, "tools": self.tools or [], "tool_choice": self.tool_choice or "auto",
+        """The request's settings as a `response` object repeats them (`response_object` fills in `ECHO_DEFAULTS`
+        for those it leaves out)."""
+        extra = self.model_extra or {}
+        return {"instructions": self.instructions, "tools": self.tools or [],
+                "tool_choice": self.tool_choice or "auto",
                 "parallel_tool_calls": True if self.parallel_tool_calls is None else self.parallel_tool_calls,
-                "text": self.text or {"format": {"type": "text"}}, "temperature": self.temperature,
-                "top_p": self.top_p, "max_output_tokens": self.max_output_tokens,
-                "previous_response_id": self.previous_response_id, "metadata": self.metadata or {},
-                "store": self.store, "user": (self.model_extra or {}).get("user"), "truncation": "disabled",
-                "background": False, "reasoning": None}
+                "text": self.text or {"format": {"type": "text"}},
+                **({"temperature": self.temperature} if self.temperature is not None else {}),
+                **({"top_p": self.top_p} if self.top_p is not None else {}),
+                "max_output_tokens": self.max_output_tokens, "previous_response_id": self.previous_response_id,
+                "metadata": self.metadata or {}, "store": self.store, "user": extra.get("user"),
+                **{key: extra[key] for key in ("safety_identifier", "prompt_cache_key")
+                   if isinstance(extra.get(key), str)}}
+
+
+# What a `response` object says of the settings a request left out, as the Open Responses schema requires them: the
+# sampling defaults (Parley sends no temperature or top_p then, so a provider's own apply: OpenAI's are these), no
+# penalties, log probabilities, tool call cap, truncation or background (none is carried out here).
+ECHO_DEFAULTS: dict[str, Any] = {
+    "temperature": 1.0, "top_p": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0, "top_logprobs": 0,
+    "max_tool_calls": None, "truncation": "disabled", "background": False, "reasoning": None,
+    "service_tier": "default", "safety_identifier": None, "prompt_cache_key": None}
 
 
 # --- the chat completion a request stands for -----------------------------------------------
@@ -395,45 +419,84 @@ class Started:
                                status="in_progress", model=response_model(self.record["input"]["plan"], {}))
 
 
-async def continued(backend: Backend, principal: Principal, response_id: str) -> list[dict[str, Any]]:
-    """The conversation of the stored response `response_id` followed by its answer, to continue it.
+async def continued(backend: Backend, principal: Principal, response_id: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """The conversation of the stored response `response_id` followed by its answer, to continue it, read back
+    from its chain (`store.responses.conversation`), and the ids of that chain.
 
     Raises:
         NotFound: `response_not_found`: no such response the key may see, or one not stored (`store: false`) or
-            expired.
-        InvalidRequest: `response_not_completed`: it has no answer (it is still running, failed or was cancelled).
+            expired; `response_chain_broken`: a response it continues was deleted or has expired.
+        InvalidRequest: `response_not_completed`: it has no answer (it is still running, failed or was cancelled);
+            `conversation_too_long`: the conversation holds more than one request may.
     """
-    doc, run = await visible_response(backend, principal, response_id)
+    _, run = await visible_response(backend, principal, response_id)
     if run["status"] != "completed":
         raise InvalidRequest(f"previous_response_id: response '{response_id}' has no answer to continue from (it is "
                              f"{run['status']})", code="response_not_completed", param="previous_response_id")
-    answer = dict(run["result"]["choices"][0]["message"])
-    answer.pop("refusal", None)
-    return [*doc["messages"], answer]
+    try:
+        return await store.conversation(backend.db, response_id=response_id, workspace=principal.workspace,
+                                        max_messages=MAX_CHAT_MESSAGES, max_bytes=MAX_RESPONSE_CONVERSATION_BYTES)
+    except store.ChainBroken as exc:
+        raise NotFound(f"previous_response_id: {exc}: it cannot be continued (start a new conversation, or "
+                       "continue a response made before the one deleted)", code="response_chain_broken",
+                       param="previous_response_id") from None
+    except store.TooLong as exc:
+        raise InvalidRequest(f"The conversation would hold {exc}: start a new one", code="conversation_too_long",
+                             param="previous_response_id") from None
+
+
+def stored_turn(chat: ChatCompletionRequest, start: int, echo: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
+    """What a stored response keeps of its turn: its messages from `start` on, as the model reads them, and the bytes
+    they and its settings count for (on a worker thread: one message may be megabytes)."""
+    turn = [message.openai() for message in chat.messages[start:]]
+    return turn, store.stored_size(turn, echo)
 
 
 async def start_response(backend: Backend, principal: Principal, body: ResponsesRequest) -> Started:
     """Continue the previous response's conversation (if any), start the chat completion the request stands for
-    (`services.panel.start_completion`: planning, credit, budget, the run) and, with `store`, store the response.
+    (`services.panel.start_completion`: planning, credit, budget, the run) and, with `store`, store the response:
+    its bytes are reserved in the workspace's bound first, so that a refusal starts and stores nothing.
 
     Raises:
         InvalidRequest, NotFound, PaymentRequired: as `start_completion`, `chat_request` and `continued`.
+        TooLarge: `storage_quota_exceeded`: storing it would pass the workspace's bound.
     """
-    earlier = await continued(backend, principal, body.previous_response_id) if body.previous_response_id else []
+    earlier, chain = (await continued(backend, principal, body.previous_response_id) if body.previous_response_id
+                      else ([], []))
     items = body.items
     conversation = earlier + await off_loop(len(items), chat_messages, items)
     chat = await off_loop(len(conversation), chat_request, body, conversation)
     response_id = "resp_" + uuid.uuid4().hex
-    record = await panel_service.start_completion(backend, principal.caller, chat, completion_id=response_id)
-    started = Started(response_id, int(time.time()), record, {"model": body.model, **body.echo()})
+    echo = {"model": body.model, **body.echo()}
+    system = 1 if body.instructions else 0
+    history = panel_service.History(body.previous_response_id, system, len(earlier)) if earlier else None
+    size = 0
+    if body.store:  # what this turn adds, as the model reads it; the conversation before it stays in its chain
+        turn, size = await asyncio.to_thread(stored_turn, chat, system + len(earlier), echo)
+        limit = backend.settings.parley_workspace_max_stored_bytes
+        if not await store.reserve(backend.db, workspace=principal.workspace, size=size, limit=limit):
+            raise TooLarge(f"This response ({size:,} bytes to store) would take the workspace's stored responses "
+                           f"past their bound ({limit:,} bytes, PARLEY_WORKSPACE_MAX_STORED_BYTES): delete responses "
+                           "you no longer need (DELETE /v1/responses/{id}), or send store: false",
+                           code="storage_quota_exceeded")
+    try:
+        record = await panel_service.start_completion(backend, principal.caller, chat, completion_id=response_id,
+                                                      history=history)
+    except BaseException:
+        if size:
+            await store.release(backend.db, workspace=principal.workspace, size=size)
+        raise
+    started = Started(response_id, int(time.time()), record, echo)
     if body.store:
         try:
             await store.add_response(backend.db, response_id=response_id, run_id=record["_id"],
                                      workspace=principal.workspace, user=principal.user,
-                                     previous=body.previous_response_id, messages=conversation, echo=started.echo)
+                                     previous=body.previous_response_id, messages=turn, echo=echo, size=size,
+                                     chain=chain)
         except BaseException:
             log.warning("response %s could not be stored: its run %s is cancelled", response_id, record["_id"])
             await backend.runs.cancel(record["_id"])  # nobody could read or continue it: it is not answered either
+            await store.release(backend.db, workspace=principal.workspace, size=size)
             raise
     return started
 
@@ -497,7 +560,8 @@ def response_object(response_id: str, created_at: float, echo: dict[str, Any], *
     """
     metadata = {**echo["metadata"], "parley_run_id": run_id}
     body: dict[str, Any] = {
-        "id": response_id, "object": "response", "created_at": created_at, "status": status, **echo,
+        "id": response_id, "object": "response", "created_at": created_at, "completed_at": None, "status": status,
+        **ECHO_DEFAULTS, **{k: v for k, v in echo.items() if v is not None or ECHO_DEFAULTS.get(k) is None},
         "model": model, "output": [], "error": error, "incomplete_details": None, "usage": None,
         "metadata": metadata}
     if completion is not None:
@@ -719,5 +783,7 @@ class ResponseStream:
         """An `error` event: the stream cannot go on (the run was cancelled, or storage failed: the run goes on, and
         `GET /v1/responses/{id}` or `GET /v1/runs/{id}/events` reads its end)."""
         self.ended = True
-        return self._event("error", code=error.get("code"), message=error["message"], param=None)
+        kind = "invalid_request_error" if 400 <= (error.get("status") or 500) < 500 else "server_error"
+        return self._event("error", code=error.get("code"), message=error["message"], param=None,
+                           error={"type": kind, "code": error.get("code"), "message": error["message"], "param": None})
 

@@ -36,8 +36,11 @@ ResponseId = Annotated[str, Path(min_length=1, max_length=200, description="The 
                                 "an unsupported parameter, a conversation whose calls and outputs do not fit), a "
                                 "previous response with no answer, or a router that cannot fill its panel."),
                           (402, "The workspace's credit cannot cover the request's estimated cost."), 403,
-                          (404, "`router/<id>` names no router of the workspace, or `previous_response_id` no "
-                                "stored response the key may see."),
+                          (404, "`router/<id>` names no router of the workspace, `previous_response_id` no "
+                                "stored response the key may see (`response_not_found`), or one whose conversation "
+                                "misses a response deleted or expired (`response_chain_broken`)."),
+                          (413, "The response would take the workspace's stored responses past "
+                                "`PARLEY_WORKSPACE_MAX_STORED_BYTES` (`storage_quota_exceeded`); nothing is stored."),
                           (500, "An unexpected failure while answering; the server log has the cause."),
                           (502, "The model endpoint failed, or too few panelists answered.")),
              })

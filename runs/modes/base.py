@@ -156,6 +156,9 @@ class ModeRun(ABC):
             context.response_cache = response_cache(self.services.db, self.record["workspace"])
         return context
 
+    async def prepare(self) -> None:
+        """Read what the run's input refers to rather than holds, before its graph starts (each execution)."""
+
     @abstractmethod
     def graph_input(self) -> dict[str, Any]:
         """The graph's input when the run starts (a resumed run continues from its checkpoint instead)."""

@@ -18,6 +18,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
 
 from parley.core import clock
+from parley.core.limits import MAX_CHAT_MESSAGES, MAX_RESPONSE_CONVERSATION_BYTES
 from parley.graphs.panel import graph as panel_graph
 from parley.graphs.panel.steps import (
     AllModelsFailedError,
@@ -31,6 +32,7 @@ from parley.graphs.panel.steps import (
 )
 from parley.llm.usage import UsageLedger, usage_view, usd
 from parley.runs.modes.base import Emit, ModeRun, Outcome, RunFailure, with_checkpointer
+from parley.store import responses as responses_store
 
 PROGRESS = ("panelists", "panelist", "answering", "fallback", "decision", "review", "verdict", "queued", "depth",
             "analysis")
@@ -155,6 +157,7 @@ class PanelRun(ModeRun):
         super().__init__(record, services)
         self.plan = self.input["plan"]
         self.answering = False  # some of the answer has streamed
+        self.earlier: list[dict[str, Any]] = []  # the stored conversation it continues (`prepare`)
 
     def graph(self, checkpointer: BaseCheckpointSaver | None) -> Pregel:
         return with_checkpointer(panel_graph, checkpointer)
@@ -163,8 +166,28 @@ class PanelRun(ModeRun):
         return PanelContext(models=self.services.factory, ledger=ledger, tools=self.tool_access(),
                             streamed=bool(self.input.get("streamed")))
 
+    async def prepare(self) -> None:
+        """A stored response's conversation that the run continues (`history`: the run's input names the response
+        instead of holding it), read back from its chain."""
+        if not (history := self.input.get("history")):
+            return
+        try:
+            self.earlier, _ = await responses_store.conversation(
+                self.services.db, response_id=history["response"], workspace=self.record["workspace"],
+                max_messages=MAX_CHAT_MESSAGES, max_bytes=MAX_RESPONSE_CONVERSATION_BYTES)
+        except responses_store.ChainBroken as exc:
+            raise RunFailure(f"The conversation this response continues cannot be read: {exc}", status=404,
+                             code="response_chain_broken") from None
+        except responses_store.TooLong as exc:
+            raise RunFailure(f"The conversation this response continues holds {exc}", status=400,
+                             code="conversation_too_long") from None
+
     def graph_input(self) -> dict[str, Any]:
-        return dict(self.input["graph"])
+        graph = dict(self.input["graph"])
+        if self.earlier:
+            at = self.input["history"]["at"]
+            graph["messages"] = [*graph["messages"][:at], *self.earlier, *graph["messages"][at:]]
+        return graph
 
     def translate(self, mode: str, part: Any) -> Iterable[Emit]:
         kind = part.get("event")

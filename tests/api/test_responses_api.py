@@ -6,13 +6,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 
 import agents
+import bson
 import httpx
 import openai
+import openresponses_types
 import pytest
 from openai.types.responses import Response
 from pydantic import BaseModel
+from pymongo import AsyncMongoClient
+
+from parley.runs.modes.base import RunFailure
+from parley.runs.modes.panel import PanelRun
 
 # The panel API's fixtures: the debate preset on PANEL with ARBITRATOR, a key with credit, the openai SDK and httpx.
 from tests.api.test_panel_api import ARBITRATOR, PANEL, api, client, key, server  # noqa: F401
@@ -26,6 +34,32 @@ QUESTION = "Should I take an umbrella in Paris today?"
 
 def meta(response) -> dict:
     return response.model_extra["_meta"]
+
+
+# The Open Responses specification's model of each stream event, by its `type` (each model's `type` is a one-member
+# enum).
+OPEN_EVENTS = {next(iter(model.model_fields["type"].annotation)).value: model
+               for name, model in vars(openresponses_types).items() if name.endswith("StreamingEvent")}
+
+
+def open_response(body: dict) -> dict:
+    """`body` checked against the Open Responses specification's `response` object (its pydantic model)."""
+    openresponses_types.ResponseResource.model_validate(body)
+    return body
+
+
+def open_events(lines: list[str]) -> list[dict]:
+    """The events of an SSE stream, each checked against the Open Responses specification's model of its type."""
+    payloads = [json.loads(line.removeprefix("data: ")) for line in lines if line.startswith("data: ")]
+    for payload in payloads:
+        OPEN_EVENTS[payload["type"]].model_validate(payload)
+    return payloads
+
+
+def streamed_lines(api, body: dict) -> list[str]:
+    with api.stream("POST", "/v1/responses", json={**body, "stream": True}) as raw:
+        assert raw.status_code == 200, raw.read()
+        return [line for line in raw.iter_lines() if line]
 
 
 def script_debate(llm, answer: str | None = "Take the umbrella.") -> None:
@@ -238,6 +272,48 @@ def test_a_failed_debate_is_an_openai_error_and_a_failed_event(client, api, llm)
     assert events[-1].response.status == "failed" and events[-1].response.error.code == "too_few_panelists"
 
 
+# --- the Open Responses schema -------------------------------------------------------------------------------
+
+
+def test_responses_and_their_events_fit_the_open_responses_schema(client, api, llm):
+    """Every `response` object (answered, a tool call, failed, read back) and every stream event (text, a tool call's
+    arguments, a failure, the `error` of a cancelled stream) is what the published schema's models take."""
+    llm.script(model="gpt-4o", reply="Yes, take one.", times=2)
+    text = open_response(api.post("/v1/responses", json={"model": "openai:gpt-4o", "input": QUESTION}).json())
+    assert text["temperature"] == 1.0 and text["top_p"] == 1.0 and text["presence_penalty"] == 0.0
+    assert text["service_tier"] == "default" and text["max_tool_calls"] is None and text["top_logprobs"] == 0
+    open_response(api.get(f"/v1/responses/{text['id']}").json())
+    events = open_events(streamed_lines(api, {"model": "openai:gpt-4o", "input": QUESTION, "temperature": 0.3,
+                                              "safety_identifier": "u-1", "prompt_cache_key": "k-1"}))
+    assert events[-1]["type"] == "response.completed" and events[-1]["response"]["temperature"] == 0.3
+    assert events[-1]["response"]["safety_identifier"] == "u-1" and events[-1]["response"]["prompt_cache_key"] == "k-1"
+    llm.script(model="gpt-4o", tool_calls=[CALL], with_tools=True, times=2)
+    call = open_response(api.post("/v1/responses", json={"model": "openai:gpt-4o", "input": QUESTION,
+                                                         "tools": [WEATHER]}).json())
+    assert call["output"][0]["type"] == "function_call"
+    kinds = [e["type"] for e in open_events(streamed_lines(api, {"model": "openai:gpt-4o", "input": QUESTION,
+                                                                  "tools": [WEATHER]}))]
+    assert "response.function_call_arguments.done" in kinds
+    llm.script(model="claude-sonnet-4-5", status=401)
+    llm.script(model="gemini-2.5-pro", status=401)
+    failed = open_events(streamed_lines(api, {"model": "router/debate", "input": QUESTION}))
+    assert failed[-1]["type"] == "response.failed"
+    assert open_response(api.get(f"/v1/responses/{failed[0]['response']['id']}").json())["status"] == "failed"
+    llm.script(model="gpt-4o", reply="Slowly.", hold="cancel")
+    with api.stream("POST", "/v1/responses", json={"model": "openai:gpt-4o", "input": QUESTION,
+                                                    "stream": True}) as raw:
+        lines = raw.iter_lines()
+        created = json.loads(next(line for line in lines if line.startswith("data: ")).removeprefix("data: "))
+        llm.wait_held("cancel")
+        held = open_response(api.get(f"/v1/responses/{created['response']['id']}").json())
+        assert held["status"] == "in_progress"
+        assert api.post(f"/v1/runs/{held['metadata']['parley_run_id']}/cancel").status_code == 202
+        rest = [line for line in lines if line]
+        llm.release("cancel")
+    [error] = [e for e in open_events(rest) if e["type"] == "error"]
+    assert error["code"] == "cancelled" and error["error"]["code"] == "cancelled"
+
+
 # --- stored responses ---------------------------------------------------------------------------------------
 
 
@@ -286,6 +362,126 @@ def test_a_response_still_running_cannot_be_continued(client, api, llm):
         llm.release("slow")
         assert any("response.completed" in line for line in lines)
     assert client.responses.retrieve(response_id).output_text == "Slowly."
+
+
+def turn_text(turn: int) -> str:
+    return f"Turn {turn}: " + "the forecast, again. " * 100
+
+
+def continue_chain(client, turns: int, previous: str | None = None) -> list[str]:
+    ids = []
+    for turn in range(turns):
+        previous = client.responses.create(model="openai:gpt-4o", input=turn_text(turn),
+                                           previous_response_id=previous).id
+        ids.append(previous)
+    return ids
+
+
+def test_a_turn_stores_what_it_adds_and_the_model_reads_the_whole_conversation(client, llm, sync_db):
+    """Each response keeps its own input and refers to the one it continues; so does its run. The model still reads
+    the whole conversation, put back together from the chain."""
+    llm.script(model="gpt-4o", reply="Noted.")
+    ids = continue_chain(client, 6)
+    sent = sent_to(llm, "gpt-4o")[-1]["messages"]
+    assert sent == [message for turn in range(6) for message in (
+        {"role": "user", "content": turn_text(turn)}, {"role": "assistant", "content": "Noted."})][:-1]
+    docs = {doc["_id"]: doc for doc in sync_db.responses.find()}
+    for turn, response_id in enumerate(ids):
+        doc = docs[response_id]
+        assert doc["messages"] == [{"role": "user", "content": turn_text(turn)}]
+        assert doc["previous"] == (ids[turn - 1] if turn else None)
+        run = sync_db.runs.find_one({"_id": doc["run"]})
+        assert run["input"]["graph"]["messages"] == [{"role": "user", "content": turn_text(turn)}]
+        assert run["input"].get("history", {}).get("response") == doc["previous"]
+    sizes = [len(bson.encode(docs[response_id])) for response_id in ids]
+    assert max(sizes) - min(sizes) < 200, sizes  # the sixth turn stores what the first did, not six times it
+    assert sync_db.stored_bytes.find_one({"_id": "ws1"})["responses"] == sum(doc["bytes"] for doc in docs.values())
+    # Storing a turn keeps the responses it continues as long as itself.
+    assert {docs[response_id]["expiresAt"] for response_id in ids} == {docs[ids[-1]]["expiresAt"]}
+
+
+def test_a_conversation_whose_chain_is_gone_cannot_be_continued(client, api, llm, sync_db):
+    """Deleting a response in the middle of a conversation leaves the later ones readable; continuing one of them
+    is a 404 `response_chain_broken` naming the response gone, and stores nothing. An earlier one goes on."""
+    llm.script(model="gpt-4o", reply="Noted.")
+    first, middle, last = continue_chain(client, 3)
+    client.responses.delete(middle)
+    counted = sync_db.stored_bytes.find_one({"_id": "ws1"})["responses"]
+    asked = len(llm.requests)
+    refused = api.post("/v1/responses", json={"model": "openai:gpt-4o", "input": "And then?",
+                                              "previous_response_id": last})
+    assert refused.status_code == 404, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "response_chain_broken" and middle in error["message"]
+    assert error["param"] == "previous_response_id"
+    assert len(llm.requests) == asked and sync_db.responses.count_documents({}) == 2
+    assert sync_db.stored_bytes.find_one({"_id": "ws1"})["responses"] == counted
+    assert client.responses.retrieve(last).output_text == "Noted."
+    again = client.responses.create(model="openai:gpt-4o", input="Once more.", previous_response_id=first)
+    assert sent_to(llm, "gpt-4o")[-1]["messages"] == [{"role": "user", "content": turn_text(0)},
+                                                      {"role": "assistant", "content": "Noted."},
+                                                      {"role": "user", "content": "Once more."}]
+    # A response of the chain that expired (the TTL index had not removed it yet) is gone as well.
+    sync_db.responses.update_one({"_id": first}, {"$set": {"expiresAt": datetime.now(UTC) - timedelta(seconds=1)}})
+    expired = api.post("/v1/responses", json={"model": "openai:gpt-4o", "input": "And then?",
+                                              "previous_response_id": again.id})
+    assert expired.status_code == 404 and expired.json()["error"]["code"] == "response_chain_broken"
+
+
+def test_a_run_reads_the_conversation_it_continues_back_from_the_chain(client, llm, sync_db, parley_env):
+    """A run started (or resumed on another worker) reads the conversation back; one whose chain is gone by then
+    fails `response_chain_broken`, rather than answer a conversation missing turns."""
+    llm.script(model="gpt-4o", reply="Noted.")
+    first, second = continue_chain(client, 2)
+    run = sync_db.runs.find_one({"_id": sync_db.responses.find_one({"_id": second})["run"]})
+
+    async def prepared() -> list[dict]:
+        mongo = AsyncMongoClient(parley_env.mongodb_uri, tz_aware=True)
+        try:
+            mode = PanelRun(run, SimpleNamespace(db=mongo[parley_env.mongodb_db]))
+            await mode.prepare()
+            return mode.graph_input()["messages"]
+        finally:
+            await mongo.close()
+
+    assert asyncio.run(prepared()) == [{"role": "user", "content": turn_text(0)},
+                                       {"role": "assistant", "content": "Noted."},
+                                       {"role": "user", "content": turn_text(1)}]
+    client.responses.delete(first)
+    with pytest.raises(RunFailure) as failed:
+        asyncio.run(prepared())
+    assert failed.value.error["code"] == "response_chain_broken" and first in failed.value.error["message"]
+
+
+def test_a_workspaces_stored_responses_are_bounded(parley_env, client, api, llm, sync_db):
+    """Past PARLEY_WORKSPACE_MAX_STORED_BYTES a response to store is a 413 `storage_quota_exceeded` that starts no
+    run and loses nothing stored; `store: false` is still answered, and deleting a response (or its expiry) makes
+    room."""
+    llm.script(model="gpt-4o", reply="Noted.")
+    [kept] = continue_chain(client, 1)
+    size = sync_db.responses.find_one({"_id": kept})["bytes"]
+    parley_env.parley_workspace_max_stored_bytes = 2 * size + size // 2
+    [second] = continue_chain(client, 1)
+    asked = len(llm.requests)
+    refused = api.post("/v1/responses", json={"model": "openai:gpt-4o", "input": turn_text(0)})
+    assert refused.status_code == 413, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "storage_quota_exceeded" and "PARLEY_WORKSPACE_MAX_STORED_BYTES" in error["message"]
+    assert len(llm.requests) == asked and sync_db.runs.count_documents({}) == 2
+    assert sync_db.stored_bytes.find_one({"_id": "ws1"})["responses"] == 2 * size
+    assert [client.responses.retrieve(i).output_text for i in (kept, second)] == ["Noted.", "Noted."]
+    assert client.responses.create(model="openai:gpt-4o", input=turn_text(0), store=False).output_text == "Noted."
+    client.responses.delete(kept)
+    [third] = continue_chain(client, 1)
+    assert api.post("/v1/responses", json={"model": "openai:gpt-4o", "input": turn_text(0)}).status_code == 413
+    # Expired responses the TTL index has not removed yet are counted out when the bound would refuse, once the
+    # last count is a minute old (a refused client does not make the database count at each request).
+    past = datetime.now(UTC) - timedelta(seconds=1)
+    sync_db.responses.update_many({}, {"$set": {"expiresAt": past}})
+    assert api.post("/v1/responses", json={"model": "openai:gpt-4o", "input": turn_text(0)}).status_code == 413
+    sync_db.stored_bytes.update_one({"_id": "ws1"}, {"$set": {"countedAt": past - timedelta(minutes=1)}})
+    continue_chain(client, 1)
+    assert sync_db.stored_bytes.find_one({"_id": "ws1"})["responses"] == size
 
 
 # --- refusals ------------------------------------------------------------------------------------------------
