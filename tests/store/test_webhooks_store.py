@@ -7,14 +7,19 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
+from cryptography.fernet import Fernet
+
 from parley.core import clock
+from parley.core.sealing import Sealer
 from parley.store import webhooks
+
+SEALER = Sealer((Fernet.generate_key().decode(),))
 
 
 async def _one_delivery(db) -> str:
     hook = await webhooks.insert_webhook(db, workspace="ws1", fields={"url": "http://127.0.0.1:9/h",
                                                                       "events": ["run.completed"], "kinds": None},
-                                         secret="whsec_c2VjcmV0")
+                                         secret=SEALER.seal("whsec_c2VjcmV0"))
     ids = await webhooks.enqueue(db, workspace="ws1", event="run.completed", kind="panel", run_id="run_1",
                                  body='{"type":"run.completed"}')
     assert len(ids) == 1 and hook["_id"]
@@ -48,20 +53,20 @@ async def test_an_attempt_of_a_claim_taken_over_is_logged_but_does_not_set_the_s
 async def test_a_rotated_out_secret_signs_until_its_grace_ends(db):
     hook = await webhooks.insert_webhook(db, workspace="ws1", fields={"url": "http://127.0.0.1:9/h",
                                                                       "events": ["run.completed"], "kinds": None},
-                                         secret="whsec_b2xk")
+                                         secret=SEALER.seal("whsec_b2xk"))
     soon = clock.now() + timedelta(seconds=60)
-    rotated = await webhooks.rotate_secret(db, workspace="ws1", webhook_id=hook["_id"], secret="whsec_bmV3",
+    rotated = await webhooks.rotate_secret(db, workspace="ws1", webhook_id=hook["_id"], secret=SEALER.seal("whsec_bmV3"),
                                            grace_until=soon)
-    assert [s["secret"] for s in webhooks.live_secrets(rotated)] == ["whsec_bmV3", "whsec_b2xk"]
-    assert [s["secret"] for s in webhooks.live_secrets(rotated, soon + timedelta(seconds=1))] == ["whsec_bmV3"]
-    assert await webhooks.rotate_secret(db, workspace="ws2", webhook_id=hook["_id"], secret="x",
+    assert [SEALER.open(s) for s in webhooks.live_secrets(rotated)] == ["whsec_bmV3", "whsec_b2xk"]
+    assert [SEALER.open(s) for s in webhooks.live_secrets(rotated, soon + timedelta(seconds=1))] == ["whsec_bmV3"]
+    assert await webhooks.rotate_secret(db, workspace="ws2", webhook_id=hook["_id"], secret=SEALER.seal("x"),
                                         grace_until=soon) is None  # another workspace's
 
 
 async def test_an_event_announced_again_is_stored_once_and_a_sent_one_is_left_as_it_was(db):
     await webhooks.insert_webhook(db, workspace="ws1", fields={"url": "http://127.0.0.1:9/h",
                                                                "events": ["run.completed"], "kinds": None},
-                                  secret="whsec_c2VjcmV0")
+                                  secret=SEALER.seal("whsec_c2VjcmV0"))
     gate = {"status": "completed"}
     first = await webhooks.enqueue(db, workspace="ws1", event="run.completed", kind="panel", run_id="run_1",
                                    body='{"n":1}', key="run_1\nrun.completed", gate=gate)
