@@ -125,7 +125,7 @@ async def rotate_secret(db: AsyncDatabase, *, workspace: str, webhook_id: str, s
 def stale_seals(db: AsyncDatabase, *, key: str) -> Any:
     """The subscriptions holding a secret not sealed by `key` (the name of the key that seals now), or stored in
     clear before secrets were sealed: an async cursor."""
-    return db.webhooks.find({"secrets": {"$elemMatch": {"$or": [{"key": {"$ne": key}}, {"sealed": None}]}}})
+    return db.webhooks.find({"secrets": {"$elemMatch": {"key": {"$ne": key}}}})  # a secret in clear has no key
 
 
 async def reseal(db: AsyncDatabase, *, doc: dict[str, Any], secrets: list[dict[str, Any]]) -> bool:
@@ -150,8 +150,7 @@ async def back_off(db: AsyncDatabase, *, webhook_id: str, until: datetime) -> No
 
 async def answered(db: AsyncDatabase, *, webhook_id: str) -> None:
     """Subscription `webhook_id`'s receiver answered an attempt: its count of timeouts starts afresh, no back-off."""
-    await db.webhooks.update_one({"_id": webhook_id, "$or": [{"timeouts": {"$gt": 0}}, {"backoffUntil": {"$ne": None}}]},
-                                 {"$set": {"timeouts": 0, "backoffUntil": None}})
+    await db.webhooks.update_one({"_id": webhook_id}, {"$set": {"timeouts": 0, "backoffUntil": None}})
 
 
 def backed_off_until(doc: dict[str, Any], at: datetime | None = None) -> datetime | None:

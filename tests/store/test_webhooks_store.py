@@ -101,3 +101,19 @@ async def test_a_held_delivery_is_due_again_without_an_attempt_and_a_void_one_ne
     assert await webhooks.claim_due(db, worker="w3", lease_seconds=30, limit=1) == []
     public = webhooks.public_delivery(await db.webhook_deliveries.find_one({"_id": delivery}))
     assert public["status"] == "void" and public["voidReason"].startswith("run_ended")
+
+
+async def test_a_secret_stored_in_clear_or_under_an_old_key_is_sealed_again_under_the_first_key(db, parley_env):
+    from parley.services.webhooks import reseal_secrets
+
+    old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    fields = {"url": "http://127.0.0.1:9/h", "events": ["run.completed"], "kinds": None}
+    clear = await webhooks.insert_webhook(db, workspace="ws1", fields=fields, secret={"secret": "whsec_Y2xlYXI="})
+    sealed = await webhooks.insert_webhook(db, workspace="ws1", fields=fields, secret=Sealer((old,)).seal("whsec_b2xk"))
+    settings = parley_env.model_copy(update={"parley_encryption_keys": [new, old]})
+    assert await reseal_secrets(db, settings) == 2
+    assert await reseal_secrets(db, settings) == 0  # nothing left to seal again
+    only_new = Sealer((new,))
+    for doc, secret in ((clear, "whsec_Y2xlYXI="), (sealed, "whsec_b2xk")):
+        [stored] = (await db.webhooks.find_one({"_id": doc["_id"]}))["secrets"]
+        assert "secret" not in stored and only_new.current(stored) and only_new.open(stored) == secret
