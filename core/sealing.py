@@ -16,15 +16,22 @@ hold cannot be opened there (its deliveries fail with `secret_unreadable` until 
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
 import hashlib
 import logging
 import os
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+if TYPE_CHECKING:
+    from cryptography.fernet import MultiFernet
+
+# `cryptography` is imported where a secret is sealed or opened, not here: the settings check a key's form with this
+# module, and every command reads the settings.
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +55,10 @@ def check_key(key: str) -> str:
         ValueError: it is not one (32 bytes in URL-safe base64, as `Fernet.generate_key()` makes them).
     """
     try:
-        Fernet(key)
-    except (ValueError, TypeError):
+        valid = len(base64.urlsafe_b64decode(key.encode())) == 32
+    except (ValueError, binascii.Error):
+        valid = False
+    if not valid:
         raise ValueError(f"{SETTING}: a key is 32 bytes in URL-safe base64 (Fernet.generate_key()), and one is "
                          "not") from None
     return key
@@ -63,6 +72,8 @@ class Sealer:
 
     @functools.cached_property
     def _fernet(self) -> MultiFernet:
+        from cryptography.fernet import Fernet, MultiFernet
+
         return MultiFernet([Fernet(k) for k in self.keys])
 
     @property
@@ -80,6 +91,8 @@ class Sealer:
         Raises:
             Unreadable: none of the keys opens it.
         """
+        from cryptography.fernet import InvalidToken
+
         if "sealed" not in stored:
             return stored["secret"]  # stored before secrets were sealed: sealed again at the next start
         try:
@@ -111,7 +124,7 @@ def _home_key(home: Path) -> str:
         draft = home / f".{KEY_FILE}.{os.getpid()}"
         fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as out:
-            out.write(Fernet.generate_key().decode())
+            out.write(base64.urlsafe_b64encode(secrets.token_bytes(32)).decode())  # as Fernet.generate_key()
         try:
             os.link(draft, path)  # atomic, and never over a key another process made
             log.warning("No %s set: webhook secrets are sealed with a key made in %s; set %s where workers do not "

@@ -362,9 +362,10 @@ class WebhookSender:
 
     def start(self) -> None:
         """Start sending (first sealing again, under the current key, the signing secrets that another key of
-        PARLEY_ENCRYPTION_KEYS sealed: `reseal_secrets`); not on a deployment that allows no receiver (`PARLEY_WEBHOOK_URLS` empty), where nothing
-        could be sent: its worker asks nothing of `webhook_deliveries` (a delivery stored before the setting was
-        emptied waits, pending, until it is set again)."""
+        PARLEY_ENCRYPTION_KEYS sealed: `reseal_secrets`); not on a deployment that allows no receiver
+        (`PARLEY_WEBHOOK_URLS` empty), where nothing could be sent: its worker asks nothing of `webhooks` or
+        `webhook_deliveries` (a delivery stored before the setting was emptied waits, pending, until it is set
+        again)."""
         if self._loop is None and self.settings.parley_webhook_urls:
             self._loop = asyncio.create_task(self._run(), name="webhook sender")
 

@@ -55,7 +55,8 @@ async def test_a_rotated_out_secret_signs_until_its_grace_ends(db):
                                                                       "events": ["run.completed"], "kinds": None},
                                          secret=SEALER.seal("whsec_b2xk"))
     soon = clock.now() + timedelta(seconds=60)
-    rotated = await webhooks.rotate_secret(db, workspace="ws1", webhook_id=hook["_id"], secret=SEALER.seal("whsec_bmV3"),
+    rotated = await webhooks.rotate_secret(db, workspace="ws1", webhook_id=hook["_id"],
+                                           secret=SEALER.seal("whsec_bmV3"),
                                            grace_until=soon)
     assert [SEALER.open(s) for s in webhooks.live_secrets(rotated)] == ["whsec_bmV3", "whsec_b2xk"]
     assert [SEALER.open(s) for s in webhooks.live_secrets(rotated, soon + timedelta(seconds=1))] == ["whsec_bmV3"]
