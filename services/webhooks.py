@@ -349,8 +349,10 @@ def retry_delay(settings: Settings, tries: int) -> float:
 
 class WebhookSender:
     """Send the webhook deliveries that are due, from one worker: every `PARLEY_WEBHOOK_POLL` seconds it claims up
-    to `WEBHOOK_SENDS_AT_ONCE` of them (`store.webhooks.claim_due`, each held for an attempt's timeout and
-    `WEBHOOK_LEASE_MARGIN_SECONDS`), sends each, and records the attempt. Started and stopped with the app (every
+    to `WEBHOOK_SENDS_AT_ONCE` of them, at most `WEBHOOK_WORKSPACE_SHARE` of one workspace under way at once, so that
+    no workspace's queue or hanging receivers hold up another's (`store.webhooks.claim_due`, each held for an
+    attempt's timeout and `WEBHOOK_LEASE_MARGIN_SECONDS`), sends each, and records the attempt; a webhook whose
+    receiver keeps timing out is backed off (`_note_answer`). Started and stopped with the app (every
     worker runs one); a delivery it holds when it stops is handed back, due at once."""
 
     def __init__(self, db: AsyncDatabase, settings: Settings, *, worker: str | None = None) -> None:
