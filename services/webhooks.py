@@ -10,6 +10,11 @@ signs: the current one, and one rotated out during its grace), by the `standardw
 answer within `PARLEY_WEBHOOK_TIMEOUT` delivers it; anything else is retried, the wait doubling from
 `PARLEY_WEBHOOK_RETRY_DELAY` up to an hour, until `PARLEY_WEBHOOK_ATTEMPTS` attempts have failed (then `failed`, and
 an admin may replay it: the same id, attempts counted afresh).
+
+A worker's slots are shared fairly: one workspace's deliveries hold at most `WEBHOOK_WORKSPACE_SHARE` of them, a
+webhook whose receiver keeps timing out is backed off alone, and test pings are rate-limited (`WEBHOOK_TEST_RATE`).
+The secrets are stored sealed (`core.sealing`), and a receiver's host is resolved and checked before each attempt,
+the connection made to the address checked (`core.outbound.Reach`).
 """
 
 from __future__ import annotations
