@@ -149,8 +149,13 @@ MAX_GRANTED_TOOLS = 16
 # between two attempts (the wait doubles from PARLEY_WEBHOOK_RETRY_DELAY up to it); the longest a receiver may take
 # to answer one attempt (PARLEY_WEBHOOK_TIMEOUT may lower it); the bytes of a receiver's answer Parley reads (past
 # them the attempt failed, `answer_too_large`, and the rest is not read); the attempts a delivery's log keeps (the
-# latest); deliveries one worker sends at once; seconds a claimed delivery stays held past its attempt's timeout,
-# before another worker may send it again (its sender died); the longest grace of a secret rotated out.
+# latest); deliveries one worker sends at once, and of them the most one workspace's deliveries hold (its share: a
+# workspace whose receivers hang, or that queued many, waits on its own share while the others' deliveries are claimed
+# beside it); seconds a claimed delivery stays held past its attempt's timeout, before another worker may send it
+# again (its sender died); the longest grace of a secret rotated out; the attempts in a row that a webhook's receiver
+# may time out before the webhook is backed off (its deliveries wait, unsent, the wait doubling from
+# PARLEY_WEBHOOK_RETRY_DELAY up to WEBHOOK_MAX_RETRY_DELAY_SECONDS, until an attempt gets an answer; the workspace's
+# other webhooks go on); the test pings a workspace may ask for (`POST /v1/webhooks/{id}/test`, 429 past it).
 MAX_WEBHOOKS = 20
 MAX_WEBHOOK_URL_CHARS = 2000
 WEBHOOK_MAX_ATTEMPTS = 10
@@ -159,11 +164,14 @@ WEBHOOK_MAX_TIMEOUT_SECONDS = 30.0
 MAX_WEBHOOK_ANSWER_BYTES = 64 * 1024
 WEBHOOK_LOGGED_ATTEMPTS = 20
 WEBHOOK_SENDS_AT_ONCE = 8
+WEBHOOK_WORKSPACE_SHARE = 2
 WEBHOOK_LEASE_MARGIN_SECONDS = 5.0
 # the longest a sender waits before it looks again at a delivery whose run has not yet stored the status it announces
 # (announced, then the status written; a run whose worker died between the two is resumed after its lease)
 WEBHOOK_MAX_HOLD_SECONDS = 10.0
 WEBHOOK_MAX_SECRET_GRACE_SECONDS = 7 * 24 * 3600
+WEBHOOK_TIMEOUTS_BEFORE_BACKOFF = 3
+WEBHOOK_TEST_RATE = "10/minute"
 # Parallel branches of one designer `fan_out` node: as many as an arbitrator can tell apart (Answer A … H).
 MAX_FAN_OUT_BRANCHES = MAX_PANEL_SIZE
 # Inputs a person may send one run (`POST /v1/runs/{id}/input`: 409 `too_many_inputs` past it), and the messages a

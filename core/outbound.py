@@ -10,11 +10,15 @@ on a client that follows no redirect (a stored secret goes only to the checked U
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import ipaddress
 import logging
 import re
+import socket
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
@@ -170,6 +174,86 @@ def under(url: str, prefix: str, *, setting: str) -> bool:
     return u.path == base or u.path.startswith(base + "/") or not base
 
 
+# --- where a name leads ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reach:
+    """Which addresses an outbound call may connect to: any public one; a private, loopback, link-local or other
+    non-public one only where the deployment names it: the allow-list (`allowed`, the prefixes of the setting
+    `setting`) names that address itself (`http://127.0.0.1:9000/`) or `localhost` (its loopback addresses), or
+    `networks` (`PARLEY_OUTBOUND_NETWORKS`: `10.0.0.0/8`, `fd00::/8` …) holds it."""
+
+    allowed: tuple[str, ...]
+    setting: str
+    networks: tuple[str, ...] = ()
+
+    @functools.cached_property
+    def _named(self) -> frozenset[str]:
+        return frozenset(urlsplit(p).hostname or "" for p in self._prefixes)
+
+    @functools.cached_property
+    def _prefixes(self) -> tuple[str, ...]:
+        normal = []
+        for prefix in self.allowed:
+            with contextlib.suppress(ValueError):
+                normal.append(normalise_url(prefix))
+        return tuple(normal)
+
+    @functools.cached_property
+    def _networks(self) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+        return tuple(ipaddress.ip_network(n, strict=False) for n in self.networks)
+
+    def refusal(self, host: str, address: str) -> str | None:
+        """Why a call to `host` may not connect to `address` (one `host` resolved to), or None when it may."""
+        ip = _unmapped(ipaddress.ip_address(address))
+        if ip.is_global and not ip.is_multicast:
+            return None
+        bare = host.strip("[]").lower()
+        if bare in self._named and (_is_ip(bare) or (bare == "localhost" and ip.is_loopback)):
+            return None
+        if any(ip in network for network in self._networks):
+            return None
+        return (f"{host} resolves to {ip}, a private, loopback or link-local address that neither {self.setting} nor "
+                "PARLEY_OUTBOUND_NETWORKS names")
+
+
+def _unmapped(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return mapped or ip
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+async def resolve(host: str, port: int) -> list[str]:
+    """The addresses `host` resolves to (itself, when it is an address), by the system's resolver, off the event
+    loop. Tests replace it to make a name lead elsewhere."""
+    bare = host.strip("[]")
+    if _is_ip(bare):
+        return [bare]
+    infos = await asyncio.get_running_loop().getaddrinfo(bare, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(info[4][0] for info in infos))
+
+
+async def reachable_address(url: str, policy: Reach) -> tuple[str | None, str | None]:
+    """Where a call to the normal `url` may connect: `(address, None)`, the first address its host resolves to that
+    `policy` admits; `(None, why)` when it resolves to none such. A name that does not resolve raises `OSError`."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    addresses = await resolve(host, parts.port or _DEFAULT_PORTS[parts.scheme])
+    why = None
+    for address in addresses:
+        if (why := policy.refusal(host, address)) is None:
+            return address, None
+    return None, why or f"{host} resolves to no address"
+
+
 def allowed_refusal(url: str, allowed: Sequence[str], *, setting: str, what: str) -> str | None:
     """Why the deployment does not let Parley call the normal `url` (`normalise_url`), or None when it does: it must
     lie `under` one of `allowed`, the prefixes of the setting named `setting` (`what`: the kind of URL, for the
@@ -213,17 +297,24 @@ class TooLarge(OutboundRefused):
         self.limit = limit
 
 
-def bounded_client(*, limit: int, timeout: float, headers: Mapping[str, str] | None = None,
+class AddressRefused(OutboundRefused):
+    """The URL's host resolved to an address the deployment does not let Parley call (`Reach`)."""
+
+
+def bounded_client(*, limit: int, timeout: float, reach: Reach, headers: Mapping[str, str] | None = None,
                    stop: Callable[[OutboundRefused], BaseException] = lambda why: why) -> httpx2.AsyncClient:
     """An httpx2 client that sends each request as is and follows no redirect; its response's body is read only up
-    to `limit` bytes. A redirect, a compressed answer or a body past `limit` raises `stop(why)` (by default `why`
+    to `limit` bytes. Each request's host is resolved once and the connection made to the address checked (`reach`:
+    a name that leads to a private, loopback or link-local address the deployment does not name is refused), its
+    `Host` header and TLS server name still the URL's: no second lookup can lead it elsewhere (DNS rebinding). A
+    refused address, a redirect, a compressed answer or a body past `limit` raises `stop(why)` (by default `why`
     itself, an `OutboundRefused`; `llm.mcp` turns it into its own error and cancels its call). Every request asks
     for an uncompressed answer and has `timeout` seconds for each step (connect, write, each read)."""
     import httpx2
 
     return httpx2.AsyncClient(headers={**(headers or {}), "Accept-Encoding": "identity"},
                               timeout=httpx2.Timeout(timeout), follow_redirects=False,
-                              transport=_bounded_transport()(limit, stop))
+                              transport=_bounded_transport()(limit, stop, reach))
 
 
 @functools.cache
@@ -248,10 +339,18 @@ def _bounded_transport() -> type:
             await self.stream.aclose()
 
     class Bounded(httpx2.AsyncBaseTransport):
-        def __init__(self, limit: int, stop: Callable[[OutboundRefused], BaseException]) -> None:
-            self.inner, self.limit, self.stop = httpx2.AsyncHTTPTransport(), limit, stop
+        def __init__(self, limit: int, stop: Callable[[OutboundRefused], BaseException], reach: Reach) -> None:
+            self.inner, self.limit, self.stop, self.reach = httpx2.AsyncHTTPTransport(), limit, stop, reach
 
         async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+            host = request.url.host
+            address, why = await reachable_address(str(request.url), self.reach)
+            if address is None:
+                raise self.stop(AddressRefused(why or "refused"))
+            if address != host.strip("[]"):  # connect to the address checked; the Host header is the URL's already
+                if request.url.scheme == "https":
+                    request.extensions = {**request.extensions, "sni_hostname": host}
+                request.url = request.url.copy_with(host=address)
             response = await self.inner.handle_async_request(request)
             length = response.headers.get("content-length", "")
             why: OutboundRefused | None = None

@@ -6,6 +6,7 @@ run context instead; this module only says where things are and how to reach the
 
 from __future__ import annotations
 
+import ipaddress
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
@@ -13,6 +14,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from parley.core.sealing import check_key
 from parley.core.limits import (
     MAX_BODY_BYTES,
     WEBHOOK_MAX_ATTEMPTS,
@@ -144,6 +146,21 @@ class Settings(BaseSettings):
         "workspace admin may subscribe to run events (`/v1/webhooks`); a receiver's URL must lie under one of them, "
         "by the rules of `PARLEY_TOOL_URLS`, checked at subscription and again before each attempt. Empty (the "
         "default) allows none.")
+    parley_encryption_keys: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Fernet keys (comma list; make one with `python -c \"from cryptography.fernet import Fernet; "
+        "print(Fernet.generate_key().decode())\"`) that seal webhook signing secrets in the database. The first "
+        "seals, every one opens: to rotate, put the new key first and keep the old after it until every worker has "
+        "restarted (each seals the secrets again under the first when it starts), then drop it. Empty (the default): "
+        "a key Parley makes in PARLEY_HOME/encryption.key, enough where every worker shares PARLEY_HOME; set it "
+        "where they do not.")
+    parley_outbound_networks: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Private networks (comma list of addresses or CIDRs, e.g. `10.0.0.0/8,fd00::/8`) that a name in "
+        "PARLEY_TOOL_URLS or PARLEY_WEBHOOK_URLS may resolve to. Parley resolves a tool server's or a receiver's host "
+        "before each call and connects to the address it checked; a private, loopback or link-local address is "
+        "refused unless the allow-list names it itself (`http://127.0.0.1:9000/`, `http://localhost:9000/`) or it "
+        "lies in one of these. Empty (the default): names lead to public addresses only.")
     parley_webhook_timeout: float = Field(
         10.0, gt=0, le=WEBHOOK_MAX_TIMEOUT_SECONDS, description="Seconds a webhook receiver has to answer one "
         "delivery attempt (connecting included); past them the attempt failed and is retried.")
@@ -172,12 +189,25 @@ class Settings(BaseSettings):
 
     @field_validator("parley_debate_models", "parley_quality_models", "parley_budget_models", "parley_trusted_proxies",
                      "parley_tool_urls", "parley_tool_commands", "parley_webhook_urls", "parley_mcp_allowed_hosts",
-                     "parley_mcp_allowed_origins", mode="before")
+                     "parley_mcp_allowed_origins", "parley_outbound_networks", "parley_encryption_keys",
+                     mode="before")
     @classmethod
     def _split_comma_list(cls, value: object) -> object:
         if isinstance(value, str):
             return [item.strip() for item in value.split(",") if item.strip()]
         return value
+
+    @field_validator("parley_outbound_networks", mode="after")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for network in value:
+            ipaddress.ip_network(network, strict=False)  # a ValueError names the one that is not a network
+        return value
+
+    @field_validator("parley_encryption_keys", mode="after")
+    @classmethod
+    def _keys(cls, value: list[str]) -> list[str]:
+        return [check_key(key) for key in value]
 
     @field_validator("parley_home", mode="after")
     @classmethod

@@ -198,9 +198,12 @@ def _redirected(server: Server, status: int, location: str) -> ServerUnreachable
                              "redirect: register the URL it redirects to, if that is the server")
 
 
-def _http_client(server: Server, guard: _Guard, timeout: float) -> httpx2.AsyncClient:
-    """The client of a URL server's call (`core.outbound.bounded_client`): what it refuses stops the call."""
-    return outbound.bounded_client(limit=MAX_TOOL_ANSWER_BYTES, timeout=timeout, headers=server.headers,
+def _http_client(server: Server, settings: Settings, guard: _Guard, timeout: float) -> httpx2.AsyncClient:
+    """The client of a URL server's call (`core.outbound.bounded_client`, connecting only to an address the
+    deployment lets it reach): what it refuses stops the call."""
+    reach = outbound.Reach(tuple(settings.parley_tool_urls), "PARLEY_TOOL_URLS",
+                           tuple(settings.parley_outbound_networks))
+    return outbound.bounded_client(limit=MAX_TOOL_ANSWER_BYTES, timeout=timeout, headers=server.headers, reach=reach,
                                    stop=lambda why: guard.stop(_refused(server, why)))
 
 
@@ -209,6 +212,11 @@ def _refused(server: Server, why: outbound.OutboundRefused) -> ServerUnreachable
         return _redirected(server, why.status, why.location)
     if isinstance(why, outbound.TooLarge):
         return _too_large()
+    if isinstance(why, outbound.AddressRefused):
+        if server.name is not None:  # in a run: its readers learn no address
+            return ServerUnreachable(f"The tool server {server.name!r} is not allowed by this deployment: its host "
+                                     "leads to an address the deployment does not name")
+        return ServerUnreachable(f"The tool's server is not allowed: {why}")
     return ServerUnreachable("The tool's server answered compressed, which Parley does not read")
 
 
@@ -338,7 +346,7 @@ async def _session(server: Server, settings: Settings, work: Any, timeout: float
                 if server.transport == "stdio":
                     transport = _stdio(server, guard)
                 else:
-                    http = await stack.enter_async_context(_http_client(server, guard, timeout))
+                    http = await stack.enter_async_context(_http_client(server, settings, guard, timeout))
                     transport = streamable_http_client(normalise_url(server.url or ""), http_client=http)
                 client = await stack.enter_async_context(Client(transport, read_timeout_seconds=timeout))
                 return await work(client)

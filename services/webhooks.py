@@ -10,6 +10,11 @@ signs: the current one, and one rotated out during its grace), by the `standardw
 answer within `PARLEY_WEBHOOK_TIMEOUT` delivers it; anything else is retried, the wait doubling from
 `PARLEY_WEBHOOK_RETRY_DELAY` up to an hour, until `PARLEY_WEBHOOK_ATTEMPTS` attempts have failed (then `failed`, and
 an admin may replay it: the same id, attempts counted afresh).
+
+A worker's slots are shared fairly: one workspace's deliveries hold at most `WEBHOOK_WORKSPACE_SHARE` of them, a
+webhook whose receiver keeps timing out is backed off alone, and test pings are rate-limited (`WEBHOOK_TEST_RATE`).
+The secrets are stored sealed (`core.sealing`), and a receiver's host is resolved and checked before each attempt,
+the connection made to the address checked (`core.outbound.Reach`).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import json
 import logging
 import secrets
 import time
+from collections import Counter
 from datetime import timedelta
 from typing import Annotated, Any, Literal
 
@@ -29,7 +35,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import PyMongoError
 
 from parley.core.workers import WORKER
-from parley.core import clock, outbound
+from parley.core import clock, outbound, sealing
 from parley.core.limits import (
     MAX_WEBHOOK_ANSWER_BYTES,
     MAX_WEBHOOK_URL_CHARS,
@@ -39,11 +45,15 @@ from parley.core.limits import (
     WEBHOOK_MAX_RETRY_DELAY_SECONDS,
     WEBHOOK_MAX_SECRET_GRACE_SECONDS,
     WEBHOOK_SENDS_AT_ONCE,
+    WEBHOOK_TEST_RATE,
+    WEBHOOK_TIMEOUTS_BEFORE_BACKOFF,
+    WEBHOOK_WORKSPACE_SHARE,
 )
 from parley.core.settings import Settings
 from parley.runs.announce import EVENTS, readiness
 from parley.services import access
 from parley.services.access import Principal
+from parley.services.backend import Backend
 from parley.services.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from parley.store import webhooks as store
 
@@ -121,6 +131,50 @@ def _allowed_url(url: str, settings: Settings) -> str:
     return normal
 
 
+def _sealer(settings: Settings) -> sealing.Sealer:
+    """What seals the signing secrets at rest (`core.sealing`: PARLEY_ENCRYPTION_KEYS, or the key in PARLEY_HOME)."""
+    return sealing.sealer(settings.parley_encryption_keys, settings.parley_home)
+
+
+async def reseal_secrets(db: AsyncDatabase, settings: Settings) -> int:
+    """Seal again, under the key that seals now (the first of PARLEY_ENCRYPTION_KEYS), every signing secret sealed
+    by another key of the list or stored in clear before secrets were sealed; how many webhooks were. A secret that no
+    listed key opens is left as it is (and logged). Each worker does it when it starts, so a key rotated in is the
+    only one the database needs once they have all restarted."""
+    cipher, count = _sealer(settings), 0
+    async for doc in store.stale_seals(db, key=cipher.key):
+        try:
+            secrets = [{**{k: v for k, v in s.items() if k not in ("secret", "sealed", "key")},
+                        **cipher.seal(cipher.open(s))} for s in doc.get("secrets") or []]
+        except sealing.Unreadable as exc:
+            log.warning("webhook %s: a signing secret could not be sealed again: %s", doc["_id"], exc)
+            continue
+        count += await store.reseal(db, doc=doc, secrets=secrets)
+    return count
+
+
+def _reach(settings: Settings) -> outbound.Reach:
+    """Where a receiver's host may lead (`core.outbound.Reach`)."""
+    return outbound.Reach(tuple(settings.parley_webhook_urls), SETTING, tuple(settings.parley_outbound_networks))
+
+
+async def _reachable_url(url: str, settings: Settings) -> str:
+    """`url` in its normal form, once the deployment allows it (`_allowed_url`) and its host leads to an address it
+    may call (a name that does not resolve now is taken: it is resolved again, and checked, before each attempt).
+
+    Raises:
+        InvalidRequest: `webhook_url_not_allowed`, saying why.
+    """
+    normal = _allowed_url(url, settings)
+    try:
+        address, why = await outbound.reachable_address(normal, _reach(settings))
+    except OSError:
+        return normal
+    if address is None:
+        raise InvalidRequest(f"This URL is not allowed: {why}", code="webhook_url_not_allowed")
+    return normal
+
+
 async def _webhook_or_404(db: AsyncDatabase, principal: Principal, webhook_id: str) -> dict[str, Any]:
     _admin(principal)
     doc = await store.get_webhook(db, workspace=principal.workspace, webhook_id=webhook_id)
@@ -138,13 +192,14 @@ async def create_webhook(db: AsyncDatabase, settings: Settings, *, principal: Pr
         InvalidRequest: the URL is not allowed (`webhook_url_not_allowed`), or the workspace has `MAX_WEBHOOKS`.
     """
     _admin(principal)
-    url = _allowed_url(body.url, settings)
+    url = await _reachable_url(body.url, settings)
     if await store.count_webhooks(db, workspace=principal.workspace) >= MAX_WEBHOOKS:
         raise InvalidRequest(f"A workspace subscribes at most {MAX_WEBHOOKS} webhooks", code="too_many_webhooks")
     secret = new_secret()
     fields = {"url": url, "events": list(dict.fromkeys(body.events)),
               "kinds": list(dict.fromkeys(body.kinds)) if body.kinds else None, "description": body.description}
-    doc = await store.insert_webhook(db, workspace=principal.workspace, fields=fields, secret=secret)
+    doc = await store.insert_webhook(db, workspace=principal.workspace, fields=fields,
+                                     secret=_sealer(settings).seal(secret))
     return store.public_webhook(doc, secret=secret)
 
 
@@ -164,7 +219,7 @@ async def update_webhook(db: AsyncDatabase, settings: Settings, *, principal: Pr
     if "url" in fields:
         if fields["url"] is None:
             raise InvalidRequest("url: a webhook needs one", code="invalid_request")
-        fields["url"] = _allowed_url(fields["url"], settings)
+        fields["url"] = await _reachable_url(fields["url"], settings)
     for name in ("events", "description", "active"):
         if name in fields and fields[name] is None:
             raise InvalidRequest(f"{name}: may not be null", code="invalid_request")
@@ -184,7 +239,7 @@ async def delete_webhook(db: AsyncDatabase, *, principal: Principal, webhook_id:
         raise NotFound("Webhook not found", code="webhook_not_found")
 
 
-async def rotate_secret(db: AsyncDatabase, *, principal: Principal, webhook_id: str,
+async def rotate_secret(db: AsyncDatabase, settings: Settings, *, principal: Principal, webhook_id: str,
                         body: SecretRotation) -> dict[str, Any]:
     """Give a subscription a new secret (in the answer, shown once); the secrets that signed until now go on
     signing beside it for `graceSeconds` (0: they stop at once), so a receiver can move to the new one.
@@ -194,7 +249,8 @@ async def rotate_secret(db: AsyncDatabase, *, principal: Principal, webhook_id: 
     """
     await _webhook_or_404(db, principal, webhook_id)
     secret = new_secret()
-    doc = await store.rotate_secret(db, workspace=principal.workspace, webhook_id=webhook_id, secret=secret,
+    doc = await store.rotate_secret(db, workspace=principal.workspace, webhook_id=webhook_id,
+                                    secret=_sealer(settings).seal(secret),
                                     grace_until=clock.now() + timedelta(seconds=body.grace_seconds))
     if doc is None:
         raise Conflict("The webhook's secret was being rotated at the same moment; ask again",
@@ -202,9 +258,18 @@ async def rotate_secret(db: AsyncDatabase, *, principal: Principal, webhook_id: 
     return store.public_webhook(doc, secret=secret)
 
 
-async def test_webhook(db: AsyncDatabase, *, principal: Principal, webhook_id: str) -> dict[str, Any]:
-    """Store a `webhook.test` delivery to the subscription (whatever events it subscribed to), sent like any."""
+async def test_webhook(backend: Backend, *, principal: Principal, webhook_id: str) -> dict[str, Any]:
+    """Store a `webhook.test` delivery to the subscription (whatever events it subscribed to), sent like any.
+
+    Raises:
+        RateLimited: the workspace asked for `WEBHOOK_TEST_RATE` pings already (`rate_limited`, with the seconds
+            to wait): a ping is free to ask for, its delivery is not free to send.
+        Conflict: the webhook is not active (`webhook_inactive`).
+    """
+    db = backend.db
     doc = await _webhook_or_404(db, principal, webhook_id)
+    await backend.admit(WEBHOOK_TEST_RATE, "webhooks:test", principal.workspace,
+                        message=f"A workspace may ask for {WEBHOOK_TEST_RATE.replace('/', ' test pings per ')}")
     if not doc.get("active", True):
         raise Conflict("The webhook is not active", code="webhook_inactive")
     event = {"type": TEST_EVENT, "timestamp": clock.iso(clock.now()), "data": {"webhookId": webhook_id}}
@@ -289,8 +354,10 @@ def retry_delay(settings: Settings, tries: int) -> float:
 
 class WebhookSender:
     """Send the webhook deliveries that are due, from one worker: every `PARLEY_WEBHOOK_POLL` seconds it claims up
-    to `WEBHOOK_SENDS_AT_ONCE` of them (`store.webhooks.claim_due`, each held for an attempt's timeout and
-    `WEBHOOK_LEASE_MARGIN_SECONDS`), sends each, and records the attempt. Started and stopped with the app (every
+    to `WEBHOOK_SENDS_AT_ONCE` of them, at most `WEBHOOK_WORKSPACE_SHARE` of one workspace under way at once, so that
+    no workspace's queue or hanging receivers hold up another's (`store.webhooks.claim_due`, each held for an
+    attempt's timeout and `WEBHOOK_LEASE_MARGIN_SECONDS`), sends each, and records the attempt; a webhook whose
+    receiver keeps timing out is backed off (`_note_answer`). Started and stopped with the app (every
     worker runs one); a delivery it holds when it stops is handed back, due at once."""
 
     def __init__(self, db: AsyncDatabase, settings: Settings, *, worker: str | None = None) -> None:
@@ -301,9 +368,11 @@ class WebhookSender:
         self._sending: dict[asyncio.Task, dict[str, Any]] = {}
 
     def start(self) -> None:
-        """Start sending; not on a deployment that allows no receiver (`PARLEY_WEBHOOK_URLS` empty), where nothing
-        could be sent: its worker asks nothing of `webhook_deliveries` (a delivery stored before the setting was
-        emptied waits, pending, until it is set again)."""
+        """Start sending (first sealing again, under the current key, the signing secrets that another key of
+        PARLEY_ENCRYPTION_KEYS sealed: `reseal_secrets`); not on a deployment that allows no receiver
+        (`PARLEY_WEBHOOK_URLS` empty), where nothing could be sent: its worker asks nothing of `webhooks` or
+        `webhook_deliveries` (a delivery stored before the setting was emptied waits, pending, until it is set
+        again)."""
         if self._loop is None and self.settings.parley_webhook_urls:
             self._loop = asyncio.create_task(self._run(), name="webhook sender")
 
@@ -325,12 +394,18 @@ class WebhookSender:
                     await store.release(self.db, delivery=delivery)
 
     async def _run(self) -> None:
+        try:
+            await reseal_secrets(self.db, self.settings)
+        except PyMongoError as exc:  # sealed again at the next start; the secrets open meanwhile
+            log.warning("webhook secrets could not be sealed again under the current key (%s)", exc)
         while True:
             free = WEBHOOK_SENDS_AT_ONCE - len(self._sending)
             claimed: list[dict[str, Any]] = []
             if free > 0:
                 try:
-                    claimed = await store.claim_due(self.db, worker=self.worker, lease_seconds=self.lease, limit=free)
+                    busy = Counter(d["workspace"] for d in self._sending.values())
+                    claimed = await store.claim_due(self.db, worker=self.worker, lease_seconds=self.lease, limit=free,
+                                                    share=WEBHOOK_WORKSPACE_SHARE, busy=busy)
                 except PyMongoError as exc:
                     log.warning("webhook deliveries could not be claimed (%s); trying again", exc)
             for delivery in claimed:
@@ -359,7 +434,12 @@ class WebhookSender:
                 return
             webhook = await store.get_webhook(self.db, workspace=delivery["workspace"],
                                               webhook_id=delivery["webhookId"])
+            if webhook is not None and (until := store.backed_off_until(webhook)) is not None:
+                await store.hold(self.db, delivery=delivery, next_at=until)  # its receiver keeps timing out
+                return
             attempt = await self.attempt(delivery, webhook)
+            if webhook is not None:
+                await self._note_answer(webhook, attempt)
             tries = delivery.get("tries", 0) + 1
             if attempt.get("statusCode") is not None and 200 <= attempt["statusCode"] < 300:
                 status, next_at = store.DELIVERED, None
@@ -375,6 +455,21 @@ class WebhookSender:
         except PyMongoError as exc:  # its lease runs out: it is sent again
             log.warning("webhook delivery %s: its attempt could not be recorded (%s)", delivery["_id"], exc)
 
+    async def _note_answer(self, webhook: dict[str, Any], attempt: dict[str, Any]) -> None:
+        """Keep count of the attempts in a row that `webhook`'s receiver let time out: from the
+        `WEBHOOK_TIMEOUTS_BEFORE_BACKOFF`th, nothing more is sent to it for `retry_delay` of the timeouts past it
+        (doubling), however many of its deliveries are due; an answer, whatever its status, ends the back-off. Its
+        workspace's other webhooks are not held."""
+        if (attempt.get("error") or "").startswith("timeout"):
+            timeouts = await store.count_timeout(self.db, webhook_id=webhook["_id"])
+            if timeouts >= WEBHOOK_TIMEOUTS_BEFORE_BACKOFF:
+                wait = retry_delay(self.settings, timeouts - WEBHOOK_TIMEOUTS_BEFORE_BACKOFF + 1)
+                await store.back_off(self.db, webhook_id=webhook["_id"], until=clock.now() + timedelta(seconds=wait))
+                log.warning("webhook %s: its receiver timed out %d times in a row; nothing is sent to it for %g s",
+                            webhook["_id"], timeouts, wait)
+        elif attempt.get("statusCode") is not None and (webhook.get("timeouts") or webhook.get("backoffUntil")):
+            await store.answered(self.db, webhook_id=webhook["_id"])
+
     async def attempt(self, delivery: dict[str, Any], webhook: dict[str, Any] | None) -> dict[str, Any]:
         """POST `delivery` to `webhook`'s receiver once, signed; the attempt as its log keeps it: `at`,
         `statusCode` (None when no answer came), `error` (a code and words, None for a 2xx), `durationMs`,
@@ -389,7 +484,10 @@ class WebhookSender:
             url = _allowed_url(webhook["url"], self.settings)
         except InvalidRequest as exc:
             return {**entry, "error": f"webhook_url_not_allowed: {exc.message}", "final": True}
-        signing = [s["secret"] for s in store.live_secrets(webhook, at)]
+        try:
+            signing = [_sealer(self.settings).open(s) for s in store.live_secrets(webhook, at)]
+        except sealing.Unreadable as exc:
+            return {**entry, "error": f"secret_unreadable: the webhook's secret is {exc}"}
         headers = {"content-type": "application/json", "user-agent": "Parley-Webhooks",
                    "webhook-id": delivery["_id"], "webhook-timestamp": str(int(at.timestamp())),
                    "webhook-signature": signature(signing, msg_id=delivery["_id"], timestamp=at,
@@ -398,7 +496,7 @@ class WebhookSender:
         timeout = self.settings.parley_webhook_timeout
         try:
             async with asyncio.timeout(timeout):
-                status, answer = await _post(url, delivery["body"].encode(), headers, timeout)
+                status, answer = await _post(url, delivery["body"].encode(), headers, timeout, _reach(self.settings))
             entry |= {"statusCode": status, "answer": answer}
             if not 200 <= status < 300:
                 entry["error"] = f"http_status: the receiver answered {status}"
@@ -408,6 +506,8 @@ class WebhookSender:
             entry |= {"statusCode": exc.status, "error": f"redirect: {exc}"}
         except outbound.TooLarge as exc:
             entry["error"] = f"answer_too_large: {exc}"
+        except outbound.AddressRefused as exc:
+            entry["error"] = f"address_refused: {exc}"
         except outbound.OutboundRefused as exc:
             entry["error"] = f"answer_refused: {exc}"
         except Exception as exc:  # the HTTP library's failures to connect, send or read, whatever their type
@@ -416,9 +516,11 @@ class WebhookSender:
         return entry
 
 
-async def _post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> tuple[int, str]:
-    """POST `body` to `url` on the bounded client; the answer's status and the start of its body."""
-    async with outbound.bounded_client(limit=MAX_WEBHOOK_ANSWER_BYTES, timeout=timeout) as client, \
+async def _post(url: str, body: bytes, headers: dict[str, str], timeout: float,
+                reach: outbound.Reach) -> tuple[int, str]:
+    """POST `body` to `url` on the bounded client, connecting only where `reach` lets it; the answer's status and
+    the start of its body."""
+    async with outbound.bounded_client(limit=MAX_WEBHOOK_ANSWER_BYTES, timeout=timeout, reach=reach) as client, \
             client.stream("POST", url, content=body, headers=headers) as response:
         read = bytearray()
         async for chunk in response.aiter_raw():

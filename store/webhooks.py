@@ -9,8 +9,9 @@ back unsent (`hold`), or sets it `void` (never sent) when the run ended otherwis
 until a worker claims it (`claim_due`: a compare-and-set that holds it for a lease, by moving its `nextAttemptAt`
 past the attempt's end), and is then `delivered`, due again later (a failed attempt: `record_attempt`), or `failed`
 after its last attempt. A worker that dies holding one lets its lease run out; the delivery is then due again, for
-any worker, with the same id: at least once. A subscription's secrets (`whsec_...`) are stored for Parley to sign with and never leave
-this module in a public view (`public_webhook`); only when they were made and when an old one stops signing.
+any worker, with the same id: at least once. A subscription's secrets (`whsec_...`) are stored sealed
+(`core.sealing`: a token and the name of the key that sealed it, never the secret) for Parley to sign with, and never
+leave this module in a public view (`public_webhook`); only when they were made and when an old one stops signing.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import hashlib
 import json
 import uuid
 from datetime import datetime, timedelta
+from collections.abc import Mapping
 from typing import Any
 
 from pymongo import ASCENDING, DESCENDING
@@ -54,6 +56,7 @@ def public_webhook(doc: dict[str, Any], *, secret: str | None = None) -> dict[st
         "description": doc.get("description") or "", "active": bool(doc.get("active", True)),
         "secrets": [{"createdAt": clock.iso(s["createdAt"]), "expiresAt": clock.iso(s.get("expiresAt"))}
                     for s in live_secrets(doc)],
+        "backedOffUntil": clock.iso(backed_off_until(doc)),
         "createdAt": clock.iso(doc.get("createdAt")), "updatedAt": clock.iso(doc.get("updatedAt")),
     }
     if secret is not None:
@@ -72,11 +75,12 @@ def _aware(moment: datetime) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=clock.now().tzinfo)
 
 
-async def insert_webhook(db: AsyncDatabase, *, workspace: str, fields: dict[str, Any], secret: str) -> dict[str, Any]:
-    """Store a new subscription signing with `secret`."""
+async def insert_webhook(db: AsyncDatabase, *, workspace: str, fields: dict[str, Any],
+                         secret: dict[str, str]) -> dict[str, Any]:
+    """Store a new subscription signing with `secret`, as `core.sealing.Sealer.seal` sealed it."""
     now = clock.now()
     doc = {"_id": "whk_" + uuid.uuid4().hex[:16], **fields, "workspace": workspace, "active": True,
-           "secrets": [{"secret": secret, "createdAt": now, "expiresAt": None}], "createdAt": now, "updatedAt": now}
+           "secrets": [{**secret, "createdAt": now, "expiresAt": None}], "createdAt": now, "updatedAt": now}
     await db.webhooks.insert_one(doc)
     return doc
 
@@ -101,9 +105,9 @@ async def update_webhook(db: AsyncDatabase, *, workspace: str, webhook_id: str,
     return await get_webhook(db, workspace=workspace, webhook_id=webhook_id) if done.matched_count else None
 
 
-async def rotate_secret(db: AsyncDatabase, *, workspace: str, webhook_id: str, secret: str,
+async def rotate_secret(db: AsyncDatabase, *, workspace: str, webhook_id: str, secret: dict[str, str],
                         grace_until: datetime) -> dict[str, Any] | None:
-    """Make `secret` the subscription's current secret; the secrets that signed until now go on signing until
+    """Make `secret` (sealed) the subscription's current secret; the secrets that signed until now go on signing until
     `grace_until` (or their own earlier end). The record as it now is, None when there is no such subscription."""
     doc = await get_webhook(db, workspace=workspace, webhook_id=webhook_id)
     if doc is None:
@@ -111,11 +115,48 @@ async def rotate_secret(db: AsyncDatabase, *, workspace: str, webhook_id: str, s
     now = clock.now()
     kept = [{**s, "expiresAt": min(_aware(s["expiresAt"]), grace_until) if s.get("expiresAt") else grace_until}
             for s in live_secrets(doc, now)]
-    secrets = [{"secret": secret, "createdAt": now, "expiresAt": None}, *(s for s in kept if s["expiresAt"] > now)]
+    secrets = [{**secret, "createdAt": now, "expiresAt": None}, *(s for s in kept if s["expiresAt"] > now)]
     # A compare-and-set on the secrets read: of two rotations at once, one wins and the other finds no match.
     done = await db.webhooks.update_one({"_id": webhook_id, "workspace": workspace, "secrets": doc.get("secrets")},
                                         {"$set": {"secrets": secrets, "updatedAt": now}})
     return await get_webhook(db, workspace=workspace, webhook_id=webhook_id) if done.matched_count else None
+
+
+def stale_seals(db: AsyncDatabase, *, key: str) -> Any:
+    """The subscriptions holding a secret not sealed by `key` (the name of the key that seals now), or stored in
+    clear before secrets were sealed: an async cursor."""
+    return db.webhooks.find({"secrets": {"$elemMatch": {"key": {"$ne": key}}}})  # a secret in clear has no key
+
+
+async def reseal(db: AsyncDatabase, *, doc: dict[str, Any], secrets: list[dict[str, Any]]) -> bool:
+    """Store `secrets` (those of `doc`, sealed again) in place of `doc`'s, unless they changed since it was read (a
+    rotation meanwhile): whether they were stored."""
+    done = await db.webhooks.update_one({"_id": doc["_id"], "secrets": doc.get("secrets")},
+                                        {"$set": {"secrets": secrets}})
+    return done.matched_count == 1
+
+
+async def count_timeout(db: AsyncDatabase, *, webhook_id: str) -> int:
+    """Count one more attempt in a row that subscription `webhook_id`'s receiver let time out; how many now."""
+    await db.webhooks.update_one({"_id": webhook_id}, {"$inc": {"timeouts": 1}})
+    doc = await db.webhooks.find_one({"_id": webhook_id}, {"timeouts": 1})
+    return int((doc or {}).get("timeouts") or 0)
+
+
+async def back_off(db: AsyncDatabase, *, webhook_id: str, until: datetime) -> None:
+    """Send nothing to subscription `webhook_id` before `until`: its receiver keeps timing out."""
+    await db.webhooks.update_one({"_id": webhook_id}, {"$set": {"backoffUntil": until}})
+
+
+async def answered(db: AsyncDatabase, *, webhook_id: str) -> None:
+    """Subscription `webhook_id`'s receiver answered an attempt: its count of timeouts starts afresh, no back-off."""
+    await db.webhooks.update_one({"_id": webhook_id}, {"$set": {"timeouts": 0, "backoffUntil": None}})
+
+
+def backed_off_until(doc: dict[str, Any], at: datetime | None = None) -> datetime | None:
+    """Until when subscription `doc` is backed off (its receiver kept timing out), None when it is not."""
+    until = doc.get("backoffUntil")
+    return _aware(until) if until is not None and _aware(until) > (at or clock.now()) else None
 
 
 async def delete_webhook(db: AsyncDatabase, *, workspace: str, webhook_id: str) -> bool:
@@ -197,25 +238,45 @@ async def enqueue(db: AsyncDatabase, *, workspace: str, event: str, kind: str | 
     return ids
 
 
-async def claim_due(db: AsyncDatabase, *, worker: str, lease_seconds: float, limit: int) -> list[dict[str, Any]]:
+async def claim_due(db: AsyncDatabase, *, worker: str, lease_seconds: float, limit: int,
+                    share: int | None = None, busy: Mapping[str, int] | None = None) -> list[dict[str, Any]]:
     """Claim up to `limit` deliveries that are due, first due first, for `worker` to send: each is held for
     `lease_seconds` (its `nextAttemptAt` moved to then, when it is due again should the worker not record the
     attempt). Return them as claimed (their `claims` counts this claim).
 
-    Atomic per delivery: a compare-and-set on the `nextAttemptAt` read, so of several workers one gets each. An
-    indexed `find` and an `update` by `_id` (not a findAndModify, which the embedded database answers by reading the
-    whole collection: see `store.runs.claim_expired`)."""
+    With `share`, a workspace's deliveries hold at most `share` of the worker's slots, counting `busy` (the worker's
+    deliveries under way, by workspace): once a workspace has its share, its due deliveries are skipped (left due,
+    in their order) and the next workspaces' are claimed, so one workspace's queue never stands before another's.
+
+    Atomic per delivery: a compare-and-set on the `nextAttemptAt` read, so of several workers one gets each. Indexed
+    `find`s (at most `limit` of them: each claims a delivery or fills a workspace's share) and an `update` by `_id`
+    (not a findAndModify, which the embedded database answers by reading the whole collection: see
+    `store.runs.claim_expired`)."""
     now = clock.now()
-    due = await db.webhook_deliveries.find({"status": PENDING, "nextAttemptAt": {"$lte": now}}).sort(
-        "nextAttemptAt", ASCENDING).limit(limit).to_list()
-    claimed = []
-    for doc in due:
-        held = {"nextAttemptAt": now + timedelta(seconds=lease_seconds), "worker": worker, "claimedAt": now}
-        taken = await db.webhook_deliveries.update_one(
-            {"_id": doc["_id"], "status": PENDING, "nextAttemptAt": doc["nextAttemptAt"]},
-            {"$set": held, "$inc": {"claims": 1}})
-        if taken.modified_count == 1:
-            claimed.append({**doc, **held, "claims": doc.get("claims", 0) + 1})
+    held = dict(busy or {})
+    claimed: list[dict[str, Any]] = []
+    for _ in range(limit):
+        wanted = limit - len(claimed)
+        if wanted <= 0:
+            break
+        query: dict[str, Any] = {"status": PENDING, "nextAttemptAt": {"$lte": now}}
+        if share is not None and (full := sorted(w for w, n in held.items() if n >= share)):
+            query["workspace"] = {"$nin": full}
+        due = await db.webhook_deliveries.find(query).sort("nextAttemptAt", ASCENDING).limit(wanted).to_list()
+        if not due:
+            break
+        for doc in due:
+            if len(claimed) >= limit or (share is not None and held.get(doc["workspace"], 0) >= share):
+                continue
+            hold = {"nextAttemptAt": now + timedelta(seconds=lease_seconds), "worker": worker, "claimedAt": now}
+            taken = await db.webhook_deliveries.update_one(
+                {"_id": doc["_id"], "status": PENDING, "nextAttemptAt": doc["nextAttemptAt"]},
+                {"$set": hold, "$inc": {"claims": 1}})
+            if taken.modified_count == 1:
+                claimed.append({**doc, **hold, "claims": doc.get("claims", 0) + 1})
+                held[doc["workspace"]] = held.get(doc["workspace"], 0) + 1
+        if share is None:
+            break
     return claimed
 
 

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Response
 
-from parley.api.deps import AppSettings, Db, Principal, require_scope
+from parley.api.deps import AppSettings, Db, Principal, Services, require_scope
 from parley.api.openapi import errors
 from parley.services import webhooks as service
 from parley.services.webhooks import SecretRotation, WebhookCreate, WebhookUpdate
@@ -90,13 +90,15 @@ async def delete_webhook(webhook_id: str, db: Db, caller: Writer) -> Response:
 @router.post("/{webhook_id}/rotate", summary="Give a webhook a new secret, shown once; the old one signs too "
              "for `graceSeconds`", responses=errors(NO_WEBHOOK, (409, "Rotated at the same moment by another "
                                                                  "request (`webhook_rotating`): ask again.")))
-async def rotate_secret(webhook_id: str, db: Db, caller: Writer,
+async def rotate_secret(webhook_id: str, db: Db, settings: AppSettings, caller: Writer,
                         body: SecretRotation | None = None) -> dict[str, Any]:
-    return {"webhook": await service.rotate_secret(db, principal=caller, webhook_id=webhook_id,
+    return {"webhook": await service.rotate_secret(db, settings, principal=caller, webhook_id=webhook_id,
                                                    body=body or SecretRotation())}
 
 
 @router.post("/{webhook_id}/test", status_code=202, summary="Send the webhook a `webhook.test` delivery",
-             responses=errors(NO_WEBHOOK, (409, "The webhook is not active (`webhook_inactive`).")))
-async def test_webhook(webhook_id: str, db: Db, caller: Writer) -> dict[str, Any]:
-    return {"delivery": await service.test_webhook(db, principal=caller, webhook_id=webhook_id)}
+             responses=errors(NO_WEBHOOK, (409, "The webhook is not active (`webhook_inactive`)."),
+                              (429, "The workspace asked for as many test pings as it may in a minute "
+                                    "(`rate_limited`); `Retry-After` says when to ask again.")))
+async def test_webhook(webhook_id: str, backend: Services, caller: Writer) -> dict[str, Any]:
+    return {"delivery": await service.test_webhook(backend, principal=caller, webhook_id=webhook_id)}

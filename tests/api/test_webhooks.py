@@ -5,17 +5,26 @@ the scripted model, a real database; the worker killed mid-delivery is in tests/
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 
 import httpx
 import pytest
+from cryptography.fernet import Fernet
+from pymongo import MongoClient
 
 from parley.api.main import create_app
-from parley.core.limits import MAX_WEBHOOK_ANSWER_BYTES
+from parley.core import outbound
+from parley.core.limits import (
+    MAX_WEBHOOK_ANSWER_BYTES,
+    WEBHOOK_TEST_RATE,
+    WEBHOOK_TIMEOUTS_BEFORE_BACKOFF,
+    WEBHOOK_WORKSPACE_SHARE,
+)
 from parley.core.settings import get_settings
 from tests.support.servers import ServerThread
 from tests.support.wait import eventually
-from tests.support.webhooks import REVIEWED, Answer, auth, receiver  # noqa: F401 (the fixture)
+from tests.support.webhooks import REVIEWED, Answer, Receiver, auth, receiver  # noqa: F401 (the fixture)
 
 
 
@@ -254,3 +263,208 @@ def test_an_inactive_or_deleted_webhook_gets_nothing(hooked, admin, receiver):
     held.set()
     assert [d.json()["type"] for d in receiver.deliveries] == ["webhook.test"]  # nothing for the run
     assert [d["event"] for d in deliveries(hooked, admin)] == ["webhook.test"]
+
+
+# --- one workspace does not hold up another's (issue 45) ---------------------------------------------------------
+
+
+def test_one_workspaces_hanging_receiver_does_not_hold_up_anothers_deliveries(parley_env, monkeypatch, receiver,
+                                                                              make_key):
+    """16 webhooks of one workspace on a receiver that never answers (within the test) take its share of a worker's
+    slots, no more; another workspace's delivery is claimed beside them, not queued behind them, and arrives about
+    as fast as it did with nothing else queued (its baseline, measured here)."""
+    release = threading.Event()
+    with Receiver() as hanging:
+        hanging.default = Answer(hold=release)
+        monkeypatch.setenv("PARLEY_WEBHOOK_URLS", f"{receiver.url('/hooks')},{hanging.url('/hooks')}")
+        monkeypatch.setenv("PARLEY_WEBHOOK_POLL", "0.05")
+        monkeypatch.setenv("PARLEY_WEBHOOK_TIMEOUT", "25")  # the hanging receiver's attempts last the whole test
+        get_settings.cache_clear()
+        slow, other = make_key(["admin"]), make_key(["admin"], user="bob", workspace="ws2")
+        try:
+            with ServerThread(create_app(get_settings())) as server, \
+                    httpx.Client(base_url=server.url, timeout=60) as http:
+                theirs = subscribe(http, other, receiver.url("/hooks/other"))
+
+                def ping_delay(count: int) -> float:
+                    started = time.monotonic()
+                    resp = http.post(f"/v1/webhooks/{theirs['id']}/test", headers=auth(other))
+                    assert resp.status_code == 202, resp.text
+                    return receiver.got(count, "the other workspace's ping arrives", timeout=15)[-1].at - started
+
+                baseline = ping_delay(1)
+                for n in range(16):
+                    subscribe(http, slow, hanging.url(f"/hooks/{n}"))
+                chat(http, slow)  # 16 deliveries, due before the ping below; each attempt hangs
+                hanging.got(WEBHOOK_WORKSPACE_SHARE, "the slow workspace's first deliveries are being sent")
+                delay = ping_delay(2)
+
+                assert len(hanging.deliveries) == WEBHOOK_WORKSPACE_SHARE  # held to its share of the slots
+                queued = deliveries(http, slow, status="pending", limit=100)
+                assert len(queued) == 16 and sum(d["attemptCount"] == 0 for d in queued) == 16
+                assert delay <= baseline + 2.0, (delay, baseline)
+        finally:
+            release.set()
+
+
+def test_a_receiver_that_keeps_timing_out_is_backed_off_alone(parley_env, monkeypatch, receiver, make_key):
+    release = threading.Event()
+    with Receiver() as hanging:
+        hanging.default = Answer(hold=release)
+        monkeypatch.setenv("PARLEY_WEBHOOK_URLS", f"{receiver.url('/hooks')},{hanging.url('/hooks')}")
+        monkeypatch.setenv("PARLEY_WEBHOOK_POLL", "0.05")
+        monkeypatch.setenv("PARLEY_WEBHOOK_TIMEOUT", "0.3")
+        monkeypatch.setenv("PARLEY_WEBHOOK_RETRY_DELAY", "60")  # the back-off, and each delivery's own next try
+        get_settings.cache_clear()
+        admin = make_key(["admin"])
+        try:
+            with ServerThread(create_app(get_settings())) as server, \
+                    httpx.Client(base_url=server.url, timeout=60) as http:
+                slow = subscribe(http, admin, hanging.url("/hooks/slow"))
+                fine = subscribe(http, admin, receiver.url("/hooks/fine"))
+                for _ in range(WEBHOOK_TIMEOUTS_BEFORE_BACKOFF):
+                    assert http.post(f"/v1/webhooks/{slow['id']}/test", headers=auth(admin)).status_code == 202
+                eventually(lambda: http.get(f"/v1/webhooks/{slow['id']}", headers=auth(admin)).json()["webhook"][
+                    "backedOffUntil"] is not None, "the slow receiver's webhook is backed off")
+                tried = len(hanging.deliveries)
+                held = http.post(f"/v1/webhooks/{slow['id']}/test", headers=auth(admin)).json()["delivery"]
+                assert http.post(f"/v1/webhooks/{fine['id']}/test", headers=auth(admin)).status_code == 202
+                receiver.got(1, "the workspace's other webhook is not backed off")
+                eventually(lambda: deliveries(http, admin, webhook=fine["id"])[0]["status"] == "delivered", "logged")
+                later = http.get(f"/v1/webhooks/deliveries/{held['id']}", headers=auth(admin)).json()["delivery"]
+                assert later["status"] == "pending" and later["attemptCount"] == 0  # held, unsent
+                assert len(hanging.deliveries) == tried
+                assert http.get(f"/v1/webhooks/{fine['id']}", headers=auth(admin)).json()["webhook"][
+                    "backedOffUntil"] is None
+        finally:
+            release.set()
+
+
+def test_test_pings_are_rate_limited_per_workspace(hooked, admin, receiver, make_key):
+    hook = subscribe(hooked, admin, receiver.url())
+    allowed = int(WEBHOOK_TEST_RATE.split("/")[0])
+    for _ in range(allowed):
+        assert hooked.post(f"/v1/webhooks/{hook['id']}/test", headers=auth(admin)).status_code == 202
+    refused = hooked.post(f"/v1/webhooks/{hook['id']}/test", headers=auth(admin))
+    assert refused.status_code == 429 and refused.json()["code"] == "rate_limited", refused.text
+    assert int(refused.headers["retry-after"]) >= 1
+    other = make_key(["admin"], user="bob", workspace="ws2")
+    theirs = subscribe(hooked, other, receiver.url())
+    assert hooked.post(f"/v1/webhooks/{theirs['id']}/test", headers=auth(other)).status_code == 202
+
+
+# --- secrets sealed at rest (issue 45) ---------------------------------------------------------------------------
+
+
+def _stored(settings, webhook_id: str) -> dict:
+    """The webhook's document as MongoDB holds it."""
+    with MongoClient(settings.mongodb_uri) as client:
+        return client[settings.mongodb_db].webhooks.find_one({"_id": webhook_id})
+
+
+def test_a_webhooks_secret_is_not_in_the_database_and_a_key_rotation_seals_it_again(parley_env, monkeypatch,
+                                                                                    receiver, make_key):
+    old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    monkeypatch.setenv("PARLEY_WEBHOOK_URLS", receiver.url())
+    monkeypatch.setenv("PARLEY_WEBHOOK_POLL", "0.05")
+    admin = make_key(["admin"])
+
+    def serving(keys: str, then) -> None:
+        monkeypatch.setenv("PARLEY_ENCRYPTION_KEYS", keys)
+        get_settings.cache_clear()
+        with ServerThread(create_app(get_settings())) as server, \
+                httpx.Client(base_url=server.url, timeout=60) as http:
+            then(http)
+
+    hook: dict = {}
+    serving(old, lambda http: hook.update(subscribe(http, admin, receiver.url())))
+    secret, raw = hook["secret"], _stored(parley_env, hook["id"])
+    key_part = secret.removeprefix("whsec_")
+    assert secret not in str(raw) and key_part not in str(raw) and key_part[:16] not in str(raw)
+    [sealed] = raw["secrets"]
+    assert "secret" not in sealed and Fernet(old).decrypt(sealed["sealed"].encode()).decode() == secret
+
+    def pinged(count: int):
+        def then(http: httpx.Client) -> None:
+            assert http.post(f"/v1/webhooks/{hook['id']}/test", headers=auth(admin)).status_code == 202
+            assert receiver.got(count)[-1].verifies(secret)
+        return then
+
+    serving(f"{new},{old}", pinged(1))  # the old key opens it; the worker sealed it again under the new one
+    [resealed] = _stored(parley_env, hook["id"])["secrets"]
+    assert resealed["key"] != sealed["key"] and Fernet(new).decrypt(resealed["sealed"].encode()).decode() == secret
+    serving(new, pinged(2))  # the old key dropped: still signed with the same secret
+
+
+    def unreadable(http: httpx.Client) -> None:  # a key that did not seal it: no signature, and the log says why
+        ping = http.post(f"/v1/webhooks/{hook['id']}/test", headers=auth(admin)).json()["delivery"]
+        read = lambda: http.get(f"/v1/webhooks/deliveries/{ping['id']}", headers=auth(admin)).json()["delivery"]
+        eventually(lambda: read()["attemptCount"] >= 1, "the attempt is logged")
+        assert read()["attempts"][0]["error"].startswith("secret_unreadable"), read()
+
+    serving(Fernet.generate_key().decode(), unreadable)
+    assert len(receiver.deliveries) == 2
+
+
+# --- where a receiver's name leads (issue 45) --------------------------------------------------------------------
+
+
+def _resolving(monkeypatch, answers: dict[str, list[list[str]]]) -> list[str]:
+    """Make `core.outbound.resolve` answer each name of `answers` with its lists in turn (the last one then on), any
+    other as before; the names asked, in order."""
+    asked: list[str] = []
+    real = outbound.resolve
+
+    async def resolve(host: str, port: int) -> list[str]:
+        asked.append(host)
+        if host in answers:
+            turns = answers[host]
+            return turns.pop(0) if len(turns) > 1 else turns[0]
+        return await real(host, port)
+
+    monkeypatch.setattr(outbound, "resolve", resolve)
+    return asked
+
+
+def test_a_name_that_leads_to_a_private_address_is_refused_unless_its_network_is_named(parley_env, monkeypatch,
+                                                                                       receiver, make_key):
+    asked = _resolving(monkeypatch, {"hooks.example": [["127.0.0.1"]]})
+    named = f"http://hooks.example:{receiver.port}/hooks"
+    monkeypatch.setenv("PARLEY_WEBHOOK_URLS", f"{named},http://localhost:{receiver.port}/hooks")
+    monkeypatch.setenv("PARLEY_WEBHOOK_POLL", "0.05")
+    get_settings.cache_clear()
+    admin = make_key(["admin"])
+    with ServerThread(create_app(get_settings())) as server, httpx.Client(base_url=server.url, timeout=60) as http:
+        refused = http.post("/v1/webhooks", json={"url": named}, headers=auth(admin))
+        assert refused.status_code == 400 and refused.json()["code"] == "webhook_url_not_allowed", refused.text
+        assert "127.0.0.1" in refused.json()["error"] and "PARLEY_OUTBOUND_NETWORKS" in refused.json()["error"]
+        assert "hooks.example" in asked
+        local = subscribe(http, admin, f"http://localhost:{receiver.port}/hooks")  # the allow-list names localhost
+        assert http.post(f"/v1/webhooks/{local['id']}/test", headers=auth(admin)).status_code == 202
+        receiver.got(1, "localhost, named by the allow-list, is reached")
+
+    monkeypatch.setenv("PARLEY_OUTBOUND_NETWORKS", "127.0.0.0/8")
+    get_settings.cache_clear()
+    with ServerThread(create_app(get_settings())) as server, httpx.Client(base_url=server.url, timeout=60) as http:
+        hook = subscribe(http, admin, named)
+        assert http.post(f"/v1/webhooks/{hook['id']}/test", headers=auth(admin)).status_code == 202
+        got = receiver.got(2, "the name the resolver led to 127.0.0.1 is reached there")[-1]
+        assert got.headers["host"] == f"hooks.example:{receiver.port}" and got.verifies(hook["secret"])
+
+
+def test_the_address_checked_is_the_one_connected_to(parley_env, monkeypatch, receiver, make_key):
+    """A name that leads to a public address when it is checked, and to a loopback one at the attempt (DNS
+    rebinding), is refused at the attempt: the connection goes only to an address checked."""
+    _resolving(monkeypatch, {"hooks.example": [["93.184.215.14"], ["127.0.0.1"]]})
+    named = f"http://hooks.example:{receiver.port}/hooks"
+    monkeypatch.setenv("PARLEY_WEBHOOK_URLS", named)
+    monkeypatch.setenv("PARLEY_WEBHOOK_POLL", "0.05")
+    get_settings.cache_clear()
+    admin = make_key(["admin"])
+    with ServerThread(create_app(get_settings())) as server, httpx.Client(base_url=server.url, timeout=60) as http:
+        hook = subscribe(http, admin, named)
+        ping = http.post(f"/v1/webhooks/{hook['id']}/test", headers=auth(admin)).json()["delivery"]
+        read = lambda: http.get(f"/v1/webhooks/deliveries/{ping['id']}", headers=auth(admin)).json()["delivery"]
+        eventually(lambda: read()["attemptCount"] >= 1, "the attempt is logged")
+        assert read()["attempts"][0]["error"].startswith("address_refused"), read()
+        assert receiver.deliveries == []

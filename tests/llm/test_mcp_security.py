@@ -206,3 +206,46 @@ async def test_a_stdio_servers_background_processes_end_with_the_call(tmp_path):
     with pytest.raises(TimeoutError):
         await mcp.call_tool(stdio_server(), settings(), "spawn", {"pidfile": str(pidfile), "hang": 60}, timeout=3)
     assert not running(int(pidfile.read_text()))
+
+
+# --- where a server's name leads (issue 45) --------------------------------------------------------------------
+
+
+async def test_a_name_that_leads_to_a_private_address_is_not_called_unless_the_deployment_names_it(http_tools,
+                                                                                                   monkeypatch):
+    """The allow-list names `tools.example`, which resolves to 127.0.0.1 (the test tool server): refused. Named
+    `localhost` (its loopback addresses), the call connects to the address resolved, as `localhost` (the tool
+    server, like any MCP server guarding against DNS rebinding, answers only that name)."""
+    from parley.core import outbound
+
+    asked: list[str] = []
+
+    async def resolve(host: str, port: int) -> list[str]:
+        asked.append(host)
+        return ["127.0.0.1"] if host in ("tools.example", "localhost") else [host]
+
+    monkeypatch.setattr(outbound, "resolve", resolve)
+    named = http_tools.replace("127.0.0.1", "tools.example")
+    with pytest.raises(mcp.ServerUnreachable, match="127.0.0.1.*PARLEY_OUTBOUND_NETWORKS"):
+        await mcp.list_tools(url_server(named), settings(named), timeout=20)
+    local = http_tools.replace("127.0.0.1", "localhost")
+    assert {t.name for t in await mcp.list_tools(url_server(local), settings(local), timeout=20)} >= {"big"}
+    assert asked[0] == "tools.example" and "localhost" in asked
+
+
+@pytest.mark.parametrize(("host", "address", "allowed", "networks", "refused"), [
+    ("hooks.example", "93.184.215.14", "http://hooks.example/", (), False),
+    ("hooks.example", "10.1.2.3", "http://hooks.example/", (), True),
+    ("hooks.example", "169.254.169.254", "http://hooks.example/", (), True),
+    ("hooks.example", "::ffff:127.0.0.1", "http://hooks.example/", (), True),
+    ("hooks.example", "fd00::1", "http://hooks.example/", (), True),
+    ("hooks.example", "10.1.2.3", "http://hooks.example/", ("10.0.0.0/8",), False),
+    ("127.0.0.1", "127.0.0.1", "http://127.0.0.1:9000/", (), False),
+    ("localhost", "127.0.0.1", "http://localhost:9000/", (), False),
+    ("localhost", "10.0.0.1", "http://localhost:9000/", (), True),
+])
+def test_a_private_address_is_reached_only_where_the_deployment_names_it(host, address, allowed, networks, refused):
+    from parley.core.outbound import Reach
+
+    why = Reach((allowed,), "PARLEY_TOOL_URLS", networks).refusal(host, address)
+    assert (why is not None) is refused, why

@@ -7,14 +7,19 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
+from cryptography.fernet import Fernet
+
 from parley.core import clock
+from parley.core.sealing import Sealer
 from parley.store import webhooks
+
+SEALER = Sealer((Fernet.generate_key().decode(),))
 
 
 async def _one_delivery(db) -> str:
     hook = await webhooks.insert_webhook(db, workspace="ws1", fields={"url": "http://127.0.0.1:9/h",
                                                                       "events": ["run.completed"], "kinds": None},
-                                         secret="whsec_c2VjcmV0")
+                                         secret=SEALER.seal("whsec_c2VjcmV0"))
     ids = await webhooks.enqueue(db, workspace="ws1", event="run.completed", kind="panel", run_id="run_1",
                                  body='{"type":"run.completed"}')
     assert len(ids) == 1 and hook["_id"]
@@ -48,20 +53,21 @@ async def test_an_attempt_of_a_claim_taken_over_is_logged_but_does_not_set_the_s
 async def test_a_rotated_out_secret_signs_until_its_grace_ends(db):
     hook = await webhooks.insert_webhook(db, workspace="ws1", fields={"url": "http://127.0.0.1:9/h",
                                                                       "events": ["run.completed"], "kinds": None},
-                                         secret="whsec_b2xk")
+                                         secret=SEALER.seal("whsec_b2xk"))
     soon = clock.now() + timedelta(seconds=60)
-    rotated = await webhooks.rotate_secret(db, workspace="ws1", webhook_id=hook["_id"], secret="whsec_bmV3",
+    rotated = await webhooks.rotate_secret(db, workspace="ws1", webhook_id=hook["_id"],
+                                           secret=SEALER.seal("whsec_bmV3"),
                                            grace_until=soon)
-    assert [s["secret"] for s in webhooks.live_secrets(rotated)] == ["whsec_bmV3", "whsec_b2xk"]
-    assert [s["secret"] for s in webhooks.live_secrets(rotated, soon + timedelta(seconds=1))] == ["whsec_bmV3"]
-    assert await webhooks.rotate_secret(db, workspace="ws2", webhook_id=hook["_id"], secret="x",
+    assert [SEALER.open(s) for s in webhooks.live_secrets(rotated)] == ["whsec_bmV3", "whsec_b2xk"]
+    assert [SEALER.open(s) for s in webhooks.live_secrets(rotated, soon + timedelta(seconds=1))] == ["whsec_bmV3"]
+    assert await webhooks.rotate_secret(db, workspace="ws2", webhook_id=hook["_id"], secret=SEALER.seal("x"),
                                         grace_until=soon) is None  # another workspace's
 
 
 async def test_an_event_announced_again_is_stored_once_and_a_sent_one_is_left_as_it_was(db):
     await webhooks.insert_webhook(db, workspace="ws1", fields={"url": "http://127.0.0.1:9/h",
                                                                "events": ["run.completed"], "kinds": None},
-                                  secret="whsec_c2VjcmV0")
+                                  secret=SEALER.seal("whsec_c2VjcmV0"))
     gate = {"status": "completed"}
     first = await webhooks.enqueue(db, workspace="ws1", event="run.completed", kind="panel", run_id="run_1",
                                    body='{"n":1}', key="run_1\nrun.completed", gate=gate)
@@ -96,3 +102,19 @@ async def test_a_held_delivery_is_due_again_without_an_attempt_and_a_void_one_ne
     assert await webhooks.claim_due(db, worker="w3", lease_seconds=30, limit=1) == []
     public = webhooks.public_delivery(await db.webhook_deliveries.find_one({"_id": delivery}))
     assert public["status"] == "void" and public["voidReason"].startswith("run_ended")
+
+
+async def test_a_secret_stored_in_clear_or_under_an_old_key_is_sealed_again_under_the_first_key(db, parley_env):
+    from parley.services.webhooks import reseal_secrets
+
+    old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    fields = {"url": "http://127.0.0.1:9/h", "events": ["run.completed"], "kinds": None}
+    clear = await webhooks.insert_webhook(db, workspace="ws1", fields=fields, secret={"secret": "whsec_Y2xlYXI="})
+    sealed = await webhooks.insert_webhook(db, workspace="ws1", fields=fields, secret=Sealer((old,)).seal("whsec_b2xk"))
+    settings = parley_env.model_copy(update={"parley_encryption_keys": [new, old]})
+    assert await reseal_secrets(db, settings) == 2
+    assert await reseal_secrets(db, settings) == 0  # nothing left to seal again
+    only_new = Sealer((new,))
+    for doc, secret in ((clear, "whsec_Y2xlYXI="), (sealed, "whsec_b2xk")):
+        [stored] = (await db.webhooks.find_one({"_id": doc["_id"]}))["secrets"]
+        assert "secret" not in stored and only_new.current(stored) and only_new.open(stored) == secret
