@@ -198,8 +198,9 @@ class AskPanel(BaseModel):
     messages: list[ChatMessage] | None = Field(
         None, min_length=1, max_length=MAX_CHAT_MESSAGES,
         description="A whole conversation, as chat completions take it, instead of `question`.")
-    router: str = Field("debate", min_length=1, max_length=MAX_MODEL_ID_CHARS - len("router/"), description="Which panel answers: a preset (`debate`, `quality`, "
-                                                            "`budget`) or a router of the workspace (`GET /v1/routers`).")
+    router: str = Field("debate", min_length=1, max_length=MAX_MODEL_ID_CHARS - len("router/"),
+                        description="Which panel answers: a preset (`debate`, `quality`, `budget`) or a router of the "
+                                    "workspace (`GET /v1/routers`).")
     models: list[ModelId] | None = Field(None, description="The panel for this question (2-8 `provider:model` ids of "
                                                        "distinct families), replacing the router's.")
     arbitrator: ModelId | None = Field(None, description="The arbitrator (and judge) for this question.")

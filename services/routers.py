@@ -102,7 +102,8 @@ class RouterCreate(_RouterFields):
     """A new router."""
 
     id: str = Field(pattern=ROUTER_ID_PATTERN, description="Unique in the workspace; used as `router/<id>`.")
-    models: list[SeatId] = Field(min_length=1, max_length=MAX_ROUTER_MODELS, description="Fallback list of `provider:model`, in order.")
+    models: list[SeatId] = Field(min_length=1, max_length=MAX_ROUTER_MODELS,
+                                 description="Fallback list of `provider:model`, in order.")
     arbitrator: ModelId | None = Field(None, description="Arbitrator of debates; the deployment's when null.")
     debate: bool = Field(False, description="Debate every request unless it says `debate: false`.")
     panel_size: int = Field(DEFAULT_PANEL_SIZE, ge=MIN_PANEL_SIZE, le=MAX_PANEL_SIZE,

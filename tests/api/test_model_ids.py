@@ -151,7 +151,8 @@ def test_models_is_bounded_by_the_routers_limits(api, sync_db):
     families = ["openai", "anthropic", "google", "mistral"]
     docs = []
     for r in range(MAX_ROUTERS):
-        models = [f"{families[i % 4]}:{r:03d}-{i:02d}-".ljust(MAX_MODEL_ID_CHARS, "x") for i in range(MAX_ROUTER_MODELS)]
+        models = [f"{families[i % 4]}:{r:03d}-{i:02d}-".ljust(MAX_MODEL_ID_CHARS, "x")
+                  for i in range(MAX_ROUTER_MODELS)]
         docs.append({"id": f"r{r:03d}", "models": models, "arbitrator": models[0], "debate": True, "workspace": "ws1",
                      "panel_size": 8})
     sync_db.routers.insert_many(docs[:-1])
