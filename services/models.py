@@ -182,5 +182,7 @@ async def get_model(db: AsyncDatabase, settings: Settings, *, workspace: str, mo
 
 
 def _not_found(model_id: str) -> NotFound:
+    if len(model_id) > MAX_MODEL_ID_CHARS:  # no model has such an id: it is not echoed whole
+        model_id = model_id[:MAX_MODEL_ID_CHARS] + "…"
     return NotFound(f"The model '{model_id}' does not exist or you do not have access to it (GET /v1/models lists "
                     "the routers and models of this workspace)", code="model_not_found")

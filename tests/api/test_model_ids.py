@@ -103,13 +103,16 @@ async def test_the_mcp_panel_tool_refuses_an_over_long_model_id(server, key, llm
                                       "--model", LONG],
                                      ["eval", "run", "--task", "arithmetic", "--methods", "debate", "--out", "out",
                                       "--models", f"openai:gpt-5,{LONG}"],
-                                     ["eval", "judge", "--pairs", "pairs.jsonl", "--out", "out", "--model", LONG]])
+                                     ["eval", "judge", "--pairs", "pairs.jsonl", "--out", "out", "--model", LONG],
+                                     ["ask", "Why?", "--model", "anthropic:claude-sonnet-4-5", "--model", LONG],
+                                     ["ask", "Why?", "--arbitrator", LONG],
+                                     ["model", "chat", "Hi", "--model", LONG]])
 def test_the_cli_refuses_an_over_long_model_id(parley_env, llm, tmp_path, monkeypatch, command):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "pairs.jsonl").write_text(json.dumps({"question": "Q", "answer_a": "A", "answer_b": "B"}) + "\n")
     result = CliRunner().invoke(app, command, terminal_width=200)
     assert result.exit_code == 2, result.output
-    option = "--models" if "--models" in command else "--model"
+    option = next(o for o in ("--models", "--arbitrator", "--model") if o in command)
     assert f"{option}: a model id has at most {MAX_MODEL_ID_CHARS} characters" in result.output
     assert llm.requests == []
 
@@ -168,3 +171,6 @@ def test_models_is_bounded_by_the_routers_limits(api, sync_db):
     assert "router/a-old" not in ids and "router/r000" in ids and "router/one-more" not in ids
     assert all(len(i) <= MAX_MODEL_ID_CHARS + len("router/") for i in ids)
     assert len(listed.content) < 2_000_000, len(listed.content)
+    unknown = api.get("/v1/models/openai:" + "z" * 8000)
+    assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "model_not_found"
+    assert len(unknown.content) < 1024  # the id asked for is not echoed whole
