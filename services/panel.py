@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, WithJsonSchema, field_validator, model_validator
 
+from parley.core.fields import ModelId
 from parley.core.limits import (
     DEFAULT_MIN_SUCCESSES,
     DEFAULT_PANEL_SIZE,
@@ -34,7 +35,6 @@ from parley.core.limits import (
     MAX_TOOLS,
     MIN_PANEL_SIZE,
 )
-from parley.core.fields import ModelId
 from parley.core.settings import Settings
 from parley.graphs.panel import panel_input, unanswerable
 from parley.graphs.panel.rules import DEFAULT_RULE, RuleError, check_rule
