@@ -18,7 +18,8 @@ from typing import Any, Literal
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from parley.core.limits import DEFAULT_DUEL_ROUNDS, MAX_CHAT_MESSAGES
+from parley.core.fields import ModelId
+from parley.core.limits import DEFAULT_DUEL_ROUNDS, MAX_CHAT_MESSAGES, MAX_MODEL_ID_CHARS
 from parley.designer import example_files
 from parley.runs.modes.roundtable import render_synthesis
 from parley.services import access
@@ -197,11 +198,12 @@ class AskPanel(BaseModel):
     messages: list[ChatMessage] | None = Field(
         None, min_length=1, max_length=MAX_CHAT_MESSAGES,
         description="A whole conversation, as chat completions take it, instead of `question`.")
-    router: str = Field("debate", min_length=1, description="Which panel answers: a preset (`debate`, `quality`, "
-                                                            "`budget`) or a router of the workspace (`GET /v1/routers`).")
-    models: list[str] | None = Field(None, description="The panel for this question (2-8 `provider:model` ids of "
+    router: str = Field("debate", min_length=1, max_length=MAX_MODEL_ID_CHARS - len("router/"),
+                        description="Which panel answers: a preset (`debate`, `quality`, `budget`) or a router of the "
+                                    "workspace (`GET /v1/routers`).")
+    models: list[ModelId] | None = Field(None, description="The panel for this question (2-8 `provider:model` ids of "
                                                        "distinct families), replacing the router's.")
-    arbitrator: str | None = Field(None, min_length=1, description="The arbitrator (and judge) for this question.")
+    arbitrator: ModelId | None = Field(None, description="The arbitrator (and judge) for this question.")
     criteria: str | None = Field(None, min_length=1, description="What the arbitrator weighs the answers by.")
     depth: Literal["full", "adaptive"] | None = Field(None, description="`adaptive`: two panelists first, the rest "
                                                                         "only when they disagree.")

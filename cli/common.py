@@ -30,6 +30,7 @@ from parley.core.embedded import (
     running_database,
     running_model,
 )
+from parley.core.fields import model_id_problem
 from parley.core.settings import Settings, get_settings
 from parley.llm.factory import ModelFactory
 
@@ -107,6 +108,14 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     its log file, the line says where it is."""
     err_console.print(Text.assemble(("error:", "bold red"), " ", message + _reporting.hint()), soft_wrap=True)
     return typer.Exit(code)
+
+
+def check_model_options(option: str, *model_ids: str | None) -> None:
+    """Refuse (exit 2, naming `option`) a model id that no request could name: blank, or longer than
+    `MAX_MODEL_ID_CHARS` (`core.fields`)."""
+    for model_id in model_ids:
+        if problem := model_id_problem(model_id):
+            raise fail(f"{option}: {problem}", code=2)
 
 
 def unexpected(exc: Exception) -> typer.Exit:

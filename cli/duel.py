@@ -18,6 +18,7 @@ from parley.cli.common import (
     MAX_TOKENS,
     ask_at_boundary,
     budget_fields,
+    check_model_options,
     console,
     database_uri,
     fail,
@@ -60,6 +61,7 @@ def debate(
     The debate is stored for user `local` in workspace `default`, as one the API started (History lists it).
     """
     settings = get_settings()
+    check_model_options("--model", model)
     model_id = model or settings.default_model
     profile = {"name": name, "bio": bio, "softMemory": {"traits": trait or [], "interests": interest or []}}
     try:

@@ -17,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from parley import store
-from parley.cli.common import console, database_uri, fail, model_factory
+from parley.cli.common import check_model_options, console, database_uri, fail, model_factory
 from parley.core.limits import ADAPTIVE_FIRST_SEATS, MAX_PANEL_SIZE, MAX_TABLE_SEATS, MIN_PANEL_SIZE
 from parley.core.settings import get_settings
 from parley.evals.judge import JUDGE_JSON, JUDGE_MD, judge_pairs, load_pairs
@@ -234,8 +234,10 @@ def run(
         loaded = load_task(task, n=n, seed=seed, rule=answer_rule)
     except TaskError as exc:
         raise fail(str(exc), code=2) from exc
+    check_model_options("--model", model)
     model_id = model or get_settings().default_model
     agent_models = _comma_list(models)
+    check_model_options("--models", *agent_models)
     options = MethodOptions(agents=agents, rounds=rounds, samples=samples or agents * (rounds + 1),
                             temperature=temperature, max_tokens=max_tokens, models=agent_models)
     settings = RunSettings(task=loaded.name, answer_rule=loaded.rule.name, n=n, seed=seed, methods=method_list,
@@ -291,6 +293,7 @@ def judge(
         loaded = load_pairs(pairs)
     except TaskError as exc:
         raise fail(str(exc), code=2) from exc
+    check_model_options("--model", model)
     model_id = model or get_settings().default_model
     if model_id.startswith("local:"):
         console.print(f"[bold yellow]Note:[/] {EMBEDDED_MODEL_NOTE}")

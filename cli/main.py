@@ -33,6 +33,7 @@ from parley.cli.common import (
     MAX_SECONDS,
     MAX_TOKENS,
     budget_fields,
+    check_model_options,
     console,
     describe_budget,
     describe_unexpected,
@@ -233,6 +234,7 @@ def model_chat(
     temperature: float = typer.Option(0.7, help="Sampling temperature."),
 ) -> None:
     """Stream one completion through the model layer (starting the embedded model if it is needed)."""
+    check_model_options("--model", model)
     settings = get_settings()
     model_id = model or settings.default_model
     ledger = UsageLedger()

@@ -9,7 +9,15 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from parley.cli.common import CLI_WORKSPACE, console, database_uri, fail, model_factory, with_db
+from parley.cli.common import (
+    CLI_WORKSPACE,
+    check_model_options,
+    console,
+    database_uri,
+    fail,
+    model_factory,
+    with_db,
+)
 from parley.cli.runs import RunFailed, WireEvent, failure_of, follow_run, principal, run_here
 from parley.core.limits import MAX_PANEL_SIZE, MIN_PANEL_SIZE
 from parley.core.settings import Settings, get_settings
@@ -114,6 +122,8 @@ def ask(
     With --allow-same-family (the preset's default on the embedded model) a list short of families
     fills the panel by asking its models again.
     """
+    check_model_options("--model", *(model or []))
+    check_model_options("--arbitrator", arbitrator)
     settings = get_settings()
     overrides = {"models": model, "arbitrator": arbitrator, "panel_size": panel_size,
                  "allow_same_family": allow_same_family, "system_prompt": system}

@@ -94,9 +94,16 @@ MIN_PANEL_SIZE, MAX_PANEL_SIZE = 2, 8
 DEFAULT_PANEL_SIZE = 3
 DEFAULT_MIN_SUCCESSES = 2
 # What a debate's judge weighs (a request's `criteria`, shown to its arbitrator and judges), in characters; and the
-# characters of a model id a request names for its council (`models`, `arbitrator`): ids run to about 60.
+# characters of any model id a request or a stored router names (`core.fields.ModelId`: a chat completion's or a
+# response's `model`, a council's `models` and `arbitrator`, a router's seats, a workflow node's, an agent's, the
+# CLI's): ids run to about 60, and a request's `model` is echoed in every chunk of its stream.
 MAX_CRITERIA_CHARS = 2000
 MAX_MODEL_ID_CHARS = 200
+# A router's fallback list of models, and the routers one workspace stores (`POST /v1/routers`: 400
+# `too_many_routers` past it). Every router is a model of `/v1/models`, which lists its models too: with model ids
+# bounded (`MAX_MODEL_ID_CHARS`), what `/v1/models` answers any key is bounded (about 1.5 MB at the worst).
+MAX_ROUTER_MODELS = 32
+MAX_ROUTERS = 64
 # Adaptive depth (`depth: "adaptive"`): the seats asked first (of distinct families), and the agreement of their
 # answers (`nodes.analysis.agreement`, 0 to 1) from which the rest of the panel is not asked.
 ADAPTIVE_FIRST_SEATS = 2

@@ -14,6 +14,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from parley.core.fields import ModelId
 from parley.core.limits import (
     DEFAULT_PANEL_SIZE,
     DUEL_CONCLUSION_MAX_CHARS,
@@ -124,7 +125,7 @@ class _Node(_Strict):
 
 
 class LlmConfig(_Strict):
-    model: str | None = Field(None, description="`provider:model`; the run's default model when omitted.")
+    model: ModelId | None = Field(None, description="`provider:model`; the run's default model when omitted.")
     temperature: float | None = Field(None, ge=0, le=2, description="Sampling temperature.")
     max_tokens: int | None = Field(None, gt=0, description="Output cap.")
     output_schema: dict[str, Any] | None = Field(
@@ -204,7 +205,7 @@ class ConditionNode(_Node):
 
 
 class PanelConfig(_Strict):
-    models: list[str] | None = Field(
+    models: list[ModelId] | None = Field(
         None, description="Panelist candidates (`provider:model`); the `router/debate` preset's when omitted."
     )
     panel_size: int = Field(DEFAULT_PANEL_SIZE, ge=MIN_PANEL_SIZE, le=MAX_PANEL_SIZE,
@@ -220,7 +221,7 @@ class PanelConfig(_Strict):
 class DebateConfig(PanelConfig):
     """A panel's configuration plus its arbitrator's and its decision rule."""
 
-    arbitrators: list[str] | None = Field(None, description="Arbitrator candidates, in order of preference.")
+    arbitrators: list[ModelId] | None = Field(None, description="Arbitrator candidates, in order of preference.")
     arbitrator_prompt: str | None = Field(None, description="Instructions for the arbitrator.")
     rule: Literal["synthesis", "vote", "rank", "best-of-n"] = Field(
         "synthesis", description="How the panel decides: `synthesis` (the arbitrator writes the answer), `vote` (the "
@@ -262,7 +263,7 @@ class DuelConfig(_Strict):
     user_profile: dict[str, Any] | None = Field(
         None, description="The persona arguing your side (`name`, `bio`, …) when `inputs.user_profile` is not set."
     )
-    model: str | None = Field(None, description="Model for every call of the duel.")
+    model: ModelId | None = Field(None, description="Model for every call of the duel.")
     options: dict[str, Any] = Field(default_factory=dict, description="Fields of the duel's run context.")
 
 
@@ -289,7 +290,7 @@ class AgentSpec(_Strict):
     name: str = Field(..., min_length=1)
     role: str = ""
     persona: str = ""
-    model: str | None = None
+    model: ModelId | None = None
     isDevilsAdvocate: bool = False
     memories: list[Any] = Field(default_factory=list)
     documents: list[Any] = Field(default_factory=list)
@@ -301,7 +302,7 @@ class RoundtableConfig(_Strict):
         description="The table, inline; or `workspace`: the caller's workspace agents (HTTP runs only; "
         "a Python caller passes them as `WorkflowContext(workspace_agents=...)`).",
     )
-    model: str | None = Field(None, description="Model for agents that name none, and for the synthesis.")
+    model: ModelId | None = Field(None, description="Model for agents that name none, and for the synthesis.")
     options: dict[str, Any] = Field(default_factory=dict, description="Fields of the round table's run context.")
 
 
@@ -324,7 +325,7 @@ class RoundtableNode(_Node):
 
 
 class SelectOpponentConfig(_Strict):
-    model: str | None = Field(None, description="`provider:model`; the run's default model when omitted.")
+    model: ModelId | None = Field(None, description="`provider:model`; the run's default model when omitted.")
     temperature: float | None = Field(0.8, ge=0, le=2, description="Sampling temperature (the duel's by default).")
     user_profile: dict[str, Any] | None = Field(
         None, description="The user (`name`, `bio`, `softMemory`) when `inputs.user_profile` is not set."
@@ -348,7 +349,7 @@ class SelectOpponentNode(_Node):
 
 
 class SynthesizeConfig(_Strict):
-    model: str | None = Field(None, description="`provider:model`; the run's default model when omitted.")
+    model: ModelId | None = Field(None, description="`provider:model`; the run's default model when omitted.")
     temperature: float | None = Field(0.2, ge=0, le=2, description="Sampling temperature.")
     output_schema: dict[str, Any] = Field(
         ..., description="A JSON Schema object (as `llm`'s `output_schema`): the synthesis's shape."
@@ -402,11 +403,11 @@ class FanOutConfig(_Strict):
         None, ge=1, le=MAX_FAN_OUT_BRANCHES,
         description="Parallel calls; one per entry of `models` when omitted (then `models` is required).",
     )
-    models: list[str] | None = Field(
+    models: list[ModelId] | None = Field(
         None, min_length=1, description="`provider:model` ids dealt to the branches in turn (branch i gets "
         "`models[i % len]`); `model` for every branch when omitted.",
     )
-    model: str | None = Field(None, description="`provider:model` of every branch; the run's default when omitted.")
+    model: ModelId | None = Field(None, description="`provider:model` of every branch; the run's default when omitted.")
     temperature: float | None = Field(None, ge=0, le=2, description="Sampling temperature of every branch.")
     max_tokens: int | None = Field(None, gt=0, description="Output cap of every branch.")
     timeout: float | None = Field(None, gt=0, description="Wall-clock seconds of one branch's attempt.")
@@ -446,7 +447,7 @@ class FanOutNode(_Node):
 
 
 class ArbitrateConfig(_Strict):
-    arbitrators: list[str] | None = Field(
+    arbitrators: list[ModelId] | None = Field(
         None, min_length=1, description="The fallback chain (`provider:model`), asked in order until one answers; "
         "the run's default model when omitted.",
     )
@@ -475,7 +476,7 @@ class ArbitrateNode(_Node):
 
 
 class JudgeConfig(_Strict):
-    model: str | None = Field(None, description="`provider:model`; the run's default model when omitted.")
+    model: ModelId | None = Field(None, description="`provider:model`; the run's default model when omitted.")
     temperature: float | None = Field(0.3, ge=0, le=2, description="Sampling temperature (the duel's by default).")
     conclusion_max_chars: int = Field(DUEL_CONCLUSION_MAX_CHARS, ge=1, description="The conclusion's length cap.")
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from parley.core.fields import model_id_problem
 from parley.core.limits import MAX_WORKFLOW_NODES, MAX_WORKFLOW_ROUTES
 from parley.designer.routing import check_operand, node_routes
 from parley.designer.schemas import SchemaError, model_from_schema
@@ -316,6 +317,9 @@ class _Checker:
         self.output(i, node)
         for slot, text in node.inputs.model_dump(exclude_none=True).items():
             self.template(node.id, f"{base}.inputs.{slot}", text)
+        for name, value in (getattr(node.config, "options", None) or {}).items():  # a mode's models (`judge_model`)
+            if name.endswith("model") and isinstance(value, str) and (problem := model_id_problem(value)):
+                self.add(node.id, f"{base}.config.options.{name}", problem)
         if isinstance(node, LlmNode | SynthesizeNode) and node.config.output_schema is not None:
             try:
                 output_model = model_from_schema(node.config.output_schema, node.id)

@@ -257,7 +257,8 @@ class Executions:
                 if not await self.inputs.park(record, mode, writer, state):
                     await self._hand_over(record, writer, "lost")
                 return None
-            return await self._end(record, mode, ledger, lambda: mode.completed(state, ledger), "completed")
+            return await self._end(record, mode, ledger, lambda: self._completed(mode, state, ledger, writer),
+                                   "completed")
         except asyncio.CancelledError:
             return await self._stopped(record, mode, writer, ledger)
         except store.Fenced:  # another worker took the run over: this execution writes nothing more
@@ -274,6 +275,17 @@ class Executions:
                 return await self._stopped(record, mode, writer, ledger)
             log.warning("run %s (%s) failed: %s", run_id, kind, exc, exc_info=True)
             return await self._failed(record, mode, ledger, over_budget(exc) or exc)
+
+    async def _completed(self, mode: ModeRun, state: dict[str, Any], ledger: RunLedger,
+                         writer: EventWriter) -> Outcome:
+        """The outcome of a run whose graph finished: its mode's, unless one of its events (its closing ones included)
+        is too large to store; then the run fails (`event_too_large`, through `_end`), so that a run stored
+        `completed` has every event stored whole, its `done` with its data."""
+        outcome = await mode.completed(state, ledger)
+        if (too_large := writer.unstorable(outcome.events)) is not None:
+            raise RunFailure(f"The run was stopped: an event too large to store ({too_large})", status=500,
+                             code="event_too_large")
+        return outcome
 
     async def _stopped(self, record: dict, mode: ModeRun, writer: EventWriter, ledger: RunLedger) -> Outcome | None:
         """How a run told to stop ends: cancelled, failed (its mode refused to go on, or past its deadline), or

@@ -97,6 +97,7 @@ class EventWriter:
         self.on_too_large = on_too_large
         self.write_after = write_after
         self.failure: BaseException | None = None
+        self.omitted: list[store.EventTooLarge] = []  # the events stored without their data (`_omit`)
         self.next_seq = live.first_seq
         self._rows: list[dict] = []  # every event of this execution, in order
         self._stores: dict[int, Callable[[], Awaitable[Any]]] = {}  # row index → the record change it carries
@@ -142,6 +143,17 @@ class EventWriter:
         await self._task
         return self._rows[self._hold:]
 
+    def unstorable(self, last: list[Emit]) -> store.EventTooLarge | None:
+        """The first event too large to store (None when every one fits) among those not stored yet and `last`, the
+        closing events the run would end with: checked before a run is said to have completed, so that a run whose
+        events cannot all be stored ends `failed` instead (`event_too_large`), never `completed` beside an event
+        stored without its data (`_omit`)."""
+        if self.omitted:
+            return self.omitted[0]
+        closing = [{"seq": self.next_seq + i, "event": emit.event, "data": emit.data, "origin": None}
+                   for i, emit in enumerate(last)]
+        return store.oversized_event(self.live.id, self._rows[self._stored:] + closing)
+
     def abandon(self) -> None:
         self._task.cancel()
 
@@ -159,6 +171,7 @@ class EventWriter:
         for row in self._rows[self._stored:]:
             if row["seq"] == exc.seq:
                 row["data"] = {"omitted": f"{exc.size:,} bytes, more than a page of events holds"}
+        self.omitted.append(exc)
         self.on_too_large(exc)
 
     def _show(self) -> None:

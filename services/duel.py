@@ -20,6 +20,7 @@ from pymongo.errors import PyMongoError
 
 from parley import store as storage
 from parley.core import clock
+from parley.core.fields import model_id_problem
 from parley.core.limits import (
     DUEL_TOPIC_MAX_CHARS,
     MAX_DUEL_ROUNDS,
@@ -181,6 +182,8 @@ async def start_duel(engine: RunEngine, caller: Caller, request: DebateRequest) 
         PaymentRequired, InvalidRequest: its budget (or the workspace's default) is too small for one round and the
             verdict (`budget_too_small`).
     """
+    if problem := model_id_problem(request.model):
+        raise InvalidRequest(f"model: {problem}", code="invalid_model")
     context = DuelContext(models=engine.services.factory, model=request.model)
     rounds = request.rounds or context.rounds
     inputs = {"topic": request.topic, "user_profile": request.user_profile, "rounds": rounds}

@@ -16,7 +16,14 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pymongo.asynchronous.database import AsyncDatabase
 
-from parley.core.limits import DEFAULT_PANEL_SIZE, MAX_PANEL_SIZE, MIN_PANEL_SIZE
+from parley.core.limits import (
+    DEFAULT_PANEL_SIZE,
+    MAX_MODEL_ID_CHARS,
+    MAX_PANEL_SIZE,
+    MAX_ROUTER_MODELS,
+    MAX_ROUTERS,
+    MIN_PANEL_SIZE,
+)
 from parley.core.settings import Settings
 from parley.llm.families import independent_first, model_family
 from parley.llm.providers import DEFAULT_PROVIDER, split_model_id
@@ -134,9 +141,22 @@ def deployment_models(settings: Settings, routers: list[dict[str, Any]]) -> list
     return list(dict.fromkeys(ids))
 
 
+def _bounded(router: dict[str, Any]) -> bool:
+    """Whether every model id a router names is within `MAX_MODEL_ID_CHARS`, as every router stored since they are
+    bounded is (one stored before is left out of `/v1/models`)."""
+    ids = [*router["models"], *([router["arbitrator"]] if router.get("arbitrator") else [])]
+    return len(ids) <= MAX_ROUTER_MODELS + 1 and all(len(m) <= MAX_MODEL_ID_CHARS for m in ids)
+
+
+async def listed_routers(db: AsyncDatabase, settings: Settings, *, workspace: str) -> list[dict[str, Any]]:
+    """The routers `/v1/models` lists: the presets, then at most `MAX_ROUTERS` of the workspace's own (by id), each
+    within the bounds a router is held to, so that the list any key reads is bounded."""
+    return [r for r in await routers_of(db, settings, workspace=workspace, limit=MAX_ROUTERS) if _bounded(r)]
+
+
 async def list_models(db: AsyncDatabase, settings: Settings, *, workspace: str) -> dict[str, Any]:
     """`GET /v1/models`: the routers (the preset first), the Self-MoA preset, then the plain models."""
-    routers = await routers_of(db, settings, workspace=workspace)
+    routers = await listed_routers(db, settings, workspace=workspace)
     data = [router_model(r, settings) for r in [*routers, self_moa_router(settings)]]
     data += [plain_model(m) for m in deployment_models(settings, routers)]
     return {"object": "list", "data": data}
@@ -156,11 +176,13 @@ async def get_model(db: AsyncDatabase, settings: Settings, *, workspace: str, mo
         except NotFound:
             raise _not_found(model_id) from None
         return router_model(router, settings)
-    if model_id in deployment_models(settings, await routers_of(db, settings, workspace=workspace)):
+    if model_id in deployment_models(settings, await listed_routers(db, settings, workspace=workspace)):
         return plain_model(model_id)
     raise _not_found(model_id)
 
 
 def _not_found(model_id: str) -> NotFound:
+    if len(model_id) > MAX_MODEL_ID_CHARS:  # no model has such an id: it is not echoed whole
+        model_id = model_id[:MAX_MODEL_ID_CHARS] + "…"
     return NotFound(f"The model '{model_id}' does not exist or you do not have access to it (GET /v1/models lists "
                     "the routers and models of this workspace)", code="model_not_found")

@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, WithJsonSchema, field_validator, model_validator
 
+from parley.core.fields import ModelId
 from parley.core.limits import (
     DEFAULT_MIN_SUCCESSES,
     DEFAULT_PANEL_SIZE,
@@ -201,7 +202,7 @@ class PanelOptions(BaseModel):
                                     "`exact` (the default) or `regex:<pattern>`; the router's when omitted.")
     # A council chosen per request (docs/panel.md): any key that may chat sends them, no router needed beyond the
     # `model` it names (`router/debate`, say), whose other settings apply.
-    models: list[Annotated[str, Field(min_length=1, max_length=MAX_MODEL_ID_CHARS)]] | None = Field(
+    models: list[ModelId] | None = Field(
         None, min_length=MIN_PANEL_SIZE, max_length=MAX_PANEL_SIZE,
         description=f"The panel for this request: {MIN_PANEL_SIZE}-{MAX_PANEL_SIZE} `provider:model` ids of distinct "
                     "families (unless `allow_same_family`), each seated; replaces the router's models. Each must be "
@@ -269,8 +270,9 @@ class ChatCompletionRequest(PanelOptions):
     # Fields other OpenAI clients send (top_p, user, seed, ...) are accepted and not acted on.
     model_config = ConfigDict(extra="allow", json_schema_extra=_declare_no_legacy_functions)
 
-    model: str = Field(min_length=1, description="`router/<id>`, `router/debate`, `self-moa/<provider:model>` (that "
-                       "model sampled three times, then a decision), or a `provider:model` id.")
+    model: str = Field(min_length=1, max_length=MAX_MODEL_ID_CHARS, description="`router/<id>`, `router/debate`, "
+                       "`self-moa/<provider:model>` (that model sampled three times, then a decision), or a "
+                       "`provider:model` id.")
     messages: list[ChatMessage] = Field(min_length=1, max_length=MAX_CHAT_MESSAGES)
     temperature: float | None = Field(None, ge=0, le=2)
     max_tokens: int | None = Field(None, ge=1)

@@ -41,6 +41,7 @@ from parley.core.limits import (
     MAX_METADATA_KEY_CHARS,
     MAX_METADATA_KEYS,
     MAX_METADATA_VALUE_CHARS,
+    MAX_MODEL_ID_CHARS,
     MAX_RESPONSE_CONVERSATION_BYTES,
     MAX_TOOLS,
     RESPONSE_TTL_DAYS,
@@ -213,8 +214,8 @@ class ResponsesRequest(PanelOptions):
     # Other fields OpenAI's clients send (include, truncation, reasoning, user, ...) are accepted and not acted on.
     model_config = ConfigDict(extra="allow")
 
-    model: str = Field(min_length=1, description="`router/<id>`, `router/debate`, `self-moa/<provider:model>` or a "
-                       "`provider:model` id, as for chat completions.")
+    model: str = Field(min_length=1, max_length=MAX_MODEL_ID_CHARS, description="`router/<id>`, `router/debate`, "
+                       "`self-moa/<provider:model>` or a `provider:model` id, as for chat completions.")
     input: Annotated[str, Field(min_length=1)] | Annotated[
         list[InputItem], Field(min_length=1, max_length=MAX_CHAT_MESSAGES)] = Field(
         description="A person's text, or items: messages, function calls and their outputs.")

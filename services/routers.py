@@ -17,11 +17,13 @@ from pydantic.json_schema import SkipJsonSchema
 from pymongo.asynchronous.database import AsyncDatabase
 
 from parley.core import clock
+from parley.core.fields import ModelId
 from parley.core.limits import (
     DEFAULT_PANEL_SIZE,
-    MAX_MODEL_ID_CHARS,
     MAX_PANEL_SIZE,
     MAX_REASONING_SEATS,
+    MAX_ROUTER_MODELS,
+    MAX_ROUTERS,
     MIN_PANEL_SIZE,
     REASONING_EFFORTS,
 )
@@ -41,8 +43,9 @@ SELF_MOA_PREFIX = "self-moa/"
 ROUTER_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 
 
-# `_clean_models` refuses a blank model id; declared in the JSON Schema as a pattern.
-ModelId = Annotated[str, Field(json_schema_extra={"pattern": r"\S"})]
+# A seat's model id (`core.fields.ModelId`, bounded); `_clean_models` refuses a blank one, declared in the JSON Schema
+# as a pattern.
+SeatId = Annotated[ModelId, Field(json_schema_extra={"pattern": r"\S"})]
 # `check_rule_fields` refuses any other (400 `invalid_rule`, naming the field); declared in the JSON Schema.
 RuleName = Annotated[str, Field(json_schema_extra={"enum": list(RULES)})]
 RULE_HELP = ("How a debate decides: `synthesis` (the arbitrator writes the answer), `vote` (the majority of the "
@@ -59,7 +62,7 @@ ANSWER_RULE_HELP = ("How `vote` reads an answer: `number`, `choice`, `exact` (th
 # A reasoning effort (`llm.providers.REASONING_EFFORTS`), checked against each model where it is asked for.
 Effort = Literal[REASONING_EFFORTS]
 # A reasoning effort per model id (a router's, a request's), bounded as any list a body holds.
-Efforts = Annotated[dict[Annotated[str, Field(min_length=1, max_length=MAX_MODEL_ID_CHARS)], Effort],
+Efforts = Annotated[dict[ModelId, Effort],
                     Field(max_length=MAX_REASONING_SEATS)]
 REASONING_HELP = ("The reasoning effort of each seat, by model id (`{\"openai:o4-mini\": \"high\"}`): sent as the "
                   "model's provider takes it (OpenAI's `reasoning_effort`); a model that takes none is refused "
@@ -99,8 +102,9 @@ class RouterCreate(_RouterFields):
     """A new router."""
 
     id: str = Field(pattern=ROUTER_ID_PATTERN, description="Unique in the workspace; used as `router/<id>`.")
-    models: list[ModelId] = Field(min_length=1, max_length=32, description="Fallback list of `provider:model`, in order.")
-    arbitrator: str | None = Field(None, min_length=1, description="Arbitrator of debates; the deployment's when null.")
+    models: list[SeatId] = Field(min_length=1, max_length=MAX_ROUTER_MODELS,
+                                 description="Fallback list of `provider:model`, in order.")
+    arbitrator: ModelId | None = Field(None, description="Arbitrator of debates; the deployment's when null.")
     debate: bool = Field(False, description="Debate every request unless it says `debate: false`.")
     panel_size: int = Field(DEFAULT_PANEL_SIZE, ge=MIN_PANEL_SIZE, le=MAX_PANEL_SIZE,
                             description=f"Panelists ({MIN_PANEL_SIZE}-{MAX_PANEL_SIZE}).")
@@ -119,8 +123,8 @@ class RouterUpdate(_RouterFields):
     """A partial change; fields left out keep their value, `null` clears the optional ones (the others refuse it,
     so their null is not declared)."""
 
-    models: Annotated[list[ModelId], Field(min_length=1, max_length=32)] | SkipJsonSchema[None] = None
-    arbitrator: str | None = Field(None, min_length=1)
+    models: Annotated[list[SeatId], Field(min_length=1, max_length=MAX_ROUTER_MODELS)] | SkipJsonSchema[None] = None
+    arbitrator: ModelId | None = None
     debate: bool | SkipJsonSchema[None] = None
     panel_size: Annotated[int, Field(ge=MIN_PANEL_SIZE, le=MAX_PANEL_SIZE)] | SkipJsonSchema[None] = None
     allow_same_family: bool | SkipJsonSchema[None] = None
@@ -256,11 +260,11 @@ async def load_router(db: AsyncDatabase, settings: Settings, *, workspace: str, 
     return router
 
 
-async def routers_of(db: AsyncDatabase, settings: Settings, *, workspace: str) -> list[dict[str, Any]]:
+async def routers_of(db: AsyncDatabase, settings: Settings, *, workspace: str, limit: int = 0) -> list[dict[str, Any]]:
     """Every router a key of `workspace` may use: the presets first (`debate`, `quality`, `budget`), then the
-    workspace's own by id."""
+    workspace's own by id (the first `limit` of them; 0: all)."""
     presets = [preset_router(settings), *(council_preset(settings, p) for p in COUNCIL_PRESETS)]
-    return presets + await router_store.list_routers(db, workspace=workspace)
+    return presets + await router_store.list_routers(db, workspace=workspace, limit=limit)
 
 
 async def list_routers(db: AsyncDatabase, settings: Settings, *, workspace: str) -> dict[str, Any]:
@@ -287,6 +291,9 @@ async def create_router(db: AsyncDatabase, *, workspace: str, body: RouterCreate
     check_rule_fields(router)
     check_debate_ready(router)
     check_router_reasoning(factory, router)
+    if await router_store.count_routers(db, workspace=workspace) >= MAX_ROUTERS:
+        raise InvalidRequest(f"A workspace stores at most {MAX_ROUTERS} routers: delete one first",
+                             code="too_many_routers")
     stored = await router_store.insert_router(db, workspace=workspace, router=router)
     if stored is None:
         raise Conflict(f"A router '{body.id}' already exists in this workspace", code="router_exists")

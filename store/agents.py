@@ -18,7 +18,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
 from parley.core import clock
-from parley.core.limits import REASONING_EFFORTS
+from parley.core.limits import MAX_MODEL_ID_CHARS, REASONING_EFFORTS
 from parley.store import tools as tool_store
 
 INDEXES: list[tuple[str, list[tuple[str, int]], dict]] = [
@@ -36,7 +36,8 @@ NOT_BLANK = Field(json_schema_extra={"pattern": r"\S"})
 Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100), NOT_BLANK]
 Role = Annotated[str, StringConstraints(strip_whitespace=True, max_length=200)]
 Persona = Annotated[str, StringConstraints(strip_whitespace=True, max_length=8000)]
-ModelId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200), NOT_BLANK]
+ModelId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_MODEL_ID_CHARS),
+                    NOT_BLANK]
 
 
 Effort = Literal[REASONING_EFFORTS]

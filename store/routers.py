@@ -35,9 +35,14 @@ async def get_router(db: AsyncDatabase, *, workspace: str, router_id: str) -> di
     return _public(await db.routers.find_one({"workspace": workspace, "id": router_id}))
 
 
-async def list_routers(db: AsyncDatabase, *, workspace: str) -> list[dict[str, Any]]:
-    cursor = db.routers.find({"workspace": workspace}).sort("id", 1)
+async def list_routers(db: AsyncDatabase, *, workspace: str, limit: int = 0) -> list[dict[str, Any]]:
+    """A workspace's routers by id (the first `limit`; 0: all)."""
+    cursor = db.routers.find({"workspace": workspace}).sort("id", 1).limit(limit)
     return [_public(doc) async for doc in cursor]
+
+
+async def count_routers(db: AsyncDatabase, *, workspace: str) -> int:
+    return await db.routers.count_documents({"workspace": workspace})
 
 
 async def update_router(

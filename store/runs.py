@@ -78,6 +78,12 @@ class EventConflict(Fenced):
     """Another worker stored events under the same sequence numbers: it holds the run now."""
 
 
+# The share of a page of events kept for what it holds besides its events (1/128: 64 KB of 8 MB): its own fields and the
+# usage rows of the model calls that came with them (a row is about 300 bytes; a batch is a quarter of a second of a
+# run's events). One event may take the rest of the page (`oversized_event`).
+EVENT_PAGE_RESERVE_SHARE = 128
+
+
 class EventTooLarge(RuntimeError):
     """One event of a run is larger than a page of events may be (`MAX_EVENT_PAGE_BYTES`): none of the run's events
     of that batch are stored."""
@@ -407,6 +413,22 @@ async def append_events(db: AsyncDatabase, *, run_id: str, events: list[dict]) -
         raise refused
 
 
+def event_bytes(event: dict) -> int:
+    """The bytes one event (`{"seq", "event", "data", "origin"}`) takes in a page of events, or a few more."""
+    return len(bson.encode({"e": event}))
+
+
+def oversized_event(run_id: str, events: list[dict]) -> EventTooLarge | None:
+    """The first of `events` too large to store (larger than a page of events less its reserve,
+    `EVENT_PAGE_RESERVE_SHARE`), or None: the one rule `_pages` keeps, so that a run can check its closing events
+    before it says how it ended."""
+    most = MAX_EVENT_PAGE_BYTES - MAX_EVENT_PAGE_BYTES // EVENT_PAGE_RESERVE_SHARE
+    for event in events:
+        if (size := event_bytes(event)) > most:
+            return EventTooLarge(run_id, event["seq"], size)
+    return None
+
+
 def _pages(run_id: str, events: list[dict], usage: list[UsageRecord], at: datetime) -> list[dict]:
     """A run's next events as pages to store: one page (with its usage rows), or several in order when one would
     hold more than `MAX_EVENT_PAGE_BYTES` (MongoDB refuses a document over 16 MB).
@@ -418,14 +440,16 @@ def _pages(run_id: str, events: list[dict], usage: list[UsageRecord], at: dateti
         return {"runId": run_id, "seq": chunk[0]["seq"], "last": chunk[-1]["seq"], "at": at, "events": chunk,
                 **({"usage": [asdict(r) for r in rows]} if rows else {})}
 
+    if (refused := oversized_event(run_id, events)) is not None:
+        raise refused
     whole = page(events, usage)
     if len(bson.encode(whole)) <= MAX_EVENT_PAGE_BYTES:  # nearly always: a page is a second or two of events
         return [whole]
-    pages, chunk, size, room = [], [], 0, MAX_EVENT_PAGE_BYTES - len(bson.encode(page(events[:1], usage)))
+    # What a page holds besides its events: its own fields and the usage rows (far within its reserve).
+    room = MAX_EVENT_PAGE_BYTES - (len(bson.encode(page(events[:1], usage))) - event_bytes(events[0]))
+    pages, chunk, size = [], [], 0
     for event in events:
-        weight = len(bson.encode({"e": event}))
-        if weight > room:
-            raise EventTooLarge(run_id, event["seq"], weight)
+        weight = event_bytes(event)
         if chunk and size + weight > room:
             pages.append(page(chunk, [] if pages else usage))
             chunk, size = [], 0

@@ -148,3 +148,20 @@ async def test_an_event_larger_than_a_page_is_refused_loudly_and_alone(db):
     assert await stored_seqs(db, "r") == []  # none of that batch: the writer stores it again without that event
     refused = await run_store.append_batches(db, [("r", [big(0, MAX_EVENT_PAGE_BYTES)]), ("other", events(0))])
     assert isinstance(refused["r"], run_store.EventTooLarge) and await stored_seqs(db, "other") == [0]
+
+
+async def test_one_rule_says_which_event_is_too_large_and_every_other_is_stored_whole(db):
+    """`oversized_event` (what a run checks before it says it completed) and the pages agree: an event that takes
+    nearly a page is stored on a page of its own, even when the batch begins with another large one (each was once
+    refused when the first event's size was counted against every other's room), and one a byte over is refused."""
+    most = MAX_EVENT_PAGE_BYTES - MAX_EVENT_PAGE_BYTES // run_store.EVENT_PAGE_RESERVE_SHARE
+    fits = big(1, most - 200)
+    while run_store.event_bytes(fits) < most:  # grow to exactly the most an event may take
+        fits = big(1, len(fits["data"]["content"]) + most - run_store.event_bytes(fits))
+    batch = [big(0, 5 * 1024 * 1024), fits, big(2, 10)]
+    assert run_store.oversized_event("r", batch) is None
+    assert await run_store.append_batches(db, [("r", batch)], {"r": [usage("openai:gpt-5")] * 50}) == {}
+    assert [r["data"] for r in await run_store.all_events(db, run_id="r")] == [e["data"] for e in batch]
+    over = big(3, len(fits["data"]["content"]) + 1)
+    assert run_store.oversized_event("r", [over]).seq == 3
+    assert isinstance((await run_store.append_batches(db, [("r", [over])]))["r"], run_store.EventTooLarge)
