@@ -33,11 +33,11 @@ def timed_requests(llm, monkeypatch) -> list[tuple[float, str]]:
     lock = threading.Lock()
     record = llm.state.record
 
-    def timed(body: dict) -> None:
+    def timed(body: dict, peer: str | None = None) -> int:
         transcript = "\n".join(str(m.get("content")) for m in body.get("messages") or [] if isinstance(m, dict))
         with lock:
             arrivals.append((time.monotonic(), transcript))
-        record(body)
+        return record(body, peer)
 
     monkeypatch.setattr(llm.state, "record", timed)
     return arrivals
