@@ -205,6 +205,12 @@ class BoundedChatOpenAI(ChatOpenAI):
                 payload["messages"] = converted[1]
         if payload is None:
             payload = super()._get_request_payload(input_, stop=stop, **kwargs)
+        if isinstance(payload.get("response_format"), dict):
+            # Sent as it is, in the same place of the body, where langchain-openai would hand it to the SDK's
+            # `parse`, which reads the answer inside the call: an answer it cannot read failed the call, so the call
+            # was paid for and never recorded. Parley's parsers read it once the call has ended.
+            payload["extra_body"] = {**(payload.get("extra_body") or {}),
+                                     "response_format": payload.pop("response_format")}
         if "messages" in payload and not (self.null_assistant_content and not self.repeats_tool_call_names):
             payload["messages"] = [self._assistant_message(m) if m.get("role") == "assistant" else m
                                    for m in payload["messages"]]
