@@ -44,6 +44,8 @@ from parley.llm.factory import ModelFactory
 from parley.llm.formats import NAME, AnswerFormat
 from parley.llm.tokens import approx_text_tokens, approx_tokens
 from parley.llm.tools import ToolSet, check_tool_messages
+from parley.nodes.arbitrate import ANSWER_LETTERS
+from parley.nodes.rank import REVIEW_ATTEMPTS, ranking_schema
 from parley.runs import Caller
 from parley.services import billing, steering
 from parley.services import tools as tool_service
@@ -576,14 +578,41 @@ def plan_for_router(
     return plan
 
 
-def estimate_cost(factory: ModelFactory, plan: Plan, body: ChatCompletionRequest) -> tuple[float, float]:
-    """Return (reservation, estimate of one call) in USD (`billing.credit_estimate`); the tools offered count as
-    prompt."""
-    prompt_tokens = approx_tokens(to_messages(body.openai_messages(), plan.system_prompt))
+def spendable_calls(factory: ModelFactory, plan: Plan, body: ChatCompletionRequest) -> list[CallEstimate]:
+    """Every call the request may make, estimated as the budget check of each call makes it: the panelists' (or the
+    one model's) with the question and the tools offered; under `rank` each reviewer's, on each of its attempts,
+    reading the question and the others' answers; under `best-of-n` the two judgings and the arbitrator's, reading
+    the question and every answer; and with a `response_format` the answering model's one repair, which reads its
+    answer too. Each is priced at its own model, output at the request's cap (`ESTIMATE_OUTPUT_TOKENS` without one)."""
+    prompt = approx_tokens(to_messages(body.openai_messages(), plan.system_prompt))
     if body.tools:
-        prompt_tokens += approx_text_tokens(json.dumps(body.tools))
-    return billing.credit_estimate(factory, plan.priced_models, prompt_tokens=prompt_tokens,
-                                   output_tokens=body.output_cap or ESTIMATE_OUTPUT_TOKENS, calls=plan.calls)
+        prompt += approx_text_tokens(json.dumps(body.tools))
+    cap = body.output_cap or ESTIMATE_OUTPUT_TOKENS
+    tries = 2 if body.answer_format is not None else 1  # the answer and its one repair
+    if plan.mode == "single":
+        answer = factory.estimate(plan.models[0], prompt, cap)
+        return [answer, *([factory.estimate(plan.models[0], prompt + answer.output_tokens, cap)] * (tries - 1))]
+    calls = [factory.estimate(model, prompt, cap) for model in plan.panelists]
+    if plan.mode != "debate" or plan.rule == "analysis":
+        return calls
+    answers = sum(call.output_tokens for call in calls)
+    if plan.rule == "rank":
+        schema = ranking_schema(ANSWER_LETTERS[: len(calls) - 1])
+        calls += [factory.estimate(model, prompt + answers - own.output_tokens, None, schema)
+                  for model, own in zip(plan.panelists, list(calls)) for _ in range(REVIEW_ATTEMPTS)]
+    arbitrator = plan.arbitrators[0] if plan.arbitrators else plan.panelists[0]
+    if plan.rule == "best-of-n":
+        calls += [factory.estimate(arbitrator, prompt + answers, cap)] * 2
+    calls += [factory.estimate(arbitrator, prompt + answers + cap * (n > 0), cap) for n in range(tries)]
+    return calls
+
+
+def estimate_cost(factory: ModelFactory, plan: Plan, body: ChatCompletionRequest,
+                  limits: BudgetLimits | None = None) -> tuple[float, int]:
+    """Return (reservation in USD, the calls it covers): what `spendable_calls` may cost, at most the budget's
+    `maxCost` (`billing.credit_reservation`)."""
+    calls = spendable_calls(factory, plan, body)
+    return billing.credit_reservation(calls, limits), len(calls)
 
 
 def minimum_calls(factory: ModelFactory, plan: Plan, body: ChatCompletionRequest) -> list[CallEstimate]:
@@ -614,12 +643,14 @@ async def budget_of(backend: Backend, plan: Plan, body: ChatCompletionRequest, *
     return limits
 
 
-async def reserve(backend: Backend, plan: Plan, body: ChatCompletionRequest, *, workspace: str) -> float:
-    """Reserve the estimated cost from the workspace's credit; `PaymentRequired` when the balance cannot cover it."""
+async def reserve(backend: Backend, plan: Plan, body: ChatCompletionRequest, *, workspace: str,
+                  limits: BudgetLimits | None = None) -> float:
+    """Reserve what the request's calls may cost (`estimate_cost`, at most its budget's `maxCost`) from the workspace's
+    credit; `PaymentRequired` when the balance cannot cover it."""
     # Converting and counting a long conversation takes a while: not on the loop that serves every other request.
-    amount, per_call = await off_loop(len(body.messages), estimate_cost, backend.factory, plan, body)
+    amount, calls = await off_loop(len(body.messages), estimate_cost, backend.factory, plan, body, limits)
     what = {"debate": "a debate", "panel": "a panel", "single": "this request"}[plan.mode]
-    return await billing.reserve_credit(backend.db, workspace, amount, what=what, calls=plan.calls, per_call=per_call)
+    return await billing.reserve_credit(backend.db, workspace, amount, what=what, calls=calls)
 
 
 # --- running ----------------------------------------------------------------------------------
@@ -664,7 +695,7 @@ async def start_completion(backend: Backend, caller: Caller, body: ChatCompletio
     limits = await budget_of(backend, plan, body, workspace=caller.workspace)
     completion = {"id": completion_id or new_completion_id(plan.mode), "created": int(time.time())}
     bill = billing.Bill(usage="chat" if plan.mode == "single" else plan.mode, request_id=completion["id"],
-                        credit=await reserve(backend, plan, body, workspace=caller.workspace))
+                        credit=await reserve(backend, plan, body, workspace=caller.workspace, limits=limits))
     question = next((m.content for m in reversed(body.messages) if m.role == "user" and isinstance(m.content, str)),
                     body.model)
     async with billing.released_on_failure(backend.db, caller.workspace, bill):

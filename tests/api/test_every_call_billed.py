@@ -100,3 +100,46 @@ def test_every_call_of_a_duel_is_in_its_usage_rows(parley, make_key, llm, sync_d
     assert resp.status_code == 200
     assert len(llm.requests) > 1
     assert_every_call_billed(llm, sync_db)
+
+
+# --- what a run reserves ----------------------------------------------------------------------------
+
+
+def reserved(sync_db) -> float:
+    [run] = list(sync_db.runs.find({"kind": "panel"}))
+    return run["input"]["bill"]["credit"]
+
+
+def test_a_rank_debate_reserves_what_its_calls_can_spend(api, llm, sync_db):
+    """The reviewers and the arbitrator read the answers, and a reviewer may be asked twice: the reservation prices
+    each call with the prompt it reads, so what the run spends stays within what it reserved."""
+    for name in NAMES:  # every reviewer's first ranking is unreadable: each is asked again, and abstains
+        llm.script(model=name, match="Rank these answers", json={"ranking": ["A", "A"], "reason": "x"})
+    llm.script(model=ARBITRATOR.split(":", 1)[1], reply="word " * 300)
+    answer_panel_long = " ".join(["Take one, rain is forecast for the whole afternoon."] * 40)
+    for name in NAMES:
+        llm.script(model=name, reply=answer_panel_long)
+    resp = api.post("/v1/chat/completions", json={"model": "router/debate", "messages": QUESTION, "rule": "rank",
+                                                  "seed": 3, "max_tokens": 300})
+    assert resp.status_code == 200, resp.text
+    assert_every_call_billed(llm, sync_db)
+    spent = sum(row["costUsd"] for row in sync_db.usage.find())
+    assert 0 < spent <= reserved(sync_db) and len(llm.requests) == 3 + 3 * 2 + 1
+
+
+def test_a_rank_debate_reserves_every_call_it_may_make(api, llm, sync_db):
+    """Three panelists, three reviewers asked twice at most, an arbitrator: ten calls, where the question's size
+    times seven was reserved."""
+    sync_db.workspaces.update_one({"_id": "ws1"}, {"$set": {"creditUsd": 0.000001}})
+    resp = api.post("/v1/chat/completions", json={"model": "router/debate", "messages": QUESTION, "rule": "rank"})
+    assert resp.status_code == 402 and resp.json()["error"]["code"] == "insufficient_credits"
+    assert "what its 10 model calls may cost at most" in resp.json()["error"]["message"]
+    assert llm.requests == []
+
+
+def test_a_reservation_is_at_most_the_budgets_max_cost(api, llm, sync_db):
+    answer_panel(llm)
+    resp = api.post("/v1/chat/completions", json={"model": "router/debate", "messages": QUESTION, "rule": "rank",
+                                                  "max_tokens": 4000, "parley_budget": {"maxCost": 0.35}})
+    assert resp.status_code == 200, resp.text
+    assert reserved(sync_db) == 0.35
