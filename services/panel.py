@@ -1,13 +1,13 @@
 """OpenAI-compatible chat completions over panels: resolve the router, plan the request, reserve its credit and
 start the panel run (the run settles the credit and records usage when it ends, `services.billing`).
 
-Billing: every request whose models have a price reserves an estimate of its cost before any model is
-called (`PaymentRequired` when the workspace's balance cannot cover it) and settles to the actual cost
-afterwards, failures included, so nothing beyond what was used is ever charged. The estimate of one call is
-prompt tokens x input price + output cap x output price for the priciest model involved; a debate
-reserves panel size + 1 such calls (about 4x; its rule may add more: `Plan.calls`), a raw panel panel-size
-calls (about 3x), a single-model request one. Unpriced models cost 0, so requests using only them need no
-credit at all.
+Billing: every request whose models have a price reserves what its calls can spend before any model is called
+(`PaymentRequired` when the workspace's balance cannot cover it) and settles to the actual cost afterwards, failures
+included, so nothing beyond what was used is ever charged. The reservation (`spendable_calls`, `estimate_cost`) counts
+every call the request may make, each at its own model's price: its prompt (a reviewer's and the arbitrator's read the
+answers) and its output cap; a `rank` reviewer's second attempt and a `response_format`'s repair count too; a request
+with a budget reserves at most its `maxCost`. Unpriced models cost 0, so requests using only them need no credit at
+all.
 """
 
 from __future__ import annotations
@@ -374,23 +374,6 @@ class Plan:
     housekeeping: dict[str, Any] | None = None  # a chat app's own task, answered by one model (`housekeeping_plan`)
     quorum: dict[str, Any] | None = None  # {k, grace}: quorum grace (`graphs.panel.PanelInput.quorum`)
     reasoning: dict[str, str] = field(default_factory=dict)  # model id (or "*": every seat) -> reasoning effort
-
-    @property
-    def calls(self) -> int:
-        """Model calls the request makes at most when nothing fails: a debate's panelists, then its rule's calls
-        (one reviewer per panelist under `rank`, two judgings under `best-of-n`) and the arbitrator (none under
-        `analysis`). Adaptive depth may make fewer, never more: it reserves the full panel's."""
-        if self.mode == "debate":
-            if self.rule == "analysis":
-                return len(self.panelists)
-            return len(self.panelists) + {"rank": len(self.panelists), "best-of-n": 2}.get(self.rule, 0) + 1
-        return len(self.panelists) if self.mode == "panel" else 1
-
-    @property
-    def priced_models(self) -> list[str]:
-        if self.mode == "single":
-            return self.models
-        return self.panelists + (self.arbitrators if self.mode == "debate" and self.rule != "analysis" else [])
 
 
 async def plan_request(backend: Backend, body: ChatCompletionRequest, *, workspace: str,
