@@ -1,7 +1,8 @@
-"""Every model call a run makes is in its usage rows, whatever became of its answer: for each mode and each way an
-answer fails (a reviewer's ranking off its schema, a verdict unreadable, a `response_format` answer that fails its
-schema and its repair, a stream cut off mid-answer), the scripted server's count of calls equals the calls of the
-usage rows, and the credit settled is what those rows cost."""
+"""Every model call a run makes is in its usage rows, whatever became of its answer: for each mode (chat, panel and
+debate under its rules, Responses, duel, round table, workflow) and each way an answer fails (a reviewer's ranking
+off its schema, a verdict or a stance unreadable, a `response_format` answer that fails its schema and its repair, a
+stream cut off mid-answer), the scripted server's count of calls equals the calls of the usage rows, and the credit
+settled is what those rows cost. And what a chat completion reserves: what its calls can spend."""
 
 from __future__ import annotations
 
@@ -143,3 +144,31 @@ def test_a_reservation_is_at_most_the_budgets_max_cost(api, llm, sync_db):
                                                   "max_tokens": 4000, "parley_budget": {"maxCost": 0.35}})
     assert resp.status_code == 200, resp.text
     assert reserved(sync_db) == 0.35
+
+
+def test_every_call_of_a_round_table_is_in_its_usage_rows(http, make_key, llm, sync_db):
+    """Every structured answer (stances, convergence, memory notes, the synthesis) off its schema: read as unknown,
+    retried or given up, and billed."""
+    from tests.api.test_roundtable_api import add_agent, ask, new_conversation
+
+    key = make_key(["conversations"])
+    add_agent(http, key, "Claire", "Finance"), add_agent(http, key, "Marc", "Sales")
+    conversation = new_conversation(http, key)
+    llm.script(json={"nothing": "that any schema wants"})
+    resp = ask(http, key, conversation["id"])
+    assert resp.status_code == 200
+    assert len(llm.requests) > 2
+    assert_every_call_billed(llm, sync_db)
+
+
+def test_every_call_of_a_workflow_run_is_in_its_usage_rows(http, make_key, llm, sync_db):
+    """A structured node's answer off its schema (the outline), asked again, then failing the run: billed."""
+    from parley.designer import load_example
+
+    auth = {"x-api-key": make_key(["workflows"])}
+    workflow = http.post("/v1/workflows", headers=auth, json=load_example("outline-brief")).json()
+    llm.script(json={"nothing": "that any schema wants"})
+    http.post(f"/v1/workflows/{workflow['id']}/runs", headers=auth,
+              json={"input": {"topic": "vaccines", "audience": "children"}})
+    assert len(llm.requests) >= 1
+    assert_every_call_billed(llm, sync_db)
