@@ -24,7 +24,7 @@ from pydantic import Field
 from parley.core.limits import OFF_LOOP_MESSAGES
 from parley.llm.breakpoints import mark_stable_prefix
 from parley.llm.endpoints import endpoint, retry_after
-from parley.llm.failures import IncompleteAnswerError, ModelDeadlineError, ModelIdleError, scrub_failure
+from parley.llm.failures import IncompleteAnswerError, ModelDeadlineError, ModelIdleError, mark_sent, scrub_failure
 from parley.llm.reasoning import OPEN, ThinkingFilter, strip_thinking
 
 ResultT = TypeVar("ResultT")
@@ -32,6 +32,18 @@ ResultT = TypeVar("ResultT")
 HAS_CHUNK_TIMEOUT = "stream_chunk_timeout" in ChatOpenAI.model_fields
 # A long conversation's request messages, converted off the event loop for the call about to build its request.
 _CONVERTED: ContextVar[tuple[list[BaseMessage], list[dict]] | None] = ContextVar("parley_converted", default=None)
+# The call being sent in this task: its transport (`WholeAnswerTransport`) says when the endpoint's answer began.
+_SENDING: ContextVar[_Sending | None] = ContextVar("parley_sending", default=None)
+
+
+class _Sending:
+    """One call from its sending on: `answered` once the endpoint's 2xx status came (its answer had begun, so it is
+    paid for whatever becomes of it: `llm.failures.was_paid`)."""
+
+    answered = False
+
+    def failed(self, exc: BaseException) -> None:
+        mark_sent(exc, answered=self.answered)
 
 
 class _RecentConversions:
@@ -125,35 +137,41 @@ class BoundedChatOpenAI(ChatOpenAI):
         place = endpoint(self.openai_api_base)
         async with place.slot(self.max_concurrent, model=self._model_id):
             await place.ready()
-            deadline = asyncio.get_running_loop().time() + self.call_deadline
             await self._convert_off_loop(messages)
-            source = super()._astream(messages, stop, run_manager, **kwargs)
-            if self.repeats_tool_call_names:
-                source = _named_once(source)
-            source = _without_thinking(source)
-            loop, gap = asyncio.get_running_loop(), self.chunk_gap
-            chunks, finished = 0, False
-            try:
-                while True:
-                    limit = deadline if gap is None else min(deadline, loop.time() + gap)
-                    bound = asyncio.timeout_at(limit)
-                    try:
-                        async with bound:
-                            chunk = await anext(source)
-                    except StopAsyncIteration:
-                        break
-                    except TimeoutError as exc:
-                        raise self._timed_out(exc, bound.expired() and limit == deadline, chunks) from exc
-                    chunks += 1
-                    finished = finished or bool((chunk.generation_info or {}).get("finish_reason"))
-                    yield chunk
-            except Exception as exc:
-                self._refused(exc)
+            sending = _Sending()
+            _SENDING.set(sending)
+            try:  # sent from here on: a failure is marked so (`llm.failures.mark_sent`), the call may be paid for
+                deadline = asyncio.get_running_loop().time() + self.call_deadline
+                source = super()._astream(messages, stop, run_manager, **kwargs)
+                if self.repeats_tool_call_names:
+                    source = _named_once(source)
+                source = _without_thinking(source)
+                loop, gap = asyncio.get_running_loop(), self.chunk_gap
+                chunks, finished = 0, False
+                try:
+                    while True:
+                        limit = deadline if gap is None else min(deadline, loop.time() + gap)
+                        bound = asyncio.timeout_at(limit)
+                        try:
+                            async with bound:
+                                chunk = await anext(source)
+                        except StopAsyncIteration:
+                            break
+                        except TimeoutError as exc:
+                            raise self._timed_out(exc, bound.expired() and limit == deadline, chunks) from exc
+                        chunks += 1
+                        finished = finished or bool((chunk.generation_info or {}).get("finish_reason"))
+                        yield chunk
+                except Exception as exc:
+                    self._refused(exc)
+                    raise
+                finally:
+                    await source.aclose()
+                if not finished:  # the SDK takes a stream that just stops for a complete one
+                    raise IncompleteAnswerError(self._model_id, chunks)
+            except BaseException as exc:
+                sending.failed(exc)
                 raise
-            finally:
-                await source.aclose()
-            if not finished:  # the SDK takes a stream that just stops for a complete one
-                raise IncompleteAnswerError(self._model_id, chunks)
 
     async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None,
                          **kwargs: Any) -> Any:
@@ -163,22 +181,33 @@ class BoundedChatOpenAI(ChatOpenAI):
         async with place.slot(self.max_concurrent, model=self._model_id):
             await place.ready()
             await self._convert_off_loop(messages)
-            bound = asyncio.timeout(self.call_deadline)
-            try:
-                async with bound:
-                    result = await super()._agenerate(messages, stop, run_manager, **kwargs)
-                if self.repeats_tool_call_names:
-                    for generation in result.generations:
-                        generation.message.additional_kwargs.pop("function_call", None)
-                result.generations = [_thought_dropped(g) for g in result.generations]
-                return result
-            except TimeoutError as exc:
-                raise self._timed_out(exc, bound.expired(), None) from exc
-            except json.JSONDecodeError as exc:  # the SDK's, reading a body that broke off (or was never JSON)
-                raise IncompleteAnswerError(self._model_id, body=exc) from exc
-            except Exception as exc:
-                self._refused(exc)
+            sending = _Sending()
+            _SENDING.set(sending)
+            try:  # sent from here on (see `_astream`)
+                return await self._sent(messages, stop, run_manager, **kwargs)
+            except BaseException as exc:
+                sending.failed(exc)
                 raise
+
+    async def _sent(self, messages: list[BaseMessage], stop: list[str] | None, run_manager: Any,
+                    **kwargs: Any) -> Any:
+        """The whole answer to a call being sent, within its deadline."""
+        bound = asyncio.timeout(self.call_deadline)
+        try:
+            async with bound:
+                result = await super()._agenerate(messages, stop, run_manager, **kwargs)
+            if self.repeats_tool_call_names:
+                for generation in result.generations:
+                    generation.message.additional_kwargs.pop("function_call", None)
+            result.generations = [_thought_dropped(g) for g in result.generations]
+            return result
+        except TimeoutError as exc:
+            raise self._timed_out(exc, bound.expired(), None) from exc
+        except json.JSONDecodeError as exc:  # the SDK's, reading a body that broke off (or was never JSON)
+            raise IncompleteAnswerError(self._model_id, body=exc) from exc
+        except Exception as exc:
+            self._refused(exc)
+            raise
 
     async def _convert_off_loop(self, messages: list[BaseMessage]) -> None:
         """Turn a long conversation into the request's message dicts on a worker thread (`_get_request_payload`
@@ -205,6 +234,12 @@ class BoundedChatOpenAI(ChatOpenAI):
                 payload["messages"] = converted[1]
         if payload is None:
             payload = super()._get_request_payload(input_, stop=stop, **kwargs)
+        if isinstance(payload.get("response_format"), dict):
+            # Sent as it is, in the same place of the body, where langchain-openai would hand it to the SDK's
+            # `parse`, which reads the answer inside the call: an answer it cannot read failed the call, so the call
+            # was paid for and never recorded. Parley's parsers read it once the call has ended.
+            payload["extra_body"] = {**(payload.get("extra_body") or {}),
+                                     "response_format": payload.pop("response_format")}
         if "messages" in payload and not (self.null_assistant_content and not self.repeats_tool_call_names):
             payload["messages"] = [self._assistant_message(m) if m.get("role") == "assistant" else m
                                    for m in payload["messages"]]
@@ -252,7 +287,8 @@ class BoundedChatOpenAI(ChatOpenAI):
 
 
 class WholeAnswerTransport(httpx.AsyncHTTPTransport):
-    """The HTTP transport of every model call: an answer asked for whole (a JSON body, not an event stream) must
+    """The HTTP transport of every model call: it tells the call being sent when its answer began (a 2xx status:
+    the call is paid for from then on, `llm.failures.was_paid`), and an answer asked for whole (a JSON body, not an event stream) must
     arrive within `read_timeout` seconds of its headers, where httpx's read timeout bounds each read alone, so an
     endpoint sending a byte a minute kept a call open until its deadline."""
 
@@ -262,6 +298,8 @@ class WholeAnswerTransport(httpx.AsyncHTTPTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         response = await super().handle_async_request(request)
+        if response.status_code < 300 and (sending := _SENDING.get()) is not None:
+            sending.answered = True
         if "text/event-stream" not in response.headers.get("content-type", ""):
             response.stream = _BodyWithin(response.stream, self.read_timeout)
         return response

@@ -21,6 +21,7 @@ from langchain_core.caches import BaseCache
 from langchain_core.messages import BaseMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig, RunnableLambda
 from langchain_core.runnables.config import ensure_config, merge_configs
+from langchain_core.utils.function_calling import convert_to_openai_function
 from openai import DEFAULT_CONNECTION_LIMITS, DefaultAsyncHttpxClient
 from pydantic import BaseModel
 
@@ -404,6 +405,11 @@ class ModelFactory:
             grammar = cap_strings(json_schema, quirks.json_string_cap) if quirks.json_string_cap else json_schema
             fmt = {"type": "json_object", "schema": grammar}
             answer = client.bind(response_format=fmt) | StructuredAnswerParser(pydantic_object=schema)
+        elif quirks.structured_method == "json_schema":
+            # Read by Parley's parser after the call has ended (and been recorded, `llm.usage.CallRecorder`): the
+            # openai SDK's own parsing (`with_structured_output`'s) fails inside the call, and its usage with it.
+            answer = client.bind(response_format=json_schema_format(schema)) | StructuredAnswerParser(
+                pydantic_object=schema)
         else:
             answer = client.with_structured_output(schema, method=quirks.structured_method)
         return self._noted(quirks, json_schema, self._guarded(resolved, max_tokens, answer))
@@ -452,6 +458,14 @@ class ModelFactory:
         if window is None:
             return model
         return context_guard(window, reserve=answer_reserve(max_tokens)) | model
+
+
+def json_schema_format(schema: type[BaseModel]) -> dict[str, Any]:
+    """OpenAI's `response_format` for answers of `schema`, as langchain-openai's `with_structured_output(schema,
+    method="json_schema")` sends it (not strict)."""
+    function = convert_to_openai_function(schema, strict=False)
+    function["schema"] = function.pop("parameters")
+    return {"type": "json_schema", "json_schema": function}
 
 
 class _Recorded(RunnableBinding):

@@ -79,6 +79,29 @@ class IncompleteAnswerError(ModelCallError):
                              "the answer is incomplete")
 
 
+_SENT = "_parley_sent"
+
+
+def mark_sent(exc: BaseException, *, answered: bool) -> None:
+    """Mark `exc` as the failure of a call that was sent to its endpoint, `answered` when the endpoint's answer had
+    begun (its 2xx status came): `llm.client.BoundedChatOpenAI` marks every failure after the sending, and
+    `was_paid` tells from the mark whether the provider charged for the call."""
+    setattr(exc, _SENT, "answered" if answered else "sent")
+
+
+def was_paid(exc: BaseException) -> bool:
+    """True for the failure of a call the provider charged for, so it is billed all the same (`llm.usage.
+    CallRecorder`): one whose answer had begun (then cut off, gone quiet, past its deadline, its body broken off,
+    cancelled), or one sent and never answered in time (the provider is at work on it). A call refused (an HTTP error
+    status), never connected, or never sent (refused by its budget, cancelled in its endpoint's line) was not."""
+    mark = getattr(exc, _SENT, None)
+    if mark == "answered":
+        return True
+    refused = isinstance(exc, openai.APIStatusError) or (
+        isinstance(exc, openai.APIConnectionError) and not isinstance(exc, openai.APITimeoutError))
+    return mark == "sent" and not refused
+
+
 def register_secret(value: str | None) -> None:
     """Redact `value` (a configured API key) from every model failure's text from now on."""
     global _SECRETS

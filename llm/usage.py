@@ -15,6 +15,7 @@ from langchain_core.outputs import ChatGeneration, LLMResult
 
 from parley.core import metrics
 from parley.llm.caching import was_cached
+from parley.llm.failures import was_paid
 from parley.llm.prices import Price
 from parley.llm.tokens import approx_tokens
 
@@ -36,6 +37,7 @@ class UsageRecord:
     cached_cost: float = 0.0  # of `cost`: what the cached tokens cost
     reasoning_cost: float = 0.0  # of `cost`: what the reasoning tokens cost
     response_cache: bool = False  # answered from the response cache (`llm.caching`): no model was called, cost 0
+    failed: bool = False  # the call failed after it was sent, and is billed all the same (`CallRecorder.on_llm_error`)
 
     @property
     def total_tokens(self) -> int:
@@ -277,6 +279,7 @@ class CallRecorder(AsyncCallbackHandler):
         self._prompts: dict[Any, list[list[BaseMessage]]] = {}
         self._started: dict[Any, float] = {}
         self._first_token: dict[Any, float] = {}
+        self._streamed: dict[Any, list[str]] = {}  # what each streamed call has sent so far, billed if it fails
 
     async def on_chat_model_start(self, serialized: Any, messages: list[list[BaseMessage]], *, run_id: Any,
                                   **kwargs: Any) -> None:
@@ -285,13 +288,29 @@ class CallRecorder(AsyncCallbackHandler):
 
     async def on_llm_new_token(self, token: str, *, run_id: Any, **kwargs: Any) -> None:
         self._first_token.setdefault(run_id, time.perf_counter())
+        if token:
+            self._streamed.setdefault(run_id, []).append(token)
 
     async def on_llm_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
+        """A failed call: billed all the same when the provider was paid for it (`llm.failures.was_paid`: sent and
+        not refused, say cut off mid-answer or past its deadline), at an estimate of its prompt and of what it
+        streamed before it failed; flagged `estimated` and `failed`."""
         started = self._started.pop(run_id, None)
         self._first_token.pop(run_id, None)
-        self._prompts.pop(run_id, None)
+        prompts = self._prompts.pop(run_id, [])
+        streamed = "".join(self._streamed.pop(run_id, []))
+        record = None
+        if was_paid(error):
+            estimate = ReportedUsage(sum(approx_tokens(batch) for batch in prompts),
+                                     approx_tokens([AIMessage(streamed)]) if streamed else 0)
+            record = usage_record(self.model_id, estimate, self.price, label=self.label, estimated=True, failed=True)
+            if self.ledger is not None:
+                self.ledger.add(record)
         if started is not None:
-            metrics.record_model_call(self.metric_label, ok=False, seconds=time.perf_counter() - started)
+            metrics.record_model_call(self.metric_label, ok=False, seconds=time.perf_counter() - started,
+                                      **({} if record is None else {
+                                          "input_tokens": record.input_tokens, "output_tokens": record.output_tokens,
+                                          "cost": record.cost}))
 
     async def on_llm_end(self, response: LLMResult, *, run_id: Any = None, **kwargs: Any) -> None:
         ended = time.perf_counter()
@@ -311,6 +330,7 @@ class CallRecorder(AsyncCallbackHandler):
             reported = usage_from_openai(response.llm_output.get("token_usage"))
         estimated = not reported
         prompts = self._prompts.pop(run_id, [])
+        self._streamed.pop(run_id, None)
         if estimated:  # nothing reported: the prompt and the visible answer are all there is to count
             reported = ReportedUsage(sum(approx_tokens(batch) for batch in prompts),
                                      approx_tokens([AIMessage("".join(answer))]) if any(answer) else 0)

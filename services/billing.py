@@ -3,14 +3,16 @@ when the run ends.
 
 Two purses:
 
-- **credit** (USD): a chat completion reserves an estimate of its cost before any model is called (402 when the
-  balance cannot cover it) and is settled to the actual cost however it ends, so nothing beyond what was used
-  is ever charged (`credit_estimate`, `reserve_credit`);
+- **credit** (USD): a chat completion reserves what its calls may cost before any model is called (every call it may
+  make, retries and repairs included, each at its model's price with the prompt it will read and its output cap,
+  at most its budget's `maxCost`; 402 when the balance cannot cover it) and is settled to the actual cost however it
+  ends, so nothing beyond what was used is ever charged (`credit_reservation`, `reserve_credit`);
 - the **token allowance**: a round-table question reserves the tokens of a minimum debate and is settled to the
   tokens used (`reserve_allowance`); a workflow run needs an allowance not used up and takes its tokens when it
   ends (`require_allowance`). A workspace without an allowance is unlimited.
 
-A duel is charged neither; every run records its usage rows (one per model) when it ends.
+A duel is charged neither; every run records its usage rows (one per model) when it ends. The rows, the credit and the
+allowance count every call the run's models were paid for, whatever became of its answer (`llm.usage.CallRecorder`).
 
 What was reserved for a run is its `Bill`, kept in the run's input (`input["bill"]`), so whichever worker ends the
 run (the one that started it, or one that took it over) settles the same reservation: `settle`, which the run
@@ -27,7 +29,7 @@ from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from parley.llm.factory import ModelFactory
+from parley.llm.budget import BudgetLimits, CallEstimate
 from parley.llm.usage import UsageLedger
 from parley.services.errors import CannotStart, PaymentRequired
 from parley.store import workspaces as ws_store
@@ -58,21 +60,22 @@ class Bill:
 # --- plan -----------------------------------------------------------------------------------
 
 
-def credit_estimate(factory: ModelFactory, models: list[str], *, prompt_tokens: int, output_tokens: int,
-                    calls: int) -> tuple[float, float]:
-    """(reservation, estimate of one call) in USD: `calls` calls of `prompt_tokens` in and `output_tokens` out at the
-    price of the priciest of `models` (unpriced models cost 0)."""
-    per_call = max((factory.price(m).cost(prompt_tokens, output_tokens) for m in models), default=0.0)
-    return per_call * calls, per_call
+def credit_reservation(calls: list[CallEstimate], limits: BudgetLimits | None = None) -> float:
+    """USD to reserve for a run that may make `calls` (each its own model's estimate: its prompt, the answers it
+    reads included, and its output cap, at its model's price): what they cost together, at most the run's
+    `maxCost` (its budget refuses any call past that, `llm.budget.BudgetGuard`). Unpriced models cost 0."""
+    total = sum(call.spend.cost for call in calls)
+    if limits is not None and limits.max_cost is not None:
+        total = min(total, limits.max_cost)
+    return total
 
 
 # --- reserve --------------------------------------------------------------------------------
 
 
-async def reserve_credit(db: AsyncDatabase, workspace: str, amount: float, *, what: str, calls: int,
-                         per_call: float) -> float:
-    """Reserve `amount` USD (`calls` x `per_call`, for `what`) from the workspace's credit; return what was
-    reserved (0 for a free request).
+async def reserve_credit(db: AsyncDatabase, workspace: str, amount: float, *, what: str, calls: int) -> float:
+    """Reserve `amount` USD (what the `calls` model calls of `what` may cost, `credit_reservation`) from the
+    workspace's credit; return what was reserved (0 for a free request).
 
     Raises:
         PaymentRequired: the balance cannot cover it (`insufficient_credits`).
@@ -83,8 +86,8 @@ async def reserve_credit(db: AsyncDatabase, workspace: str, amount: float, *, wh
         return amount
     balance = (await ws_store.get_workspace(db, workspace)).get("creditUsd", 0.0)
     raise PaymentRequired(
-        f"Insufficient credits: {what} reserves ${amount:.6f} ({calls} x ${per_call:.6f}, the estimated cost of "
-        f"one call) and workspace '{workspace}' has ${balance:.6f}. "
+        f"Insufficient credits: {what} reserves ${amount:.6f} (what its {calls} model calls may cost at most) and "
+        f"workspace '{workspace}' has ${balance:.6f}. "
         f"Add credit with `parley workspaces credit {workspace} --add USD`.",
         code="insufficient_credits",
     )

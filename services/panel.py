@@ -1,13 +1,13 @@
 """OpenAI-compatible chat completions over panels: resolve the router, plan the request, reserve its credit and
 start the panel run (the run settles the credit and records usage when it ends, `services.billing`).
 
-Billing: every request whose models have a price reserves an estimate of its cost before any model is
-called (`PaymentRequired` when the workspace's balance cannot cover it) and settles to the actual cost
-afterwards, failures included, so nothing beyond what was used is ever charged. The estimate of one call is
-prompt tokens x input price + output cap x output price for the priciest model involved; a debate
-reserves panel size + 1 such calls (about 4x; its rule may add more: `Plan.calls`), a raw panel panel-size
-calls (about 3x), a single-model request one. Unpriced models cost 0, so requests using only them need no
-credit at all.
+Billing: every request whose models have a price reserves what its calls can spend before any model is called
+(`PaymentRequired` when the workspace's balance cannot cover it) and settles to the actual cost afterwards, failures
+included, so nothing beyond what was used is ever charged. The reservation (`spendable_calls`, `estimate_cost`) counts
+every call the request may make, each at its own model's price: its prompt (a reviewer's and the arbitrator's read the
+answers) and its output cap; a `rank` reviewer's second attempt and a `response_format`'s repair count too; a request
+with a budget reserves at most its `maxCost`. Unpriced models cost 0, so requests using only them need no credit at
+all.
 """
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ from parley.llm.factory import ModelFactory
 from parley.llm.formats import NAME, AnswerFormat
 from parley.llm.tokens import approx_text_tokens, approx_tokens
 from parley.llm.tools import ToolSet, check_tool_messages
+from parley.nodes.arbitrate import ANSWER_LETTERS
+from parley.nodes.rank import REVIEW_ATTEMPTS, ranking_schema
 from parley.runs import Caller
 from parley.services import billing, steering
 from parley.services import tools as tool_service
@@ -375,23 +377,6 @@ class Plan:
     quorum: dict[str, Any] | None = None  # {k, grace}: quorum grace (`graphs.panel.PanelInput.quorum`)
     reasoning: dict[str, str] = field(default_factory=dict)  # model id (or "*": every seat) -> reasoning effort
 
-    @property
-    def calls(self) -> int:
-        """Model calls the request makes at most when nothing fails: a debate's panelists, then its rule's calls
-        (one reviewer per panelist under `rank`, two judgings under `best-of-n`) and the arbitrator (none under
-        `analysis`). Adaptive depth may make fewer, never more: it reserves the full panel's."""
-        if self.mode == "debate":
-            if self.rule == "analysis":
-                return len(self.panelists)
-            return len(self.panelists) + {"rank": len(self.panelists), "best-of-n": 2}.get(self.rule, 0) + 1
-        return len(self.panelists) if self.mode == "panel" else 1
-
-    @property
-    def priced_models(self) -> list[str]:
-        if self.mode == "single":
-            return self.models
-        return self.panelists + (self.arbitrators if self.mode == "debate" and self.rule != "analysis" else [])
-
 
 async def plan_request(backend: Backend, body: ChatCompletionRequest, *, workspace: str,
                        **overrides: Any) -> Plan:
@@ -578,14 +563,41 @@ def plan_for_router(
     return plan
 
 
-def estimate_cost(factory: ModelFactory, plan: Plan, body: ChatCompletionRequest) -> tuple[float, float]:
-    """Return (reservation, estimate of one call) in USD (`billing.credit_estimate`); the tools offered count as
-    prompt."""
-    prompt_tokens = approx_tokens(to_messages(body.openai_messages(), plan.system_prompt))
+def spendable_calls(factory: ModelFactory, plan: Plan, body: ChatCompletionRequest) -> list[CallEstimate]:
+    """Every call the request may make, estimated as the budget check of each call makes it: the panelists' (or the
+    one model's) with the question and the tools offered; under `rank` each reviewer's, on each of its attempts,
+    reading the question and the others' answers; under `best-of-n` the two judgings and the arbitrator's, reading
+    the question and every answer; and with a `response_format` the answering model's one repair, which reads its
+    answer too. Each is priced at its own model, output at the request's cap (`ESTIMATE_OUTPUT_TOKENS` without one)."""
+    prompt = approx_tokens(to_messages(body.openai_messages(), plan.system_prompt))
     if body.tools:
-        prompt_tokens += approx_text_tokens(json.dumps(body.tools))
-    return billing.credit_estimate(factory, plan.priced_models, prompt_tokens=prompt_tokens,
-                                   output_tokens=body.output_cap or ESTIMATE_OUTPUT_TOKENS, calls=plan.calls)
+        prompt += approx_text_tokens(json.dumps(body.tools))
+    cap = body.output_cap or ESTIMATE_OUTPUT_TOKENS
+    tries = 2 if body.answer_format is not None else 1  # the answer and its one repair
+    if plan.mode == "single":
+        answer = factory.estimate(plan.models[0], prompt, cap)
+        return [answer, *([factory.estimate(plan.models[0], prompt + answer.output_tokens, cap)] * (tries - 1))]
+    calls = [factory.estimate(model, prompt, cap) for model in plan.panelists]
+    if plan.mode != "debate" or plan.rule == "analysis":
+        return calls
+    answers = sum(call.output_tokens for call in calls)
+    if plan.rule == "rank":
+        schema = ranking_schema(ANSWER_LETTERS[: len(calls) - 1])
+        calls += [factory.estimate(model, prompt + answers - own.output_tokens, None, schema)
+                  for model, own in zip(plan.panelists, list(calls)) for _ in range(REVIEW_ATTEMPTS)]
+    arbitrator = plan.arbitrators[0] if plan.arbitrators else plan.panelists[0]
+    if plan.rule == "best-of-n":
+        calls += [factory.estimate(arbitrator, prompt + answers, cap)] * 2
+    calls += [factory.estimate(arbitrator, prompt + answers + cap * (n > 0), cap) for n in range(tries)]
+    return calls
+
+
+def estimate_cost(factory: ModelFactory, plan: Plan, body: ChatCompletionRequest,
+                  limits: BudgetLimits | None = None) -> tuple[float, int]:
+    """Return (reservation in USD, the calls it covers): what `spendable_calls` may cost, at most the budget's
+    `maxCost` (`billing.credit_reservation`)."""
+    calls = spendable_calls(factory, plan, body)
+    return billing.credit_reservation(calls, limits), len(calls)
 
 
 def minimum_calls(factory: ModelFactory, plan: Plan, body: ChatCompletionRequest) -> list[CallEstimate]:
@@ -616,12 +628,14 @@ async def budget_of(backend: Backend, plan: Plan, body: ChatCompletionRequest, *
     return limits
 
 
-async def reserve(backend: Backend, plan: Plan, body: ChatCompletionRequest, *, workspace: str) -> float:
-    """Reserve the estimated cost from the workspace's credit; `PaymentRequired` when the balance cannot cover it."""
+async def reserve(backend: Backend, plan: Plan, body: ChatCompletionRequest, *, workspace: str,
+                  limits: BudgetLimits | None = None) -> float:
+    """Reserve what the request's calls may cost (`estimate_cost`, at most its budget's `maxCost`) from the workspace's
+    credit; `PaymentRequired` when the balance cannot cover it."""
     # Converting and counting a long conversation takes a while: not on the loop that serves every other request.
-    amount, per_call = await off_loop(len(body.messages), estimate_cost, backend.factory, plan, body)
+    amount, calls = await off_loop(len(body.messages), estimate_cost, backend.factory, plan, body, limits)
     what = {"debate": "a debate", "panel": "a panel", "single": "this request"}[plan.mode]
-    return await billing.reserve_credit(backend.db, workspace, amount, what=what, calls=plan.calls, per_call=per_call)
+    return await billing.reserve_credit(backend.db, workspace, amount, what=what, calls=calls)
 
 
 # --- running ----------------------------------------------------------------------------------
@@ -679,7 +693,7 @@ async def start_completion(backend: Backend, caller: Caller, body: ChatCompletio
     limits = await budget_of(backend, plan, body, workspace=caller.workspace)
     completion = {"id": completion_id or new_completion_id(plan.mode), "created": int(time.time())}
     bill = billing.Bill(usage="chat" if plan.mode == "single" else plan.mode, request_id=completion["id"],
-                        credit=await reserve(backend, plan, body, workspace=caller.workspace))
+                        credit=await reserve(backend, plan, body, workspace=caller.workspace, limits=limits))
     question = next((m.content for m in reversed(body.messages) if m.role == "user" and isinstance(m.content, str)),
                     body.model)
     messages = body.openai_messages()
