@@ -339,11 +339,16 @@ def model_server(home: Path, port: int = 0, n_ctx: int = 2048,
         # grammar-constrained), so agent frameworks work against a fresh install (quirks: llm/providers.py). It is
         # llama-cpp-python's `chatml-function-calling` without the HTML escaping of every message (`&#39;`).
         "--chat_format", CHAT_FORMAT,
+        # Logits of the last token only, which is all sampling reads: llama-cpp-python's server otherwise computes
+        # and keeps the logits of every token it reads (SmolLM2's 49,152-token vocabulary, 192 KB a token: 400 MB of
+        # memory at 2,048 tokens), for log-probabilities of a prompt's tokens that Parley never asks for.
+        "--logits_all", "false",
     ]
     if prompt_cache_bytes:
         # Keep the model's state after each answered prompt; a prompt that starts as a kept one (a seat's next turn,
         # `nodes.prefix`) is read from its longest match on. Without it, llama.cpp reuses only the prefix shared with
-        # the one prompt before, which in a debate is another seat's.
+        # the one prompt before, which in a debate is another seat's. The cache holds what its size says
+        # (`core.llama_cache.PromptCache`, installed by `core.llama_server`).
         command += ["--cache", "true", "--cache_type", "ram", "--cache_size", str(prompt_cache_bytes)]
     return ManagedProcess(
         "embedded model server",
