@@ -63,6 +63,13 @@ EMBEDDED_DB_FLAGS = ("--sync-on-commit", "--standalone")
 EMBEDDED_DB_OPTIONS = "retryWrites=false&serverMonitoringMode=poll"
 
 
+# The embedded model server's malloc (glibc): a block of 1 MiB or more is mapped on its own and given back to the system
+# when freed. Its prompt cache allocates and frees a state of some 8 MB with each answered prompt (llama.cpp's copy,
+# then Python's); glibc's default threshold rises to such sizes after the first is freed, and then carves them from
+# its heap, which grew some 300 MB past what the cache held after 200 prompts (bench/embedded_memory.py).
+MODEL_SERVER_ENV = {"MALLOC_MMAP_THRESHOLD_": str(1024 * 1024)}
+
+
 class EmbeddedServerError(RuntimeError):
     """An embedded server could not start; the message says what failed and where its log is."""
 
@@ -355,6 +362,7 @@ def model_server(home: Path, port: int = 0, n_ctx: int = 2048,
         command,
         home / "logs" / "model-server.log",
         _http_ok(f"http://127.0.0.1:{port}/v1/models"),
+        env=MODEL_SERVER_ENV,
         url=f"http://127.0.0.1:{port}/v1",
     )
 
