@@ -63,6 +63,13 @@ EMBEDDED_DB_FLAGS = ("--sync-on-commit", "--standalone")
 EMBEDDED_DB_OPTIONS = "retryWrites=false&serverMonitoringMode=poll"
 
 
+# The embedded model server's malloc (glibc): a block of 1 MiB or more is mapped on its own and given back to the system
+# when freed. Its prompt cache allocates and frees a state of some 8 MB with each answered prompt (llama.cpp's copy,
+# then Python's); glibc's default threshold rises to such sizes after the first is freed, and then carves them from
+# its heap, which grew some 300 MB past what the cache held after 200 prompts (bench/embedded_memory.py).
+MODEL_SERVER_ENV = {"MALLOC_MMAP_THRESHOLD_": str(1024 * 1024)}
+
+
 class EmbeddedServerError(RuntimeError):
     """An embedded server could not start; the message says what failed and where its log is."""
 
@@ -339,17 +346,23 @@ def model_server(home: Path, port: int = 0, n_ctx: int = 2048,
         # grammar-constrained), so agent frameworks work against a fresh install (quirks: llm/providers.py). It is
         # llama-cpp-python's `chatml-function-calling` without the HTML escaping of every message (`&#39;`).
         "--chat_format", CHAT_FORMAT,
+        # Logits of the last token only, which is all sampling reads: llama-cpp-python's server otherwise computes
+        # and keeps the logits of every token it reads (SmolLM2's 49,152-token vocabulary, 192 KB a token: 400 MB of
+        # memory at 2,048 tokens), for log-probabilities of a prompt's tokens that Parley never asks for.
+        "--logits_all", "false",
     ]
     if prompt_cache_bytes:
         # Keep the model's state after each answered prompt; a prompt that starts as a kept one (a seat's next turn,
         # `nodes.prefix`) is read from its longest match on. Without it, llama.cpp reuses only the prefix shared with
-        # the one prompt before, which in a debate is another seat's.
+        # the one prompt before, which in a debate is another seat's. The cache holds what its size says
+        # (`core.llama_cache.PromptCache`, installed by `core.llama_server`).
         command += ["--cache", "true", "--cache_type", "ram", "--cache_size", str(prompt_cache_bytes)]
     return ManagedProcess(
         "embedded model server",
         command,
         home / "logs" / "model-server.log",
         _http_ok(f"http://127.0.0.1:{port}/v1/models"),
+        env=MODEL_SERVER_ENV,
         url=f"http://127.0.0.1:{port}/v1",
     )
 

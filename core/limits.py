@@ -113,6 +113,7 @@ MAX_QUORUM_GRACE_SECONDS = 300.0
 # The embedded model's prompt cache (llama-cpp-python's `--cache`, in RAM): the model state after each prompt it
 # answered, so a seat's next call reads only what its prompt adds (each seat's prompt repeats its previous one,
 # `nodes.prefix`). A state of SmolLM2-135M is about 23 KB a token: 512 MiB holds a round table's seats and more.
+# The bytes it really holds (`core.llama_cache.PromptCache`): the server stays under 1 GB (bench/embedded_memory.py).
 EMBEDDED_PROMPT_CACHE_BYTES = 512 * 1024 * 1024
 
 # A duel's rounds (one turn each side): `rounds` of `POST /api/debate`, the designer's `duel` node, `parley duel`.

@@ -6,6 +6,8 @@ template with HTML autoescape on: SmolLM2 read `you&#39;re &#34;ok&#34; &lt;b&gt
 the entities back into its answers. `CHAT_FORMAT` is that format with the text of each message, and of each tool
 call's arguments, marked safe (`markupsafe.Markup`), which an autoescaping template writes as it is; everything else
 (the template, the tool grammar) is llama-cpp-python's own.
+
+Its RAM prompt cache (`--cache true --cache_type ram`) is `core.llama_cache.PromptCache`, whose size is what it holds.
 """
 
 from __future__ import annotations
@@ -54,9 +56,32 @@ def register() -> None:
                                                                           overwrite=True)
 
 
+def install_prompt_cache() -> None:
+    """Make the server's RAM prompt cache (`--cache true --cache_type ram --cache_size N`) a `PromptCache` of N bytes
+    in this process, keeping logits only when the model does (`--logits_all`)."""
+    from llama_cpp.server.model import LlamaProxy
+
+    from parley.core.llama_cache import PromptCache
+
+    load = LlamaProxy.load_llama_from_model_settings
+    if getattr(load, "parley_prompt_cache", False):
+        return
+
+    def load_with_prompt_cache(settings: Any) -> Any:
+        llama = load(settings)
+        if settings.cache and settings.cache_type == "ram":
+            llama.set_cache(PromptCache(settings.cache_size, keep_logits=settings.logits_all))
+        return llama
+
+    load_with_prompt_cache.parley_prompt_cache = True
+    LlamaProxy.load_llama_from_model_settings = staticmethod(load_with_prompt_cache)
+
+
 def main() -> None:
-    """Run llama-cpp-python's server (its command-line arguments) with `CHAT_FORMAT` registered."""
+    """Run llama-cpp-python's server (its command-line arguments) with `CHAT_FORMAT` registered and `PromptCache` as
+    its RAM prompt cache."""
     register()
+    install_prompt_cache()
     from llama_cpp.server.__main__ import main as serve
 
     serve()
