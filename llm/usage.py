@@ -15,6 +15,7 @@ from langchain_core.outputs import ChatGeneration, LLMResult
 
 from parley.core import metrics
 from parley.llm.caching import was_cached
+from parley.llm.guards import CallRefused
 from parley.llm.prices import Price
 from parley.llm.tokens import approx_tokens
 
@@ -290,7 +291,7 @@ class CallRecorder(AsyncCallbackHandler):
         started = self._started.pop(run_id, None)
         self._first_token.pop(run_id, None)
         self._prompts.pop(run_id, None)
-        if started is not None:
+        if started is not None and not isinstance(error, CallRefused):  # a refused call asked no model
             metrics.record_model_call(self.metric_label, ok=False, seconds=time.perf_counter() - started)
 
     async def on_llm_end(self, response: LLMResult, *, run_id: Any = None, **kwargs: Any) -> None:
