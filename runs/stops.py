@@ -114,8 +114,13 @@ class StopGuard(Guard):
     async def _held(self, call: Any) -> None:
         try:
             self._check()
-            if self.hold is not None:
-                await self.hold()
-                self._check()
         except RunStopped as refusal:
             self.refuse(call, refusal)
+            return
+        if (hold := self.hold) is not None:
+
+            async def held() -> None:  # awaited by the client, not in LangChain's dispatch (`llm.guards`)
+                await hold()
+                self._check()
+
+            self.defer(call, held)
