@@ -184,6 +184,9 @@ WEBHOOK_TEST_RATE = "10/minute"
 MAX_FAN_OUT_BRANCHES = MAX_PANEL_SIZE
 # Inputs a person may send one run (`POST /v1/runs/{id}/input`: 409 `too_many_inputs` past it), and the messages a
 # run takes in at one boundary (the rest wait for the next): 4,500 inputs once made an event page MongoDB refused.
+# The cap counts messages; a control (`continue`, `guide`, `end`, `pause`) counts only when one of its kind was sent
+# in the same lap of the run (at one wait, or between two: `store.runs.counts_against_cap`), so a run at the cap can
+# always be let go on or ended, and its controls stay bounded by its waits.
 MAX_RUN_INPUTS = 500
 MAX_INPUTS_PER_BOUNDARY = 50
 # The bytes of one stored page of a run's events: a page holding more is split, and a single event larger than this

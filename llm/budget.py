@@ -23,10 +23,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.messages import BaseMessage
 from pydantic import BaseModel
 
+from parley.llm.guards import CallRefused, Guard
 from parley.llm.prices import Price
 from parley.llm.tokens import approx_tokens
 from parley.llm.usage import UsageLedger, usd
@@ -49,7 +49,7 @@ class InvalidBudget(ValueError):
         self.field = field
 
 
-class BudgetExceeded(RuntimeError):
+class BudgetExceeded(CallRefused):
     """A model call refused before it was sent: it would take the run past its budget."""
 
     def __init__(self, message: str, *, figures: dict[str, Any] | None = None) -> None:
@@ -257,16 +257,13 @@ def _since(start: float) -> Callable[[], float]:
     return lambda: time.monotonic() - start
 
 
-class BudgetGuard(AsyncCallbackHandler):
+class BudgetGuard(Guard):
     """Refuse a model call of a run with a budget before it is sent (see `Budget.admit`), and hold its reservation
     until it ends.
 
     `ModelFactory` binds one to every model it builds for a run that has a budget, after the call recorder (which
     records the call's usage before its reservation is dropped): the one place every model call passes.
     """
-
-    raise_error = True  # LangChain re-raises what this handler raises: the call does not start
-    run_inline = True
 
     def __init__(self, budget: Budget, *, model_id: str, price: Price, max_tokens: int | None,
                  schema: type[BaseModel] | None = None) -> None:
@@ -276,11 +273,16 @@ class BudgetGuard(AsyncCallbackHandler):
     async def on_chat_model_start(self, serialized: Any, messages: list[list[BaseMessage]], *, run_id: Any = None,
                                   **kwargs: Any) -> None:
         prompt = sum(approx_tokens(batch) for batch in messages)
-        self.budget.admit(estimate_call(prompt, self.max_tokens, self.price, self.schema), f"A call to {self.model_id}",
-                          key=run_id)
+        try:
+            self.budget.admit(estimate_call(prompt, self.max_tokens, self.price, self.schema),
+                              f"A call to {self.model_id}", key=run_id)
+        except BudgetExceeded as refusal:  # raised by the client before it sends anything (`llm.guards`)
+            self.refuse(run_id, refusal)
 
     async def on_llm_end(self, response: Any, *, run_id: Any = None, **kwargs: Any) -> None:
+        await super().on_llm_end(response, run_id=run_id)
         self.budget.release(run_id)
 
     async def on_llm_error(self, error: BaseException, *, run_id: Any = None, **kwargs: Any) -> None:
+        await super().on_llm_error(error, run_id=run_id)
         self.budget.release(run_id)

@@ -25,6 +25,7 @@ from parley.core.limits import OFF_LOOP_MESSAGES
 from parley.llm.breakpoints import mark_stable_prefix
 from parley.llm.endpoints import endpoint, retry_after
 from parley.llm.failures import IncompleteAnswerError, ModelDeadlineError, ModelIdleError, mark_sent, scrub_failure
+from parley.llm.guards import admit
 from parley.llm.reasoning import OPEN, ThinkingFilter, strip_thinking
 
 ResultT = TypeVar("ResultT")
@@ -133,6 +134,7 @@ class BoundedChatOpenAI(ChatOpenAI):
 
     async def _astream(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None,
                        **kwargs: Any) -> Any:
+        await admit(run_manager)  # what the call's guards deferred (`llm.guards`): a refusal sends nothing
         # In line for a place at the endpoint first: the deadline (and the read timeout) count from the sending.
         place = endpoint(self.openai_api_base)
         async with place.slot(self.max_concurrent, model=self._model_id):
@@ -175,6 +177,7 @@ class BoundedChatOpenAI(ChatOpenAI):
 
     async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None,
                          **kwargs: Any) -> Any:
+        await admit(run_manager)  # what the call's guards deferred (`llm.guards`): a refusal sends nothing
         if self.streaming:  # answered through `_astream`, which keeps the deadline itself
             return await super()._agenerate(messages, stop, run_manager, **kwargs)
         place = endpoint(self.openai_api_base)

@@ -383,7 +383,7 @@ class ModelFactory:
         if knobs.seed is not None:
             kwargs["seed"] = knobs.seed
         if knobs.cache is not None:
-            kwargs["cache"] = MarkedCache(knobs.cache)
+            kwargs["cache"] = MarkedCache(knobs.cache, answer_format=answer_format, schema=schema)
         if quirks.marks_cache(resolved.model_name):
             kwargs["cache_marks_from"] = quirks.cache_min_tokens
         if extra_body:

@@ -16,8 +16,10 @@ from langchain_core.outputs import ChatGeneration, LLMResult
 from parley.core import metrics
 from parley.llm.caching import was_cached
 from parley.llm.failures import was_paid
+from parley.llm.guards import CallRefused
 from parley.llm.prices import Price
 from parley.llm.tokens import approx_tokens
+
 
 @dataclass
 class UsageRecord:
@@ -306,7 +308,7 @@ class CallRecorder(AsyncCallbackHandler):
             record = usage_record(self.model_id, estimate, self.price, label=self.label, estimated=True, failed=True)
             if self.ledger is not None:
                 self.ledger.add(record)
-        if started is not None:
+        if started is not None and not isinstance(error, CallRefused):  # a refused call asked no model
             metrics.record_model_call(self.metric_label, ok=False, seconds=time.perf_counter() - started,
                                       **({} if record is None else {
                                           "input_tokens": record.input_tokens, "output_tokens": record.output_tokens,

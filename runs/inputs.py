@@ -104,13 +104,14 @@ class Inputs:
         when the run had ended (or was being cancelled): the input is not kept.
 
         Raises:
-            store.TooManyInputs: the run was sent `MAX_RUN_INPUTS` inputs already (this one is not kept).
+            store.TooManyInputs: the run was sent `MAX_RUN_INPUTS` inputs already and this one counts against them
+                (a message, or a control repeated within a lap: `store.runs.counts_against_cap`); it is not kept.
         """
         # Stored, then counted: a run that parks meanwhile finds the input (`park` reads them) or is seen waiting
         # here. One refused by the count is taken back (callers check the count first: `store.runs.inputs_full`).
         given = await input_store.add_input(self.db, run_id=run_id, user=user, content=content, action=action)
         try:
-            record = await store.note_input(self.db, run_id=run_id)
+            record = await store.note_input(self.db, run_id=run_id, action=action)
         except store.TooManyInputs:
             await input_store.remove_input(self.db, input_id=given["id"])
             raise

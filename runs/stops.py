@@ -12,15 +12,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from langchain_core.callbacks import AsyncCallbackHandler
-
+from parley.llm.guards import CallRefused, Guard
 from parley.runs.held import HeldRuns
 
 # Why a run stops that is delivered again if the run goes on (see `Stops.still_running`).
 REPEATED = ("cancel", "deadline", "failed", "storage")
 
 
-class RunStopped(RuntimeError):
+class RunStopped(CallRefused):
     """A model call refused because its run was told to stop (cancelled, past its deadline, ...)."""
 
 
@@ -87,20 +86,16 @@ class Stops:
         self._closing.discard(run_id)
 
 
-class StopGuard(AsyncCallbackHandler):
+class StopGuard(Guard):
     """Refuse to start a model call of a run that was told to stop.
 
     Stopping a run cancels its task; should that cancellation be lost on its way through the graph, a
     node could go on to its next model call. Every model call of a run inherits this callback, which
-    raises `RunStopped` before the request is sent (and delivers the stop again). With `hold`, a call first
+    refuses it with `RunStopped` (raised by the client before the request is sent, `llm.guards`; and delivers the stop
+    again). A call answered from the response cache sends nothing, and is not refused. With `hold`, a call first
     awaits it (`RunEngine.leases_hold`: until the worker's lease renewals show that its leases still hold), so that
     no call starts under a lease that may have been taken over.
     """
-
-    raise_error = True  # LangChain re-raises what this handler raises, so the model call does not start
-    # Awaited in place: otherwise langchain-core wraps every event it gets (each streamed token, each node's start and
-    # end) in a task of its own.
-    run_inline = True
 
     def __init__(self, stops: Stops, run_id: str, hold: Callable[[], Awaitable[None]] | None = None) -> None:
         self.stops, self.run_id, self.hold = stops, run_id, hold
@@ -110,14 +105,22 @@ class StopGuard(AsyncCallbackHandler):
             self.stops.still_running(self.run_id)
             raise RunStopped(f"run {self.run_id} was told to stop")
 
-    async def on_chat_model_start(self, *args: Any, **kwargs: Any) -> None:
-        await self._held()
+    async def on_chat_model_start(self, *args: Any, run_id: Any = None, **kwargs: Any) -> None:
+        await self._held(run_id)
 
-    async def on_llm_start(self, *args: Any, **kwargs: Any) -> None:
-        await self._held()
+    async def on_llm_start(self, *args: Any, run_id: Any = None, **kwargs: Any) -> None:
+        await self._held(run_id)
 
-    async def _held(self) -> None:
-        self._check()
-        if self.hold is not None:
-            await self.hold()
+    async def _held(self, call: Any) -> None:
+        try:
             self._check()
+        except RunStopped as refusal:
+            self.refuse(call, refusal)
+            return
+        if (hold := self.hold) is not None:
+
+            async def held() -> None:  # awaited by the client, not in LangChain's dispatch (`llm.guards`)
+                await hold()
+                self._check()
+
+            self.defer(call, held)

@@ -231,11 +231,13 @@ class PanelOptions(BaseModel):
         None, description="The reasoning effort (OpenAI's `reasoning_effort`): one for the model, or for every seat "
                           "of a router's panel, or one per model id; replaces the router's. Sent as each model's "
                           "provider takes it; a model that takes none is refused (400 `reasoning_unsupported`).")
-    parley_cache: bool | None = Field(
+    parley_cache: bool | Literal["workspace"] | None = Field(
         None, description="Answer each model call at temperature 0 (or with a seed) from the response cache when an "
-                          "identical call (model, messages, parameters) was made in this workspace within "
-                          "`RESPONSE_CACHE_TTL_SECONDS`, and keep its answer there otherwise: a cached call is free "
-                          "(cost 0, tokens still shown; `responseCache` in its usage).")
+                          "identical call (model, messages, parameters) was made by the same user within "
+                          "`RESPONSE_CACHE_TTL_SECONDS` (`\"workspace\"`: by anyone in this workspace, who then "
+                          "share their answers), and keep its answer there otherwise: a cached call is free "
+                          "(cost 0, tokens still shown; `responseCache` in its usage). An answer that failed its "
+                          "`response_format`, or an empty one, is never kept.")
 
     @field_validator("models")
     @classmethod
@@ -707,7 +709,7 @@ async def start_completion(backend: Backend, caller: Caller, body: ChatCompletio
                                         answer_format=body.answer_format),
                    "plan": dataclasses.asdict(plan), "bill": bill.dump(),
                    **({"steer": steer} if (steer := steering.SteerOptions(
-                       budget=limits, response_cache=bool(body.parley_cache)).dump()) else {}),
+                       budget=limits, response_cache=body.parley_cache or False).dump()) else {}),
                    **({"history": {"response": history.response_id, "at": history.at}} if history else {}),
                    "completion": completion, "streamed": body.stream,
                    **({"reasoning": plan.reasoning} if plan.reasoning else {})},

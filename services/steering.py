@@ -22,6 +22,7 @@ from parley.nodes.inbox import ACTIONS
 from parley.runs import RunEngine
 from parley.services.errors import Conflict, InvalidRequest, PaymentRequired, ServiceError
 from parley.store import runs as run_store
+from parley.store.response_cache import SHARED as SHARED_CACHE
 from parley.store import workspaces as ws_store
 
 BUDGET_FIELDS = tuple(FIELDS)  # maxTokens, maxCost, maxSeconds
@@ -36,10 +37,10 @@ class BudgetFields(BaseModel):
     maxCost: StrictFloat | None = Field(None, gt=0, description="Budget: USD the run may cost.")
     maxSeconds: StrictFloat | None = Field(None, ge=MIN_BUDGET_SECONDS, description="Budget: seconds the run may "
                                            "take, time waiting for a person not counted.")
-    responseCache: StrictBool | None = Field(
+    responseCache: StrictBool | Literal["workspace"] | None = Field(
         None, description="Answer the run's model calls at temperature 0 from the response cache when an identical "
-        "call was made in this workspace within a day, and keep new answers there: a cached call is free "
-        "(docs/panel.md).")
+        "call was made by the same user within a day (`\"workspace\"`: by anyone in this workspace, who then share "
+        "their answers), and keep new answers there: a cached call is free (docs/performance.md).")
 
 
 @dataclass(frozen=True)
@@ -48,13 +49,15 @@ class SteerOptions:
 
     await_at: str | None = None
     budget: BudgetLimits = BudgetLimits()
-    response_cache: bool = False  # the run's model calls use the response cache (`runs.modes.base.ModeRun.knobs`)
+    # the run's model calls use the response cache (`runs.modes.base.ModeRun.knobs`): its user's own (True), or the
+    # one its workspace shares (`"workspace"`)
+    response_cache: bool | Literal["workspace"] = False
 
     def dump(self) -> dict[str, Any]:
         """The options as the run's input keeps them (`input.steer`)."""
         return {**({"await": self.await_at} if self.await_at else {}),
                 **({"budget": self.budget.dump()} if self.budget else {}),
-                **({"responseCache": True} if self.response_cache else {})}
+                **({"responseCache": self.response_cache} if self.response_cache else {})}
 
 
 def parse_options(body: Mapping[str, Any], *, boundary: str | None, where: str = "") -> SteerOptions:
@@ -73,10 +76,20 @@ def parse_options(body: Mapping[str, Any], *, boundary: str | None, where: str =
                                     where=where)
     except InvalidBudget as exc:
         raise InvalidRequest(str(exc), code="invalid_budget", field=exc.field) from exc
-    cache = body.get("responseCache")
-    if cache is not None and not isinstance(cache, bool):
-        raise InvalidRequest(f"{where}responseCache: must be true or false", code="invalid_request")
-    return SteerOptions(await_at=await_at, budget=limits, response_cache=bool(cache))
+    return SteerOptions(await_at=await_at, budget=limits,
+                        response_cache=parse_cache(body.get("responseCache"), where=f"{where}responseCache"))
+
+
+def parse_cache(value: Any, *, where: str) -> bool | Literal["workspace"]:
+    """Whether a request's model calls use the response cache (`responseCache`, `parley_cache`): `true` (the
+    user's own answers), `"workspace"` (answers every user of the workspace shares), false or absent (none).
+
+    Raises:
+        InvalidRequest: any other value.
+    """
+    if value is None or isinstance(value, bool) or value == SHARED_CACHE:
+        return SHARED_CACHE if value == SHARED_CACHE else bool(value)
+    raise InvalidRequest(f'{where}: must be true, false or "{SHARED_CACHE}"', code="invalid_request")
 
 
 def parse_budget(value: Any, *, where: str) -> BudgetLimits:
@@ -178,7 +191,9 @@ async def send_input(engine: RunEngine, record: dict, *, user: str, content: str
     Raises:
         Conflict: the run has ended (`run_finished`), takes no input (`run_not_steerable`: a chat completion, a
             workflow without an `await` node), already waits and was asked to pause (`run_waiting`), or was sent
-            `MAX_RUN_INPUTS` inputs already (`too_many_inputs`).
+            `MAX_RUN_INPUTS` inputs already and this one counts against them (`too_many_inputs`: a message, or a
+            control repeated within a lap; the first `continue`, `guide`, `end` or `pause` of each lap always gets
+            through, `store.runs.counts_against_cap`).
     """
     if record["status"] in run_store.FINISHED:
         raise Conflict(f"Run '{record['_id']}' has already ended ({record['status']})", code="run_finished")
@@ -190,8 +205,9 @@ async def send_input(engine: RunEngine, record: dict, *, user: str, content: str
     if action == "pause" and record["status"] == run_store.WAITING:
         raise Conflict(f"Run '{record['_id']}' already waits; send continue, guide or end", code="run_waiting")
     try:
-        if run_store.inputs_full(record):
-            raise run_store.TooManyInputs(f"The run has been sent {record['inputs']} inputs, as many as a run takes")
+        if run_store.inputs_full(record, action):
+            raise run_store.TooManyInputs(f"The run has been sent {record['capped']} inputs, as many as a run takes "
+                                          "(a control goes through once per wait, and once between two waits)")
         sent = await engine.steer(record["_id"], user=user, content=content, action=action)
     except run_store.TooManyInputs as exc:
         raise Conflict(str(exc), code="too_many_inputs") from None

@@ -289,31 +289,70 @@ class TooManyInputs(RuntimeError):
     """The run was sent `MAX_RUN_INPUTS` inputs already."""
 
 
-def inputs_full(record: dict) -> bool:
-    """Whether the run `record` was sent as many inputs as a run takes (`MAX_RUN_INPUTS`): checked before an input is
-    stored, and held by `note_input` against inputs sent at once."""
-    return record.get("inputs", 0) >= MAX_RUN_INPUTS
+def control_lap(record: dict) -> int:
+    """The stretch of run `record` a control sent now belongs to: `2·w` while it waits at its wait number `w`, `2·w + 1`
+    while it goes on after it (`2·0 + 1` before its first wait). Each wait needs a person's answer, so a run has as
+    many laps as it waits (twice, plus one), however many controls are sent."""
+    return 2 * int(record.get("waits") or 0) + (0 if record.get("status") == WAITING else 1)
 
 
-async def note_input(db: AsyncDatabase, *, run_id: str) -> dict | None:
-    """Count an input stored for a run (the lease renewal of the worker executing it reads the count and fetches
-    what is new); return the record as it now is, or None when the run has ended (or its end is being stored, or
-    it was cancelled): no one will read the input.
+def counts_against_cap(record: dict, action: str | None) -> bool:
+    """Whether an input sent the run `record` now counts against `MAX_RUN_INPUTS`: a message does, and a control
+    (`continue`, `guide`, `end`, `pause`) only when one of its kind was already sent in the same lap (`control_lap`):
+    the first of each kind always gets through, so a run at the cap can still be let go on, paused or ended."""
+    return action is None or (record.get("controls") or {}).get(action) == control_lap(record)
+
+
+def inputs_full(record: dict, action: str | None = None) -> bool:
+    """Whether the input `action` (None: a message) sent run `record` now would pass `MAX_RUN_INPUTS` (see
+    `counts_against_cap`): checked before an input is stored, and held by `note_input` against inputs sent at
+    once."""
+    return counts_against_cap(record, action) and record.get("capped", 0) >= MAX_RUN_INPUTS
+
+
+def _open_to_input(record: dict) -> bool:
+    return record.get("status") in UNFINISHED and record.get("concluding") is None and \
+        not record.get("cancelRequested")
+
+
+async def note_input(db: AsyncDatabase, *, run_id: str, action: str | None = None) -> dict | None:
+    """Count an input stored for a run (the lease renewal of the worker executing it reads the count, `inputs`, and
+    fetches what is new); return the record as it now is, or None when the run has ended (or its end is being
+    stored, or it was cancelled): no one will read the input.
+
+    A message counts against `MAX_RUN_INPUTS` (`capped`); a control does only when one of its kind was sent in the
+    same lap (`counts_against_cap`; `controls` holds the lap of each kind's last one).
 
     Raises:
-        TooManyInputs: the run holds `MAX_RUN_INPUTS` inputs already (this one is not counted).
+        TooManyInputs: the input counts against the cap and the run holds `MAX_RUN_INPUTS` already (it is not
+            counted).
     """
+    if action is not None:
+        for _ in range(8):  # a run that parks or is woken meanwhile changes lap: look again
+            record = await db.runs.find_one({"_id": run_id})
+            if record is None or not _open_to_input(record):
+                return None
+            if counts_against_cap(record, action):
+                break
+            lap = control_lap(record)
+            noted = await db.runs.update_one(
+                {"_id": run_id, "status": record["status"], "waits": record.get("waits"), "concluding": None,
+                 "cancelRequested": {"$ne": True}, f"controls.{action}": (record.get("controls") or {}).get(action)},
+                {"$inc": {"inputs": 1}, "$set": {"updatedAt": now(), f"controls.{action}": lap}},
+            )
+            if noted.matched_count == 1:
+                return await db.runs.find_one({"_id": run_id})
     noted = await db.runs.update_one(
         {"_id": run_id, "status": {"$in": list(UNFINISHED)}, "concluding": None, "cancelRequested": {"$ne": True},
-         "inputs": {"$not": {"$gte": MAX_RUN_INPUTS}}},
-        {"$inc": {"inputs": 1}, "$set": {"updatedAt": now()}},
+         "capped": {"$not": {"$gte": MAX_RUN_INPUTS}}},
+        {"$inc": {"inputs": 1, "capped": 1}, "$set": {"updatedAt": now()}},
     )
     record = await db.runs.find_one({"_id": run_id})
     if noted.matched_count == 1:
         return record
-    if record is not None and record.get("status") in UNFINISHED and record.get("concluding") is None and \
-            not record.get("cancelRequested") and inputs_full(record):
-        raise TooManyInputs(f"The run has been sent {MAX_RUN_INPUTS} inputs, as many as a run takes")
+    if record is not None and _open_to_input(record):
+        raise TooManyInputs(f"The run has been sent {MAX_RUN_INPUTS} inputs, as many as a run takes (a control "
+                            "goes through once per wait, and once between two waits)")
     return None
 
 

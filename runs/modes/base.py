@@ -18,18 +18,21 @@ from parley.llm.factory import ModelFactory
 from parley.llm.usage import UsageLedger
 from parley.nodes.context import RunContext
 from parley.runs.tools import WorkspaceTools
+from parley.store.response_cache import SHARED as SHARED_CACHE
 from parley.store.response_cache import ResponseCache
 
-# One response cache per database and workspace: the model factory keeps a client per cache it is given.
-_CACHES: weakref.WeakKeyDictionary[AsyncDatabase, dict[str, ResponseCache]] = weakref.WeakKeyDictionary()
+# One response cache per database, workspace and user: the model factory keeps a client per cache it is given.
+_CACHES: weakref.WeakKeyDictionary[AsyncDatabase, dict[tuple[str, str | None], ResponseCache]] = \
+    weakref.WeakKeyDictionary()
 
 
-def response_cache(db: AsyncDatabase, workspace: str) -> ResponseCache:
-    """The response cache of `workspace`'s runs (the same object for every run of it)."""
+def response_cache(db: AsyncDatabase, workspace: str, user: str | None = None) -> ResponseCache:
+    """The response cache of `user`'s runs in `workspace` (None: the one every user of the workspace shares), the
+    same object for every run of theirs."""
     caches = _CACHES.setdefault(db, {})
-    if workspace not in caches:
-        caches[workspace] = ResponseCache(db, scope=workspace)
-    return caches[workspace]
+    if (workspace, user) not in caches:
+        caches[workspace, user] = ResponseCache(db, scope=workspace, user=user)
+    return caches[workspace, user]
 
 
 # Bill a run that ends (its record, what its model calls used): record its usage, settle what was reserved for it;
@@ -148,12 +151,13 @@ class ModeRun(ABC):
 
     def knobs(self, context: RunContext) -> RunContext:
         """`context` with the model knobs the request stored in the run's input: the reasoning effort of its seats
-        (`reasoning`: seat, label or model id → effort) and, when it opted in (`steer.responseCache`), the workspace's
-        response cache (`store.response_cache`)."""
+        (`reasoning`: seat, label or model id → effort) and, when it opted in (`steer.responseCache`), the response
+        cache (`store.response_cache`) of the run's user, or the workspace's shared one (`"workspace"`)."""
         if reasoning := self.input.get("reasoning"):
             context.reasoning = {**context.reasoning, **reasoning}
-        if (self.input.get("steer") or {}).get("responseCache"):
-            context.response_cache = response_cache(self.services.db, self.record["workspace"])
+        if cache := (self.input.get("steer") or {}).get("responseCache"):
+            user = None if cache == SHARED_CACHE else self.record.get("user") or ""
+            context.response_cache = response_cache(self.services.db, self.record["workspace"], user)
         return context
 
     async def prepare(self) -> None:

@@ -219,3 +219,28 @@ async def test_calls_without_a_task_and_newer_clients_are_answered_as_before(ser
         result = await client.call_tool("duel", DUEL, progress_callback=progress)
     assert not result.is_error and result.structured_content["winner"] == "user"
     assert progress.messages[-1] == "verdict: user"
+
+
+async def test_steer_run_lets_a_run_at_its_input_cap_go_on_and_end(server, make_key, llm, monkeypatch):  # noqa: F811
+    """A waiting run sent MAX_RUN_INPUTS messages once refused `steer_run`'s `continue` and `end` too: a control is
+    not counted against the cap (lowered here to 1)."""
+    monkeypatch.setattr("parley.store.runs.MAX_RUN_INPUTS", 1)
+    script_duel(llm, opponent_turn={"hold": "opponent"})
+    key = make_key(["debate"])
+    async with http_client(server.url, key, mode="legacy") as client:
+        task = (await call_as_task(client, "duel", {**DUEL, "await": "after_turn"})).task
+        await until_task(client, task.task_id, lambda t: t.status == "input_required", "the duel waits after turn 1")
+        told = await client.call_tool("steer_run", {"runId": task.task_id, "content": "Think of the juniors."})
+        full = await client.call_tool("steer_run", {"runId": task.task_id, "content": "And of the seniors."})
+        went_on = await client.call_tool("steer_run", {"runId": task.task_id, "action": "continue"})
+        await anyio.to_thread.run_sync(llm.wait_held, "opponent")
+        ended = await client.call_tool("steer_run", {"runId": task.task_id, "action": "end"})
+        llm.release("opponent")
+        result = await task_result(client, task.task_id)
+    assert not told.is_error and full.is_error and full.structured_content["code"] == "too_many_inputs"
+    assert not went_on.is_error, went_on.content
+    assert went_on.structured_content["input"]["action"] == "continue"
+    assert not ended.is_error, ended.content
+    assert not result.is_error, result.content
+    said = [(m["role"], m["name"]) for m in result.structured_content["messages"]]
+    assert said == [("user", "Ada"), ("human", "alice"), ("opponent", "Margaret Hale")], said  # it ended after turn 2

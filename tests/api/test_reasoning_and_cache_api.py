@@ -216,6 +216,56 @@ def test_a_streamed_miss_is_stored_and_a_later_whole_call_hits_it(client, llm):
     assert again.choices[0].message.content == "Streamed once, kept." and len(sent_to(llm, "gpt-4o")) == 1
 
 
+def _ask(server, key, **fields):
+    with openai.OpenAI(base_url=server.url + "/v1", api_key=key, max_retries=0, timeout=30) as sdk:
+        return sdk.chat.completions.create(model="openai:gpt-4o", messages=QUESTION, temperature=0, **fields)
+
+
+def test_the_cache_is_each_user_s_own_unless_a_request_shares_it_with_the_workspace(server, key, make_key, llm):
+    """Another user's answer once came from the cache in milliseconds (against seconds from a model): what a user of
+    the workspace asked, and the answer, leaked to the next. `parley_cache: true` is the user's own cache;
+    `"workspace"` one every user of the workspace shares."""
+    llm.script(model="gpt-4o", reply="Cached wisdom.")
+    bob = make_key(["chat"], user="bob")
+    assert _ask(server, key, extra_body={"parley_cache": True}).choices[0].message.content == "Cached wisdom."
+    assert _ask(server, bob, extra_body={"parley_cache": True}).choices[0].message.content == "Cached wisdom."
+    assert len(sent_to(llm, "gpt-4o")) == 2  # bob's call reached the model: alice's answer is hers
+    _ask(server, key, extra_body={"parley_cache": True})
+    assert len(sent_to(llm, "gpt-4o")) == 2  # alice's own answer, from the cache
+    _ask(server, key, extra_body={"parley_cache": "workspace"})
+    shared = _ask(server, bob, extra_body={"parley_cache": "workspace"})
+    assert shared.choices[0].message.content == "Cached wisdom." and shared.model_extra["_meta"]["cost"] == 0
+    assert len(sent_to(llm, "gpt-4o")) == 3  # the workspace's shared answer: one call for both
+    with pytest.raises(openai.BadRequestError):
+        _ask(server, key, extra_body={"parley_cache": "everyone"})
+
+
+def test_an_answer_that_failed_its_format_or_said_nothing_is_never_kept(client, llm, sync_db):
+    """An answer that failed its `response_format` (the first, and the repair) was once kept: the same call was
+    answered the same wrong way for a day without asking the model again. Nor is an empty answer kept."""
+    llm.script(model="gpt-4o", match="How many nodes", json={"nodes": "three"}, times=2)  # not an integer
+    llm.script(model="gpt-4o", match="How many nodes", json={"nodes": 3})
+    fmt = {"type": "json_schema", "json_schema": {"name": "count", "schema": {
+        "type": "object", "properties": {"nodes": {"type": "integer"}}, "required": ["nodes"]}}}
+    ask = dict(model="openai:gpt-4o", messages=[{"role": "user", "content": "How many nodes?"}], temperature=0,
+               response_format=fmt, extra_body={"parley_cache": True})
+    with pytest.raises(openai.APIStatusError):
+        client.chat.completions.create(**ask)
+    assert sync_db.response_cache.count_documents({}) == 0
+    assert json.loads(client.chat.completions.create(**ask).choices[0].message.content) == {"nodes": 3}
+    assert len(sent_to(llm, "gpt-4o")) == 3  # asked again, not answered from the cache
+    assert sync_db.response_cache.count_documents({}) == 1  # the answer in its format is kept
+    llm.script(model="gpt-4o", match="Say nothing", reply="", times=1)
+    llm.script(model="gpt-4o", match="Say nothing", reply="Something.")
+    empty = dict(model="openai:gpt-4o", messages=[{"role": "user", "content": "Say nothing"}], temperature=0,
+                 extra_body={"parley_cache": True})
+    with pytest.raises(openai.InternalServerError):  # every model failed: the one answered nothing
+        client.chat.completions.create(**empty)
+    assert client.chat.completions.create(**empty).choices[0].message.content == "Something."  # asked again
+    assert sum("Say nothing" in json.dumps(r) for r in sent_to(llm, "gpt-4o")) == 2
+    assert sync_db.response_cache.count_documents({}) == 2
+
+
 def test_the_response_cache_has_a_ttl_index(client, sync_db):
     indexes = sync_db.response_cache.index_information()
     assert any(spec["key"] == [("expiresAt", 1)] and spec.get("expireAfterSeconds") == 0 for spec in indexes.values())

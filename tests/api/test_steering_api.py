@@ -380,20 +380,51 @@ def test_a_chat_completion_takes_its_budget_in_the_extra_body(parley, make_key, 
 
 
 def test_inputs_are_capped_per_run_and_taken_in_a_few_at_a_boundary(http, key, llm, sync_db, monkeypatch):
-    """4,500 inputs once made one page of events MongoDB refused: a run takes at most MAX_RUN_INPUTS inputs (409
+    """4,500 inputs once made one page of events MongoDB refused: a run takes at most MAX_RUN_INPUTS messages (409
     `too_many_inputs` past it, nothing stored), and a boundary takes in at most MAX_INPUTS_PER_BOUNDARY messages, the
-    others at the next (lowered here to 5 and 2)."""
-    monkeypatch.setattr("parley.store.runs.MAX_RUN_INPUTS", 5)
+    others at the next (lowered here to 3 and 2). Controls (the pause, the continue) are not counted."""
+    monkeypatch.setattr("parley.store.runs.MAX_RUN_INPUTS", 3)
     monkeypatch.setattr("parley.nodes.steer.MAX_INPUTS_PER_BOUNDARY", 2)
     run_id = paused_duel(http, key, llm)
     for i in range(3):
         assert send(http, key, run_id, content=f"Message {i}.").status_code == 202
-    assert send(http, key, run_id, action="continue").status_code == 202  # the fifth input: it goes on
     refused = send(http, key, run_id, content="One too many.")
     assert refused.status_code == 409 and refused.json()["code"] == "too_many_inputs", refused.text
+    assert send(http, key, run_id, action="continue").status_code == 202  # at the cap: it goes on
     assert sync_db.run_inputs.count_documents({"runId": run_id}) == 5  # the refused one was not kept
     eventually(lambda: run_of(http, key, run_id)["status"] == "completed", "the duel ends")
     events = list(iter_sse(http.get(f"/v1/runs/{run_id}/events", headers=auth(key)).iter_lines()))
     heard = [(e.json()["content"], e.json()["position"]) for e in events if e.event == "human"]
     # Two messages (and the answer that lets the duel go on) at the wait after turn 1, the third at the next boundary.
     assert heard == [("Message 0.", 1), ("Message 1.", 1), ("Message 2.", 2)], heard
+
+
+def test_a_waiting_run_at_its_input_cap_can_still_be_continued_and_ended(http, key, llm, sync_db, monkeypatch):
+    """A waiting run sent MAX_RUN_INPUTS messages once answered 409 to `continue`, `guide` and `end` alike, and
+    waited until cancelled: the cap counts messages; the first control of each kind in a lap of the run (at a wait,
+    or between two waits) always gets through, a repeated one counts (and is refused at the cap)."""
+    monkeypatch.setattr("parley.store.runs.MAX_RUN_INPUTS", 2)
+    llm.script(match="Round 1 of 3.", reply=USER_REPLY, hold="turn", times=1)
+    script_duel(llm, opponent_turn={"hold": "opponent"})
+    run_id = start_duel(http, key)
+    llm.wait_held("turn")
+    assert send(http, key, run_id, action="pause").status_code == 202
+    llm.release("turn")
+    eventually(lambda: run_of(http, key, run_id)["status"] == "waiting", "the duel waits after its first turn")
+    for i in range(2):
+        assert send(http, key, run_id, content=f"Message {i}.").status_code == 202
+    assert send(http, key, run_id, content="One too many.").json()["code"] == "too_many_inputs"
+    went_on = send(http, key, run_id, action="continue")
+    assert went_on.status_code == 202, went_on.text
+    assert went_on.json()["run"]["status"] != "waiting"
+    llm.wait_held("opponent")  # the opponent's first turn: the duel goes on
+    ended = send(http, key, run_id, action="end")
+    assert ended.status_code == 202, ended.text
+    again = send(http, key, run_id, action="end")  # the same control again in the same lap: counted, so refused
+    assert again.status_code == 409 and again.json()["code"] == "too_many_inputs", again.text
+    llm.release("opponent")
+    eventually(lambda: run_of(http, key, run_id)["status"] == "completed", "the duel ends")
+    run = run_of(http, key, run_id)
+    assert run["stoppedBy"] == "user" and run["result"]["messages"] == 2
+    inputs = [(i.get("action"), i.get("content")) for i in sync_db.run_inputs.find({"runId": run_id}).sort("at")]
+    assert inputs == [("pause", None), (None, "Message 0."), (None, "Message 1."), ("continue", None), ("end", None)]
