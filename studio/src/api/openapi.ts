@@ -21,6 +21,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/readyz": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Whether this worker can serve
+         * @description Ready while this worker can serve a request: its run engine tends its runs (`RunEngine.tending`) and the
+         *     database answers. The model endpoint is not asked: its outage is every worker's, and taking every worker out of
+         *     service for it would leave nothing to answer the requests that need no model.
+         */
+        get: operations["readyz_readyz_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/metrics": {
         parameters: {
             query?: never;
@@ -1197,9 +1219,9 @@ export interface components {
             } | null;
             /**
              * Parley Cache
-             * @description Answer each model call at temperature 0 (or with a seed) from the response cache when an identical call (model, messages, parameters) was made in this workspace within `RESPONSE_CACHE_TTL_SECONDS`, and keep its answer there otherwise: a cached call is free (cost 0, tokens still shown; `responseCache` in its usage).
+             * @description Answer each model call at temperature 0 (or with a seed) from the response cache when an identical call (model, messages, parameters) was made by the same user within `RESPONSE_CACHE_TTL_SECONDS` (`"workspace"`: by anyone in this workspace, who then share their answers), and keep its answer there otherwise: a cached call is free (cost 0, tokens still shown; `responseCache` in its usage). An answer that failed its `response_format`, or an empty one, is never kept.
              */
-            parley_cache?: boolean | null;
+            parley_cache?: boolean | "workspace" | null;
             /**
              * Model
              * @description `router/<id>`, `router/debate`, `self-moa/<provider:model>` (that model sampled three times, then a decision), or a `provider:model` id.
@@ -1411,10 +1433,10 @@ export interface components {
             maxSeconds: number | null;
             /**
              * Responsecache
-             * @description Answer the run's model calls at temperature 0 from the response cache when an identical call was made in this workspace within a day, and keep new answers there: a cached call is free (docs/panel.md).
+             * @description Answer the run's model calls at temperature 0 from the response cache when an identical call was made by the same user within a day (`"workspace"`: by anyone in this workspace, who then share their answers), and keep new answers there: a cached call is free (docs/performance.md).
              * @default null
              */
-            responseCache: boolean | null;
+            responseCache: boolean | "workspace" | null;
             /**
              * Topic
              * @description The question to debate; not blank.
@@ -1913,9 +1935,9 @@ export interface components {
             maxSeconds?: number | null;
             /**
              * Responsecache
-             * @description Answer the run's model calls at temperature 0 from the response cache when an identical call was made in this workspace within a day, and keep new answers there: a cached call is free (docs/panel.md).
+             * @description Answer the run's model calls at temperature 0 from the response cache when an identical call was made by the same user within a day (`"workspace"`: by anyone in this workspace, who then share their answers), and keep new answers there: a cached call is free (docs/performance.md).
              */
-            responseCache?: boolean | null;
+            responseCache?: boolean | "workspace" | null;
             /**
              * Input
              * @description Values of declared state keys; omitted: the sampleInput.
@@ -2158,9 +2180,9 @@ export interface components {
             maxSeconds?: number | null;
             /**
              * Responsecache
-             * @description Answer the run's model calls at temperature 0 from the response cache when an identical call was made in this workspace within a day, and keep new answers there: a cached call is free (docs/panel.md).
+             * @description Answer the run's model calls at temperature 0 from the response cache when an identical call was made by the same user within a day (`"workspace"`: by anyone in this workspace, who then share their answers), and keep new answers there: a cached call is free (docs/performance.md).
              */
-            responseCache?: boolean | null;
+            responseCache?: boolean | "workspace" | null;
             /** Content */
             content: string;
             /**
@@ -2520,9 +2542,9 @@ export interface components {
             } | null;
             /**
              * Parley Cache
-             * @description Answer each model call at temperature 0 (or with a seed) from the response cache when an identical call (model, messages, parameters) was made in this workspace within `RESPONSE_CACHE_TTL_SECONDS`, and keep its answer there otherwise: a cached call is free (cost 0, tokens still shown; `responseCache` in its usage).
+             * @description Answer each model call at temperature 0 (or with a seed) from the response cache when an identical call (model, messages, parameters) was made by the same user within `RESPONSE_CACHE_TTL_SECONDS` (`"workspace"`: by anyone in this workspace, who then share their answers), and keep its answer there otherwise: a cached call is free (cost 0, tokens still shown; `responseCache` in its usage). An answer that failed its `response_format`, or an empty one, is never kept.
              */
-            parley_cache?: boolean | null;
+            parley_cache?: boolean | "workspace" | null;
             /**
              * Model
              * @description `router/<id>`, `router/debate`, `self-moa/<provider:model>` or a `provider:model` id, as for chat completions.
@@ -2917,9 +2939,9 @@ export interface components {
             maxSeconds?: number | null;
             /**
              * Responsecache
-             * @description Answer the run's model calls at temperature 0 from the response cache when an identical call was made in this workspace within a day, and keep new answers there: a cached call is free (docs/panel.md).
+             * @description Answer the run's model calls at temperature 0 from the response cache when an identical call was made by the same user within a day (`"workspace"`: by anyone in this workspace, who then share their answers), and keep new answers there: a cached call is free (docs/performance.md).
              */
-            responseCache?: boolean | null;
+            responseCache?: boolean | "workspace" | null;
             /**
              * Input
              * @description Values of declared state keys; omitted: the sampleInput.
@@ -3604,22 +3626,63 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Both are reachable. The model endpoint's address is shown to an `admin` key only. */
+            /** @description Both are reachable: `{"status": "ok"}`. A valid key also gets `model` and `database`; an `admin` key the model endpoint's address and the library `versions` too. */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": unknown;
+                    "application/json": {
+                        status: string;
+                        code?: string;
+                    };
                 };
             };
-            /** @description The model endpoint or the database is unreachable; the body says which. */
+            /** @description The database (`database_unavailable`) or the model endpoint (`model_unavailable`) is unreachable; a valid key gets the details. */
             503: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": Record<string, never>;
+                    "application/json": {
+                        status: string;
+                        code?: string;
+                    };
+                };
+            };
+        };
+    };
+    readyz_readyz_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Ready: `{"status": "ok"}`: this worker runs and its database answers. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        status: string;
+                        code?: string;
+                    };
+                };
+            };
+            /** @description Not ready: the database does not answer (`database_unavailable`), or this worker is starting, stopping or out of touch with its runs (`worker_unavailable`). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        status: string;
+                        code?: string;
+                    };
                 };
             };
         };
@@ -4096,7 +4159,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenAIError"];
                 };
             };
-            /** @description `router/<id>` names no router of the workspace, or `previous_response_id` no stored response the key may see. */
+            /** @description `router/<id>` names no router of the workspace, `previous_response_id` no stored response the key may see (`response_not_found`), or one whose conversation misses a response deleted or expired (`response_chain_broken`). */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4105,7 +4168,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenAIError"];
                 };
             };
-            /** @description The request body is larger than the server's limit (`PARLEY_MAX_BODY_BYTES`, 4 MB by default). */
+            /** @description The response would take the workspace's stored responses past `PARLEY_WORKSPACE_MAX_STORED_BYTES` (`storage_quota_exceeded`); nothing is stored. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -6028,6 +6091,17 @@ export interface operations {
             /** @description The webhook is not active (`webhook_inactive`). */
             409: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParleyError"];
+                };
+            };
+            /** @description The workspace asked for as many test pings as it may in a minute (`rate_limited`); `Retry-After` says when to ask again. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
