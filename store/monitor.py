@@ -23,8 +23,8 @@ OTHER = "other"
 COLLECTIONS = frozenset({
     "agent_documents", "agent_memories", "agents", "api_keys", "conversation_messages", "conversations",
     "counters", "debate_rounds", "debates", "idempotency_keys", "mcp_tasks", "migrations", "response_cache",
-    "responses", "routers", "run_checkpoints", "run_events", "run_inputs", "run_usage", "runs", "tool_grants",
-    "tool_servers", "usage", "webhook_deliveries", "webhooks", "workflow_runs", "workflows", "workspaces",
+    "responses", "routers", "run_checkpoints", "run_events", "run_inputs", "run_usage", "runs", "stored_bytes",
+    "tool_grants", "tool_servers", "usage", "webhook_deliveries", "webhooks", "workflow_runs", "workflows", "workspaces",
     "ratelimit_counters", "ratelimit_windows",  # limits' MongoDB storage, named in api/ratelimit.py
 })
 

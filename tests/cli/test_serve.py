@@ -65,13 +65,19 @@ class Serve:
     def output(self) -> str:
         return "".join(self.lines)
 
-    def wait_healthy(self, timeout: float = 90) -> dict:
+    def wait_healthy(self, timeout: float = 90, key: str | None = None) -> dict:
+        """/healthz once it answers 200, read with `key` (by default the first key serve printed, if it printed one):
+        without a key it is the status alone."""
         deadline = time.monotonic() + timeout
         while True:
             try:
                 health = httpx.get(self.url + "/healthz", timeout=2)
                 if health.status_code == 200:
-                    return health.json()
+                    key = key or (self.first_key() if "A first key for this local install" in self.output else None)
+                    if key is None:
+                        return health.json()
+                    return httpx.get(self.url + "/healthz", headers={"Authorization": f"Bearer {key}"},
+                                     timeout=10).json()
             except httpx.HTTPError:
                 pass
             assert self.proc.poll() is None, f"parley serve exited:\n{self.output}"
@@ -282,7 +288,7 @@ def test_a_second_serve_takes_the_database_over_when_the_first_dies(tmp_path, ll
                 return False
 
         eventually(served, "the second serve answers again, the key stored before still known", timeout=60)
-        assert second.wait_healthy(10)["database"]["ok"] is True
+        assert second.wait_healthy(10, key)["database"]["ok"] is True
         # The database answers a moment before the second serve records it as its own (and logs so): wait for both.
         eventually(lambda: second.database_pid() != database and _alive(second.database_pid()),
                    "the second serve records the database it started", timeout=15)

@@ -33,9 +33,10 @@ def test_a_duel_past_its_deadline_fails_with_run_deadline(http, make_key, llm, s
     assert events[-1].json()["code"] == "run_deadline" and "PARLEY_RUN_DEADLINE" in events[-1].json()["message"]
     run = http.get(f"/v1/runs/{run_id}", headers=auth(key)).json()
     assert run["status"] == "failed" and run["error"]["code"] == "run_deadline"
-    assert run["usage"]["calls"] == 1  # the opponent was chosen and billed; the held turn never answered
+    # The opponent was chosen and billed; the held turn reached the provider and is billed too, at an estimate.
+    assert run["usage"]["calls"] == 2
     assert sync_db.debates.find_one({"_id": run_id})["status"] == "failed"
-    assert sync_db.usage.count_documents({"requestId": run_id}) == 1
+    assert sync_db.usage.count_documents({"requestId": run_id}) == 1  # one usage row per run, holding both calls
     replay = parse_sse(http.get(f"/v1/runs/{run_id}/events", headers=auth(key)).text)
     assert replay[-1].event == "error" and replay[-1].json()["code"] == "run_deadline"
 
